@@ -1,0 +1,52 @@
+# `make run`: set up and start a single-node platform on localhost:9092.
+# `make test`: set up (Python venv, Debian packages the tests need) and run every test.
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+TEST_STAMP := $(VENV)/.installed-test
+DEB_PACKAGES := kcat
+
+.PHONY: run test lint bench clean setup setup-test deb
+
+$(BIN)/python:
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install -q --upgrade pip
+
+$(STAMP): pyproject.toml | $(BIN)/python
+	$(BIN)/pip install -q -e .
+	touch $@
+
+$(TEST_STAMP): pyproject.toml | $(BIN)/python
+	$(BIN)/pip install -q -e '.[test]'
+	touch $@ $(STAMP)
+
+setup: $(STAMP)
+
+setup-test: $(TEST_STAMP) deb
+
+# Debian packages the tests drive (kcat); installed only when missing.
+deb:
+	@missing=""; for p in $(DEB_PACKAGES); do \
+	  dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
+	if [ -n "$$missing" ]; then \
+	  echo "installing Debian packages:$$missing"; \
+	  SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
+	  $$SUDO apt-get update -q && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -q $$missing; \
+	fi
+
+run: setup
+	$(BIN)/odradek serve --data-dir ./data
+
+test: setup-test
+	$(BIN)/ruff check src tests bench
+	$(BIN)/python -m pytest -p no:cacheprovider tests
+
+lint: setup-test
+	$(BIN)/ruff check src tests bench
+
+bench: setup-test
+	$(BIN)/python -m bench.run
+
+clean:
+	rm -rf $(VENV) data build src/*.egg-info
