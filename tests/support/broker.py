@@ -1,0 +1,103 @@
+"""Start and stop real `odradek serve` processes on loopback for tests."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+ODRADEK = [sys.executable, "-m", "odradek.cli.main"]
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+class BrokerProcess:
+    """One `odradek serve` node: a real process with its own data dir and port."""
+
+    def __init__(self, data_dir: Path, port: int | None = None, settings: dict[str, str] | None = None,
+                 log_path: Path | None = None) -> None:
+        self.data_dir = Path(data_dir)
+        self.port = port or free_port()
+        self.settings = dict(settings or {})
+        self.log_path = log_path or (self.data_dir.parent / f"{self.data_dir.name}-node.log")
+        self.proc: subprocess.Popen[bytes] | None = None
+
+    @property
+    def bootstrap(self) -> str:
+        return f"127.0.0.1:{self.port}"
+
+    def command(self) -> list[str]:
+        cmd = [*ODRADEK, "serve", "--data-dir", str(self.data_dir),
+               "--set", f"listeners=PLAINTEXT://127.0.0.1:{self.port}"]
+        for key, value in self.settings.items():
+            cmd += ["--set", f"{key}={value}"]
+        return cmd
+
+    def start(self, timeout: float = 30.0) -> BrokerProcess:
+        self.data_dir.mkdir(parents=True, exist_ok=True)
+        log = open(self.log_path, "ab")  # noqa: SIM115 - handed to the child process
+        self.proc = subprocess.Popen(self.command(), stdout=log, stderr=subprocess.STDOUT,
+                                     env={**os.environ, "PYTHONUNBUFFERED": "1"})
+        log.close()
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"odradek exited with {self.proc.returncode}:\n{self.log()}")
+            with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", self.port), 0.2):
+                return self
+            time.sleep(0.05)
+        raise TimeoutError(f"odradek did not listen on {self.port}:\n{self.log()}")
+
+    def log(self) -> str:
+        try:
+            return self.log_path.read_text(errors="replace")[-20000:]
+        except OSError:
+            return ""
+
+    def alive(self) -> bool:
+        return self.proc is not None and self.proc.poll() is None
+
+    def stop(self, timeout: float = 30.0) -> int | None:
+        """SIGTERM and wait: a clean shutdown."""
+        if self.proc is None:
+            return None
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(timeout)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+                raise
+        return self.proc.returncode
+
+    def kill9(self) -> None:
+        """SIGKILL: a crash, nothing flushed beyond the page cache."""
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait()
+
+    def restart(self) -> BrokerProcess:
+        self.stop()
+        return self.start()
+
+
+@contextlib.contextmanager
+def running_broker(data_dir: Path, **kwargs: object) -> Iterator[BrokerProcess]:
+    node = BrokerProcess(data_dir, **kwargs)  # type: ignore[arg-type]
+    node.start()
+    try:
+        yield node
+    finally:
+        if node.alive():
+            node.stop()
