@@ -1,0 +1,26 @@
+"""The `odradek` command."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import typer
+
+app = typer.Typer(help="odradek: an event streaming platform that speaks the Kafka protocol.",
+                  no_args_is_help=True, add_completion=False)
+
+
+@app.command()
+def serve(
+    data_dir: Path = typer.Option(Path("./data"), "--data-dir", help="Where logs and metadata live."),
+    config: Path | None = typer.Option(None, "--config", help="A server.properties file."),
+    set_: list[str] = typer.Option([], "--set", help="Override a config: key=value (repeatable)."),
+) -> None:
+    """Run one node (broker and controller) until SIGTERM or Ctrl-C."""
+    from odradek.broker.node import run_node
+
+    raise typer.Exit(run_node(data_dir=data_dir, config_file=config, overrides=set_))
+
+
+if __name__ == "__main__":
+    app()
