@@ -8,6 +8,11 @@ import pytest
 from tests.support.broker import BrokerProcess
 
 
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line(
+        "markers", "slow: takes tens of seconds or more (100k-record client runs, crash rounds)")
+
+
 @pytest.fixture
 def broker(tmp_path: Path) -> Iterator[BrokerProcess]:
     """A fresh single node on a free loopback port, stopped after the test."""

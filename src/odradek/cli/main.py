@@ -6,6 +6,11 @@ from pathlib import Path
 
 import typer
 
+from odradek.cli import consume as consume_cmd
+from odradek.cli import dump_log as dump_log_cmd
+from odradek.cli import produce as produce_cmd
+from odradek.cli import topic as topic_cmd
+
 app = typer.Typer(help="odradek: an event streaming platform that speaks the Kafka protocol.",
                   no_args_is_help=True, add_completion=False)
 
@@ -20,6 +25,12 @@ def serve(
     from odradek.broker.node import run_node
 
     raise typer.Exit(run_node(data_dir=data_dir, config_file=config, overrides=set_))
+
+
+app.add_typer(topic_cmd.app, name="topic")
+app.command("produce")(produce_cmd.produce)
+app.command("consume")(consume_cmd.consume)
+app.command("dump-log")(dump_log_cmd.dump_log)
 
 
 if __name__ == "__main__":

@@ -1,0 +1,161 @@
+"""`make bench`: a fresh node, the producer then the consumer benchmark, numbers into RESULTS.md.
+
+    python -m bench.run [--num-records 1000000] [--record-size 100] [--partitions 6] [--acks 1]
+
+The node runs as its own process (tests/support/broker.py); its CPU seconds are read with
+psutil before and after each phase and reported per GB of record bytes moved.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import io
+import os
+import platform
+import re
+import subprocess
+import sys
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+import psutil
+from tests.support.broker import BrokerProcess
+
+from bench import consumer_perf, producer_perf
+from bench.topics import ensure_topic
+
+RESULTS = Path(__file__).with_name("RESULTS.md")
+BEGIN = "<!-- issue-2 results: begin (written by `python -m bench.run`) -->"
+END = "<!-- issue-2 results: end -->"
+GB = 1e9
+
+
+class Tee(io.TextIOBase):
+    """Print to stdout and keep a copy for RESULTS.md."""
+
+    def __init__(self) -> None:
+        self.lines: list[str] = []
+
+    def write(self, s: str) -> int:
+        sys.stdout.write(s)
+        self.lines.append(s)
+        return len(s)
+
+    def flush(self) -> None:
+        sys.stdout.flush()
+
+    def text(self) -> str:
+        return "".join(self.lines)
+
+
+def cpu_seconds(proc: psutil.Process) -> float:
+    t = proc.cpu_times()
+    return t.user + t.system + t.children_user + t.children_system
+
+
+@dataclass
+class Machine:
+    cores: int
+    cpu_model: str
+    python: str
+    kernel: str
+
+
+def machine() -> Machine:
+    model = platform.processor() or "unknown"
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                model = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    return Machine(os.cpu_count() or 0, model, platform.python_version(), platform.release())
+
+
+def git_revision() -> str:
+    try:
+        out = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True,
+                             text=True, check=True, cwd=Path(__file__).parent)
+        dirty = subprocess.run(["git", "status", "--porcelain"], capture_output=True, text=True,
+                               cwd=Path(__file__).parent).stdout.strip()
+        return out.stdout.strip() + (" (with uncommitted changes)" if dirty else "")
+    except (OSError, subprocess.CalledProcessError):
+        return "unknown"
+
+
+def update_results(section: str, path: Path = RESULTS) -> None:
+    block = f"{BEGIN}\n{section.rstrip()}\n{END}\n"
+    text = path.read_text() if path.exists() else "# Benchmark results\n\n"
+    if BEGIN in text and END in text:
+        text = re.sub(re.escape(BEGIN) + r".*?" + re.escape(END) + r"\n?", lambda _: block, text,
+                      flags=re.S)
+    else:
+        text = text.rstrip() + "\n\n" + block
+    path.write_text(text)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--num-records", type=int, default=1_000_000)
+    parser.add_argument("--record-size", type=int, default=100)
+    parser.add_argument("--partitions", type=int, default=6)
+    parser.add_argument("--acks", default="1")
+    parser.add_argument("--topic", default="perf")
+    parser.add_argument("--no-write", action="store_true", help="Do not touch RESULTS.md.")
+    args = parser.parse_args(argv)
+
+    tee = Tee()
+    with tempfile.TemporaryDirectory(prefix="odradek-bench-") as tmp:
+        node = BrokerProcess(Path(tmp) / "data")
+        node.start()
+        try:
+            proc = psutil.Process(node.proc.pid)  # type: ignore[union-attr]
+            ensure_topic(node.bootstrap, args.topic, args.partitions)
+            cpu0 = cpu_seconds(proc)
+            prod = producer_perf.run(node.bootstrap, args.topic, args.num_records,
+                                     args.record_size, args.acks, out=tee)
+            cpu1 = cpu_seconds(proc)
+            cons = consumer_perf.run(node.bootstrap, args.topic, prod.records, out=tee)
+            cpu2 = cpu_seconds(proc)
+        finally:
+            node.stop()
+    produced_gb = prod.records * args.record_size / GB
+    consumed_gb = cons.bytes / GB
+    produce_cpu = cpu1 - cpu0
+    consume_cpu = cpu2 - cpu1
+    m = machine()
+    summary = (
+        f"node CPU: produce {produce_cpu:.2f} s ({produce_cpu / max(produced_gb, 1e-12):.1f} "
+        f"CPU s/GB), consume {consume_cpu:.2f} s "
+        f"({consume_cpu / max(consumed_gb, 1e-12):.1f} CPU s/GB)"
+    )
+    print(summary)
+    section = f"""## Issue 2: one node, confluent-kafka, {args.num_records:,} records of {args.record_size} B, {args.partitions} partitions, acks={args.acks}
+
+- date: {dt.datetime.now().astimezone().strftime("%Y-%m-%d %H:%M %Z")}, revision {git_revision()}
+- machine: {m.cores} cores ({m.cpu_model}), Linux {m.kernel}, Python {m.python}; node, producer and consumer share the machine
+- bar for issue 2: >= 500,000 records/s produced, >= 1,000,000 records/s consumed
+
+| | records/s | MB/s | latency avg / p50 / p99 / p99.9 / max (ms) | node CPU s | node CPU s per GB |
+|---|---:|---:|---|---:|---:|
+| produce | {prod.records_per_sec:,.0f} | {prod.mb_per_sec:.1f} | {prod.avg_latency_ms:.1f} / {prod.percentiles_ms['50']:.0f} / {prod.percentiles_ms['99']:.0f} / {prod.percentiles_ms['99.9']:.0f} / {prod.max_latency_ms:.0f} | {produce_cpu:.2f} | {produce_cpu / max(produced_gb, 1e-12):.1f} |
+| consume | {cons.records_per_sec:,.0f} | {cons.mb_per_sec:.1f} | | {consume_cpu:.2f} | {consume_cpu / max(consumed_gb, 1e-12):.1f} |
+
+Tool output:
+
+```
+{tee.text().rstrip()}
+```
+"""
+    if not args.no_write:
+        update_results(section)
+        print(f"wrote {RESULTS}")
+    failed = prod.errors or cons.records < prod.records
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

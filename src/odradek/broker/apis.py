@@ -1,0 +1,76 @@
+"""Api key -> handler, and the dispatch the server calls for every request.
+
+The advertised table is built from the handlers registered here, so a client
+is never told about an api this node cannot answer.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from typing import Any
+
+from odradek.broker.context import BrokerContext
+from odradek.broker.handlers import (
+    api_versions,
+    cluster,
+    configs,
+    fetch,
+    list_offsets,
+    metadata,
+    partitions,
+    produce,
+    topics,
+)
+from odradek.broker.server import Disconnect
+from odradek.protocol.apis import SUPPORTED, ApiKey
+
+log = logging.getLogger(__name__)
+
+Handler = Callable[[BrokerContext, Any, memoryview], Any]
+
+HANDLERS: dict[ApiKey, Handler] = {
+    ApiKey.PRODUCE: produce.handle,
+    ApiKey.FETCH: fetch.handle,
+    ApiKey.LIST_OFFSETS: list_offsets.handle,
+    ApiKey.METADATA: metadata.handle,
+    ApiKey.API_VERSIONS: api_versions.handle,
+    ApiKey.CREATE_TOPICS: topics.handle_create_topics,
+    ApiKey.DELETE_TOPICS: topics.handle_delete_topics,
+    ApiKey.DELETE_RECORDS: partitions.handle_delete_records,
+    ApiKey.OFFSET_FOR_LEADER_EPOCH: partitions.handle_offset_for_leader_epoch,
+    ApiKey.DESCRIBE_CONFIGS: configs.handle_describe_configs,
+    ApiKey.ALTER_CONFIGS: configs.handle_alter_configs,
+    ApiKey.DESCRIBE_LOG_DIRS: cluster.handle_describe_log_dirs,
+    ApiKey.CREATE_PARTITIONS: topics.handle_create_partitions,
+    ApiKey.INCREMENTAL_ALTER_CONFIGS: configs.handle_incremental_alter_configs,
+    ApiKey.DESCRIBE_CLUSTER: cluster.handle_describe_cluster,
+}
+
+
+def advertised_apis() -> dict[int, tuple[int, int]]:
+    """The registered handlers with the version ranges the protocol layer serves."""
+    missing = [k.name for k in HANDLERS if k not in SUPPORTED]
+    if missing:
+        log.warning("handlers without a supported version range (not advertised): %s", missing)
+    return {int(k): SUPPORTED[k] for k in HANDLERS if k in SUPPORTED}
+
+
+class Dispatcher:
+    def __init__(self, ctx: BrokerContext) -> None:
+        self.ctx = ctx
+        self.table: dict[int, tuple[int, int, Handler]] = {
+            k: (lo, hi, HANDLERS[ApiKey(k)]) for k, (lo, hi) in ctx.advertised_apis.items()}
+
+    def __call__(self, conn: Any, frame: memoryview, header: Any) -> Any:
+        entry = self.table.get(header.api_key)
+        if entry is None:
+            raise Disconnect(f"unknown api key {header.api_key} (v{header.api_version}); "
+                             "this node does not serve it")
+        lo, hi, handler = entry
+        if not lo <= header.api_version <= hi:
+            if header.api_key == ApiKey.API_VERSIONS:
+                return api_versions.unsupported(self.ctx, header)
+            raise Disconnect(f"unsupported version {header.api_version} of "
+                             f"{ApiKey(header.api_key).name} (we serve {lo}-{hi})")
+        return handler(self.ctx, header, frame)

@@ -1,0 +1,56 @@
+"""DescribeCluster and DescribeLogDirs."""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+from odradek.broker.handlers import admin
+from odradek.broker.handlers.common import Response, decode, respond
+from odradek.protocol.errors import ErrorCode
+
+NO_AUTHORIZED_OPS = -2147483648
+BROKERS_ENDPOINT = 1
+
+
+def handle_describe_cluster(ctx: Any, header: Any, frame: memoryview) -> Response:
+    req = decode(header, frame)
+    endpoint_type = int(getattr(req, "endpoint_type", BROKERS_ENDPOINT))
+    if endpoint_type != BROKERS_ENDPOINT:
+        return respond(header, {
+            "throttle_time": 0, "error_code": ErrorCode.unsupported_endpoint_type,
+            "error_message": "this node serves broker endpoints only",
+            "endpoint_type": endpoint_type, "cluster_id": ctx.cluster_id, "controller_id": -1,
+            "brokers": (), "cluster_authorized_operations": NO_AUTHORIZED_OPS})
+    brokers = [{"broker_id": b.node_id, "host": b.host, "port": b.port, "rack": b.rack}
+               for b in admin.live_brokers(ctx)]
+    return respond(header, {
+        "throttle_time": 0, "error_code": ErrorCode.none, "error_message": None,
+        "endpoint_type": endpoint_type, "cluster_id": ctx.cluster_id,
+        "controller_id": ctx.controller_id, "brokers": brokers,
+        "cluster_authorized_operations": NO_AUTHORIZED_OPS})
+
+
+def handle_describe_log_dirs(ctx: Any, header: Any, frame: memoryview) -> Response:
+    req = decode(header, frame)
+    rm = ctx.replica_manager
+    wanted = None
+    if req.topics is not None:
+        wanted = {(t.topic, int(p)) for t in req.topics for p in t.partitions}
+    by_topic: dict[str, list[dict[str, Any]]] = {}
+    for (topic, index), part in sorted(rm.partitions.items()):
+        if wanted is not None and (topic, index) not in wanted:
+            continue
+        by_topic.setdefault(topic, []).append({
+            "partition_index": index, "partition_size": int(part.log.size_bytes),
+            "offset_lag": 0, "is_future_key": False})
+    try:
+        st = os.statvfs(ctx.log_dir)
+        total, usable = st.f_blocks * st.f_frsize, st.f_bavail * st.f_frsize
+    except OSError:
+        total = usable = -1
+    result = {"error_code": ErrorCode.none, "log_dir": str(ctx.log_dir.resolve()),
+              "topics": [{"name": name, "partitions": parts} for name, parts in by_topic.items()],
+              "total_bytes": total, "usable_bytes": usable}
+    return respond(header, {"throttle_time": 0, "error_code": ErrorCode.none,
+                            "results": [result]})

@@ -1,0 +1,34 @@
+"""Helpers shared by the handlers: decode, build and encode through kio."""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from odradek.broker.entities import build
+from odradek.protocol.apis import response_header_version
+from odradek.protocol.messages import decode_request, encode_response, response_class
+
+Response = tuple[int, list[Any]]
+
+# Kafka's Topic.validate: 1-249 chars of [a-zA-Z0-9._-], not "." or ".."
+_LEGAL = re.compile(r"[a-zA-Z0-9._-]{1,249}")
+
+
+def valid_topic_name(name: str | None) -> bool:
+    return bool(name) and name not in (".", "..") and _LEGAL.fullmatch(name) is not None  # type: ignore[arg-type]
+
+
+def decode(header: Any, frame: memoryview) -> Any:
+    return decode_request(header.api_key, header.api_version, frame, header.body_offset)
+
+
+def respond(header: Any, values: dict[str, Any]) -> Response:
+    """Build the response for the request's version from plain values and encode it."""
+    cls = response_class(header.api_key, header.api_version)
+    entity = build(cls, values)
+    return response_header_version(header.api_key, header.api_version), [encode_response(entity)]
+
+
+def code(value: Any) -> int:
+    return int(value)

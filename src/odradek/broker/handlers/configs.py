@@ -1,0 +1,110 @@
+"""DescribeConfigs, AlterConfigs, IncrementalAlterConfigs for topics and this broker."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from odradek.broker.handlers import admin
+from odradek.broker.handlers.common import Response, decode, respond, valid_topic_name
+from odradek.metadata.configs import (
+    ConfigSource,
+    describe_broker_configs,
+    describe_topic_configs,
+)
+from odradek.metadata.controller import AlterConfigsResource, IncrementalAlterConfigsResource
+from odradek.protocol.errors import ErrorCode, KafkaError
+
+TOPIC = 2
+BROKER = 4
+
+
+def _entry(e: Any, include_synonyms: bool) -> dict[str, Any]:
+    return {"name": e.name, "value": e.value, "read_only": e.read_only,
+            "config_source": int(e.source), "is_sensitive": e.sensitive,
+            "synonyms": [{"name": s.name, "value": s.value, "source": int(s.source)}
+                         for s in e.synonyms] if include_synonyms else [],
+            "config_type": int(e.type), "documentation": e.documentation}
+
+
+def _describe_one(ctx: Any, res: Any, synonyms: bool, docs: bool) -> list[Any]:
+    keys = list(res.configuration_keys) if res.configuration_keys is not None else None
+    name = res.resource_name
+    if res.resource_type == TOPIC:
+        if not valid_topic_name(name):
+            raise KafkaError(ErrorCode.invalid_topic_exception, f"invalid topic name {name!r}")
+        image = ctx.image
+        if name not in image.topics_by_name:
+            raise KafkaError(ErrorCode.unknown_topic_or_partition,
+                             f"topic {name} does not exist")
+        return describe_topic_configs(image.topic_configs(name), ctx.config,
+                                      include_synonyms=synonyms, include_documentation=docs,
+                                      names=keys)
+    if res.resource_type == BROKER:
+        config = ctx.config
+        if name == "":
+            entries = describe_broker_configs(config, include_synonyms=synonyms,
+                                              include_documentation=docs, names=keys)
+            return [e for e in entries
+                    if e.source == ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG]
+        try:
+            broker_id = int(name)
+        except ValueError:
+            raise KafkaError(ErrorCode.invalid_request,
+                             f"broker id must be an integer, got {name!r}") from None
+        if broker_id != ctx.node_id:
+            raise KafkaError(ErrorCode.invalid_request,
+                             f"unexpected broker id, expected {ctx.node_id} or empty string, "
+                             f"but received {name}")
+        return describe_broker_configs(config, include_synonyms=synonyms,
+                                       include_documentation=docs, names=keys)
+    raise KafkaError(ErrorCode.invalid_request,
+                     f"unsupported resource type {res.resource_type}")
+
+
+def handle_describe_configs(ctx: Any, header: Any, frame: memoryview) -> Response:
+    req = decode(header, frame)
+    synonyms = bool(getattr(req, "include_synonyms", False))
+    docs = bool(getattr(req, "include_documentation", False))
+    results = []
+    for res in req.resources:
+        try:
+            entries = _describe_one(ctx, res, synonyms, docs)
+        except KafkaError as exc:
+            results.append({"error_code": exc.code, "error_message": exc.message or None,
+                            "resource_type": res.resource_type,
+                            "resource_name": res.resource_name, "configs": []})
+            continue
+        results.append({"error_code": ErrorCode.none, "error_message": None,
+                        "resource_type": res.resource_type, "resource_name": res.resource_name,
+                        "configs": [_entry(e, synonyms) for e in entries]})
+    return respond(header, {"throttle_time": 0, "results": results})
+
+
+def _responses(results: list[Any]) -> list[dict[str, Any]]:
+    return [{"error_code": r.error_code, "error_message": r.error_message,
+             "resource_type": r.resource_type, "resource_name": r.resource_name}
+            for r in results]
+
+
+def handle_alter_configs(ctx: Any, header: Any, frame: memoryview) -> Any:
+    req = decode(header, frame)
+    resources = [AlterConfigsResource(int(r.resource_type), r.resource_name,
+                                      {c.name: c.value for c in r.configs})
+                 for r in req.resources]
+    return _alter(ctx, header, ctx.controller.alter_configs, resources, bool(req.validate_only))
+
+
+def handle_incremental_alter_configs(ctx: Any, header: Any, frame: memoryview) -> Any:
+    req = decode(header, frame)
+    resources = [IncrementalAlterConfigsResource(
+        int(r.resource_type), r.resource_name,
+        [(c.name, int(c.config_operation), c.value) for c in r.configs])
+        for r in req.resources]
+    return _alter(ctx, header, ctx.controller.incremental_alter_configs, resources,
+                  bool(req.validate_only))
+
+
+async def _alter(ctx: Any, header: Any, fn: Any, resources: list[Any],
+                 validate_only: bool) -> Response:
+    results = await admin.run(ctx, fn, resources, validate_only)
+    return respond(header, {"throttle_time": 0, "responses": _responses(results)})

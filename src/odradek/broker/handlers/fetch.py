@@ -1,0 +1,122 @@
+"""Fetch (v4+): records straight from segment files, with long poll.
+
+Records are returned as FileRegions that the server sends with os.sendfile.
+Fetch sessions are not kept (as a Kafka broker whose session cache is full):
+every response is a full one with session id 0, and an incremental request
+for a session we never handed out gets FETCH_SESSION_ID_NOT_FOUND.
+"""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any
+
+from odradek.broker.entities import ms
+from odradek.broker.handlers.common import Response, decode
+from odradek.protocol.apis import response_header_version
+from odradek.protocol.errors import ErrorCode, KafkaError
+from odradek.protocol.fetch import FetchPartitionResponse, encode_fetch_response
+from odradek.replication.delayed_fetch import DelayedFetch
+
+READ_COMMITTED = 1
+_ZERO_UUID = uuid.UUID(int=0)
+
+
+class _Request:
+    __slots__ = ("isolation", "max_bytes", "max_wait_ms", "min_bytes", "topics", "version")
+
+    def __init__(self, version: int, req: Any) -> None:
+        self.version = version
+        self.max_wait_ms = ms(req.max_wait)
+        self.min_bytes = int(req.min_bytes)
+        self.max_bytes = int(getattr(req, "max_bytes", 0x7FFFFFFF))
+        self.isolation = int(getattr(req, "isolation_level", 0))
+        # (name, topic id, [(partition, fetch offset, partition max bytes, current leader epoch)])
+        self.topics: list[tuple[str | None, uuid.UUID, list[tuple[int, int, int, int]]]] = [
+            (getattr(t, "topic", None), getattr(t, "topic_id", None) or _ZERO_UUID,
+             [(p.partition, p.fetch_offset, p.partition_max_bytes,
+               getattr(p, "current_leader_epoch", -1)) for p in t.partitions])
+            for t in req.topics]
+
+
+def handle(ctx: Any, header: Any, frame: memoryview) -> Any:
+    version = header.api_version
+    req = decode(header, frame)
+    hv = response_header_version(1, version)
+    session_id = int(getattr(req, "session_id", 0))
+    session_epoch = int(getattr(req, "session_epoch", -1))
+    if session_id != 0 and session_epoch > 0:
+        return hv, encode_fetch_response(version, 0, ErrorCode.fetch_session_id_not_found, 0, [])
+    request = _Request(version, req)
+    if version >= 13:
+        image = ctx.image
+        resolved = []
+        for _name, tid, parts in request.topics:
+            topic = image.topics_by_id.get(tid)
+            resolved.append((topic.name if topic is not None else None, tid, parts))
+        request.topics = resolved
+    topics, accumulated, errors, watched = _read(ctx, request)
+    if (accumulated >= request.min_bytes or request.max_wait_ms <= 0 or errors
+            or not watched):
+        return hv, encode_fetch_response(version, 0, ErrorCode.none, 0, topics)
+    return _long_poll(ctx, request, hv, accumulated, watched)
+
+
+async def _long_poll(ctx: Any, request: _Request, hv: int, accumulated: int,
+                     watched: list[Any]) -> Response:
+    await DelayedFetch(watched, request.min_bytes, accumulated).wait(request.max_wait_ms)
+    topics, _, _, _ = _read(ctx, request)
+    return hv, encode_fetch_response(request.version, 0, ErrorCode.none, 0, topics)
+
+
+def _read(ctx: Any, request: _Request) -> tuple[list[Any], int, bool, list[Any]]:
+    rm = ctx.replica_manager
+    version = request.version
+    committed = request.isolation == READ_COMMITTED
+    aborted: list[tuple[int, int]] | None = [] if committed else None
+    remaining = request.max_bytes
+    min_one = True
+    accumulated = 0
+    errors = False
+    watched = []
+    out = []
+    for name, tid, parts in request.topics:
+        results = []
+        for index, offset, part_max, leader_epoch in parts:
+            part = rm.get(name, index) if name is not None else None
+            if part is None:
+                code = (ErrorCode.unknown_topic_id if version >= 13 and name is None
+                        else ErrorCode.unknown_topic_or_partition)
+                results.append(FetchPartitionResponse(index, code, -1, -1, -1, None, -1, None))
+                errors = True
+                continue
+            hw = part.high_watermark
+            lso = part.last_stable_offset
+            if leader_epoch >= 0 and leader_epoch != part.leader_epoch:
+                code = (ErrorCode.fenced_leader_epoch if leader_epoch < part.leader_epoch
+                        else ErrorCode.unknown_leader_epoch)
+                results.append(FetchPartitionResponse(index, code, hw, lso,
+                                                      part.log_start_offset, None, -1, None))
+                errors = True
+                continue
+            limit = min(part_max, remaining) if remaining > 0 else 0
+            try:
+                res = part.log.read(offset, max(limit, 0), lso if committed else hw,
+                                    min_one)
+            except KafkaError as exc:
+                results.append(FetchPartitionResponse(index, exc.code, hw, lso,
+                                                      part.log_start_offset, None, -1, None))
+                errors = True
+                continue
+            region = res.region
+            size = region.size if region is not None else 0
+            if size:
+                remaining -= size
+                accumulated += size
+                min_one = False
+            watched.append(part)
+            results.append(FetchPartitionResponse(index, ErrorCode.none, hw, lso,
+                                                   part.log_start_offset, aborted, -1,
+                                                   region if size else None))
+        out.append((name or "", tid, results))
+    return out, accumulated, errors, watched

@@ -1,0 +1,74 @@
+"""ListOffsets (v1+): earliest, latest, max timestamp, by timestamp."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from odradek.broker.handlers.common import Response, decode, respond, valid_topic_name
+from odradek.protocol.errors import ErrorCode, KafkaError
+
+LATEST = -1
+EARLIEST = -2
+MAX_TIMESTAMP = -3
+EARLIEST_LOCAL = -4
+LATEST_TIERED = -5
+READ_COMMITTED = 1
+
+
+def handle(ctx: Any, header: Any, frame: memoryview) -> Response:
+    req = decode(header, frame)
+    committed = int(getattr(req, "isolation_level", 0)) == READ_COMMITTED
+    rm = ctx.replica_manager
+    topics = []
+    for t in req.topics:
+        parts = []
+        for p in t.partitions:
+            parts.append(_one(rm, t.name, p, committed))
+        topics.append({"name": t.name, "partitions": parts})
+    return respond(header, {"throttle_time": 0, "topics": topics})
+
+
+def _one(rm: Any, name: str, p: Any, committed: bool) -> dict[str, Any]:
+    index = p.partition_index
+    part = rm.get(name, index)
+    if part is None:
+        code = (ErrorCode.unknown_topic_or_partition if valid_topic_name(name)
+                else ErrorCode.invalid_topic_exception)
+        return _err(index, code)
+    current = int(getattr(p, "current_leader_epoch", -1))
+    if current >= 0 and current != part.leader_epoch:
+        return _err(index, ErrorCode.fenced_leader_epoch if current < part.leader_epoch
+                    else ErrorCode.unknown_leader_epoch)
+    ts = int(p.timestamp)
+    epoch = part.leader_epoch
+    upper = part.last_stable_offset if committed else part.high_watermark
+    try:
+        if ts == LATEST:
+            offset, found_ts = upper, -1
+        elif ts in (EARLIEST, EARLIEST_LOCAL):
+            offset, found_ts = part.log_start_offset, -1
+        elif ts == LATEST_TIERED:
+            offset, found_ts, epoch = -1, -1, -1
+        elif ts == MAX_TIMESTAMP:
+            found = part.log.max_timestamp_offset()
+            if found is None or found[0] < 0:
+                offset, found_ts, epoch = -1, -1, -1
+            else:
+                offset, found_ts = found
+        elif ts < 0:
+            return _err(index, ErrorCode.invalid_request)
+        else:
+            found = part.log.offset_for_timestamp(ts)
+            if found is None or found[0] >= upper:
+                offset, found_ts, epoch = -1, -1, -1
+            else:
+                offset, found_ts = found
+    except KafkaError as exc:
+        return _err(index, exc.code)
+    return {"partition_index": index, "error_code": ErrorCode.none, "timestamp": found_ts,
+            "offset": offset, "leader_epoch": epoch}
+
+
+def _err(index: int, code: ErrorCode) -> dict[str, Any]:
+    return {"partition_index": index, "error_code": code, "timestamp": -1, "offset": -1,
+            "leader_epoch": -1}

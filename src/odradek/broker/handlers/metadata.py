@@ -1,0 +1,108 @@
+"""Metadata (v0-12): brokers, controller, cluster id, topics and partitions.
+
+Unknown topics are created when auto.create.topics.enable is on and the
+client allows it (always for v0-3), as Kafka does; that is disk work, so
+those requests are answered from a coroutine after the creation.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from odradek.broker.handlers import admin
+from odradek.broker.handlers.common import Response, decode, respond, valid_topic_name
+from odradek.protocol.errors import ErrorCode
+
+NO_AUTHORIZED_OPS = -2147483648
+INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state"})
+
+
+def brokers(ctx: Any) -> list[dict[str, Any]]:
+    return [{"node_id": b.node_id, "host": b.host, "port": b.port, "rack": b.rack}
+            for b in admin.live_brokers(ctx)]
+
+
+def partition_entries(topic: Any) -> list[dict[str, Any]]:
+    parts = topic.partitions
+    out = []
+    for p in sorted(parts.values() if isinstance(parts, dict) else parts,
+                    key=lambda p: p.partition):
+        out.append({
+            "error_code": ErrorCode.none if p.leader >= 0 else ErrorCode.leader_not_available,
+            "partition_index": p.partition, "leader_id": p.leader,
+            "leader_epoch": p.leader_epoch, "replica_nodes": tuple(p.replicas),
+            "isr_nodes": tuple(p.isr), "offline_replicas": ()})
+    return out
+
+
+def topic_entry(topic: Any) -> dict[str, Any]:
+    return {"error_code": ErrorCode.none, "name": topic.name, "topic_id": topic.topic_id,
+            "is_internal": topic.name in INTERNAL_TOPICS, "partitions": partition_entries(topic),
+            "topic_authorized_operations": NO_AUTHORIZED_OPS}
+
+
+def error_entry(code: ErrorCode, name: str | None, topic_id: Any = None) -> dict[str, Any]:
+    return {"error_code": code, "name": name, "topic_id": topic_id, "is_internal": False,
+            "partitions": (), "topic_authorized_operations": NO_AUTHORIZED_OPS}
+
+
+def handle(ctx: Any, header: Any, frame: memoryview) -> Any:
+    req = decode(header, frame)
+    version = header.api_version
+    image = ctx.image
+    requested = req.topics
+    if requested is None or (version == 0 and len(requested) == 0):
+        return _answer(ctx, header, req, [topic_entry(t) for t in
+                                          sorted(image.topics_by_name.values(), key=lambda t: t.name)])
+    allow_auto = version < 4 or bool(getattr(req, "allow_auto_topic_creation", True))
+    auto = allow_auto and ctx.config.get_bool("auto.create.topics.enable")
+    entries: list[dict[str, Any] | str] = []
+    to_create: list[str] = []
+    for t in requested:
+        name = getattr(t, "name", None)
+        topic_id = getattr(t, "topic_id", None)
+        if name is None and topic_id is not None and topic_id.int != 0:
+            found = image.topics_by_id.get(topic_id)
+            entries.append(topic_entry(found) if found is not None
+                           else error_entry(ErrorCode.unknown_topic_id, None, topic_id))
+            continue
+        if name is None:
+            entries.append(error_entry(ErrorCode.invalid_topic_exception, None))
+            continue
+        found = image.topics_by_name.get(name)
+        if found is not None:
+            entries.append(topic_entry(found))
+        elif not valid_topic_name(name):
+            entries.append(error_entry(ErrorCode.invalid_topic_exception, name))
+        elif auto:
+            entries.append(name)
+            to_create.append(name)
+        else:
+            entries.append(error_entry(ErrorCode.unknown_topic_or_partition, name))
+    if not to_create:
+        return _answer(ctx, header, req, entries)  # type: ignore[arg-type]
+    return _auto_create(ctx, header, req, entries, to_create)
+
+
+async def _auto_create(ctx: Any, header: Any, req: Any, entries: list[Any],
+                       names: list[str]) -> Response:
+    errors = await admin.auto_create_topics(ctx, names)
+    image = ctx.image
+    final = []
+    for e in entries:
+        if isinstance(e, str):
+            topic = image.topics_by_name.get(e)
+            if topic is not None:
+                final.append(topic_entry(topic))
+            else:
+                final.append(error_entry(errors.get(e, ErrorCode.leader_not_available), e))
+        else:
+            final.append(e)
+    return _answer(ctx, header, req, final)
+
+
+def _answer(ctx: Any, header: Any, req: Any, topics: list[dict[str, Any]]) -> Response:
+    return respond(header, {
+        "throttle_time": 0, "brokers": brokers(ctx), "cluster_id": ctx.cluster_id,
+        "controller_id": ctx.controller_id, "topics": topics,
+        "cluster_authorized_operations": NO_AUTHORIZED_OPS})

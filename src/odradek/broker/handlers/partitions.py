@@ -1,0 +1,74 @@
+"""DeleteRecords and OffsetForLeaderEpoch: per-partition log operations."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from odradek.broker.handlers.common import Response, decode, respond, valid_topic_name
+from odradek.protocol.errors import ErrorCode, KafkaError
+
+HIGH_WATERMARK = -1
+
+
+def _missing(name: str) -> ErrorCode:
+    return (ErrorCode.unknown_topic_or_partition if valid_topic_name(name)
+            else ErrorCode.invalid_topic_exception)
+
+
+def handle_delete_records(ctx: Any, header: Any, frame: memoryview) -> Response:
+    req = decode(header, frame)
+    rm = ctx.replica_manager
+    topics = []
+    for t in req.topics:
+        parts = []
+        for p in t.partitions:
+            index = p.partition_index
+            part = rm.get(t.name, index)
+            if part is None:
+                parts.append({"partition_index": index, "low_watermark": -1,
+                              "error_code": _missing(t.name)})
+                continue
+            offset = part.high_watermark if p.offset == HIGH_WATERMARK else int(p.offset)
+            if offset < 0 or offset > part.high_watermark:
+                parts.append({"partition_index": index, "low_watermark": -1,
+                              "error_code": ErrorCode.offset_out_of_range})
+                continue
+            try:
+                low = part.log.delete_records_before(offset)
+            except KafkaError as exc:
+                parts.append({"partition_index": index, "low_watermark": -1,
+                              "error_code": exc.code})
+                continue
+            parts.append({"partition_index": index, "low_watermark": low,
+                          "error_code": ErrorCode.none})
+        topics.append({"name": t.name, "partitions": parts})
+    return respond(header, {"throttle_time": 0, "topics": topics})
+
+
+def handle_offset_for_leader_epoch(ctx: Any, header: Any, frame: memoryview) -> Response:
+    req = decode(header, frame)
+    rm = ctx.replica_manager
+    topics = []
+    for t in req.topics:
+        parts = []
+        for p in t.partitions:
+            index = p.partition
+            part = rm.get(t.topic, index)
+            if part is None:
+                parts.append(_epoch_err(index, _missing(t.topic)))
+                continue
+            current = int(getattr(p, "current_leader_epoch", -1))
+            if current >= 0 and current != part.leader_epoch:
+                parts.append(_epoch_err(index, ErrorCode.fenced_leader_epoch
+                                        if current < part.leader_epoch
+                                        else ErrorCode.unknown_leader_epoch))
+                continue
+            epoch, end = part.log.epochs.end_offset_for(int(p.leader_epoch))
+            parts.append({"error_code": ErrorCode.none, "partition": index,
+                          "leader_epoch": epoch, "end_offset": end})
+        topics.append({"topic": t.topic, "partitions": parts})
+    return respond(header, {"throttle_time": 0, "topics": topics})
+
+
+def _epoch_err(index: int, code: ErrorCode) -> dict[str, Any]:
+    return {"error_code": code, "partition": index, "leader_epoch": -1, "end_offset": -1}

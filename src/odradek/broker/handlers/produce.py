@@ -1,0 +1,58 @@
+"""Produce: validate each partition's batch and append it, without decoding records.
+
+The request is read by the hand-written decoder: record sets stay memoryviews
+into the request frame and go to the log's os.writev as they are.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from odradek.broker.handlers.common import Response, valid_topic_name
+from odradek.broker.server import Disconnect
+from odradek.protocol.apis import response_header_version
+from odradek.protocol.errors import ErrorCode
+from odradek.protocol.produce import (
+    PartitionResult,
+    decode_produce_request,
+    encode_produce_response,
+)
+
+_VALID_ACKS = (-1, 0, 1)
+
+
+def handle(ctx: Any, header: Any, frame: memoryview) -> Response | None:
+    version = header.api_version
+    req = decode_produce_request(frame, header.body_offset, version)
+    acks = req.acks
+    rm = ctx.replica_manager
+    single_batch = version >= 3
+    results: list[tuple[str, list[PartitionResult]]] = []
+    failed = False
+    for topic in req.topics:
+        name = topic.name
+        out: list[PartitionResult] = []
+        for index, records in topic.partitions:
+            if acks not in _VALID_ACKS:
+                out.append(PartitionResult(index, ErrorCode.invalid_required_acks, -1))
+                failed = True
+                continue
+            part = rm.get(name, index)
+            if part is None:
+                code = (ErrorCode.unknown_topic_or_partition if valid_topic_name(name)
+                        else ErrorCode.invalid_topic_exception)
+                out.append(PartitionResult(index, code, -1))
+                failed = True
+                continue
+            r = rm.append(part, records, acks, single_batch)
+            if r.error:
+                failed = True
+            out.append(PartitionResult(index, r.error, r.base_offset, r.log_append_time_ms,
+                                       r.log_start_offset, error_message=r.message))
+        results.append((name, out))
+    if acks == 0:
+        if failed:
+            # the client expects no answer: closing is the only way to tell it (as Kafka does)
+            raise Disconnect("acks=0 produce request had partition errors")
+        return None
+    return response_header_version(0, version), [encode_produce_response(version, results)]

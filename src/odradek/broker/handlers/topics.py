@@ -1,0 +1,85 @@
+"""CreateTopics, DeleteTopics, CreatePartitions: metadata changes through the controller."""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any
+
+from odradek.broker.handlers import admin
+from odradek.broker.handlers.common import Response, decode, respond
+from odradek.metadata.controller import CreatableTopic, CreatePartitionsTopic
+
+_ZERO = uuid.UUID(int=0)
+
+
+def _config_entries(entries: list[Any]) -> list[dict[str, Any]]:
+    return [{"name": e.name, "value": e.value, "read_only": e.read_only,
+             "config_source": int(e.source), "is_sensitive": e.sensitive} for e in entries]
+
+
+def handle_create_topics(ctx: Any, header: Any, frame: memoryview) -> Any:
+    req = decode(header, frame)
+    specs = []
+    for t in req.topics:
+        assignments = ({int(a.partition_index): [int(b) for b in a.broker_ids]
+                        for a in t.assignments} if t.assignments else None)
+        specs.append(CreatableTopic(
+            name=t.name, num_partitions=int(t.num_partitions),
+            replication_factor=int(t.replication_factor), assignments=assignments,
+            configs={c.name: c.value for c in t.configs}))
+    validate_only = bool(getattr(req, "validate_only", False))
+    return _create_topics(ctx, header, specs, validate_only)
+
+
+async def _create_topics(ctx: Any, header: Any, specs: list[CreatableTopic],
+                         validate_only: bool) -> Response:
+    results = await admin.run(ctx, ctx.controller.create_topics, specs, validate_only)
+    topics = []
+    for r in results:
+        ok = r.error_code == 0
+        topics.append({
+            "name": r.name, "topic_id": r.topic_id if ok else _ZERO, "error_code": r.error_code,
+            "error_message": r.error_message, "topic_config_error_code": 0,
+            "num_partitions": r.num_partitions if ok else -1,
+            "replication_factor": r.replication_factor if ok else -1,
+            "configs": _config_entries(r.configs) if ok else None})
+    return respond(header, {"throttle_time": 0, "topics": topics})
+
+
+def handle_delete_topics(ctx: Any, header: Any, frame: memoryview) -> Any:
+    req = decode(header, frame)
+    names: list[str] = []
+    ids: list[uuid.UUID] = []
+    if header.api_version >= 6:
+        for t in req.topics:
+            if t.name is not None:
+                names.append(t.name)
+            else:
+                ids.append(t.topic_id or _ZERO)
+    else:
+        names = list(req.topic_names)
+    return _delete_topics(ctx, header, names, ids)
+
+
+async def _delete_topics(ctx: Any, header: Any, names: list[str], ids: list[uuid.UUID]) -> Response:
+    results = await admin.run(ctx, ctx.controller.delete_topics, names, ids)
+    return respond(header, {"throttle_time": 0, "responses": [
+        {"name": r.name, "topic_id": r.topic_id, "error_code": r.error_code,
+         "error_message": r.error_message} for r in results]})
+
+
+def handle_create_partitions(ctx: Any, header: Any, frame: memoryview) -> Any:
+    req = decode(header, frame)
+    specs = [CreatePartitionsTopic(
+        name=t.name, count=int(t.count),
+        assignments=[[int(b) for b in a.broker_ids] for a in t.assignments]
+        if t.assignments is not None else None) for t in req.topics]
+    return _create_partitions(ctx, header, specs, bool(req.validate_only))
+
+
+async def _create_partitions(ctx: Any, header: Any, specs: list[CreatePartitionsTopic],
+                             validate_only: bool) -> Response:
+    results = await admin.run(ctx, ctx.controller.create_partitions, specs, validate_only)
+    return respond(header, {"throttle_time": 0, "results": [
+        {"name": r.name, "error_code": r.error_code, "error_message": r.error_message}
+        for r in results]})

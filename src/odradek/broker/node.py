@@ -1,0 +1,221 @@
+"""One node: metadata quorum + controller, logs, partitions and the Kafka listener.
+
+`run_node` is what `odradek serve` calls. Start-up order: config, identity
+(meta.properties), metadata (replay, register this broker), logs (recovery),
+partitions, listener. SIGTERM/SIGINT stop it cleanly: stop accepting, let
+in-flight requests finish, checkpoint and close the logs, exit 0.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import signal
+import socket
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from odradek.broker.apis import Dispatcher, advertised_apis
+from odradek.broker.config import ConfigError, Listener, load_config, parse_listeners
+from odradek.broker.context import BrokerContext
+from odradek.broker.server import Server
+from odradek.metadata.configs import BrokerConfig, log_config
+from odradek.metadata.controller import Controller, load_image
+from odradek.metadata.properties import ensure_meta_properties
+from odradek.metadata.quorum import MetadataQuorum
+from odradek.replication.manager import ReplicaManager
+from odradek.storage.log_manager import LogManager
+
+log = logging.getLogger("odradek.node")
+
+CHECKPOINT_INTERVAL_S = 5.0
+LOG_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
+
+
+def setup_logging() -> None:
+    root = logging.getLogger()
+    if not root.handlers:
+        handler = logging.StreamHandler(sys.stderr)
+        handler.setFormatter(logging.Formatter(LOG_FORMAT))
+        root.addHandler(handler)
+    root.setLevel(logging.INFO)
+
+
+def advertised_listeners(config: BrokerConfig) -> list[Listener]:
+    """advertised.listeners (default: listeners); an empty or wildcard host becomes our name."""
+    out = []
+    for lst in parse_listeners(",".join(config.advertised_listeners)):
+        host = lst.host
+        if host in ("", "0.0.0.0", "::"):
+            host = socket.getfqdn()
+        out.append(Listener(lst.name, host, lst.port))
+    return out
+
+
+class _TopicConfigs:
+    """LogConfig of a topic from the current image, cached per image."""
+
+    def __init__(self, controller: Controller) -> None:
+        self.controller = controller
+        self._image: Any = None
+        self._broker: Any = None
+
+    def __call__(self, topic: str) -> Any:
+        image = self.controller.image
+        if image is not self._image:
+            self._image, self._broker = image, self.controller.broker_config
+        return log_config(image.topic_configs(topic), self._broker)
+
+
+class Node:
+    def __init__(self, data_dir: Path, config: BrokerConfig) -> None:
+        self.data_dir = Path(data_dir)
+        self.config = config
+        self.stopping = asyncio.Event()
+        self._sync_pending = False
+        self._tasks: set[asyncio.Future[None]] = set()
+
+    async def run(self) -> int:
+        config = self.config
+        node_id = config.node_id
+        self.data_dir.mkdir(parents=True, exist_ok=True)
+        meta = ensure_meta_properties(self.data_dir, node_id)
+        log.info("node %d of cluster %s, data in %s", node_id, meta.cluster_id, self.data_dir)
+
+        quorum = await asyncio.to_thread(MetadataQuorum.open, self.data_dir, node_id)
+        image = await asyncio.to_thread(load_image, quorum, meta.cluster_id)
+        controller = Controller(quorum, image, config)
+        advertised = advertised_listeners(config)
+        await asyncio.to_thread(controller.bootstrap)
+        await asyncio.to_thread(
+            controller.register_broker,
+            [(a.name, a.host, a.port, 0) for a in advertised], config.get_str("broker.rack"))
+        log.info("metadata replayed: %d topics; registered with %s",
+                 len(controller.image.topics_by_name),
+                 ", ".join(f"{a.name}://{a.host}:{a.port}" for a in advertised))
+
+        topic_configs = _TopicConfigs(controller)
+        log_manager = LogManager(self.data_dir, log_config({}, config))
+        rm = ReplicaManager(log_manager, node_id, self.data_dir, topic_configs)
+        began = time.monotonic()
+        await asyncio.to_thread(rm.load, controller.image)
+        log.info("logs loaded in %.2f s", time.monotonic() - began)
+
+        loop = asyncio.get_running_loop()
+        ctx = BrokerContext(static_config=config, node_id=node_id, cluster_id=meta.cluster_id,
+                            log_dir=self.data_dir, advertised=advertised, controller=controller,
+                            replica_manager=rm, advertised_apis=advertised_apis())
+
+        def on_metadata_change(delta: Any) -> None:
+            # called on the controller's thread: hop to the loop, coalescing bursts
+            loop.call_soon_threadsafe(self._schedule_sync, rm, controller)
+
+        controller.add_listener(on_metadata_change)
+
+        server = Server(Dispatcher(ctx), config.get_int("socket.request.max.bytes"))
+        try:
+            for lst in parse_listeners(",".join(config.listeners)):
+                await server.start(lst.host, lst.port)
+        except OSError as exc:
+            log.error("cannot listen: %s", exc)
+            await self._close(rm, log_manager, quorum)
+            return 1
+
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            loop.add_signal_handler(sig, self._on_signal, sig)
+        log.info("node %d started", node_id)
+
+        periodic = asyncio.ensure_future(self._periodic(rm, log_manager))
+        await self.stopping.wait()
+
+        log.info("shutting down")
+        server.stop_accepting()
+        await server.drain()
+        periodic.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await periodic
+        await self._close(rm, log_manager, quorum)
+        log.info("node %d stopped", node_id)
+        return 0
+
+    def _on_signal(self, sig: signal.Signals) -> None:
+        log.info("received %s", sig.name)
+        self.stopping.set()
+
+    def _schedule_sync(self, rm: ReplicaManager, controller: Controller) -> None:
+        if self._sync_pending:
+            return
+        self._sync_pending = True
+
+        async def sync() -> None:
+            self._sync_pending = False
+            try:
+                await rm.sync(controller.image)
+            except Exception:
+                log.exception("following a metadata change failed")
+
+        task = asyncio.ensure_future(sync())
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    async def _periodic(self, rm: ReplicaManager, log_manager: LogManager) -> None:
+        retention_every = max(1.0, self.config.get_int("log.retention.check.interval.ms") / 1000)
+        next_retention = time.monotonic() + retention_every
+        while True:
+            await asyncio.sleep(CHECKPOINT_INTERVAL_S)
+            try:
+                await asyncio.to_thread(rm.checkpoint)
+                await asyncio.to_thread(log_manager.flush_dirty_logs)
+            except Exception:
+                log.exception("checkpoint failed")
+            if time.monotonic() >= next_retention:
+                next_retention = time.monotonic() + retention_every
+                try:
+                    # on the loop: segment lists change under the readers otherwise
+                    deleted = log_manager.cleanup()
+                    if deleted:
+                        log.info("retention deleted %d segments", deleted)
+                    for part in list(rm.partitions.values()):
+                        part.refresh_high_watermark()
+                except Exception:
+                    log.exception("retention failed")
+
+    async def _close(self, rm: ReplicaManager, log_manager: LogManager, quorum: Any) -> None:
+        try:
+            await asyncio.to_thread(rm.checkpoint)
+        except Exception:
+            log.exception("final checkpoint failed")
+        await asyncio.to_thread(log_manager.close)
+        await asyncio.to_thread(quorum.close)
+
+
+def _runner(config: BrokerConfig) -> Any:
+    choice = (config.values.get("odradek.event.loop") or "asyncio").strip().lower()
+    if choice == "uvloop":
+        import uvloop
+
+        return asyncio.Runner(loop_factory=uvloop.new_event_loop)
+    if choice != "asyncio":
+        raise ConfigError(f"odradek.event.loop must be asyncio or uvloop, got {choice!r}")
+    return asyncio.Runner()
+
+
+def run_node(data_dir: Path, config_file: Path | None, overrides: list[str]) -> int:
+    setup_logging()
+    try:
+        config = load_config(config_file, overrides)
+        runner = _runner(config)
+    except ConfigError as exc:
+        log.error("invalid configuration: %s", exc)
+        return 2
+    try:
+        with runner:
+            return runner.run(Node(Path(data_dir), config).run())
+    except KeyboardInterrupt:
+        return 0
+    except Exception:
+        log.exception("node failed")
+        return 1

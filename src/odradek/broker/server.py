@@ -1,0 +1,365 @@
+"""The Kafka listener: one asyncio.Protocol per connection.
+
+Bytes arrive, the FrameDecoder cuts them into frames, each frame's header is
+parsed and its handler called. Handlers of one connection may run
+concurrently (pipelining) but responses leave in request order: each request
+takes a slot in a queue and the queue is written from its head as slots fill.
+
+A response is a list of parts: bytes, memoryviews and FileRegions. FileRegions
+go out with os.sendfile straight from the segment file when the socket buffer
+is ours alone (the transport's buffer is empty); when the socket is full the
+stock loop waits for writability and carries on with sendfile, other loops
+(uvloop cannot lend its socket to add_writer) fall back to pread + write.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import inspect
+import logging
+import os
+import socket
+import struct
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from odradek.protocol.errors import FrameTooLarge, ProtocolError
+from odradek.protocol.fetch import FileRegion
+from odradek.protocol.framing import FrameDecoder
+from odradek.protocol.headers import encode_response_header, parse_request_header
+
+log = logging.getLogger(__name__)
+
+_SIZE = struct.Struct(">i")
+# requests one connection may have in flight before we stop reading from it
+MAX_IN_FLIGHT = 100
+NO_RESPONSE = None
+
+
+class Disconnect(Exception):
+    """Raised by a handler: log the message and close this connection."""
+
+
+# A dispatcher turns (connection, frame) into: (response header version, body parts) or None
+# (no response, e.g. produce acks=0), or an awaitable of the same; or raises.
+Dispatch = Callable[["Connection", memoryview, Any], Any]
+
+
+class _Slot:
+    __slots__ = ("correlation_id", "done", "header_version", "parts")
+
+    def __init__(self, correlation_id: int) -> None:
+        self.correlation_id = correlation_id
+        self.header_version = 0
+        self.parts: list[Any] | None = None
+        self.done = False
+
+
+class Connection(asyncio.Protocol):
+    def __init__(self, server: Server) -> None:
+        self.server = server
+        self.decoder = FrameDecoder(server.max_request_bytes)
+        self.transport: asyncio.Transport | None = None
+        self.peer = "?"
+        self.closed = False
+        self._slots: collections.deque[_Slot] = collections.deque()
+        self._sending = False  # a FileRegion response is being written
+        self._write_paused = False
+        self._drain_waiter: asyncio.Future[None] | None = None
+        self._reading_paused = False
+        self._sock_fd = -1
+        self._writable: asyncio.Future[None] | None = None
+
+    # --- asyncio.Protocol --------------------------------------------------
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        assert isinstance(transport, asyncio.Transport)
+        self.transport = transport
+        peer = transport.get_extra_info("peername")
+        self.peer = f"{peer[0]}:{peer[1]}" if isinstance(peer, tuple) else str(peer)
+        sock = transport.get_extra_info("socket")
+        if sock is not None:
+            try:
+                sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            except (OSError, AttributeError):
+                pass
+            try:
+                self._sock_fd = sock.fileno()
+            except (OSError, AttributeError):
+                self._sock_fd = -1
+        transport.set_write_buffer_limits(high=0, low=0)
+        self.server.connections.add(self)
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        if self._writable is not None:
+            asyncio.get_running_loop().remove_writer(self._sock_fd)
+            _set_done(self._writable)
+        self.closed = True
+        self.server.connections.discard(self)
+        if self._drain_waiter is not None and not self._drain_waiter.done():
+            self._drain_waiter.set_result(None)
+
+    def pause_writing(self) -> None:
+        self._write_paused = True
+
+    def resume_writing(self) -> None:
+        self._write_paused = False
+        if self._drain_waiter is not None and not self._drain_waiter.done():
+            self._drain_waiter.set_result(None)
+
+    def data_received(self, data: bytes) -> None:
+        if self.closed:
+            return
+        try:
+            frames = self.decoder.feed(data)
+        except FrameTooLarge as exc:
+            self.abort(f"request of {exc.size} bytes exceeds socket.request.max.bytes "
+                       f"({exc.max_size})")
+            return
+        except ProtocolError as exc:
+            self.abort(f"bad frame: {exc}")
+            return
+        for frame in frames:
+            if self.closed:
+                return
+            self._dispatch(frame)
+
+    # --- requests ------------------------------------------------------------
+
+    def _dispatch(self, frame: memoryview) -> None:
+        try:
+            header = parse_request_header(frame)
+        except ProtocolError as exc:
+            self.abort(f"malformed request header: {exc}")
+            return
+        slot = _Slot(header.correlation_id)
+        try:
+            result = self.server.dispatch(self, frame, header)
+        except Disconnect as exc:
+            self.abort(str(exc))
+            return
+        except ProtocolError as exc:
+            self.abort(f"malformed {_api_name(header)} request: {exc}")
+            return
+        except Exception:
+            log.exception("handler for %s from %s failed; closing the connection",
+                          _api_name(header), self.peer)
+            self.abort(None)
+            return
+        if inspect.isawaitable(result):
+            self._slots.append(slot)
+            task = asyncio.ensure_future(result)
+            self.server.tasks.add(task)
+            task.add_done_callback(lambda t, s=slot: self._completed(t, s))
+            if len(self._slots) >= MAX_IN_FLIGHT and not self._reading_paused:
+                self._reading_paused = True
+                self.transport.pause_reading()  # type: ignore[union-attr]
+            return
+        if result is None:
+            return  # no response (acks=0)
+        slot.header_version, slot.parts = result
+        slot.done = True
+        if not self._slots and not self._sending:
+            self._write_slot(slot)
+        else:
+            self._slots.append(slot)
+
+    def _completed(self, task: asyncio.Future[Any], slot: _Slot) -> None:
+        self.server.tasks.discard(task)
+        if task.cancelled():
+            self.abort(None)
+            return
+        exc = task.exception()
+        if exc is not None:
+            if isinstance(exc, Disconnect | ProtocolError):
+                self.abort(str(exc))
+            else:
+                log.error("handler failed for %s; closing the connection", self.peer,
+                          exc_info=exc)
+                self.abort(None)
+            return
+        result = task.result()
+        slot.done = True
+        if result is None:
+            slot.parts = None
+        else:
+            slot.header_version, slot.parts = result
+        self._flush()
+
+    # --- responses -------------------------------------------------------------
+
+    def _flush(self) -> None:
+        while self._slots and self._slots[0].done and not self._sending and not self.closed:
+            slot = self._slots.popleft()
+            if slot.parts is not None:
+                self._write_slot(slot)
+        if self._reading_paused and len(self._slots) < MAX_IN_FLIGHT // 2 and not self.closed:
+            self._reading_paused = False
+            self.transport.resume_reading()  # type: ignore[union-attr]
+
+    def _write_slot(self, slot: _Slot) -> None:
+        if self.closed:
+            return
+        header = encode_response_header(slot.correlation_id, slot.header_version)
+        parts = slot.parts or []
+        size = len(header)
+        has_region = False
+        for part in parts:
+            if isinstance(part, FileRegion):
+                size += part.size
+                has_region = True
+            else:
+                size += len(part)
+        if not has_region:
+            self.transport.writelines([_SIZE.pack(size), header, *parts])  # type: ignore[union-attr]
+            return
+        self._sending = True
+        task = asyncio.ensure_future(self._send_with_regions([_SIZE.pack(size), header, *parts]))
+        self.server.tasks.add(task)
+        task.add_done_callback(self._regions_sent)
+
+    def _regions_sent(self, task: asyncio.Future[None]) -> None:
+        self.server.tasks.discard(task)
+        self._sending = False
+        if not task.cancelled() and task.exception() is not None:
+            exc = task.exception()
+            log.warning("sending a response to %s failed: %s", self.peer, exc)
+            self.abort(None)
+            return
+        self._flush()
+
+    async def _send_with_regions(self, parts: list[Any]) -> None:
+        transport = self.transport
+        assert transport is not None
+        pending: list[Any] = []
+        for part in parts:
+            if not isinstance(part, FileRegion):
+                pending.append(part)
+                continue
+            if pending:
+                transport.writelines(pending)
+                pending = []
+            if part.size > 0:
+                await self._send_region(part)
+            if self.closed:
+                return
+        if pending:
+            transport.writelines(pending)
+
+    async def _wait_drained(self) -> None:
+        # the write-buffer limits are (0, 0): pause_writing fires whenever anything is
+        # buffered and resume_writing exactly when the buffer is empty again
+        transport = self.transport
+        assert transport is not None
+        while transport.get_write_buffer_size() > 0 and not self.closed:
+            self._drain_waiter = asyncio.get_running_loop().create_future()
+            await self._drain_waiter
+        self._drain_waiter = None
+
+    async def _send_region(self, region: FileRegion) -> None:
+        transport = self.transport
+        assert transport is not None
+        offset, remaining = region.position, region.size
+        await self._wait_drained()
+        if self.server.zero_copy and self._sock_fd >= 0:
+            loop = asyncio.get_running_loop()
+            while remaining > 0 and not self.closed:
+                try:
+                    sent = os.sendfile(self._sock_fd, region.fd, offset, remaining)
+                except BlockingIOError:
+                    sent = -1
+                if sent == 0:
+                    raise OSError("segment file shorter than the region to send")
+                if sent > 0:
+                    offset += sent
+                    remaining -= sent
+                    continue
+                if not self.server.can_add_writer:
+                    break
+                writable = self._writable = loop.create_future()
+                loop.add_writer(self._sock_fd, _set_done, writable)
+                try:
+                    await writable
+                finally:
+                    self._writable = None
+                    if not self.closed:
+                        loop.remove_writer(self._sock_fd)
+        # copy fallback (no raw socket, or a loop that owns its socket's writability)
+        while remaining > 0 and not self.closed:
+            chunk = os.pread(region.fd, min(remaining, 1 << 20), offset)
+            if not chunk:
+                raise OSError("segment file shorter than the region to send")
+            transport.write(chunk)
+            offset += len(chunk)
+            remaining -= len(chunk)
+            if self._write_paused:
+                await self._wait_drained()
+
+    # --- closing ---------------------------------------------------------------
+
+    def abort(self, reason: str | None) -> None:
+        if reason:
+            log.warning("closing connection from %s: %s", self.peer, reason)
+        if not self.closed:
+            self.closed = True
+            if self._writable is not None:
+                # our add_writer must go before the transport closes the fd
+                asyncio.get_running_loop().remove_writer(self._sock_fd)
+                _set_done(self._writable)
+            if self.transport is not None:
+                self.transport.abort()
+
+
+def _set_done(fut: asyncio.Future[None]) -> None:
+    if not fut.done():
+        fut.set_result(None)
+
+
+def _api_name(header: Any) -> str:
+    return f"api key {header.api_key} v{header.api_version}"
+
+
+class Server:
+    """Listens on the node's listeners and owns the connections."""
+
+    def __init__(self, dispatch: Callable[[Connection, memoryview, Any], Any],
+                 max_request_bytes: int, *, zero_copy: bool = True) -> None:
+        self.dispatch = dispatch
+        self.max_request_bytes = max_request_bytes
+        self.zero_copy = zero_copy
+        self.connections: set[Connection] = set()
+        self.tasks: set[asyncio.Future[Any]] = set()
+        self._servers: list[asyncio.base_events.Server] = []
+        self.can_add_writer = True
+
+    async def start(self, host: str, port: int) -> None:
+        loop = asyncio.get_running_loop()
+        # uvloop refuses add_writer on a socket a transport owns: use the copy fallback there
+        self.can_add_writer = type(loop).__module__.startswith("asyncio")
+        srv = await loop.create_server(lambda: Connection(self), host or None, port,
+                                       reuse_address=True, backlog=1024)
+        self._servers.append(srv)
+        for sock in srv.sockets:
+            log.info("listening on %s", sock.getsockname())
+
+    def stop_accepting(self) -> None:
+        for srv in self._servers:
+            srv.close()
+
+    async def drain(self, timeout: float = 10.0) -> None:
+        """Let in-flight requests finish and their responses go out, then close connections."""
+        if self.tasks:
+            await asyncio.wait(list(self.tasks), timeout=timeout)
+        for conn in list(self.connections):
+            if conn.transport is not None:
+                conn.closed = True
+                conn.transport.close()
+        for srv in self._servers:
+            try:
+                await asyncio.wait_for(srv.wait_closed(), 2.0)
+            except (TimeoutError, Exception):
+                pass
+
+
+AsyncResult = Awaitable[tuple[int, list[Any]] | None]

@@ -1,0 +1,186 @@
+"""`odradek consume TOPIC`: read records and print them (JSON lines or a --format)."""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import typer
+from confluent_kafka import (
+    OFFSET_BEGINNING,
+    OFFSET_END,
+    Consumer,
+    KafkaError,
+    Message,
+    TopicPartition,
+)
+
+from odradek.cli.common import (
+    BootstrapOption,
+    ClientConfigOption,
+    client_overrides,
+    fail,
+    kafka_error_text,
+    kafka_errors,
+)
+from odradek.cli.format import ConsumedRecord, FormatError, compile_format, json_line
+from odradek.client import consumer as make_consumer
+
+# Errors after which reading on cannot succeed: the tool stops with a non-zero exit.
+FATAL_ERRORS = frozenset({
+    KafkaError.UNKNOWN_TOPIC_OR_PART,
+    KafkaError._UNKNOWN_TOPIC,
+    KafkaError._UNKNOWN_PARTITION,
+    KafkaError.TOPIC_AUTHORIZATION_FAILED,
+    KafkaError.OFFSET_OUT_OF_RANGE,
+    KafkaError._AUTO_OFFSET_RESET,
+})
+BATCH = 1000
+
+
+@dataclass(frozen=True)
+class StartOffset:
+    """Where to start: a kind (`oldest`, `newest`, `exact`, `from_end`, `timestamp`) and a number."""
+
+    kind: str
+    value: int = 0
+
+
+def parse_offset(text: str) -> StartOffset:
+    """rpk/kcat-style start offsets: oldest|start|beginning, newest|end, N, -N (N before the
+    end), @MS (the first record at or after a timestamp in ms)."""
+    t = text.strip().lower()
+    if t in ("oldest", "start", "beginning", "earliest"):
+        return StartOffset("oldest")
+    if t in ("newest", "end", "latest"):
+        return StartOffset("newest")
+    try:
+        if t.startswith("@"):
+            return StartOffset("timestamp", int(t[1:]))
+        n = int(t)
+    except ValueError:
+        raise ValueError(
+            f"bad offset {text!r}: use oldest, newest, N, -N (N before the end) or @timestamp_ms"
+        ) from None
+    if t.startswith("-"):
+        return StartOffset("from_end", -n)
+    return StartOffset("exact", n)
+
+
+def to_record(msg: Message) -> ConsumedRecord:
+    _, ts = msg.timestamp()
+    return ConsumedRecord(msg.topic(), msg.partition(), msg.offset(), ts, msg.key(), msg.value(),
+                          msg.headers() or ())
+
+
+def consume(
+    topic: str = typer.Argument(..., help="Topic to read."),
+    from_beginning: bool = typer.Option(False, "--from-beginning",
+                                        help="Start at the oldest record (same as --offset oldest)."),
+    offset: str | None = typer.Option(
+        None, "-o", "--offset",
+        help="Start at oldest, newest, N, -N (N before the end) or @timestamp_ms."),
+    partition: list[int] = typer.Option([], "-p", "--partition",
+                                        help="Read only this partition (repeatable)."),
+    num: int | None = typer.Option(None, "-n", "--num", help="Stop after this many records."),
+    fmt: str | None = typer.Option(
+        None, "-f", "--format",
+        help="rpk-style: %t topic, %k key, %v value, %p partition, %o offset, %d timestamp, "
+             "%h headers, %T/%K/%V lengths; \\n \\t escapes. Default: JSON lines."),
+    exit_at_end: bool = typer.Option(False, "-e", "--exit-at-end",
+                                     help="Stop once every partition's current end is reached."),
+    bootstrap: str = BootstrapOption,
+    client_config: list[str] = ClientConfigOption,
+) -> None:
+    """Read records from a topic; follows new records until Ctrl-C unless -n or -e."""
+    if from_beginning and offset is not None:
+        fail("give either --from-beginning or --offset, not both", code=2)
+    if num is not None and num < 0:
+        fail("--num must not be negative", code=2)
+    try:
+        start = parse_offset(offset) if offset is not None else \
+            StartOffset("oldest" if from_beginning else "newest")
+        render: Callable[[ConsumedRecord], bytes] = json_line if fmt is None else \
+            compile_format(fmt).render
+    except (ValueError, FormatError) as exc:
+        fail(str(exc), code=2)
+    out = sys.stdout.buffer
+    with kafka_errors():
+        cons = make_consumer(bootstrap, client_overrides(client_config),
+                             enable_partition_eof=exit_at_end)
+        try:
+            assignment = _assignment(cons, topic, partition, start)
+            cons.assign(assignment)
+            _read(cons, render, out, num, {tp.partition for tp in assignment}, exit_at_end)
+        except KeyboardInterrupt:
+            pass
+        except BrokenPipeError:
+            # The reader went away (`| head`); nothing more to say.
+            sys.stderr.close()
+        finally:
+            cons.close()
+
+
+def _assignment(cons: Consumer, topic: str, wanted: list[int], start: StartOffset,
+                ) -> list[TopicPartition]:
+    metadata = cons.list_topics(topic, timeout=30)
+    meta = metadata.topics.get(topic)
+    if meta is None:
+        fail(f"UNKNOWN_TOPIC_OR_PARTITION: topic {topic} not found")
+    if meta.error is not None:
+        fail(f"topic {topic}: {kafka_error_text(meta.error)}")
+    existing = sorted(meta.partitions)
+    if not existing:
+        fail(f"UNKNOWN_TOPIC_OR_PARTITION: topic {topic} has no partitions")
+    partitions = sorted(set(wanted)) if wanted else existing
+    missing = [p for p in partitions if p not in meta.partitions]
+    if missing:
+        fail(f"UNKNOWN_TOPIC_OR_PARTITION: topic {topic} has no partition {missing[0]} "
+             f"(partitions 0..{existing[-1]})")
+    return [TopicPartition(topic, p, _start_offset(cons, topic, p, start)) for p in partitions]
+
+
+def _start_offset(cons: Consumer, topic: str, partition: int, start: StartOffset) -> int:
+    if start.kind == "oldest":
+        return OFFSET_BEGINNING
+    if start.kind == "newest":
+        return OFFSET_END
+    if start.kind == "exact":
+        return start.value
+    if start.kind == "from_end":
+        low, high = cons.get_watermark_offsets(TopicPartition(topic, partition), timeout=30)
+        return max(low, high - start.value)
+    found = cons.offsets_for_times([TopicPartition(topic, partition, start.value)], timeout=30)
+    # No record at or after the timestamp: Kafka answers -1; start at the end.
+    return found[0].offset if found[0].offset >= 0 else OFFSET_END
+
+
+def _read(cons: Consumer, render: Callable[[ConsumedRecord], bytes], out: object,
+          num: int | None, partitions: set[int], exit_at_end: bool) -> None:
+    write = out.write  # type: ignore[attr-defined]
+    flush = out.flush  # type: ignore[attr-defined]
+    seen = 0
+    at_end: set[int] = set()
+    while num is None or seen < num:
+        want = BATCH if num is None else min(BATCH, num - seen)
+        messages = cons.consume(num_messages=want, timeout=0.5)
+        for msg in messages:
+            err = msg.error()
+            if err is not None:
+                if err.code() == KafkaError._PARTITION_EOF:
+                    at_end.add(msg.partition())
+                    continue
+                print(f"Error: {kafka_error_text(err)}", file=sys.stderr)
+                if err.fatal() or err.code() in FATAL_ERRORS:
+                    flush()
+                    raise typer.Exit(1)
+                continue
+            # A record after EOF means the partition grew again; it is no longer at its end.
+            at_end.discard(msg.partition())
+            write(render(to_record(msg)))
+            seen += 1
+        if messages:
+            flush()
+        if exit_at_end and at_end >= partitions:
+            return

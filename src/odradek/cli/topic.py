@@ -1,0 +1,251 @@
+"""`odradek topic ...`: create, list, describe, alter-config, add-partitions, delete."""
+
+from __future__ import annotations
+
+import base64
+import sys
+from typing import Any
+
+import typer
+from confluent_kafka import KafkaError, TopicCollection
+from confluent_kafka.admin import (
+    AdminClient,
+    AlterConfigOpType,
+    ConfigEntry,
+    ConfigResource,
+    ConfigSource,
+    NewPartitions,
+    NewTopic,
+    ResourceType,
+)
+
+from odradek.cli.common import (
+    BootstrapOption,
+    TimeoutOption,
+    describe_error,
+    fail,
+    kafka_error_name,
+    kafka_errors,
+    quiet_librdkafka,
+    result,
+)
+from odradek.client import admin_client, parse_key_values
+
+app = typer.Typer(help="Create, inspect, change and delete topics.", no_args_is_help=True)
+
+
+def _admin(bootstrap: str) -> AdminClient:
+    quiet_librdkafka()
+    return admin_client(bootstrap)
+
+
+def _configs(pairs: list[str], what: str) -> dict[str, str]:
+    try:
+        return parse_key_values(pairs, what)
+    except ValueError as exc:
+        fail(str(exc), code=2)
+
+
+@app.command()
+def create(
+    name: str = typer.Argument(..., help="Topic name."),
+    partitions: int = typer.Option(-1, "-p", "--partitions",
+                                   help="Partition count (default: the node's num.partitions)."),
+    replication_factor: int = typer.Option(
+        -1, "-r", "--replication-factor",
+        help="Replicas per partition (default: the node's default.replication.factor)."),
+    config: list[str] = typer.Option([], "-c", "--config", help="Topic config key=value (repeatable)."),
+    if_not_exists: bool = typer.Option(False, "--if-not-exists",
+                                       help="Succeed when the topic already exists."),
+    validate_only: bool = typer.Option(False, "--validate-only",
+                                       help="Let the cluster check the request without creating."),
+    bootstrap: str = BootstrapOption,
+    timeout: float = TimeoutOption,
+) -> None:
+    """Create a topic."""
+    topic = NewTopic(name, num_partitions=partitions, replication_factor=replication_factor,
+                     config=_configs(config, "topic config"))
+    with kafka_errors():
+        admin = _admin(bootstrap)  # kept alive until the futures resolve
+        futures = admin.create_topics([topic], operation_timeout=timeout,
+                                                  request_timeout=timeout,
+                                                  validate_only=validate_only)
+        try:
+            result(futures[name], timeout)
+        except typer.Exit:
+            raise
+        except Exception as exc:
+            if if_not_exists and _error_name(exc) == "TOPIC_ALREADY_EXISTS":
+                print(f"Topic {name} already exists.")
+                return
+            raise
+    print(f"{'Validated' if validate_only else 'Created'} topic {name}.")
+
+
+def _error_name(exc: BaseException) -> str | None:
+    err = exc.args[0] if exc.args else None
+    return kafka_error_name(err) if isinstance(err, KafkaError) else None
+
+
+@app.command("list")
+def list_(
+    exclude_internal: bool = typer.Option(False, "--exclude-internal",
+                                          help="Leave out internal topics (names starting __)."),
+    bootstrap: str = BootstrapOption,
+    timeout: float = TimeoutOption,
+) -> None:
+    """List topic names, one a line."""
+    with kafka_errors():
+        metadata = _admin(bootstrap).list_topics(timeout=timeout)
+    for name in sorted(metadata.topics):
+        if exclude_internal and name.startswith("__"):
+            continue
+        print(name)
+
+
+@app.command()
+def describe(
+    names: list[str] = typer.Argument(None, help="Topics (default: all)."),
+    configs: bool = typer.Option(False, "--configs",
+                                 help="Show every config with its value and source."),
+    bootstrap: str = BootstrapOption,
+    timeout: float = TimeoutOption,
+) -> None:
+    """Partitions with leader, replicas and ISR, like kafka-topics --describe."""
+    with kafka_errors():
+        admin = _admin(bootstrap)
+        if not names:
+            names = sorted(n for n in admin.list_topics(timeout=timeout).topics)
+        if not names:
+            return
+        descriptions = admin.describe_topics(TopicCollection(names), request_timeout=timeout)
+        resources = [ConfigResource(ResourceType.TOPIC, n) for n in names]
+        config_futures = admin.describe_configs(resources, request_timeout=timeout)
+        failed = False
+        for name, resource in zip(names, resources, strict=True):
+            try:
+                desc = result(descriptions[name], timeout)
+                entries = result(config_futures[resource], timeout)
+            except typer.Exit:
+                raise
+            except Exception as exc:
+                print(f"Error: topic {name}: {describe_error(exc)}", file=sys.stderr)
+                failed = True
+                continue
+            print(render_description(desc, entries, all_configs=configs))
+    if failed:
+        raise typer.Exit(1)
+
+
+def _node_id(node: Any) -> str:
+    return "none" if node is None or node.id < 0 else str(node.id)
+
+
+def _ids(nodes: list[Any]) -> str:
+    return ",".join(str(n.id) for n in nodes)
+
+
+def kafka_uuid(uuid: Any) -> str:
+    """Kafka prints topic ids as URL-safe base64 without padding; librdkafka's str() does not."""
+    if uuid is None:
+        return "none"
+    msb = uuid.get_most_significant_bits() & (2**64 - 1)
+    lsb = uuid.get_least_significant_bits() & (2**64 - 1)
+    raw = msb.to_bytes(8, "big") + lsb.to_bytes(8, "big")
+    return base64.urlsafe_b64encode(raw).rstrip(b"=").decode()
+
+
+def render_description(desc: Any, entries: dict[str, ConfigEntry], all_configs: bool = False) -> str:
+    partitions = sorted(desc.partitions, key=lambda p: p.id)
+    rf = len(partitions[0].replicas) if partitions else 0
+    overrides = sorted(
+        (e for e in entries.values() if e.source == ConfigSource.DYNAMIC_TOPIC_CONFIG.value
+         or e.source == ConfigSource.DYNAMIC_TOPIC_CONFIG),
+        key=lambda e: e.name)
+    shown = ",".join(f"{e.name}={'<sensitive>' if e.is_sensitive else e.value}" for e in overrides)
+    lines = [f"Topic: {desc.name}\tTopicId: {kafka_uuid(desc.topic_id)}\tPartitionCount: {len(partitions)}"
+             f"\tReplicationFactor: {rf}\tConfigs: {shown}"]
+    for p in partitions:
+        lines.append(f"\tTopic: {desc.name}\tPartition: {p.id}\tLeader: {_node_id(p.leader)}"
+                     f"\tReplicas: {_ids(p.replicas)}\tIsr: {_ids(p.isr)}")
+    if all_configs:
+        lines.append("\tConfigs:")
+        for entry in sorted(entries.values(), key=lambda e: e.name):
+            value = "<sensitive>" if entry.is_sensitive else entry.value
+            lines.append(f"\t\t{entry.name}={'' if value is None else value}"
+                         f"\t({_source_name(entry.source)})")
+    return "\n".join(lines)
+
+
+def _source_name(source: Any) -> str:
+    try:
+        return ConfigSource(source).name if not isinstance(source, ConfigSource) else source.name
+    except ValueError:
+        return str(source)
+
+
+@app.command("alter-config")
+def alter_config(
+    name: str = typer.Argument(..., help="Topic name."),
+    set_: list[str] = typer.Option([], "--set", help="Set a config: key=value (repeatable)."),
+    delete: list[str] = typer.Option([], "--delete",
+                                     help="Remove an override, back to the default (repeatable)."),
+    bootstrap: str = BootstrapOption,
+    timeout: float = TimeoutOption,
+) -> None:
+    """Change topic configs (IncrementalAlterConfigs)."""
+    if not set_ and not delete:
+        fail("nothing to change: give --set key=value and/or --delete key", code=2)
+    ops = [ConfigEntry(k, v, incremental_operation=AlterConfigOpType.SET)
+           for k, v in _configs(set_, "config").items()]
+    ops += [ConfigEntry(k, None, incremental_operation=AlterConfigOpType.DELETE) for k in delete]
+    resource = ConfigResource(ResourceType.TOPIC, name, incremental_configs=ops)
+    with kafka_errors():
+        admin = _admin(bootstrap)  # kept alive until the futures resolve
+        futures = admin.incremental_alter_configs([resource], request_timeout=timeout)
+        result(futures[resource], timeout)
+    print(f"Completed updating config for topic {name}.")
+
+
+@app.command("add-partitions")
+def add_partitions(
+    name: str = typer.Argument(..., help="Topic name."),
+    partitions: int = typer.Option(..., "-p", "--partitions",
+                                   help="The new total partition count."),
+    bootstrap: str = BootstrapOption,
+    timeout: float = TimeoutOption,
+) -> None:
+    """Raise a topic's partition count to a new total."""
+    with kafka_errors():
+        admin = _admin(bootstrap)  # kept alive until the futures resolve
+        futures = admin.create_partitions([NewPartitions(name, partitions)],
+                                                      operation_timeout=timeout,
+                                                      request_timeout=timeout)
+        result(futures[name], timeout)
+    print(f"Topic {name} now has {partitions} partitions.")
+
+
+@app.command()
+def delete(
+    names: list[str] = typer.Argument(..., help="Topics to delete."),
+    bootstrap: str = BootstrapOption,
+    timeout: float = TimeoutOption,
+) -> None:
+    """Delete topics and their data."""
+    failed = False
+    with kafka_errors():
+        admin = _admin(bootstrap)  # kept alive until the futures resolve
+        futures = admin.delete_topics(names, operation_timeout=timeout,
+                                                  request_timeout=timeout)
+        for name in names:
+            try:
+                result(futures[name], timeout)
+            except typer.Exit:
+                raise
+            except Exception as exc:
+                print(f"Error: topic {name}: {describe_error(exc)}", file=sys.stderr)
+                failed = True
+                continue
+            print(f"Deleted topic {name}.")
+    if failed:
+        raise typer.Exit(1)

@@ -1,0 +1,725 @@
+"""The controller: decides cluster changes, writes them as records, applies them to the image.
+
+Every operation validates first (nothing is written for a topic or resource that fails), then
+appends the records of everything that passed as one batch to the quorum, then replays them
+into a new image and tells listeners what changed. Synchronous and free of network I/O: the
+broker calls it (off the event loop when it likes).
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+import re
+import threading
+import uuid
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+from enum import IntEnum
+from typing import Any
+
+from odradek.metadata.configs import (
+    BROKER_CONFIGS,
+    TOPIC_CONFIGS,
+    BrokerConfig,
+    ConfigEntry,
+    ConfigType,
+    describe_topic_configs,
+    parse_value,
+    validate_broker_dynamic_configs,
+    validate_topic_configs,
+)
+from odradek.metadata.image import MetadataDelta, MetadataImage
+from odradek.metadata.quorum import Quorum
+from odradek.metadata.records import (
+    RESOURCE_BROKER,
+    RESOURCE_TOPIC,
+    BrokerEndpoint,
+    BrokerFeature,
+    ConfigRecord,
+    FeatureLevelRecord,
+    MetadataRecord,
+    PartitionChangeRecord,
+    PartitionRecord,
+    RegisterBrokerRecord,
+    RemoveTopicRecord,
+    TopicRecord,
+    UnfenceBrokerRecord,
+)
+from odradek.protocol.errors import ErrorCode, KafkaError
+
+__all__ = [
+    "AlterConfigsResource",
+    "AlterConfigsResult",
+    "AlterOp",
+    "Controller",
+    "CreatableTopic",
+    "CreatePartitionsResult",
+    "CreatePartitionsTopic",
+    "CreateTopicResult",
+    "DeleteTopicResult",
+    "IncrementalAlterConfigsResource",
+    "load_image",
+    "validate_topic_name",
+]
+
+log = logging.getLogger(__name__)
+
+MAX_TOPIC_NAME_LENGTH = 249
+# Kafka's controller refuses user operations that would write more records than this.
+MAX_RECORDS_PER_USER_OP = 10_000
+METADATA_VERSION = ("metadata.version", 21)  # 3.9-IV0
+ZERO_UUID = uuid.UUID(int=0)
+_LEGAL_TOPIC = re.compile(r"^[a-zA-Z0-9._-]+$")
+
+Listener = Callable[[MetadataDelta], None]
+
+
+class AlterOp(IntEnum):
+    SET = 0
+    DELETE = 1
+    APPEND = 2
+    SUBTRACT = 3
+
+
+@dataclass
+class CreatableTopic:
+    name: str
+    num_partitions: int = -1
+    replication_factor: int = -1
+    assignments: dict[int, list[int]] | None = None  # partition -> replicas
+    configs: dict[str, str | None] = field(default_factory=dict)
+
+
+@dataclass
+class CreateTopicResult:
+    name: str
+    error_code: ErrorCode = ErrorCode.none
+    error_message: str | None = None
+    topic_id: uuid.UUID = ZERO_UUID
+    num_partitions: int = -1
+    replication_factor: int = -1
+    configs: list[ConfigEntry] = field(default_factory=list)
+
+
+@dataclass
+class DeleteTopicResult:
+    name: str | None
+    topic_id: uuid.UUID
+    error_code: ErrorCode = ErrorCode.none
+    error_message: str | None = None
+
+
+@dataclass
+class CreatePartitionsTopic:
+    name: str
+    count: int
+    assignments: list[list[int]] | None = None  # replicas of each new partition
+
+
+@dataclass
+class CreatePartitionsResult:
+    name: str
+    error_code: ErrorCode = ErrorCode.none
+    error_message: str | None = None
+
+
+@dataclass
+class AlterConfigsResource:
+    resource_type: int
+    resource_name: str
+    configs: dict[str, str | None]
+
+
+@dataclass
+class IncrementalAlterConfigsResource:
+    resource_type: int
+    resource_name: str
+    ops: list[tuple[str, int, str | None]]  # (name, AlterOp, value)
+
+
+@dataclass
+class AlterConfigsResult:
+    resource_type: int
+    resource_name: str
+    error_code: ErrorCode = ErrorCode.none
+    error_message: str | None = None
+
+
+def validate_topic_name(name: str) -> None:
+    """Kafka's Topic.validate: raises INVALID_TOPIC_EXCEPTION."""
+    if not name:
+        raise KafkaError(ErrorCode.invalid_topic_exception, "Topic name is illegal, it can't be empty")
+    if name in (".", ".."):
+        raise KafkaError(ErrorCode.invalid_topic_exception, 'Topic name cannot be "." or ".."')
+    if len(name) > MAX_TOPIC_NAME_LENGTH:
+        raise KafkaError(
+            ErrorCode.invalid_topic_exception,
+            f"Topic name is illegal, it can't be longer than {MAX_TOPIC_NAME_LENGTH} "
+            f"characters, topic name: {name}",
+        )
+    if not _LEGAL_TOPIC.match(name):
+        raise KafkaError(
+            ErrorCode.invalid_topic_exception,
+            f'Topic name "{name}" is illegal, it contains a character other than '
+            "ASCII alphanumerics, '.', '_' and '-'",
+        )
+
+
+def _collision_key(name: str) -> str:
+    return name.replace(".", "_")
+
+
+def load_image(quorum: Quorum, cluster_id: str | None) -> MetadataImage:
+    """Replay the committed metadata log into an image."""
+    delta = MetadataDelta(MetadataImage(cluster_id=cluster_id))
+    last = -1
+
+    def apply(offset: int, record: MetadataRecord) -> None:
+        nonlocal last
+        delta.replay(record)
+        last = offset
+
+    quorum.replay(apply)
+    return delta.apply(last)
+
+
+class Controller:
+    def __init__(self, quorum: Quorum, image: MetadataImage, broker_config: BrokerConfig) -> None:
+        self.quorum = quorum
+        self.image = image
+        self.static_config = broker_config
+        self.node_id = broker_config.node_id
+        self._listeners: list[Listener] = []
+        self._lock = threading.RLock()
+        self._rng = random.Random()
+
+    # ---------------------------------------------------------------- plumbing
+
+    def add_listener(self, fn: Listener) -> None:
+        self._listeners.append(fn)
+
+    def remove_listener(self, fn: Listener) -> None:
+        self._listeners.remove(fn)
+
+    @property
+    def broker_config(self) -> BrokerConfig:
+        """The static config with this node's dynamic configs from the metadata log on top."""
+        image = self.image
+        return self.static_config.with_dynamic(
+            image.broker_configs(self.node_id), image.broker_configs("")
+        )
+
+    def _commit(self, records: Sequence[MetadataRecord]) -> MetadataDelta | None:
+        if not records:
+            return None
+        last = self.quorum.append(records)
+        delta = MetadataDelta(self.image)
+        for record in records:
+            delta.replay(record)
+        self.image = delta.apply(last)
+        for fn in list(self._listeners):
+            try:
+                fn(delta)
+            except Exception:  # a listener's bug must not undo a committed change
+                log.exception("metadata listener %r failed", fn)
+        return delta
+
+    def bootstrap(self) -> None:
+        """First start of a cluster: write the metadata.version feature level."""
+        with self._lock:
+            if METADATA_VERSION[0] not in self.image.features:
+                self._commit([FeatureLevelRecord(*METADATA_VERSION)])
+
+    # ---------------------------------------------------------------- brokers
+
+    def register_broker(
+        self,
+        endpoints: Iterable[tuple[str, str, int, int]] | None = None,
+        rack: str | None = None,
+        incarnation_id: uuid.UUID | None = None,
+        log_dirs: Sequence[uuid.UUID] = (),
+    ) -> int:
+        """Register this node (fenced, then unfenced at once: one node has nothing to catch up
+        with) and elect leaders where it is the only live replica. Returns the broker epoch."""
+        with self._lock:
+            epoch = self.quorum.end_offset
+            if endpoints is None:
+                endpoints = _endpoints_from_listeners(self.static_config.advertised_listeners)
+            registration = RegisterBrokerRecord(
+                broker_id=self.node_id,
+                incarnation_id=incarnation_id or uuid.uuid4(),
+                broker_epoch=epoch,
+                end_points=[BrokerEndpoint(*e) for e in endpoints],
+                features=[BrokerFeature("metadata.version", 1, METADATA_VERSION[1])],
+                rack=rack,
+                fenced=True,
+                log_dirs=list(log_dirs),
+            )
+            self._commit([registration, UnfenceBrokerRecord(self.node_id, epoch)])
+            self._commit(self._elect_leaders())
+            return epoch
+
+    def _elect_leaders(self) -> list[MetadataRecord]:
+        live = set(self.image.live_brokers())
+        records: list[MetadataRecord] = []
+        for topic in self.image.topics_by_id.values():
+            for p in topic.partitions.values():
+                if p.leader in live:
+                    continue
+                candidates = [r for r in p.replicas if r in live and r in p.isr]
+                new_leader = candidates[0] if candidates else -1
+                if new_leader != p.leader:
+                    records.append(
+                        PartitionChangeRecord(p.partition, topic.topic_id, leader=new_leader)
+                    )
+        return records
+
+    # ---------------------------------------------------------------- topics
+
+    def create_topics(
+        self, topics: Sequence[CreatableTopic], validate_only: bool = False
+    ) -> list[CreateTopicResult]:
+        with self._lock:
+            counts: dict[str, int] = {}
+            for t in topics:
+                counts[t.name] = counts.get(t.name, 0) + 1
+            results: list[CreateTopicResult] = []
+            records: list[MetadataRecord] = []
+            accepted: dict[str, str] = {}  # collision key -> name, for this request
+            broker_config = self.broker_config
+            for t in topics:
+                if counts[t.name] > 1:
+                    results.append(
+                        CreateTopicResult(
+                            t.name, ErrorCode.invalid_request, "Duplicate topic name."
+                        )
+                    )
+                    continue
+                try:
+                    result, topic_records = self._create_topic(t, broker_config, accepted)
+                except KafkaError as exc:
+                    results.append(CreateTopicResult(t.name, exc.code, exc.message or None))
+                    continue
+                if len(records) + len(topic_records) > MAX_RECORDS_PER_USER_OP:
+                    results.append(
+                        CreateTopicResult(
+                            t.name,
+                            ErrorCode.policy_violation,
+                            "Unable to perform excessively large batch operation.",
+                        )
+                    )
+                    continue
+                accepted[_collision_key(t.name)] = t.name
+                records.extend(topic_records)
+                results.append(result)
+            if not validate_only:
+                self._commit(records)
+            return results
+
+    def _create_topic(
+        self, t: CreatableTopic, broker_config: BrokerConfig, accepted: dict[str, str]
+    ) -> tuple[CreateTopicResult, list[MetadataRecord]]:
+        validate_topic_name(t.name)
+        if t.name in self.image.topics_by_name:
+            raise KafkaError(ErrorCode.topic_already_exists, f"Topic '{t.name}' already exists.")
+        key = _collision_key(t.name)
+        colliding = accepted.get(key) or next(
+            (n for n in self.image.topics_by_name if _collision_key(n) == key), None
+        )
+        if colliding is not None:
+            raise KafkaError(
+                ErrorCode.invalid_topic_exception,
+                f"Topic '{t.name}' collides with existing topic: {colliding}",
+            )
+        if t.assignments:
+            if t.num_partitions != -1:
+                raise KafkaError(
+                    ErrorCode.invalid_request,
+                    "A manual partition assignment was specified, but numPartitions "
+                    "was not set to -1.",
+                )
+            if t.replication_factor != -1:
+                raise KafkaError(
+                    ErrorCode.invalid_request,
+                    "A manual partition assignment was specified, but replicationFactor "
+                    "was not set to -1.",
+                )
+            if sorted(t.assignments) != list(range(len(t.assignments))):
+                raise KafkaError(
+                    ErrorCode.invalid_replica_assignment,
+                    "partitions should be a consecutive 0-based integer sequence",
+                )
+            assignment = [t.assignments[p] for p in range(len(t.assignments))]
+            self._validate_assignment(assignment, None)
+        else:
+            num_partitions = t.num_partitions
+            if num_partitions == -1:
+                num_partitions = broker_config.get_int("num.partitions")
+            elif num_partitions <= 0:
+                raise KafkaError(
+                    ErrorCode.invalid_partitions,
+                    "Number of partitions was set to an invalid non-positive value.",
+                )
+            rf = t.replication_factor
+            if rf == -1:
+                rf = broker_config.get_int("default.replication.factor")
+            elif rf <= 0:
+                raise KafkaError(
+                    ErrorCode.invalid_replication_factor,
+                    "Replication factor must be larger than 0, or -1 to use the default value.",
+                )
+            if num_partitions > MAX_RECORDS_PER_USER_OP:
+                raise KafkaError(
+                    ErrorCode.policy_violation,
+                    "Unable to perform excessively large batch operation.",
+                )
+            assignment = self._place(num_partitions, rf, 0)
+        try:
+            validate_topic_configs(t.configs)
+        except KafkaError as exc:
+            raise KafkaError(exc.code, exc.message) from None
+        overrides = {k: v for k, v in t.configs.items() if v is not None}
+        topic_id = uuid.uuid4()
+        records: list[MetadataRecord] = [TopicRecord(t.name, topic_id)]
+        records += [ConfigRecord(RESOURCE_TOPIC, t.name, k, v) for k, v in overrides.items()]
+        records += self._partition_records(topic_id, 0, assignment)
+        result = CreateTopicResult(
+            name=t.name,
+            topic_id=topic_id,
+            num_partitions=len(assignment),
+            replication_factor=len(assignment[0]),
+            configs=describe_topic_configs(overrides, broker_config),
+        )
+        return result, records
+
+    def _partition_records(
+        self, topic_id: uuid.UUID, first: int, assignment: list[list[int]]
+    ) -> list[MetadataRecord]:
+        live = set(self.image.live_brokers())
+        out: list[MetadataRecord] = []
+        for i, replicas in enumerate(assignment):
+            isr = [r for r in replicas if r in live]
+            out.append(
+                PartitionRecord(
+                    partition_id=first + i,
+                    topic_id=topic_id,
+                    replicas=list(replicas),
+                    isr=isr,
+                    leader=isr[0] if isr else -1,
+                    leader_epoch=0,
+                    partition_epoch=0,
+                )
+            )
+        return out
+
+    def _place(self, num_partitions: int, rf: int, first: int) -> list[list[int]]:
+        live = self.image.live_brokers()
+        if rf > len(live):
+            raise KafkaError(
+                ErrorCode.invalid_replication_factor,
+                f"Unable to replicate the partition {rf} time(s): The target replication factor "
+                f"of {rf} cannot be reached because only {len(live)} broker(s) are registered.",
+            )
+        start = self._rng.randrange(len(live))
+        return [
+            [live[(start + first + p + i) % len(live)] for i in range(rf)]
+            for p in range(num_partitions)
+        ]
+
+    def _validate_assignment(self, assignment: list[list[int]], expected_rf: int | None) -> None:
+        registered = self.image.brokers
+        live = set(self.image.live_brokers())
+        for index, replicas in enumerate(assignment):
+            if not replicas:
+                raise KafkaError(
+                    ErrorCode.invalid_replica_assignment,
+                    "The manual partition assignment includes an empty replica list.",
+                )
+            seen: set[int] = set()
+            for broker in replicas:
+                if broker in seen:
+                    raise KafkaError(
+                        ErrorCode.invalid_replica_assignment,
+                        f"The manual partition assignment includes the broker {broker} "
+                        "more than once.",
+                    )
+                seen.add(broker)
+                if broker not in registered:
+                    raise KafkaError(
+                        ErrorCode.invalid_replica_assignment,
+                        f"The manual partition assignment includes broker {broker}, but no "
+                        "such broker is registered.",
+                    )
+            if expected_rf is None:
+                expected_rf = len(replicas)
+            elif len(replicas) != expected_rf:
+                raise KafkaError(
+                    ErrorCode.invalid_replica_assignment,
+                    f"The manual partition assignment includes a partition with "
+                    f"{len(replicas)} replica(s), but this is inconsistent with previous "
+                    f"partitions, which have {expected_rf} replica(s).",
+                )
+            if not seen & live:
+                raise KafkaError(
+                    ErrorCode.invalid_replica_assignment,
+                    f"All brokers specified in the manual partition assignment for partition "
+                    f"{index} are fenced or in controlled shutdown.",
+                )
+
+    def delete_topics(
+        self, names: Sequence[str] = (), ids: Sequence[uuid.UUID] = ()
+    ) -> list[DeleteTopicResult]:
+        with self._lock:
+            results: list[DeleteTopicResult] = []
+            records: list[MetadataRecord] = []
+            enabled = self.broker_config.get_bool("delete.topic.enable")
+            doomed: set[uuid.UUID] = set()
+            for name in names:
+                topic = self.image.topics_by_name.get(name)
+                if topic is None:
+                    results.append(
+                        DeleteTopicResult(
+                            name,
+                            uuid.UUID(int=0),
+                            ErrorCode.unknown_topic_or_partition,
+                            "This server does not host this topic-partition.",
+                        )
+                    )
+                    continue
+                results.append(self._delete_one(topic.name, topic.topic_id, enabled, doomed, records))
+            for topic_id in ids:
+                topic = self.image.topics_by_id.get(topic_id)
+                if topic is None:
+                    results.append(
+                        DeleteTopicResult(
+                            None,
+                            topic_id,
+                            ErrorCode.unknown_topic_id,
+                            "This server does not host this topic ID.",
+                        )
+                    )
+                    continue
+                results.append(self._delete_one(topic.name, topic.topic_id, enabled, doomed, records))
+            self._commit(records)
+            return results
+
+    @staticmethod
+    def _delete_one(
+        name: str,
+        topic_id: uuid.UUID,
+        enabled: bool,
+        doomed: set[uuid.UUID],
+        records: list[MetadataRecord],
+    ) -> DeleteTopicResult:
+        if not enabled:
+            return DeleteTopicResult(
+                name, topic_id, ErrorCode.topic_deletion_disabled, "Topic deletion is disabled."
+            )
+        if topic_id not in doomed:  # the same topic named twice is deleted once
+            doomed.add(topic_id)
+            records.append(RemoveTopicRecord(topic_id))
+        return DeleteTopicResult(name, topic_id)
+
+    def create_partitions(
+        self, topics: Sequence[CreatePartitionsTopic], validate_only: bool = False
+    ) -> list[CreatePartitionsResult]:
+        with self._lock:
+            counts: dict[str, int] = {}
+            for t in topics:
+                counts[t.name] = counts.get(t.name, 0) + 1
+            results: list[CreatePartitionsResult] = []
+            records: list[MetadataRecord] = []
+            for t in topics:
+                if counts[t.name] > 1:
+                    results.append(
+                        CreatePartitionsResult(t.name, ErrorCode.invalid_request, "Duplicate topic name.")
+                    )
+                    continue
+                try:
+                    new_records = self._create_partitions(t)
+                except KafkaError as exc:
+                    results.append(CreatePartitionsResult(t.name, exc.code, exc.message or None))
+                    continue
+                records.extend(new_records)
+                results.append(CreatePartitionsResult(t.name))
+            if not validate_only:
+                self._commit(records)
+            return results
+
+    def _create_partitions(self, t: CreatePartitionsTopic) -> list[MetadataRecord]:
+        topic = self.image.topics_by_name.get(t.name)
+        if topic is None:
+            raise KafkaError(
+                ErrorCode.unknown_topic_or_partition,
+                "This server does not host this topic-partition.",
+            )
+        current = len(topic.partitions)
+        if t.count < current:
+            raise KafkaError(
+                ErrorCode.invalid_partitions,
+                f"The topic {t.name} currently has {current} partition(s); {t.count} would "
+                "not be an increase.",
+            )
+        if t.count == current:
+            raise KafkaError(ErrorCode.invalid_partitions, f"Topic already has {current} partition(s).")
+        adding = t.count - current
+        if adding > MAX_RECORDS_PER_USER_OP:
+            raise KafkaError(
+                ErrorCode.policy_violation, "Unable to perform excessively large batch operation."
+            )
+        rf = len(topic.partitions[0].replicas) if topic.partitions else 1
+        if t.assignments is not None:
+            if len(t.assignments) != adding:
+                raise KafkaError(
+                    ErrorCode.invalid_replica_assignment,
+                    f"Attempted to add {adding} additional partition(s), but only "
+                    f"{len(t.assignments)} assignment(s) were specified.",
+                )
+            self._validate_assignment([list(a) for a in t.assignments], rf)
+            assignment = [list(a) for a in t.assignments]
+        else:
+            assignment = self._place(adding, rf, current)
+        return self._partition_records(topic.topic_id, current, assignment)
+
+    # ---------------------------------------------------------------- configs
+
+    def alter_configs(
+        self, resources: Sequence[AlterConfigsResource], validate_only: bool = False
+    ) -> list[AlterConfigsResult]:
+        """Legacy AlterConfigs: the given configs replace every override of the resource."""
+        with self._lock:
+            results: list[AlterConfigsResult] = []
+            records: list[MetadataRecord] = []
+            for res in resources:
+                try:
+                    current = self._current_configs(res.resource_type, res.resource_name)
+                    if len(set(res.configs)) != len(res.configs):
+                        raise KafkaError(ErrorCode.invalid_request, "Error due to duplicate config keys")
+                    new = dict(res.configs)
+                    self._validate_configs(res.resource_type, new, current)
+                    changes = {k: None for k in current if k not in new}
+                    changes.update({k: v for k, v in new.items() if current.get(k) != v})
+                except KafkaError as exc:
+                    results.append(
+                        AlterConfigsResult(res.resource_type, res.resource_name, exc.code, exc.message)
+                    )
+                    continue
+                records += [
+                    ConfigRecord(res.resource_type, res.resource_name, k, v)
+                    for k, v in changes.items()
+                ]
+                results.append(AlterConfigsResult(res.resource_type, res.resource_name))
+            if not validate_only:
+                self._commit(records)
+            return results
+
+    def incremental_alter_configs(
+        self, resources: Sequence[IncrementalAlterConfigsResource], validate_only: bool = False
+    ) -> list[AlterConfigsResult]:
+        with self._lock:
+            results: list[AlterConfigsResult] = []
+            records: list[MetadataRecord] = []
+            for res in resources:
+                try:
+                    changes = self._incremental_changes(res)
+                except KafkaError as exc:
+                    results.append(
+                        AlterConfigsResult(res.resource_type, res.resource_name, exc.code, exc.message)
+                    )
+                    continue
+                records += [
+                    ConfigRecord(res.resource_type, res.resource_name, k, v)
+                    for k, v in changes.items()
+                ]
+                results.append(AlterConfigsResult(res.resource_type, res.resource_name))
+            if not validate_only:
+                self._commit(records)
+            return results
+
+    def _incremental_changes(self, res: IncrementalAlterConfigsResource) -> dict[str, str | None]:
+        current = self._current_configs(res.resource_type, res.resource_name)
+        names = [name for name, _, _ in res.ops]
+        if len(set(names)) != len(names):
+            raise KafkaError(ErrorCode.invalid_request, "Error due to duplicate config keys")
+        new: dict[str, str | None] = dict(current)
+        for name, op, value in res.ops:
+            if op not in AlterOp.__members__.values():
+                raise KafkaError(ErrorCode.invalid_request, f"Unknown operation type {op}")
+            op = AlterOp(op)
+            if op is AlterOp.SET:
+                new[name] = value
+            elif op is AlterOp.DELETE:
+                new.pop(name, None)
+            else:
+                defn = (TOPIC_CONFIGS if res.resource_type == RESOURCE_TOPIC else BROKER_CONFIGS).get(
+                    name
+                )
+                if defn is None or defn.type is not ConfigType.LIST:
+                    raise KafkaError(
+                        ErrorCode.invalid_config,
+                        f"Can't {op.name} to key {name} because its type is not LIST.",
+                    )
+                items = self._current_list(res.resource_type, name, new.get(name))
+                given = [v.strip() for v in (value or "").split(",") if v.strip()]
+                if op is AlterOp.APPEND:
+                    items += [v for v in given if v not in items]
+                else:
+                    items = [v for v in items if v not in given]
+                new[name] = ",".join(items)
+        self._validate_configs(res.resource_type, new, current)
+        changes: dict[str, str | None] = {k: None for k in current if k not in new}
+        changes.update({k: v for k, v in new.items() if current.get(k) != v})
+        return changes
+
+    def _current_list(self, resource_type: int, name: str, override: str | None) -> list[str]:
+        if override is not None:
+            value: Any = parse_value(name, ConfigType.LIST, override)
+        elif resource_type == RESOURCE_TOPIC:
+            value = self.broker_config.topic_default(name)[0]
+        else:
+            value = self.broker_config.get(name)
+        return list(value or [])
+
+    def _current_configs(self, resource_type: int, resource_name: str) -> dict[str, str]:
+        if resource_type == RESOURCE_TOPIC:
+            if resource_name not in self.image.topics_by_name:
+                raise KafkaError(
+                    ErrorCode.unknown_topic_or_partition,
+                    "This server does not host this topic-partition.",
+                )
+            return dict(self.image.topic_configs(resource_name))
+        if resource_type == RESOURCE_BROKER:
+            if resource_name != "":
+                try:
+                    int(resource_name)
+                except ValueError:
+                    raise KafkaError(
+                        ErrorCode.invalid_request, f"Illegal broker id: {resource_name}"
+                    ) from None
+            return dict(self.image.broker_configs(resource_name))
+        raise KafkaError(ErrorCode.invalid_request, f"Unexpected resource type {resource_type}")
+
+    def _validate_configs(
+        self, resource_type: int, new: dict[str, str | None], current: dict[str, str]
+    ) -> None:
+        if resource_type == RESOURCE_TOPIC:
+            validate_topic_configs(new)
+        else:
+            validate_broker_dynamic_configs({k: v for k, v in new.items() if current.get(k) != v})
+
+
+def _endpoints_from_listeners(listeners: Sequence[str]) -> list[tuple[str, str, int, int]]:
+    protocols = {"PLAINTEXT": 0, "SSL": 1, "SASL_PLAINTEXT": 2, "SASL_SSL": 3}
+    out = []
+    for listener in listeners:
+        name, _, rest = listener.partition("://")
+        host, _, port = rest.rpartition(":")
+        try:
+            port_number = int(port)
+        except ValueError:
+            continue
+        out.append((name, host.strip("[]"), port_number, protocols.get(name.upper(), 0)))
+    return out
+
+

@@ -1,0 +1,369 @@
+"""The in-memory cluster state, built by replaying metadata records.
+
+`MetadataImage` is immutable: a `MetadataDelta` collects the effect of records over an image
+(copying only what it touches) and `delta.apply()` yields the next image. The delta also says
+what changed, which is what listeners (the replica manager, the broker) act on.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field, replace
+
+from odradek.metadata.records import (
+    RESOURCE_BROKER,
+    RESOURCE_TOPIC,
+    BrokerEndpoint,
+    BrokerRegistrationChangeRecord,
+    ConfigRecord,
+    FeatureLevelRecord,
+    FenceBrokerRecord,
+    MetadataRecord,
+    NoOpRecord,
+    PartitionChangeRecord,
+    PartitionRecord,
+    ProducerIdsRecord,
+    RegisterBrokerRecord,
+    RemoveTopicRecord,
+    TopicRecord,
+    UnfenceBrokerRecord,
+    UnregisterBrokerRecord,
+)
+
+__all__ = [
+    "BrokerRegistration",
+    "MetadataDelta",
+    "MetadataImage",
+    "MetadataReplayError",
+    "PartitionImage",
+    "TopicImage",
+]
+
+
+class MetadataReplayError(ValueError):
+    """A record that contradicts the image (the metadata log is not one we wrote)."""
+
+
+@dataclass(frozen=True, slots=True)
+class PartitionImage:
+    partition: int
+    replicas: tuple[int, ...]
+    isr: tuple[int, ...]
+    leader: int
+    leader_epoch: int
+    partition_epoch: int
+    removing_replicas: tuple[int, ...] = ()
+    adding_replicas: tuple[int, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class TopicImage:
+    name: str
+    topic_id: uuid.UUID
+    partitions: Mapping[int, PartitionImage] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class BrokerRegistration:
+    broker_id: int
+    incarnation_id: uuid.UUID
+    epoch: int
+    endpoints: tuple[BrokerEndpoint, ...]
+    rack: str | None
+    fenced: bool
+    in_controlled_shutdown: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class MetadataImage:
+    cluster_id: str | None = None
+    offset: int = -1  # offset of the last record applied
+    brokers: Mapping[int, BrokerRegistration] = field(default_factory=dict)
+    topics_by_name: Mapping[str, TopicImage] = field(default_factory=dict)
+    topics_by_id: Mapping[uuid.UUID, TopicImage] = field(default_factory=dict)
+    configs: Mapping[tuple[int, str], Mapping[str, str]] = field(default_factory=dict)
+    features: Mapping[str, int] = field(default_factory=dict)
+    next_producer_id: int = 0
+
+    def topic_configs(self, topic: str) -> Mapping[str, str]:
+        return self.configs.get((RESOURCE_TOPIC, topic), {})
+
+    def broker_configs(self, broker_id: int | str) -> Mapping[str, str]:
+        """Dynamic configs of one broker ('' = the cluster-wide default)."""
+        return self.configs.get((RESOURCE_BROKER, str(broker_id)), {})
+
+    def live_brokers(self) -> list[int]:
+        return sorted(b.broker_id for b in self.brokers.values() if not b.fenced)
+
+    def partition(self, topic: str, partition: int) -> PartitionImage | None:
+        t = self.topics_by_name.get(topic)
+        return None if t is None else t.partitions.get(partition)
+
+    def apply(self, records: Iterable[MetadataRecord], offset: int | None = None) -> MetadataImage:
+        delta = MetadataDelta(self)
+        for record in records:
+            delta.replay(record)
+        return delta.apply(offset)
+
+
+class MetadataDelta:
+    """The changes a run of records makes to an image, and the image they lead to."""
+
+    def __init__(self, image: MetadataImage) -> None:
+        self.prev = image
+        self.image: MetadataImage | None = None  # set by apply()
+        self._topics: dict[uuid.UUID, TopicImage] | None = None
+        self._partitions: dict[uuid.UUID, dict[int, PartitionImage]] = {}
+        self._brokers: dict[int, BrokerRegistration] | None = None
+        self._configs: dict[tuple[int, str], dict[str, str]] | None = None
+        self._owned_configs: set[tuple[int, str]] = set()
+        self._features: dict[str, int] | None = None
+        self._next_producer_id = image.next_producer_id
+        self.created_topics: dict[str, uuid.UUID] = {}
+        self.deleted_topics: dict[str, TopicImage] = {}
+        self.created_partitions: set[tuple[str, int]] = set()
+        self.changed_partitions: set[tuple[str, int]] = set()
+        self.changed_configs: set[tuple[int, str]] = set()
+        self.changed_brokers: set[int] = set()
+        self.changed_features: set[str] = set()
+        self.records = 0
+
+    # -- copy-on-write access
+
+    def _topic_map(self) -> dict[uuid.UUID, TopicImage]:
+        if self._topics is None:
+            self._topics = dict(self.prev.topics_by_id)
+        return self._topics
+
+    def _partition_map(self, topic_id: uuid.UUID) -> dict[int, PartitionImage]:
+        parts = self._partitions.get(topic_id)
+        if parts is None:
+            topic = self._topic_map().get(topic_id)
+            if topic is None:
+                raise MetadataReplayError(f"record for unknown topic id {topic_id}")
+            parts = dict(topic.partitions)
+            self._partitions[topic_id] = parts
+        return parts
+
+    def _broker_map(self) -> dict[int, BrokerRegistration]:
+        if self._brokers is None:
+            self._brokers = dict(self.prev.brokers)
+        return self._brokers
+
+    def _config_map(self, key: tuple[int, str]) -> dict[str, str]:
+        if self._configs is None:
+            self._configs = dict(self.prev.configs)  # type: ignore[arg-type]
+        if key not in self._owned_configs:
+            self._configs[key] = dict(self._configs.get(key, {}))
+            self._owned_configs.add(key)
+        return self._configs[key]
+
+    def _name_of(self, topic_id: uuid.UUID) -> str:
+        topic = self._topic_map().get(topic_id)
+        if topic is None:
+            raise MetadataReplayError(f"record for unknown topic id {topic_id}")
+        return topic.name
+
+    # -- replay
+
+    def replay(self, record: MetadataRecord) -> None:
+        self.records += 1
+        handler = _HANDLERS.get(type(record))
+        if handler is None:
+            return  # record types we do not model yet change nothing we serve
+        handler(self, record)
+
+    def _topic(self, r: TopicRecord) -> None:
+        topics = self._topic_map()
+        if r.topic_id in topics:
+            raise MetadataReplayError(f"topic id {r.topic_id} already exists")
+        if any(t.name == r.name for t in topics.values()):
+            raise MetadataReplayError(f"topic {r.name!r} already exists")
+        topics[r.topic_id] = TopicImage(r.name, r.topic_id, {})
+        self._partitions[r.topic_id] = {}
+        self.created_topics[r.name] = r.topic_id
+
+    def _partition(self, r: PartitionRecord) -> None:
+        parts = self._partition_map(r.topic_id)
+        name = self._name_of(r.topic_id)
+        parts[r.partition_id] = PartitionImage(
+            partition=r.partition_id,
+            replicas=tuple(r.replicas),
+            isr=tuple(r.isr),
+            leader=r.leader,
+            leader_epoch=r.leader_epoch,
+            partition_epoch=r.partition_epoch,
+            removing_replicas=tuple(r.removing_replicas),
+            adding_replicas=tuple(r.adding_replicas),
+        )
+        self.created_partitions.add((name, r.partition_id))
+
+    def _partition_change(self, r: PartitionChangeRecord) -> None:
+        parts = self._partition_map(r.topic_id)
+        old = parts.get(r.partition_id)
+        if old is None:
+            raise MetadataReplayError(f"change of unknown partition {r.topic_id}-{r.partition_id}")
+        new = replace(old, partition_epoch=old.partition_epoch + 1)
+        if r.isr is not None:
+            new = replace(new, isr=tuple(r.isr))
+        if r.replicas is not None:
+            new = replace(new, replicas=tuple(r.replicas))
+        if r.removing_replicas is not None:
+            new = replace(new, removing_replicas=tuple(r.removing_replicas))
+        if r.adding_replicas is not None:
+            new = replace(new, adding_replicas=tuple(r.adding_replicas))
+        if r.leader != -2:
+            # a new leader (or none) starts a new leader epoch, as in Kafka
+            new = replace(new, leader=r.leader, leader_epoch=old.leader_epoch + 1)
+        parts[r.partition_id] = new
+        name = self._name_of(r.topic_id)
+        if (name, r.partition_id) not in self.created_partitions:
+            self.changed_partitions.add((name, r.partition_id))
+
+    def _remove_topic(self, r: RemoveTopicRecord) -> None:
+        topics = self._topic_map()
+        topic = topics.pop(r.topic_id, None)
+        if topic is None:
+            raise MetadataReplayError(f"removal of unknown topic id {r.topic_id}")
+        self._partitions.pop(r.topic_id, None)
+        key = (RESOURCE_TOPIC, topic.name)
+        if self._configs is None:
+            self._configs = dict(self.prev.configs)  # type: ignore[arg-type]
+        if self._configs.pop(key, None) is not None:
+            self.changed_configs.add(key)
+        self._owned_configs.discard(key)
+        self.created_partitions = {p for p in self.created_partitions if p[0] != topic.name}
+        self.changed_partitions = {p for p in self.changed_partitions if p[0] != topic.name}
+        if self.created_topics.pop(topic.name, None) is None:
+            self.deleted_topics[topic.name] = self.prev.topics_by_id.get(r.topic_id, topic)
+
+    def _config(self, r: ConfigRecord) -> None:
+        key = (r.resource_type, r.resource_name)
+        configs = self._config_map(key)
+        if r.value is None:
+            configs.pop(r.name, None)
+        else:
+            configs[r.name] = r.value
+        self.changed_configs.add(key)
+
+    def _register_broker(self, r: RegisterBrokerRecord) -> None:
+        self._broker_map()[r.broker_id] = BrokerRegistration(
+            broker_id=r.broker_id,
+            incarnation_id=r.incarnation_id,
+            epoch=r.broker_epoch,
+            endpoints=tuple(r.end_points),
+            rack=r.rack,
+            fenced=r.fenced,
+            in_controlled_shutdown=r.in_controlled_shutdown,
+        )
+        self.changed_brokers.add(r.broker_id)
+
+    def _unregister_broker(self, r: UnregisterBrokerRecord) -> None:
+        self._broker_map().pop(r.broker_id, None)
+        self.changed_brokers.add(r.broker_id)
+
+    def _set_fenced(self, broker_id: int, fenced: bool | None, shutdown: bool | None) -> None:
+        brokers = self._broker_map()
+        old = brokers.get(broker_id)
+        if old is None:
+            raise MetadataReplayError(f"change of unknown broker {broker_id}")
+        new = old
+        if fenced is not None:
+            new = replace(new, fenced=fenced)
+        if shutdown is not None:
+            new = replace(new, in_controlled_shutdown=shutdown)
+        brokers[broker_id] = new
+        self.changed_brokers.add(broker_id)
+
+    def _fence(self, r: FenceBrokerRecord) -> None:
+        self._set_fenced(r.id, True, None)
+
+    def _unfence(self, r: UnfenceBrokerRecord) -> None:
+        self._set_fenced(r.id, False, None)
+
+    def _registration_change(self, r: BrokerRegistrationChangeRecord) -> None:
+        fenced = {1: True, -1: False}.get(r.fenced)
+        shutdown = True if r.in_controlled_shutdown == 1 else None
+        self._set_fenced(r.broker_id, fenced, shutdown)
+
+    def _feature(self, r: FeatureLevelRecord) -> None:
+        if self._features is None:
+            self._features = dict(self.prev.features)
+        if r.feature_level == 0:
+            self._features.pop(r.name, None)
+        else:
+            self._features[r.name] = r.feature_level
+        self.changed_features.add(r.name)
+
+    def _producer_ids(self, r: ProducerIdsRecord) -> None:
+        self._next_producer_id = r.next_producer_id
+
+    def _noop(self, r: NoOpRecord) -> None:
+        pass
+
+    # -- result
+
+    def apply(self, offset: int | None = None) -> MetadataImage:
+        prev = self.prev
+        topics_by_id: Mapping[uuid.UUID, TopicImage] = prev.topics_by_id
+        topics_by_name: Mapping[str, TopicImage] = prev.topics_by_name
+        if self._topics is not None:
+            topics = self._topics
+            for topic_id, parts in self._partitions.items():
+                if topic_id in topics:
+                    topics[topic_id] = replace(topics[topic_id], partitions=parts)
+            topics_by_id = topics
+            topics_by_name = {t.name: t for t in topics.values()}
+        configs = prev.configs
+        if self._configs is not None:
+            configs = {k: v for k, v in self._configs.items() if v}
+        self.image = MetadataImage(
+            cluster_id=prev.cluster_id,
+            offset=prev.offset if offset is None else offset,
+            brokers=prev.brokers if self._brokers is None else self._brokers,
+            topics_by_name=topics_by_name,
+            topics_by_id=topics_by_id,
+            configs=configs,
+            features=prev.features if self._features is None else self._features,
+            next_producer_id=self._next_producer_id,
+        )
+        return self.image
+
+    @property
+    def empty(self) -> bool:
+        return not (
+            self.created_topics
+            or self.deleted_topics
+            or self.created_partitions
+            or self.changed_partitions
+            or self.changed_configs
+            or self.changed_brokers
+            or self.changed_features
+        )
+
+    def __repr__(self) -> str:
+        return (
+            f"MetadataDelta(created_topics={sorted(self.created_topics)}, "
+            f"deleted_topics={sorted(self.deleted_topics)}, "
+            f"created_partitions={sorted(self.created_partitions)}, "
+            f"changed_partitions={sorted(self.changed_partitions)}, "
+            f"changed_configs={sorted(self.changed_configs)})"
+        )
+
+
+_HANDLERS = {
+    TopicRecord: MetadataDelta._topic,
+    PartitionRecord: MetadataDelta._partition,
+    PartitionChangeRecord: MetadataDelta._partition_change,
+    RemoveTopicRecord: MetadataDelta._remove_topic,
+    ConfigRecord: MetadataDelta._config,
+    RegisterBrokerRecord: MetadataDelta._register_broker,
+    UnregisterBrokerRecord: MetadataDelta._unregister_broker,
+    FenceBrokerRecord: MetadataDelta._fence,
+    UnfenceBrokerRecord: MetadataDelta._unfence,
+    BrokerRegistrationChangeRecord: MetadataDelta._registration_change,
+    FeatureLevelRecord: MetadataDelta._feature,
+    ProducerIdsRecord: MetadataDelta._producer_ids,
+    NoOpRecord: MetadataDelta._noop,
+}

@@ -1,0 +1,211 @@
+"""Produce request decoding and response encoding by hand (the hot path).
+
+Request layout by version:
+  v0-2:  acks int16, timeout_ms int32, [topic string, [partition int32, records bytes]]
+  v3-8:  transactional_id nullable string first
+  v9+:   flexible: compact strings/arrays/bytes and tagged fields after every struct
+  v12:   same wire format as v11 (KIP-890 semantics only)
+
+Records stay memoryviews into the request frame: nothing of a batch is read here.
+"""
+
+from __future__ import annotations
+
+import struct
+from collections.abc import Sequence
+from typing import NamedTuple
+
+from odradek.protocol.errors import ProtocolError, UnsupportedVersion
+from odradek.protocol.primitives import Reader, encode_uvarint
+
+__all__ = [
+    "MAX_PRODUCE_VERSION",
+    "PartitionResult",
+    "ProduceRequest",
+    "TopicData",
+    "decode_produce_request",
+    "encode_produce_response",
+]
+
+MAX_PRODUCE_VERSION = 12
+_FIRST_FLEXIBLE = 9
+
+_HI = struct.Struct(">hi")
+_I32 = struct.Struct(">i")
+_I16 = struct.Struct(">h")
+_II = struct.Struct(">ii")
+_IHQ = struct.Struct(">ihq")
+_Q = struct.Struct(">q")
+
+
+class TopicData(NamedTuple):
+    name: str
+    partitions: list[tuple[int, memoryview | None]]
+
+
+class ProduceRequest(NamedTuple):
+    transactional_id: str | None
+    acks: int
+    timeout_ms: int
+    topics: list[TopicData]
+
+
+class PartitionResult(NamedTuple):
+    index: int
+    error_code: int
+    base_offset: int = -1
+    log_append_time_ms: int = -1
+    log_start_offset: int = -1
+    record_errors: Sequence[tuple[int, str | None]] = ()
+    error_message: str | None = None
+
+
+def decode_produce_request(frame: memoryview | bytes, offset: int, version: int) -> ProduceRequest:
+    """Decode a produce request body (after the header). Raises ProtocolError only."""
+    if not 0 <= version <= MAX_PRODUCE_VERSION:
+        raise UnsupportedVersion(0, version)
+    r = Reader(frame, offset)
+    if version >= _FIRST_FLEXIBLE:
+        return _decode_flexible(r)
+    txn_id = r.nullable_string() if version >= 3 else None
+    buf = r.buf
+    end = r.end
+    pos = r.pos
+    if end - pos < 6:
+        raise ProtocolError("truncated produce request")
+    acks, timeout_ms = _HI.unpack_from(buf, pos)
+    r.pos = pos + 6
+    n_topics = r.array_len()
+    topics: list[TopicData] = []
+    for _ in range(n_topics or 0):
+        name = r.string()
+        n_parts = r.array_len()
+        parts: list[tuple[int, memoryview | None]] = []
+        for _ in range(n_parts or 0):
+            pos = r.pos
+            if end - pos < 8:
+                raise ProtocolError("truncated produce partition")
+            index, size = _II.unpack_from(buf, pos)
+            pos += 8
+            if size == -1:
+                parts.append((index, None))
+            else:
+                if size < 0 or size > end - pos:
+                    raise ProtocolError(f"records length {size} exceeds the {end - pos} bytes left")
+                parts.append((index, buf[pos : pos + size]))
+                pos += size
+            r.pos = pos
+        topics.append(TopicData(name, parts))
+    return ProduceRequest(txn_id, acks, timeout_ms, topics)
+
+
+def _decode_flexible(r: Reader) -> ProduceRequest:
+    txn_id = r.compact_nullable_string()
+    buf = r.buf
+    end = r.end
+    pos = r.pos
+    if end - pos < 6:
+        raise ProtocolError("truncated produce request")
+    acks, timeout_ms = _HI.unpack_from(buf, pos)
+    r.pos = pos + 6
+    n_topics = r.compact_array_len()
+    topics: list[TopicData] = []
+    for _ in range(n_topics or 0):
+        name = r.compact_string()
+        n_parts = r.compact_array_len()
+        parts: list[tuple[int, memoryview | None]] = []
+        for _ in range(n_parts or 0):
+            index = r.int32()
+            parts.append((index, r.compact_nullable_bytes()))
+            r.skip_tagged_fields()
+        r.skip_tagged_fields()
+        topics.append(TopicData(name, parts))
+    r.skip_tagged_fields()
+    return ProduceRequest(txn_id, acks, timeout_ms, topics)
+
+
+# --------------------------------------------------------------------------- #
+
+
+def _legacy_str(out: bytearray, s: str) -> None:
+    data = s.encode()
+    out += _I16.pack(len(data))
+    out += data
+
+
+def _legacy_nullable_str(out: bytearray, s: str | None) -> None:
+    if s is None:
+        out += b"\xff\xff"
+    else:
+        _legacy_str(out, s)
+
+
+def _compact_str(out: bytearray, s: str) -> None:
+    data = s.encode()
+    out += encode_uvarint(len(data) + 1)
+    out += data
+
+
+def _compact_nullable_str(out: bytearray, s: str | None) -> None:
+    if s is None:
+        out += b"\x00"
+    else:
+        _compact_str(out, s)
+
+
+def encode_produce_response(
+    version: int,
+    topics: Sequence[tuple[str, Sequence[PartitionResult]]],
+    throttle_time_ms: int = 0,
+) -> bytes:
+    """A produce response body (no header) for v0..v12.
+
+    v1 adds throttle_time_ms, v2 log_append_time_ms, v5 log_start_offset,
+    v8 record_errors and error_message, v9 the flexible encoding; the v10+
+    tagged fields (current_leader, node_endpoints) are left out (empty).
+    """
+    if not 0 <= version <= MAX_PRODUCE_VERSION:
+        raise UnsupportedVersion(0, version)
+    flexible = version >= _FIRST_FLEXIBLE
+    out = bytearray()
+    if flexible:
+        out += encode_uvarint(len(topics) + 1)
+    else:
+        out += _I32.pack(len(topics))
+    for name, parts in topics:
+        if flexible:
+            _compact_str(out, name)
+            out += encode_uvarint(len(parts) + 1)
+        else:
+            _legacy_str(out, name)
+            out += _I32.pack(len(parts))
+        for p in parts:
+            out += _IHQ.pack(p.index, p.error_code, p.base_offset)
+            if version >= 2:
+                out += _Q.pack(p.log_append_time_ms)
+            if version >= 5:
+                out += _Q.pack(p.log_start_offset)
+            if version >= 8:
+                errs = p.record_errors
+                if flexible:
+                    out += encode_uvarint(len(errs) + 1)
+                    for batch_index, message in errs:
+                        out += _I32.pack(batch_index)
+                        _compact_nullable_str(out, message)
+                        out += b"\x00"
+                    _compact_nullable_str(out, p.error_message)
+                else:
+                    out += _I32.pack(len(errs))
+                    for batch_index, message in errs:
+                        out += _I32.pack(batch_index)
+                        _legacy_nullable_str(out, message)
+                    _legacy_nullable_str(out, p.error_message)
+            if flexible:
+                out += b"\x00"
+        if flexible:
+            out += b"\x00"
+    if version >= 1:
+        out += _I32.pack(throttle_time_ms)
+    if flexible:
+        out += b"\x00"
+    return bytes(out)

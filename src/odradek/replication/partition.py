@@ -1,0 +1,84 @@
+"""One partition this node hosts: its log, leader epoch, ISR and high watermark.
+
+Today every partition has a single replica, so the ISR is this node alone and
+the high watermark moves to the log end offset after each append; the shape
+(ISR, HW separate from LEO, leader epoch) is the one followers will need.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Callable
+from typing import Any
+
+from odradek.protocol.errors import ErrorCode, KafkaError
+
+# A watcher is told (partition, bytes appended) after every append; delayed
+# fetches use it to wake without polling.
+Watcher = Callable[["Partition", int], None]
+
+
+class Partition:
+    __slots__ = ("_watchers", "high_watermark", "index", "isr", "leader", "leader_epoch", "log",
+                 "replicas", "topic", "topic_id")
+
+    def __init__(self, topic: str, index: int, topic_id: uuid.UUID, log: Any, *, leader: int,
+                 leader_epoch: int, replicas: list[int], isr: list[int]) -> None:
+        self.topic = topic
+        self.index = index
+        self.topic_id = topic_id
+        self.log = log
+        self.leader = leader
+        self.leader_epoch = leader_epoch
+        self.replicas = replicas
+        self.isr = isr
+        # an ISR of one: everything in the log is committed
+        self.high_watermark: int = log.log_end_offset
+        self._watchers: set[Watcher] = set()
+
+    # --- offsets ---------------------------------------------------------
+
+    @property
+    def log_end_offset(self) -> int:
+        return int(self.log.log_end_offset)
+
+    @property
+    def log_start_offset(self) -> int:
+        return int(self.log.log_start_offset)
+
+    @property
+    def last_stable_offset(self) -> int:
+        # no transactions yet: everything below the HW is stable
+        return self.high_watermark
+
+    # --- produce ---------------------------------------------------------
+
+    def check_acks(self, acks: int) -> None:
+        if acks == -1:
+            min_isr = self.log.config.min_insync_replicas
+            if len(self.isr) < min_isr:
+                raise KafkaError(ErrorCode.not_enough_replicas,
+                                 f"{len(self.isr)} in-sync replicas, min.insync.replicas is "
+                                 f"{min_isr}")
+
+    def append(self, batch: memoryview, header: Any, log_append_time_ms: int | None) -> Any:
+        """Append one validated batch; returns the storage AppendInfo."""
+        info = self.log.append(batch, header, self.leader_epoch, log_append_time_ms)
+        self.high_watermark = self.log.log_end_offset
+        if self._watchers:
+            size = len(batch)
+            for watcher in tuple(self._watchers):
+                watcher(self, size)
+        return info
+
+    # --- delayed fetch ---------------------------------------------------
+
+    def add_watcher(self, watcher: Watcher) -> None:
+        self._watchers.add(watcher)
+
+    def remove_watcher(self, watcher: Watcher) -> None:
+        self._watchers.discard(watcher)
+
+    def refresh_high_watermark(self) -> None:
+        """After the log moved under us (truncation, recovery): HW = LEO with an ISR of one."""
+        self.high_watermark = self.log.log_end_offset

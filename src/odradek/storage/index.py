@@ -1,0 +1,217 @@
+"""A segment's sparse indexes, held in memory as arrays and appended to Kafka-format files.
+
+`.index`: entries of (relative offset int32, position int32), big-endian, 8 bytes each.
+`.timeindex`: entries of (timestamp int64, relative offset int32), big-endian, 12 bytes each.
+
+Kafka preallocates index files to `segment.index.bytes` and trims them when a
+segment rolls or closes; we write exactly the entries instead, so the file is
+always a valid trimmed Kafka index (its length is a whole number of entries).
+Lookups are binary searches over the in-memory arrays.
+"""
+
+from __future__ import annotations
+
+import bisect
+import operator
+import os
+import struct
+import sys
+from array import array
+from pathlib import Path
+
+_OFFSET_ENTRY = struct.Struct(">ii")
+_TIME_ENTRY = struct.Struct(">qi")
+_LITTLE_ENDIAN_HOST = sys.byteorder == "little"
+
+
+class CorruptIndex(ValueError):
+    """An index file that fails its sanity check; the caller rebuilds it from the log."""
+
+
+class _IndexFile:
+    """The append-only file behind an index. Opened only while its segment is active."""
+
+    entry_size = 0
+
+    def __init__(self, path: Path, max_index_bytes: int) -> None:
+        self.path = path
+        self.max_entries = max(1, max_index_bytes // self.entry_size)
+        self._fd: int | None = None
+
+    def _open(self) -> int:
+        if self._fd is None:
+            self._fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+        return self._fd
+
+    def _write(self, data: bytes) -> None:
+        fd = self._open()
+        view = memoryview(data)
+        while view:
+            n = os.write(fd, view)
+            view = view[n:]
+
+    def _truncate_file(self, entries: int) -> None:
+        fd = self._open()
+        os.ftruncate(fd, entries * self.entry_size)
+
+    def _read_file(self) -> bytes:
+        try:
+            with open(self.path, "rb") as f:
+                return f.read()
+        except FileNotFoundError as exc:
+            raise CorruptIndex(f"{self.path}: missing") from exc
+
+    def flush(self) -> None:
+        if self._fd is not None:
+            os.fsync(self._fd)
+        elif self.path.exists():
+            fd = os.open(self.path, os.O_RDONLY)
+            try:
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+
+    def close(self) -> None:
+        if self._fd is not None:
+            os.close(self._fd)
+            self._fd = None
+
+
+class OffsetIndex(_IndexFile):
+    entry_size = _OFFSET_ENTRY.size
+
+    def __init__(self, path: Path, max_index_bytes: int) -> None:
+        super().__init__(path, max_index_bytes)
+        self.rel_offsets = array("i")
+        self.positions = array("i")
+
+    def __len__(self) -> int:
+        return len(self.rel_offsets)
+
+    @property
+    def is_full(self) -> bool:
+        return len(self.rel_offsets) >= self.max_entries
+
+    def append(self, rel_offset: int, position: int) -> None:
+        self.rel_offsets.append(rel_offset)
+        self.positions.append(position)
+        self._write(_OFFSET_ENTRY.pack(rel_offset, position))
+
+    def lookup(self, rel_offset: int) -> int:
+        """Position of the last indexed batch at or before `rel_offset` (0 when none)."""
+        i = bisect.bisect_right(self.rel_offsets, rel_offset) - 1
+        return self.positions[i] if i >= 0 else 0
+
+    def lookup_by_position(self, position: int) -> int:
+        """The largest indexed batch position <= `position` (0 when none)."""
+        i = bisect.bisect_right(self.positions, position) - 1
+        return self.positions[i] if i >= 0 else 0
+
+    def last_position(self) -> int:
+        return self.positions[-1] if self.positions else 0
+
+    def reset(self) -> None:
+        del self.rel_offsets[:]
+        del self.positions[:]
+        self._truncate_file(0)
+
+    def truncate_to_position(self, position: int) -> None:
+        """Drop entries pointing at or beyond `position` (the log is cut there)."""
+        keep = bisect.bisect_left(self.positions, position)
+        if keep == len(self.positions) and self.path.exists():
+            return
+        del self.rel_offsets[keep:]
+        del self.positions[keep:]
+        self._truncate_file(keep)
+
+    def load(self, segment_bytes: int, max_rel_offset: int) -> None:
+        """Read and sanity-check the file; raises CorruptIndex."""
+        data = self._read_file()
+        if len(data) % self.entry_size:
+            raise CorruptIndex(f"{self.path}: size {len(data)} is not a multiple of {self.entry_size}")
+        flat = array("i")
+        flat.frombytes(data)
+        if _LITTLE_ENDIAN_HOST:
+            flat.byteswap()
+        rel, pos = flat[0::2], flat[1::2]
+        if rel and (
+            rel[0] < 0
+            or pos[0] < 0
+            or rel[-1] > max_rel_offset
+            or pos[-1] >= segment_bytes
+            or not all(map(operator.lt, rel, rel[1:]))
+            or not all(map(operator.lt, pos, pos[1:]))
+        ):
+            raise CorruptIndex(f"{self.path}: entries out of order or out of range")
+        self.rel_offsets = rel
+        self.positions = pos
+
+
+class TimeIndex(_IndexFile):
+    entry_size = _TIME_ENTRY.size
+
+    def __init__(self, path: Path, max_index_bytes: int) -> None:
+        super().__init__(path, max_index_bytes)
+        self.timestamps = array("q")
+        self.rel_offsets = array("i")
+
+    def __len__(self) -> int:
+        return len(self.timestamps)
+
+    @property
+    def is_full(self) -> bool:
+        return len(self.timestamps) >= self.max_entries
+
+    def last_entry(self) -> tuple[int, int] | None:
+        if not self.timestamps:
+            return None
+        return self.timestamps[-1], self.rel_offsets[-1]
+
+    def maybe_append(self, timestamp: int, rel_offset: int, skip_full_check: bool = False) -> None:
+        """Append when `timestamp` is past the last indexed one (timestamps only grow)."""
+        if self.timestamps and timestamp <= self.timestamps[-1]:
+            return
+        if not skip_full_check and self.is_full:
+            return
+        if self.rel_offsets and rel_offset < self.rel_offsets[-1]:
+            return
+        self.timestamps.append(timestamp)
+        self.rel_offsets.append(rel_offset)
+        self._write(_TIME_ENTRY.pack(timestamp, rel_offset))
+
+    def lookup_below(self, timestamp: int) -> int | None:
+        """Relative offset of the last entry with a timestamp < `timestamp`: every record up to
+        that offset is older than `timestamp`. None when no entry qualifies."""
+        i = bisect.bisect_left(self.timestamps, timestamp) - 1
+        return self.rel_offsets[i] if i >= 0 else None
+
+    def reset(self) -> None:
+        del self.timestamps[:]
+        del self.rel_offsets[:]
+        self._truncate_file(0)
+
+    def truncate_to_rel_offset(self, rel_offset: int) -> None:
+        """Drop entries for offsets >= `rel_offset`."""
+        keep = bisect.bisect_left(self.rel_offsets, rel_offset)
+        if keep == len(self.rel_offsets) and self.path.exists():
+            return
+        del self.timestamps[keep:]
+        del self.rel_offsets[keep:]
+        self._truncate_file(keep)
+
+    def load(self, max_rel_offset: int) -> None:
+        data = self._read_file()
+        if len(data) % self.entry_size:
+            raise CorruptIndex(f"{self.path}: size {len(data)} is not a multiple of {self.entry_size}")
+        entries = list(_TIME_ENTRY.iter_unpack(data))
+        ts = array("q", [t for t, _ in entries])
+        rel = array("i", [r for _, r in entries])
+        if rel and (
+            rel[0] < 0
+            or rel[-1] > max_rel_offset
+            or not all(map(operator.lt, ts, ts[1:]))
+            or not all(map(operator.le, rel, rel[1:]))
+        ):
+            raise CorruptIndex(f"{self.path}: entries out of order or out of range")
+        self.timestamps = ts
+        self.rel_offsets = rel

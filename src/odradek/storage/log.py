@@ -1,0 +1,638 @@
+"""A partition's log: an ordered list of segments in `<data-dir>/<topic>-<partition>/`.
+
+Append assigns offsets from the log end offset and writes each batch as
+[patched 16-byte prefix, rest of the batch] with one `os.writev` (the batch is
+never copied). Read returns a `FileRegion` of whole batches from one segment,
+served as stored (sendfile). Nothing here decodes records except the by-timestamp
+and max-timestamp lookups, which decode the one batch they land in.
+"""
+
+from __future__ import annotations
+
+import base64
+import bisect
+import contextlib
+import logging
+import os
+import re
+import shutil
+import time
+import uuid
+from collections.abc import Iterable
+from pathlib import Path
+from typing import NamedTuple
+
+from odradek.protocol.errors import ErrorCode, KafkaError, OffsetOutOfRange
+from odradek.protocol.fetch import FileRegion
+from odradek.protocol.records import BatchHeader, decode_records, encode_batch_prefix
+from odradek.storage.checkpoints import atomic_write, fsync_dir
+from odradek.storage.config import LogConfig
+from odradek.storage.epochs import LeaderEpochCache
+from odradek.storage.segment import H_BASE, H_LAST_DELTA, H_LENGTH, H_MAX_TS, NO_TIMESTAMP, Segment
+
+log = logging.getLogger(__name__)
+
+PARTITION_METADATA = "partition.metadata"
+_LOG_FILE = re.compile(r"^(\d{20})\.log$")
+_INDEX_FILE = re.compile(r"^(\d{20})\.(index|timeindex|txnindex|snapshot)$")
+_DIR_NAME = re.compile(r"^(.+)-(\d+)$")
+_LEFTOVER_SUFFIXES = (".tmp", ".cleaned", ".swap", ".deleted")
+
+
+class AppendInfo(NamedTuple):
+    first_offset: int
+    last_offset: int
+    max_timestamp: int
+    offset_of_max_timestamp: int
+    log_append_time_ms: int
+
+
+class LogReadResult(NamedTuple):
+    region: FileRegion | None
+    first_batch_offset: int
+
+
+def parse_log_dir_name(name: str) -> tuple[str, int] | None:
+    """`<topic>-<partition>` -> (topic, partition); None for anything else."""
+    m = _DIR_NAME.match(name)
+    if m is None:
+        return None
+    return m.group(1), int(m.group(2))
+
+
+def log_dir_name(topic: str, partition: int) -> str:
+    return f"{topic}-{partition}"
+
+
+def encode_topic_id(topic_id: uuid.UUID) -> str:
+    """Kafka's text form of a Uuid: base64url of the 16 bytes, without padding."""
+    return base64.urlsafe_b64encode(topic_id.bytes).decode().rstrip("=")
+
+
+def decode_topic_id(text: str) -> uuid.UUID:
+    raw = base64.urlsafe_b64decode(text + "=" * (-len(text) % 4))
+    return uuid.UUID(bytes=raw)
+
+
+def _now_ms() -> int:
+    return int(time.time() * 1000)
+
+
+class Log:
+    def __init__(self, directory: Path, config: LogConfig) -> None:
+        self._dir = directory
+        parsed = parse_log_dir_name(directory.name)
+        self._topic, self._partition = parsed if parsed is not None else (directory.name, 0)
+        self.config = config
+        self._topic_id: uuid.UUID | None = None
+        self._segments: list[Segment] = []
+        self._bases: list[int] = []
+        self._log_start_offset = 0
+        self._leo = 0
+        self._recovery_point = 0
+        self._last_flush_ms = _now_ms()
+        self._dir_dirty = False
+        # Deleted segments whose fds may still back a FileRegion in flight: closed later.
+        self._retired: list[tuple[int, Segment]] = []
+        self._closed = False
+        self._abandoned = False
+        self.epochs = LeaderEpochCache(None, lambda: self._leo)
+
+    # ------------------------------------------------------------------ open
+
+    @classmethod
+    def open(
+        cls,
+        directory: Path,
+        config: LogConfig,
+        recovery_point: int = 0,
+        log_start_offset: int = 0,
+        topic_id: uuid.UUID | None = None,
+    ) -> Log:
+        directory = Path(directory)
+        directory.mkdir(parents=True, exist_ok=True)
+        self = cls(directory, config)
+        self._load_topic_id(topic_id)
+        self.epochs = LeaderEpochCache.load(directory, lambda: self._leo)
+        self._load_segments(recovery_point, log_start_offset)
+        return self
+
+    def _load_topic_id(self, topic_id: uuid.UUID | None) -> None:
+        path = self._dir / PARTITION_METADATA
+        stored: uuid.UUID | None = None
+        if path.exists():
+            try:
+                fields = dict(
+                    line.split(":", 1) for line in path.read_text().splitlines() if ":" in line
+                )
+                stored = decode_topic_id(fields["topic_id"].strip())
+            except (KeyError, ValueError, UnicodeDecodeError) as exc:
+                log.warning("%s: unreadable %s (%s); rewriting it", self._dir, PARTITION_METADATA, exc)
+        if topic_id is not None and stored is not None and stored != topic_id:
+            raise KafkaError(
+                ErrorCode.inconsistent_topic_id,
+                f"{self._dir} holds topic id {stored}, not {topic_id}",
+            )
+        self._topic_id = topic_id or stored
+        if self._topic_id is not None and stored != self._topic_id:
+            self._write_partition_metadata()
+
+    def _write_partition_metadata(self) -> None:
+        assert self._topic_id is not None
+        body = f"version: 0\ntopic_id: {encode_topic_id(self._topic_id)}"
+        atomic_write(self._dir / PARTITION_METADATA, body.encode())
+
+    def assign_topic_id(self, topic_id: uuid.UUID) -> None:
+        if self._topic_id == topic_id:
+            return
+        if self._topic_id is not None:
+            raise KafkaError(ErrorCode.inconsistent_topic_id, f"{self._dir} has topic id {self._topic_id}")
+        self._topic_id = topic_id
+        self._write_partition_metadata()
+
+    def _load_segments(self, recovery_point: int, log_start_offset: int) -> None:
+        bases: list[int] = []
+        index_bases: set[int] = set()
+        for entry in os.scandir(self._dir):
+            name = entry.name
+            if name.endswith(_LEFTOVER_SUFFIXES):
+                with contextlib.suppress(FileNotFoundError):
+                    os.unlink(entry.path)
+                continue
+            m = _LOG_FILE.match(name)
+            if m:
+                bases.append(int(m.group(1)))
+                continue
+            m = _INDEX_FILE.match(name)
+            if m:
+                index_bases.add(int(m.group(1)))
+        bases.sort()
+        # Index files without their .log are leftovers of a deleted segment.
+        for orphan in index_bases.difference(bases):
+            for suffix in (".index", ".timeindex"):
+                with contextlib.suppress(FileNotFoundError):
+                    (self._dir / f"{orphan:020d}{suffix}").unlink()
+
+        now = _now_ms()
+        segments = [Segment(self._dir, base, self.config, now) for base in bases]
+        # The segment holding the recovery point and all after it may hold unflushed data.
+        first_dirty = max(0, bisect.bisect_right(bases, recovery_point) - 1) if bases else 0
+        recovered = False
+        rebuilt: list[Segment] = []
+        i = 0
+        while i < len(segments):
+            seg = segments[i]
+            is_last = i == len(segments) - 1
+            if i < first_dirty:
+                ok = seg.load_clean(check_crc=False)
+            elif i == first_dirty and is_last:
+                # Shut down cleanly (or flushed to the end): indexes are checked, the batches
+                # after the last index entry CRC-checked, and the end must be the recovery point.
+                ok = seg.load_clean(check_crc=True) and seg.next_offset == recovery_point
+            else:
+                ok = False
+            if not ok:
+                recovered = True
+                rebuilt.append(seg)
+                if seg.recover(self._epoch_seen):
+                    log.warning(
+                        "%s: truncated a torn or corrupt tail of segment %d at byte %d (offset %d)",
+                        self._dir, seg.base_offset, seg.size, seg.next_offset,
+                    )
+                    for dropped in segments[i + 1 :]:
+                        log.warning("%s: dropping segment %d after the corruption", self._dir, dropped.base_offset)
+                        dropped.close()
+                        dropped.delete_files()
+                    del segments[i + 1 :]
+            if i < len(segments) - 1:
+                seg.on_become_inactive()
+            i += 1
+
+        if not segments:
+            segments = [Segment(self._dir, max(log_start_offset, recovery_point, 0), self.config, now)]
+            segments[0].recover(None)
+            self._dir_dirty = True
+        self._segments = segments
+        self._bases = [s.base_offset for s in segments]
+        self._leo = segments[-1].next_offset
+        if log_start_offset > self._leo:
+            # Kafka: a log start offset past the data means the log restarts empty there.
+            self._truncate_fully_and_start_at(log_start_offset)
+        self._log_start_offset = max(log_start_offset, self._segments[0].base_offset)
+        if recovered:
+            # What the scan validated becomes durable, so the recovery point can move to the end.
+            for seg in rebuilt:
+                if seg.fd >= 0:
+                    seg.flush()
+            fsync_dir(self._dir)
+            self._recovery_point = self._leo
+        else:
+            self._recovery_point = min(max(recovery_point, self._segments[0].base_offset), self._leo)
+        self.epochs.truncate_from_end(self._leo)
+        self.epochs.truncate_from_start(self._log_start_offset)
+        if recovered:
+            self.epochs._persist()
+
+    def _epoch_seen(self, epoch: int, start_offset: int) -> None:
+        latest = self.epochs.latest_epoch
+        if latest is None or epoch > latest:
+            self.epochs._assign(epoch, start_offset)
+
+    # ------------------------------------------------------------ properties
+
+    @property
+    def dir(self) -> Path:
+        return self._dir
+
+    @property
+    def topic(self) -> str:
+        return self._topic
+
+    @property
+    def partition(self) -> int:
+        return self._partition
+
+    @property
+    def topic_id(self) -> uuid.UUID | None:
+        return self._topic_id
+
+    @property
+    def log_start_offset(self) -> int:
+        return self._log_start_offset
+
+    @property
+    def log_end_offset(self) -> int:
+        return self._leo
+
+    @property
+    def recovery_point(self) -> int:
+        return self._recovery_point
+
+    @property
+    def size_bytes(self) -> int:
+        return sum(s.size for s in self._segments)
+
+    @property
+    def segments(self) -> list[Segment]:
+        return list(self._segments)
+
+    @property
+    def active_segment(self) -> Segment:
+        return self._segments[-1]
+
+    def update_config(self, config: LogConfig) -> None:
+        self.config = config
+        for seg in self._segments:
+            seg.update_config(config)
+
+    # ---------------------------------------------------------------- append
+
+    def append(
+        self,
+        batch: memoryview,
+        header: BatchHeader,
+        leader_epoch: int,
+        log_append_time_ms: int | None = None,
+    ) -> AppendInfo:
+        """Append one batch as leader: offsets start at the log end offset, the base offset and
+        partition leader epoch in the batch's first 16 bytes are patched on the way to disk.
+        With LogAppendTime the caller has already set the batch's max timestamp (CRC included);
+        `log_append_time_ms` is then the time indexed."""
+        size = header.batch_length + 12
+        if len(batch) != size:
+            raise KafkaError(ErrorCode.corrupt_message, f"batch is {len(batch)} bytes, header says {size}")
+        first = self._leo
+        last = first + header.last_offset_delta
+        ts = header.max_timestamp if log_append_time_ms is None else log_append_time_ms
+        now = _now_ms()
+        seg = self._segments[-1]
+        if seg.size and seg.should_roll(size, ts, last, now, self.config):
+            seg = self._roll(first, now)
+        seg.append(encode_batch_prefix(first, header.batch_length, leader_epoch), batch, size, last, ts)
+        self._leo = last + 1
+        if leader_epoch >= 0 and leader_epoch != self.epochs.latest_epoch:
+            self.epochs.assign(leader_epoch, first)
+        self._maybe_flush(now)
+        return AppendInfo(first, last, ts, last, -1 if log_append_time_ms is None else log_append_time_ms)
+
+    def append_many(
+        self,
+        batches: Iterable[tuple[memoryview, BatchHeader]],
+        leader_epoch: int | None = None,
+        assign_offsets: bool = True,
+    ) -> AppendInfo | None:
+        """Append several batches. With `assign_offsets` they get offsets as in `append` (and
+        `leader_epoch`); without, they are written as given (a follower copying its leader):
+        their base offsets must not go below the log end offset."""
+        first = last = max_ts = offset_of_max = -1
+        for batch, header in batches:
+            if assign_offsets:
+                epoch = header.partition_leader_epoch if leader_epoch is None else leader_epoch
+                info = self.append(batch, header, epoch)
+                a_first, a_last, a_ts = info.first_offset, info.last_offset, info.max_timestamp
+            else:
+                a_first, a_last, a_ts = self._append_as_is(batch, header)
+            if first < 0:
+                first = a_first
+            last = a_last
+            if a_ts > max_ts:
+                max_ts, offset_of_max = a_ts, a_last
+        if first < 0:
+            return None
+        return AppendInfo(first, last, max_ts, offset_of_max, -1)
+
+    def _append_as_is(self, batch: memoryview, header: BatchHeader) -> tuple[int, int, int]:
+        size = header.batch_length + 12
+        if len(batch) != size:
+            raise KafkaError(ErrorCode.corrupt_message, f"batch is {len(batch)} bytes, header says {size}")
+        first = header.base_offset
+        if first < self._leo:
+            raise KafkaError(
+                ErrorCode.unknown_server_error,
+                f"append at offset {first} below the log end offset {self._leo}",
+            )
+        last = first + header.last_offset_delta
+        now = _now_ms()
+        seg = self._segments[-1]
+        if seg.size and seg.should_roll(size, header.max_timestamp, last, now, self.config):
+            seg = self._roll(first, now)
+        seg.append_raw(batch, size, last, header.max_timestamp)
+        self._leo = last + 1
+        if header.partition_leader_epoch >= 0 and header.partition_leader_epoch != self.epochs.latest_epoch:
+            self.epochs.assign(header.partition_leader_epoch, first)
+        self._maybe_flush(now)
+        return first, last, header.max_timestamp
+
+    def _maybe_flush(self, now: int) -> None:
+        cfg = self.config
+        by_count = cfg.flush_messages is not None and self._leo - self._recovery_point >= cfg.flush_messages
+        by_time = cfg.flush_ms is not None and now - self._last_flush_ms >= cfg.flush_ms
+        if by_count or by_time:
+            self.flush()
+
+    def roll(self) -> None:
+        """Start a new segment at the log end offset (no-op when the active one is empty)."""
+        if self._segments[-1].size:
+            self._roll(self._leo, _now_ms())
+
+    def _roll(self, base_offset: int, now: int) -> Segment:
+        old = self._segments[-1]
+        old.on_become_inactive()
+        seg = Segment(self._dir, base_offset, self.config, now)
+        if seg.size:
+            # A stale file at this base (cannot happen through this class): start it afresh.
+            os.ftruncate(seg.fd, 0)
+            seg.size = 0
+        seg.offset_index.reset()
+        seg.time_index.reset()
+        self._segments.append(seg)
+        self._bases.append(base_offset)
+        self._dir_dirty = True
+        return seg
+
+    # ------------------------------------------------------------------ read
+
+    def read(
+        self, offset: int, max_bytes: int, max_offset: int | None = None, min_one_batch: bool = True
+    ) -> LogReadResult:
+        """Whole batches from one segment, starting with the batch that contains `offset`,
+        none whose last offset is >= `max_offset`, at most `max_bytes` unless the first batch
+        alone is larger and `min_one_batch`."""
+        leo = self._leo
+        if offset < self._log_start_offset or offset > leo:
+            raise OffsetOutOfRange(
+                f"offset {offset} outside [{self._log_start_offset}, {leo}] of {self._dir.name}"
+            )
+        if max_offset is None or max_offset > leo:
+            max_offset = leo
+        if offset >= max_offset:
+            return LogReadResult(None, -1)
+        segments = self._segments
+        i = max(0, bisect.bisect_right(self._bases, offset) - 1)
+        hit = None
+        while i < len(segments):
+            hit = segments[i].find_batch(offset)
+            if hit is not None:
+                break
+            i += 1
+        if hit is None:
+            return LogReadResult(None, -1)
+        seg = segments[i]
+        start, h = hit
+        if h[H_BASE] + h[H_LAST_DELTA] >= max_offset:
+            return LogReadResult(None, -1)
+        end = seg.size
+        if max_offset < seg.next_offset:
+            bound = seg.find_batch(max_offset)
+            if bound is not None:
+                end = bound[0]
+        if end - start > max_bytes:
+            end = seg.whole_batches_end(start, start + max(max_bytes, 0))
+            if end <= start:
+                if not min_one_batch:
+                    return LogReadResult(None, -1)
+                end = start + h[H_LENGTH] + 12
+        return LogReadResult(FileRegion(seg.fd, start, end - start), h[H_BASE])
+
+    def read_bytes(self, region: FileRegion) -> bytes:
+        """The bytes of a region (pread), for transports that cannot sendfile."""
+        out = os.pread(region.fd, region.size, region.position)
+        while len(out) < region.size:
+            more = os.pread(region.fd, region.size - len(out), region.position + len(out))
+            if not more:
+                raise OSError(f"short read of {region} in {self._dir}")
+            out += more
+        return out
+
+    def _read_batch(self, seg: Segment, position: int, h: tuple) -> tuple[BatchHeader, bytes]:
+        data = seg.read_bytes(position, h[H_LENGTH] + 12)
+        return BatchHeader.parse(data), data
+
+    # ----------------------------------------------------------- timestamps
+
+    def offset_for_timestamp(self, timestamp: int) -> tuple[int, int] | None:
+        """(offset, timestamp) of the earliest record whose timestamp is >= `timestamp`, at or
+        after the log start offset; None when there is none."""
+        lso = self._log_start_offset
+        for seg in self._segments:
+            if seg.max_timestamp < timestamp or seg.next_offset <= lso:
+                continue
+            found = self._find_in_segment(seg, timestamp, lso)
+            if found is not None:
+                return found
+        return None
+
+    def _find_in_segment(self, seg: Segment, timestamp: int, min_offset: int) -> tuple[int, int] | None:
+        start = 0
+        rel = seg.time_index.lookup_below(timestamp)
+        if rel is not None:
+            start = seg.offset_index.lookup(rel)
+        if min_offset > seg.base_offset:
+            start = max(start, seg.offset_index.lookup(min_offset - seg.base_offset))
+        for pos, h in seg.headers(start):
+            if h[H_BASE] + h[H_LAST_DELTA] < min_offset or h[H_MAX_TS] < timestamp:
+                continue
+            header, data = self._read_batch(seg, pos, h)
+            for record in decode_records(header, data):
+                if record.offset >= min_offset and record.timestamp >= timestamp:
+                    return record.offset, record.timestamp
+        return None
+
+    def max_timestamp_offset(self) -> tuple[int, int]:
+        """(offset, timestamp) of the record with the largest timestamp (the first such);
+        (-1, -1) for a log without timestamps."""
+        best: Segment | None = None
+        for seg in self._segments:
+            if seg.max_timestamp > NO_TIMESTAMP and (best is None or seg.max_timestamp > best.max_timestamp):
+                best = seg
+        if best is None:
+            return -1, -1
+        ts = best.max_timestamp
+        hit = best.find_batch(best.offset_of_max_timestamp)
+        if hit is not None and hit[1][H_MAX_TS] == ts:
+            header, data = self._read_batch(best, hit[0], hit[1])
+            for record in decode_records(header, data):
+                if record.timestamp == ts:
+                    return record.offset, ts
+        return best.offset_of_max_timestamp, ts
+
+    # ------------------------------------------------------ truncate / delete
+
+    def truncate_to(self, offset: int) -> None:
+        """Remove everything at or after `offset` (a follower diverged, or a leader epoch moved)."""
+        if offset >= self._leo:
+            return
+        if offset < self._log_start_offset:
+            self._truncate_fully_and_start_at(offset)
+            return
+        while len(self._segments) > 1 and self._segments[-1].base_offset >= offset:
+            self._retire(self._segments.pop())
+            self._bases.pop()
+        seg = self._segments[-1]
+        seg.truncate_to(offset)
+        self._leo = seg.next_offset
+        self._recovery_point = min(self._recovery_point, self._leo)
+        self.epochs.truncate_from_end(self._leo)
+
+    def _truncate_fully_and_start_at(self, offset: int) -> None:
+        for seg in self._segments:
+            self._retire(seg)
+        seg = Segment(self._dir, offset, self.config, _now_ms())
+        if seg.size:
+            os.ftruncate(seg.fd, 0)
+            seg.size = 0
+        seg.offset_index.reset()
+        seg.time_index.reset()
+        self._segments = [seg]
+        self._bases = [offset]
+        self._leo = offset
+        self._log_start_offset = offset
+        self._recovery_point = offset
+        self._dir_dirty = True
+        self.epochs.clear()
+
+    def delete_records_before(self, offset: int) -> int:
+        """Move the log start offset up to `offset` and delete the segments wholly below it.
+        Returns the new log start offset."""
+        if offset > self._leo or offset < 0:
+            raise OffsetOutOfRange(f"offset {offset} is beyond the log end offset {self._leo}")
+        if offset <= self._log_start_offset:
+            return self._log_start_offset
+        self._log_start_offset = offset
+        while len(self._segments) > 1 and self._segments[1].base_offset <= offset:
+            self._retire(self._segments.pop(0))
+            self._bases.pop(0)
+        self._recovery_point = max(self._recovery_point, self._segments[0].base_offset)
+        self.epochs.truncate_from_start(offset)
+        return offset
+
+    def delete_retention_breached(self, now_ms: int | None = None) -> int:
+        """Delete old segments under `retention.ms` / `retention.bytes` (cleanup.policy delete).
+        The active segment is kept. Returns how many segments went."""
+        if "delete" not in self.config.cleanup_policy.split(","):
+            return 0
+        now = _now_ms() if now_ms is None else now_ms
+        deleted = 0
+        retention_ms = self.config.retention_ms
+        retention_bytes = self.config.retention_bytes
+        total = self.size_bytes
+        while len(self._segments) > 1:
+            seg = self._segments[0]
+            too_old = retention_ms >= 0 and seg.max_timestamp >= 0 and now - seg.max_timestamp > retention_ms
+            too_big = retention_bytes >= 0 and total - seg.size >= retention_bytes
+            if not (too_old or too_big):
+                break
+            total -= seg.size
+            self._log_start_offset = max(self._log_start_offset, self._segments[1].base_offset)
+            self._retire(self._segments.pop(0))
+            self._bases.pop(0)
+            deleted += 1
+        if deleted:
+            self._recovery_point = max(self._recovery_point, self._segments[0].base_offset)
+            self.epochs.truncate_from_start(self._log_start_offset)
+        return deleted
+
+    def _retire(self, seg: Segment) -> None:
+        """Unlink a segment's files now; close its fd later, since a FileRegion handed out by
+        `read` may still be on its way to a socket (Kafka delays deletion the same way)."""
+        seg.offset_index.close()
+        seg.time_index.close()
+        seg.delete_files()
+        now = _now_ms()
+        self._retired.append((now, seg))
+        self._dir_dirty = True
+        self.close_retired(now)
+
+    def close_retired(self, now_ms: int | None = None, force: bool = False) -> None:
+        now = _now_ms() if now_ms is None else now_ms
+        keep: list[tuple[int, Segment]] = []
+        for when, seg in self._retired:
+            if force or now - when >= self.config.file_delete_delay_ms:
+                seg.close()
+            else:
+                keep.append((when, seg))
+        self._retired = keep
+
+    # -------------------------------------------------------------- durability
+
+    def flush(self, up_to: int | None = None) -> None:
+        """fsync the segments holding offsets below `up_to` (default: all) and move the
+        recovery point there."""
+        target = self._leo if up_to is None else min(up_to, self._leo)
+        if target > self._recovery_point:
+            start = max(0, bisect.bisect_right(self._bases, self._recovery_point) - 1)
+            for seg in self._segments[start:]:
+                if seg.base_offset >= target:
+                    break
+                seg.flush()
+            self._recovery_point = target
+        if self._dir_dirty:
+            fsync_dir(self._dir)
+            self._dir_dirty = False
+        self._last_flush_ms = _now_ms()
+
+    @property
+    def last_flush_ms(self) -> int:
+        return self._last_flush_ms
+
+    def abandon(self) -> None:
+        """Stop writing to this log (its files are being deleted). The segment fds stay open
+        until `close()`, so FileRegions already handed out stay valid meanwhile."""
+        self._abandoned = True
+        for seg in self._segments:
+            seg.offset_index.close()
+            seg.time_index.close()
+
+    def close(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        if not self._abandoned:
+            self._segments[-1].on_become_inactive()
+        for seg in self._segments:
+            seg.close()
+        self.close_retired(force=True)
+
+    def delete(self) -> None:
+        self.close()
+        shutil.rmtree(self._dir, ignore_errors=True)

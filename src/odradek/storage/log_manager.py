@@ -1,0 +1,181 @@
+"""All the partition logs of one data directory, and its checkpoint files.
+
+Blocking by design (recovery, fsync, rmtree): the broker calls it from a thread.
+`__cluster_metadata-0` lives in the same directory but belongs to the metadata
+quorum, so it is not loaded here (as in Kafka).
+"""
+
+from __future__ import annotations
+
+import logging
+import shutil
+import threading
+import time
+import uuid
+from collections.abc import Callable
+from pathlib import Path
+
+from odradek.storage.checkpoints import (
+    LOG_START_OFFSET_CHECKPOINT,
+    RECOVERY_POINT_CHECKPOINT,
+    CheckpointError,
+    fsync_dir,
+    read_offsets,
+    write_offsets,
+)
+from odradek.storage.config import LogConfig
+from odradek.storage.log import Log, log_dir_name, parse_log_dir_name
+
+log = logging.getLogger(__name__)
+
+def _now_ms() -> int:
+    return int(time.time() * 1000)
+
+
+METADATA_LOG_DIR = "__cluster_metadata-0"
+DELETE_SUFFIX = "-delete"
+
+
+class LogManager:
+    def __init__(self, log_dir: Path, default_config: LogConfig, skip_dirs: frozenset[str] = frozenset({METADATA_LOG_DIR})) -> None:
+        self.log_dir = Path(log_dir)
+        self.default_config = default_config
+        self._skip = skip_dirs
+        self._logs: dict[tuple[str, int], Log] = {}
+        # Deleted logs whose fds stay open for `file.delete.delay.ms` (FileRegions in flight).
+        self._doomed: list[tuple[int, Log]] = []
+        # Creation/deletion/checkpoint may come from different worker threads.
+        self._lock = threading.RLock()
+
+    @property
+    def logs(self) -> dict[tuple[str, int], Log]:
+        return dict(self._logs)
+
+    def _read_checkpoint(self, name: str) -> dict[tuple[str, int], int]:
+        path = self.log_dir / name
+        try:
+            return read_offsets(path)
+        except (CheckpointError, OSError) as exc:
+            # Safe fallback: recovering from 0 rescans everything; a lost log start offset
+            # only means old records stay readable until retention removes them.
+            log.warning("ignoring unreadable checkpoint %s: %s", path, exc)
+            return {}
+
+    def load(self, config_for: Callable[[str], LogConfig] | None = None) -> dict[tuple[str, int], Log]:
+        """Open (recovering as needed) every `<topic>-<partition>` directory; remove `-delete` ones."""
+        with self._lock:
+            self.log_dir.mkdir(parents=True, exist_ok=True)
+            recovery_points = self._read_checkpoint(RECOVERY_POINT_CHECKPOINT)
+            start_offsets = self._read_checkpoint(LOG_START_OFFSET_CHECKPOINT)
+            for path in sorted(self.log_dir.iterdir()):
+                if not path.is_dir() or path.name in self._skip:
+                    continue
+                if path.name.endswith(DELETE_SUFFIX):
+                    log.info("removing %s left by a deletion", path)
+                    shutil.rmtree(path, ignore_errors=True)
+                    continue
+                parsed = parse_log_dir_name(path.name)
+                if parsed is None:
+                    continue
+                if parsed in self._logs:
+                    continue
+                config = config_for(parsed[0]) if config_for is not None else self.default_config
+                began = time.monotonic()
+                self._logs[parsed] = Log.open(
+                    path,
+                    config,
+                    recovery_point=recovery_points.get(parsed, 0),
+                    log_start_offset=start_offsets.get(parsed, 0),
+                )
+                elapsed = time.monotonic() - began
+                if elapsed > 1.0:
+                    log.info("loaded %s in %.1f s", path.name, elapsed)
+            return dict(self._logs)
+
+    def get(self, topic: str, partition: int) -> Log | None:
+        return self._logs.get((topic, partition))
+
+    def create(
+        self, topic: str, partition: int, topic_id: uuid.UUID | None = None, config: LogConfig | None = None
+    ) -> Log:
+        """The log of (topic, partition), created when absent (Kafka's getOrCreateLog)."""
+        with self._lock:
+            existing = self._logs.get((topic, partition))
+            if existing is not None:
+                if config is not None:
+                    existing.update_config(config)
+                if topic_id is not None:
+                    existing.assign_topic_id(topic_id)
+                return existing
+            path = self.log_dir / log_dir_name(topic, partition)
+            new = Log.open(path, config or self.default_config, topic_id=topic_id)
+            fsync_dir(self.log_dir)
+            self._logs[(topic, partition)] = new
+            return new
+
+    def delete(self, topic: str, partition: int) -> None:
+        """Close the log, rename its directory to `<dir>.<uuid>-delete`, then remove it. A crash
+        between the two leaves a `-delete` directory that the next load removes."""
+        with self._lock:
+            existing = self._logs.pop((topic, partition), None)
+            path = self.log_dir / log_dir_name(topic, partition)
+            if existing is not None:
+                existing.abandon()
+                self._doomed.append((_now_ms(), existing))
+            self._close_doomed(_now_ms())
+            if not path.exists():
+                return
+            doomed = path.with_name(f"{path.name}.{uuid.uuid4().hex}{DELETE_SUFFIX}")
+            path.rename(doomed)
+            fsync_dir(self.log_dir)
+            shutil.rmtree(doomed, ignore_errors=True)
+
+    def _close_doomed(self, now: int, force: bool = False) -> None:
+        keep = []
+        for when, lg in self._doomed:
+            if force or now - when >= lg.config.file_delete_delay_ms:
+                lg.close()
+            else:
+                keep.append((when, lg))
+        self._doomed = keep
+
+    def flush_dirty_logs(self, now_ms: int | None = None) -> None:
+        """Kafka's flush scheduler: fsync logs whose `flush.ms` has passed since their last flush."""
+        now = _now_ms() if now_ms is None else now_ms
+        for lg in list(self._logs.values()):
+            flush_ms = lg.config.flush_ms
+            if flush_ms is not None and now - lg.last_flush_ms >= flush_ms:
+                lg.flush()
+
+    def cleanup(self, now_ms: int | None = None) -> int:
+        """Retention (delete policy) over every log; returns segments deleted."""
+        now = _now_ms() if now_ms is None else now_ms
+        total = 0
+        for lg in list(self._logs.values()):
+            total += lg.delete_retention_breached(now)
+            lg.close_retired(now)
+        with self._lock:
+            self._close_doomed(now)
+        return total
+
+    def checkpoint(self, flush: bool = True) -> None:
+        """Write the recovery-point and log-start-offset checkpoints (flushing logs first, so the
+        recovery points written are the log end offsets)."""
+        with self._lock:
+            logs = dict(self._logs)
+            if flush:
+                for lg in logs.values():
+                    lg.flush()
+            write_offsets(self.log_dir / RECOVERY_POINT_CHECKPOINT, {k: v.recovery_point for k, v in logs.items()})
+            write_offsets(
+                self.log_dir / LOG_START_OFFSET_CHECKPOINT, {k: v.log_start_offset for k, v in logs.items()}
+            )
+
+    def close(self) -> None:
+        """Flush, checkpoint and close every log (a clean shutdown: the next load scans nothing)."""
+        with self._lock:
+            self.checkpoint(flush=True)
+            for lg in self._logs.values():
+                lg.close()
+            self._logs.clear()
+            self._close_doomed(0, force=True)

@@ -1,0 +1,374 @@
+"""One log segment: `<base offset>.log` plus its sparse `.index` and `.timeindex`.
+
+Batches are stored exactly as served. The offset index holds one entry per
+`index.interval.bytes` of log written, as Kafka does: (last offset of the batch
+- base offset, position of the batch). The time index gets an entry at the same
+points when the segment's max timestamp has grown, and a final one when the
+segment stops being active, so a closed segment's last time index entry is its
+max timestamp.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import struct
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+from odradek.protocol.records import BATCH_HEADER_SIZE, CURRENT_MAGIC, LOG_OVERHEAD, batch_crc_ok
+from odradek.storage.config import LogConfig
+from odradek.storage.index import CorruptIndex, OffsetIndex, TimeIndex
+
+# base_offset, batch_length, leader_epoch, magic, crc, attributes, last_offset_delta,
+# base_timestamp, max_timestamp, producer_id, producer_epoch, base_sequence, records_count
+HEADER = struct.Struct(">qiibIhiqqqhii")
+H_BASE, H_LENGTH, H_EPOCH, H_MAGIC, H_CRC, H_ATTRS, H_LAST_DELTA = 0, 1, 2, 3, 4, 5, 6
+H_MAX_TS = 8
+INT32_MAX = 2**31 - 1
+NO_TIMESTAMP = -1
+
+# Header scans start with a small read (an index lookup lands within index.interval.bytes of
+# its target) and double it while the scan goes on.
+_SCAN_FIRST_BLOCK = 8 * 1024
+_SCAN_MAX_BLOCK = 1024 * 1024
+# Recovery reads this much at a time (batches bigger than this are read whole).
+_RECOVER_BLOCK = 8 * 1024 * 1024
+
+Header = tuple  # a HEADER.unpack result; fields by the H_* indexes above
+
+
+def log_file_name(base_offset: int) -> str:
+    return f"{base_offset:020d}.log"
+
+
+class Segment:
+    def __init__(self, directory: Path, base_offset: int, config: LogConfig, now_ms: int) -> None:
+        self.base_offset = base_offset
+        stem = f"{base_offset:020d}"
+        self.log_path = directory / f"{stem}.log"
+        self.fd = os.open(self.log_path, os.O_RDWR | os.O_CREAT | os.O_APPEND, 0o644)
+        self.size = os.fstat(self.fd).st_size
+        self.offset_index = OffsetIndex(directory / f"{stem}.index", config.segment_index_bytes)
+        self.time_index = TimeIndex(directory / f"{stem}.timeindex", config.segment_index_bytes)
+        self.next_offset = base_offset
+        self.max_timestamp = NO_TIMESTAMP
+        self.offset_of_max_timestamp = -1
+        self.first_batch_timestamp: int | None = None
+        self.created_ms = now_ms
+        self.bytes_since_last_index = 0
+        self.index_interval = config.index_interval_bytes
+        # Without compaction a segment's offsets are gapless from its base: recovery holds them
+        # to that, which catches a damaged base offset (the CRC does not cover it).
+        self.contiguous = "compact" not in config.cleanup_policy.split(",")
+        self.roll_jitter_ms = random.randrange(config.segment_jitter_ms) if config.segment_jitter_ms > 0 else 0
+
+    def __repr__(self) -> str:
+        return f"Segment(base={self.base_offset}, next={self.next_offset}, size={self.size})"
+
+    @property
+    def is_empty(self) -> bool:
+        return self.size == 0
+
+    def update_config(self, config: LogConfig) -> None:
+        self.index_interval = config.index_interval_bytes
+        self.contiguous = "compact" not in config.cleanup_policy.split(",")
+        self.offset_index.max_entries = max(1, config.segment_index_bytes // OffsetIndex.entry_size)
+        self.time_index.max_entries = max(1, config.segment_index_bytes // TimeIndex.entry_size)
+
+    # ------------------------------------------------------------------ append
+
+    def should_roll(self, batch_size: int, timestamp: int, last_offset: int, now_ms: int, config: LogConfig) -> bool:
+        if self.size == 0:
+            return False
+        if self.size + batch_size > config.segment_bytes:
+            return True
+        if self.offset_index.is_full or self.time_index.is_full:
+            return True
+        if last_offset - self.base_offset > INT32_MAX:
+            return True
+        # Kafka: the age of a segment is measured in record time from its first batch when
+        # that batch has a timestamp, else in wall-clock time since the segment was created.
+        first = self.first_batch_timestamp
+        waited = timestamp - first if first is not None and first >= 0 else now_ms - self.created_ms
+        return waited > config.segment_ms - self.roll_jitter_ms
+
+    def append(self, prefix: bytes, batch: memoryview, size: int, last_offset: int, timestamp: int) -> None:
+        """Write [prefix, batch[16:]] at the end; `size` is the batch's total size."""
+        position = self.size
+        written = os.writev(self.fd, (prefix, batch[16:]))
+        if written != size:
+            self._write_rest(prefix, batch, written)
+        if self.first_batch_timestamp is None:
+            self.first_batch_timestamp = timestamp
+        self._index(position, size, last_offset, timestamp)
+        self.size = position + size
+        self.next_offset = last_offset + 1
+
+    def append_raw(self, batch: memoryview, size: int, last_offset: int, timestamp: int) -> None:
+        """Write a batch unchanged (follower / already-assigned offsets)."""
+        self.append(bytes(batch[:16]), batch, size, last_offset, timestamp)
+
+    def _write_rest(self, prefix: bytes, batch: memoryview, written: int) -> None:
+        # A short write on a regular file (disk full, signal): finish it or fail loudly.
+        parts = memoryview(prefix + bytes(batch[16:]))[written:]
+        while parts:
+            n = os.write(self.fd, parts)
+            if n <= 0:
+                raise OSError(f"short write to {self.log_path}")
+            parts = parts[n:]
+
+    def _index(self, position: int, size: int, last_offset: int, timestamp: int) -> None:
+        if timestamp > self.max_timestamp:
+            self.max_timestamp = timestamp
+            self.offset_of_max_timestamp = last_offset
+        if self.bytes_since_last_index > self.index_interval:
+            self.offset_index.append(last_offset - self.base_offset, position)
+            self.time_index.maybe_append(self.max_timestamp, self.offset_of_max_timestamp - self.base_offset)
+            self.bytes_since_last_index = 0
+        self.bytes_since_last_index += size
+
+    def on_become_inactive(self) -> None:
+        """The segment stops taking appends: write the final time index entry, release fds."""
+        if self.max_timestamp >= 0:
+            self.time_index.maybe_append(
+                self.max_timestamp, self.offset_of_max_timestamp - self.base_offset, skip_full_check=True
+            )
+        self.offset_index.close()
+        self.time_index.close()
+
+    # -------------------------------------------------------------------- read
+
+    def headers(self, start: int, end: int | None = None) -> Iterator[tuple[int, Header]]:
+        """(position, header) of each batch from `start` (a batch boundary) up to `end`."""
+        end = self.size if end is None else end
+        buf = b""
+        buf_start = start
+        pos = start
+        fd = self.fd
+        block = _SCAN_FIRST_BLOCK
+        while pos + BATCH_HEADER_SIZE <= end:
+            off = pos - buf_start
+            if off + BATCH_HEADER_SIZE > len(buf):
+                buf = os.pread(fd, min(block, end - pos), pos)
+                block = min(block * 2, _SCAN_MAX_BLOCK)
+                buf_start = pos
+                off = 0
+                if len(buf) < BATCH_HEADER_SIZE:
+                    return
+            h = HEADER.unpack_from(buf, off)
+            size = h[H_LENGTH] + LOG_OVERHEAD
+            if size < BATCH_HEADER_SIZE:
+                return
+            yield pos, h
+            pos += size
+
+    def find_batch(self, offset: int) -> tuple[int, Header] | None:
+        """The batch containing `offset` or, failing that, the first one after it."""
+        if offset >= self.next_offset:
+            return None
+        start = self.offset_index.lookup(offset - self.base_offset) if offset > self.base_offset else 0
+        for pos, h in self.headers(start):
+            if h[H_BASE] + h[H_LAST_DELTA] >= offset:
+                return pos, h
+        return None
+
+    def whole_batches_end(self, start: int, limit: int) -> int:
+        """The largest batch boundary <= `limit`, scanning from the batch boundary `start`."""
+        if limit >= self.size:
+            return self.size
+        pos = max(start, self.offset_index.lookup_by_position(limit))
+        for p, h in self.headers(pos):
+            nxt = p + h[H_LENGTH] + LOG_OVERHEAD
+            if nxt > limit:
+                return p
+            pos = nxt
+        return pos
+
+    def read_bytes(self, position: int, size: int) -> bytes:
+        out = os.pread(self.fd, size, position)
+        if len(out) == size:
+            return out
+        parts = [out]
+        got = len(out)
+        while got < size:
+            chunk = os.pread(self.fd, size - got, position + got)
+            if not chunk:
+                raise OSError(f"{self.log_path}: short read at {position + got}")
+            parts.append(chunk)
+            got += len(chunk)
+        return b"".join(parts)
+
+    # ---------------------------------------------------------- load / recover
+
+    def load_clean(self, check_crc: bool) -> bool:
+        """Load and sanity-check the indexes of a segment believed intact, then find its end by
+        scanning the batches after the last index entry. False when anything is off (the caller
+        then recovers the segment)."""
+        try:
+            self.offset_index.load(self.size, INT32_MAX)
+            self.time_index.load(INT32_MAX)
+        except CorruptIndex:
+            return False
+        start = self.offset_index.last_position()
+        if self.size and start:
+            # Cheap framing check of the first batch; the rest below `start` is trusted.
+            h = HEADER.unpack_from(os.pread(self.fd, BATCH_HEADER_SIZE, 0)) if self.size >= BATCH_HEADER_SIZE else None
+            if h is None or h[H_MAGIC] != CURRENT_MAGIC or h[H_BASE] < self.base_offset or h[H_LENGTH] + LOG_OVERHEAD > self.size:
+                return False
+        if len(self.offset_index):
+            first = self.headers(start)
+            hit = next(first, None)
+            if hit is None:
+                return False
+            _, h = hit
+            if h[H_BASE] + h[H_LAST_DELTA] - self.base_offset != self.offset_index.rel_offsets[-1]:
+                return False
+        last = self.time_index.last_entry()
+        if last is not None:
+            self.max_timestamp, rel = last
+            self.offset_of_max_timestamp = self.base_offset + rel
+        elif self.size > 0:
+            # A segment with batches but no time index entry: rebuild rather than trust it.
+            return False
+        end, next_offset, ok = self._scan(start, check_crc, rebuild=False, on_epoch=None)
+        if not ok or end != self.size:
+            return False
+        if last is not None and last[1] + self.base_offset >= next_offset:
+            return False
+        self.next_offset = max(next_offset, self.next_offset)
+        self._load_first_timestamp()
+        return True
+
+    def recover(self, on_epoch: Callable[[int, int], None] | None) -> bool:
+        """Rebuild the indexes by scanning every batch with CRC checks. A torn or corrupt batch
+        and everything after it are cut off; returns True when something was cut."""
+        self.offset_index.reset()
+        self.time_index.reset()
+        self.max_timestamp = NO_TIMESTAMP
+        self.offset_of_max_timestamp = -1
+        self.bytes_since_last_index = 0
+        self.next_offset = self.base_offset
+        end, next_offset, _ = self._scan(0, True, rebuild=True, on_epoch=on_epoch)
+        self.next_offset = next_offset
+        truncated = end != self.size
+        if truncated:
+            os.ftruncate(self.fd, end)
+            self.size = end
+        self._load_first_timestamp()
+        return truncated
+
+    def _scan(
+        self, start: int, check_crc: bool, rebuild: bool, on_epoch: Callable[[int, int], None] | None
+    ) -> tuple[int, int, bool]:
+        """Walk batches from `start`; returns (end of the good prefix, next offset, clean)."""
+        file_size = os.fstat(self.fd).st_size
+        self.size = file_size
+        pos = start
+        next_offset = self.next_offset
+        # The clean-load tail scan starts mid-segment, after an indexed batch it has not seen.
+        expected = self.base_offset if start == 0 else -1
+        contiguous = self.contiguous
+        buf = b""
+        buf_start = pos
+        while pos < file_size:
+            left = file_size - pos
+            if left < BATCH_HEADER_SIZE:
+                return pos, next_offset, False
+            off = pos - buf_start
+            if off + BATCH_HEADER_SIZE > len(buf):
+                buf = os.pread(self.fd, min(_RECOVER_BLOCK, left), pos)
+                buf_start, off = pos, 0
+            h = HEADER.unpack_from(buf, off)
+            size = h[H_LENGTH] + LOG_OVERHEAD
+            last = h[H_BASE] + h[H_LAST_DELTA]
+            if (
+                size < BATCH_HEADER_SIZE
+                or size > left
+                or h[H_MAGIC] != CURRENT_MAGIC
+                or h[H_LAST_DELTA] < 0
+                or h[H_BASE] < expected
+                or (contiguous and expected >= 0 and h[H_BASE] != expected)
+                or last - self.base_offset > INT32_MAX
+            ):
+                return pos, next_offset, False
+            if check_crc:
+                if off + size > len(buf):
+                    buf = self.read_bytes(pos, size) if size > _RECOVER_BLOCK else os.pread(
+                        self.fd, min(_RECOVER_BLOCK, left), pos
+                    )
+                    buf_start, off = pos, 0
+                if not batch_crc_ok(memoryview(buf)[off : off + size]):
+                    return pos, next_offset, False
+            if rebuild:
+                self._index(pos, size, last, h[H_MAX_TS])
+            elif h[H_MAX_TS] > self.max_timestamp:
+                self.max_timestamp, self.offset_of_max_timestamp = h[H_MAX_TS], last
+            if on_epoch is not None and h[H_EPOCH] >= 0:
+                on_epoch(h[H_EPOCH], h[H_BASE])
+            expected = last + 1
+            next_offset = last + 1
+            pos += size
+        return pos, next_offset, True
+
+    def _load_first_timestamp(self) -> None:
+        if self.size >= BATCH_HEADER_SIZE:
+            h = HEADER.unpack_from(os.pread(self.fd, BATCH_HEADER_SIZE, 0))
+            self.first_batch_timestamp = h[H_MAX_TS]
+        else:
+            self.first_batch_timestamp = None
+
+    # --------------------------------------------------------------- truncate
+
+    def truncate_to(self, offset: int) -> None:
+        """Cut the batch containing `offset` (or the first after it) and everything after."""
+        hit = self.find_batch(offset)
+        if hit is None:
+            return
+        pos, h = hit
+        os.ftruncate(self.fd, pos)
+        self.size = pos
+        self.offset_index.truncate_to_position(pos)
+        self.time_index.truncate_to_rel_offset(h[H_BASE] - self.base_offset)
+        self._rescan_tail()
+
+    def _rescan_tail(self) -> None:
+        """Recompute next offset and max timestamp from the indexes and the unindexed tail."""
+        last = self.time_index.last_entry()
+        if last is not None:
+            self.max_timestamp, rel = last
+            self.offset_of_max_timestamp = self.base_offset + rel
+        else:
+            self.max_timestamp, self.offset_of_max_timestamp = NO_TIMESTAMP, -1
+        start = self.offset_index.last_position()
+        self.next_offset = self.base_offset
+        if len(self.offset_index):
+            self.next_offset = self.base_offset + self.offset_index.rel_offsets[-1] + 1
+        for _, h in self.headers(start):
+            last_off = h[H_BASE] + h[H_LAST_DELTA]
+            self.next_offset = last_off + 1
+            if h[H_MAX_TS] > self.max_timestamp:
+                self.max_timestamp, self.offset_of_max_timestamp = h[H_MAX_TS], last_off
+        self.bytes_since_last_index = 0
+        self._load_first_timestamp()
+
+    # ------------------------------------------------------------ lifecycle
+
+    def flush(self) -> None:
+        os.fsync(self.fd)
+        self.offset_index.flush()
+        self.time_index.flush()
+
+    def close(self) -> None:
+        self.offset_index.close()
+        self.time_index.close()
+        if self.fd >= 0:
+            os.close(self.fd)
+            self.fd = -1
+
+    def delete_files(self) -> None:
+        for path in (self.log_path, self.offset_index.path, self.time_index.path):
+            try:
+                path.unlink()
+            except FileNotFoundError:
+                pass

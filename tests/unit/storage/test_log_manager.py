@@ -1,0 +1,65 @@
+from __future__ import annotations
+
+import uuid
+from pathlib import Path
+
+from odradek.storage.checkpoints import read_offsets
+from odradek.storage.log import Log
+from odradek.storage.log_manager import LogManager
+from tests.unit.storage.support import append_values, read_all, small_config
+
+
+def test_create_checkpoint_reload(tmp_path: Path) -> None:
+    cfg = small_config(segment_bytes=500)
+    lm = LogManager(tmp_path, cfg)
+    assert lm.load() == {}
+    tid = uuid.uuid4()
+    a0 = lm.create("a", 0, tid)
+    a1 = lm.create("a", 1, tid)
+    assert lm.create("a", 0, tid) is a0
+    for i in range(30):
+        append_values(a0, [b"x%d" % i])
+    append_values(a1, [b"y"])
+    a0.delete_records_before(5)
+    lm.close()
+    assert read_offsets(tmp_path / "recovery-point-offset-checkpoint") == {("a", 0): 30, ("a", 1): 1}
+    assert read_offsets(tmp_path / "log-start-offset-checkpoint") == {("a", 0): 5, ("a", 1): 0}
+
+    lm = LogManager(tmp_path, cfg)
+    logs = lm.load()
+    assert set(logs) == {("a", 0), ("a", 1)}
+    a0 = lm.get("a", 0)
+    assert (a0.log_start_offset, a0.log_end_offset, a0.recovery_point, a0.topic_id) == (5, 30, 30, tid)
+    assert [h.base_offset for h, _ in read_all(a0)] == list(range(5, 30))
+    lm.close()
+
+
+def test_unflushed_logs_recover_from_their_checkpointed_point(tmp_path: Path) -> None:
+    lm = LogManager(tmp_path, small_config())
+    log = lm.create("t", 0)
+    append_values(log, [b"a"])
+    lm.checkpoint()
+    append_values(log, [b"b"])
+    # "crash": no close, no checkpoint; the OS still has the bytes
+    lm2 = LogManager(tmp_path, small_config())
+    again = lm2.load()[("t", 0)]
+    assert again.log_end_offset == 2
+    lm2.close()
+
+
+def test_delete_and_leftovers(tmp_path: Path) -> None:
+    lm = LogManager(tmp_path, small_config())
+    lm.create("gone", 0)
+    lm.create("kept", 0)
+    lm.delete("gone", 0)
+    assert not (tmp_path / "gone-0").exists()
+    assert lm.get("gone", 0) is None
+    lm.close()
+    (tmp_path / "old-0.0123abcd-delete").mkdir()
+    (tmp_path / "old-0.0123abcd-delete" / "00000000000000000000.log").write_bytes(b"x")
+    meta = Log.open(tmp_path / "__cluster_metadata-0", small_config())
+    meta.close()
+    lm = LogManager(tmp_path, small_config())
+    assert set(lm.load()) == {("kept", 0)}
+    assert not (tmp_path / "old-0.0123abcd-delete").exists()
+    assert (tmp_path / "__cluster_metadata-0").exists()
