@@ -235,8 +235,8 @@ def test_api_versions_v99_gets_v0_error_with_the_supported_list(env: Env) -> Non
         payload = c.recv_frame()
         (cid,) = struct.unpack_from(">i", payload)
         assert cid == 42
-        body, end = entity_reader(ApiVersionsResponse)(payload, 4)
-        assert end == len(payload), "the v0 response has trailing bytes"
+        body, size = entity_reader(ApiVersionsResponse)(payload, 4)
+        assert 4 + size == len(payload), "the v0 response has trailing bytes"
         assert body.error_code == ErrorCode.unsupported_version
         versions = {a.api_key: (a.min_version, a.max_version) for a in body.api_keys}
         assert 18 in versions and versions[18][0] == 0 and versions[18][1] >= 3, versions

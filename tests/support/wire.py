@@ -133,10 +133,12 @@ class Conn:
 
     def read_response(self, cls: type, correlation_id: int) -> Any:
         payload = self.recv_frame()
-        header, offset = entity_reader(cls.__header_schema__)(payload, 0)
+        # kio readers return (entity, bytes consumed)
+        header, used = entity_reader(cls.__header_schema__)(payload, 0)
         assert header.correlation_id == correlation_id, (header, correlation_id)
-        body, end = entity_reader(cls)(payload, offset)
-        assert end == len(payload), f"{len(payload) - end} trailing bytes after {cls.__name__}"
+        body, size = entity_reader(cls)(payload, used)
+        assert used + size == len(payload), (
+            f"{len(payload) - used - size} trailing bytes after {cls.__name__}")
         return body
 
 

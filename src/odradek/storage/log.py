@@ -301,6 +301,16 @@ class Log:
         size = header.batch_length + 12
         if len(batch) != size:
             raise KafkaError(ErrorCode.corrupt_message, f"batch is {len(batch)} bytes, header says {size}")
+        if size > self.config.max_message_bytes:
+            raise KafkaError(
+                ErrorCode.message_too_large,
+                f"batch of {size} bytes exceeds max.message.bytes={self.config.max_message_bytes}",
+            )
+        if size > self.config.segment_bytes:
+            raise KafkaError(
+                ErrorCode.record_list_too_large,
+                f"batch of {size} bytes exceeds segment.bytes={self.config.segment_bytes}",
+            )
         first = self._leo
         last = first + header.last_offset_delta
         ts = header.max_timestamp if log_append_time_ms is None else log_append_time_ms

@@ -355,6 +355,8 @@ class Segment:
     # ------------------------------------------------------------ lifecycle
 
     def flush(self) -> None:
+        if self.fd < 0:  # closed meanwhile (deleted by another thread's truncation)
+            return
         os.fsync(self.fd)
         self.offset_index.flush()
         self.time_index.flush()

@@ -72,3 +72,16 @@ def test_frame_prepends_total_size() -> None:
     parts = frame([b"ab", memoryview(b"cde"), FileRegion(3, 0, 10)])
     assert parts[0] == struct.pack(">i", 15)
     assert len(parts) == 4
+
+
+@settings(max_examples=200, deadline=None)
+@given(chunks=st.lists(st.binary(max_size=40), max_size=6))
+def test_fuzz_random_stream(chunks: list[bytes]) -> None:
+    dec = FrameDecoder(64)
+    try:
+        for c in chunks:
+            for f in dec.feed(c):
+                assert len(f) <= 64
+    except FrameTooLarge:
+        pass
+    assert dec.buffered <= 64 + 4

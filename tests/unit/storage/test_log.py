@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from odradek.protocol.errors import OffsetOutOfRange
+from odradek.protocol.errors import ErrorCode, KafkaError, OffsetOutOfRange
 from odradek.protocol.records import Compression, decode_records, iter_batches
 from odradek.storage.log import Log
 from tests.unit.storage.support import append_values, make_batch, open_log, read_all, small_config
@@ -100,13 +100,20 @@ def test_segments_roll_on_segment_bytes_and_reads_cross_them(tmp_path: Path) -> 
         assert got[0][0].base_offset == offset
 
 
-def test_a_batch_bigger_than_segment_bytes_gets_a_segment_of_its_own(tmp_path: Path) -> None:
-    log = open_log(tmp_path, small_config(segment_bytes=200))
+def test_batch_limits_and_a_batch_that_only_fits_a_fresh_segment(tmp_path: Path) -> None:
+    log = open_log(tmp_path, small_config(segment_bytes=300, max_message_bytes=290))
     append_values(log, [b"a"])
-    append_values(log, [b"x" * 500])
+    append_values(log, [b"x" * 200])  # fits max.message.bytes, not what is left of segment 0
     append_values(log, [b"b"])
-    assert [s.base_offset for s in log.segments] == [0, 1, 2]
-    assert len(read_all(log)) == 3
+    assert [s.base_offset for s in log.segments] == [0, 1]
+    with pytest.raises(KafkaError) as too_big:
+        append_values(log, [b"x" * 220])
+    assert too_big.value.code == ErrorCode.message_too_large
+    log.update_config(small_config(segment_bytes=300, max_message_bytes=10_000))
+    with pytest.raises(KafkaError) as too_big:
+        append_values(log, [b"x" * 400])
+    assert too_big.value.code == ErrorCode.record_list_too_large
+    assert log.log_end_offset == 3 and len(read_all(log)) == 3
 
 
 def test_roll_on_segment_ms_uses_record_time(tmp_path: Path) -> None:

@@ -139,7 +139,7 @@ def test_leader_epochs_are_rebuilt_from_batches_when_the_checkpoint_is_lost(tmp_
 @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(
     sizes=st.lists(st.integers(min_value=0, max_value=400), min_size=1, max_size=40),
-    segment_bytes=st.integers(min_value=100, max_value=3000),
+    segment_bytes=st.integers(min_value=520, max_value=3000),
     interval=st.integers(min_value=1, max_value=600),
     cut_fraction=st.floats(min_value=0.0, max_value=1.0),
 )
