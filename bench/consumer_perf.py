@@ -9,11 +9,13 @@ in consume(num_messages=...) batches and counts key + value bytes like the Java 
 from __future__ import annotations
 
 import argparse
+import multiprocessing as mp
 import os
 import sys
 import time
 from dataclasses import dataclass
 from datetime import datetime
+from typing import Any
 
 from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, TopicPartition
 
@@ -70,24 +72,30 @@ def consumer_config(bootstrap: str, extra: dict[str, str] | None = None) -> dict
     return conf
 
 
-def run(bootstrap: str, topic: str, num_records: int, timeout_s: float = 10.0,
-        extra: dict[str, str] | None = None, out: object = sys.stdout) -> ConsumerResult:
+def _consume(bootstrap: str, topic: str, partitions: list[int] | None, num_records: int,
+             timeout_s: float, extra: dict[str, str] | None,
+             ready: Any = None, go: Any = None) -> tuple[int, int, float, float]:
+    """Read until num_records or timeout_s without a record: (records, bytes, start, end)."""
     consumer = Consumer(consumer_config(bootstrap, extra))
     try:
-        meta = consumer.list_topics(topic, timeout=30).topics[topic]
-        if meta.error is not None:
-            raise RuntimeError(f"topic {topic}: {meta.error.name()}")
-        consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in sorted(meta.partitions)])
+        if partitions is None:
+            meta = consumer.list_topics(topic, timeout=30).topics[topic]
+            if meta.error is not None:
+                raise RuntimeError(f"topic {topic}: {meta.error.name()}")
+            partitions = sorted(meta.partitions)
+        consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in partitions])
+        if ready is not None:
+            ready.set()
+            go.wait()
         count = 0
         nbytes = 0
-        start_wall = time.time()
-        start = time.monotonic()
+        start = time.time()
         last = start
         consume = consumer.consume
         while count < num_records:
             batch = consume(num_messages=10000, timeout=0.5)
             if not batch:
-                if time.monotonic() - last > timeout_s:
+                if time.time() - last > timeout_s:
                     break
                 continue
             for msg in batch:
@@ -104,14 +112,67 @@ def run(bootstrap: str, topic: str, num_records: int, timeout_s: float = 10.0,
                 if key is not None:
                     nbytes += len(key)
                 count += 1
-            last = time.monotonic()
-        end = last
-        result = ConsumerResult(count, nbytes, start_wall, start_wall + (end - start), end - start)
+            last = time.time()
     finally:
         consumer.close()
+    return count, nbytes, start, last
+
+
+def _worker(args: tuple[Any, ...], results: Any) -> None:
+    results.put(_consume(*args))
+
+
+def run(bootstrap: str, topic: str, num_records: int, timeout_s: float = 10.0,
+        extra: dict[str, str] | None = None, out: object = sys.stdout,
+        processes: int = 1) -> ConsumerResult:
+    """One consumer, or `processes` consumers splitting the partitions between them (one
+    Python process tops out near one core; kafka-consumer-perf-test had --threads for this)."""
+    if processes <= 1:
+        count, nbytes, start, end = _consume(bootstrap, topic, None, num_records, timeout_s, extra)
+    else:
+        count, nbytes, start, end = _run_processes(bootstrap, topic, num_records, timeout_s,
+                                                   extra, processes)
+    result = ConsumerResult(count, nbytes, start, end, end - start)
     print(HEADER, file=out)  # type: ignore[call-overload]
     print(result.line(), file=out, flush=True)  # type: ignore[call-overload]
     return result
+
+
+def _run_processes(bootstrap: str, topic: str, num_records: int, timeout_s: float,
+                   extra: dict[str, str] | None, processes: int) -> tuple[int, int, float, float]:
+    probe = Consumer(consumer_config(bootstrap, extra))
+    try:
+        partitions = sorted(probe.list_topics(topic, timeout=30).topics[topic].partitions)
+        per_partition = [probe.get_watermark_offsets(TopicPartition(topic, p), timeout=30)
+                         for p in partitions]
+    finally:
+        probe.close()
+    ctx = mp.get_context("spawn")
+    results = ctx.Queue()
+    go = ctx.Event()
+    workers = []
+    readies = []
+    for i in range(processes):
+        mine = partitions[i::processes]
+        if not mine:
+            continue
+        # Each worker stops at what its partitions held when the run began (or num_records).
+        quota = min(num_records, sum(high - low for p, (low, high) in zip(partitions, per_partition, strict=True)
+                                     if p in mine))
+        ready = ctx.Event()
+        proc = ctx.Process(target=_worker, args=((bootstrap, topic, mine, quota, timeout_s, extra,
+                                                  ready, go), results))
+        proc.start()
+        workers.append(proc)
+        readies.append(ready)
+    for ready in readies:
+        ready.wait(60)
+    go.set()
+    parts = [results.get() for _ in workers]
+    for proc in workers:
+        proc.join()
+    return (sum(p[0] for p in parts), sum(p[1] for p in parts), min(p[2] for p in parts),
+            max(p[3] for p in parts))
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -123,9 +184,12 @@ def main(argv: list[str] | None = None) -> int:
                         help="Stop after this many seconds without a record.")
     parser.add_argument("-X", dest="extra", action="append", default=[],
                         help="A librdkafka consumer setting key=value (repeatable).")
+    parser.add_argument("--processes", type=int, default=1,
+                        help="Consumer processes splitting the partitions (default 1).")
     args = parser.parse_args(argv)
     extra = dict(kv.split("=", 1) for kv in args.extra)
-    result = run(args.bootstrap, args.topic, args.num_records, args.timeout, extra)
+    result = run(args.bootstrap, args.topic, args.num_records, args.timeout, extra,
+                 processes=args.processes)
     return 0 if result.records >= args.num_records else 1
 
 

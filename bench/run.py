@@ -97,6 +97,18 @@ def update_results(section: str, path: Path = RESULTS) -> None:
     path.write_text(text)
 
 
+def _multi_row(multi: consumer_perf.ConsumerResult | None, processes: int, cpu: float) -> str:
+    if multi is None:
+        return ""
+    gb = multi.bytes / GB
+    return (f"| consume ({processes} processes) | {multi.records_per_sec:,.0f} | "
+            f"{multi.mb_per_sec:.1f} | | {cpu:.2f} | {cpu / max(gb, 1e-12):.1f} |")
+
+
+def _settings(values: dict[str, str]) -> str:
+    return ", ".join(f"`{k}={v}`" for k, v in values.items()) or "none"
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--num-records", type=int, default=1_000_000)
@@ -104,22 +116,42 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--partitions", type=int, default=6)
     parser.add_argument("--acks", default="1")
     parser.add_argument("--topic", default="perf")
+    parser.add_argument("--node-set", action="append", default=[], metavar="KEY=VALUE",
+                        help="A config for the node, as `odradek serve --set` (repeatable).")
+    parser.add_argument("--producer-config", action="append", default=[], metavar="KEY=VALUE",
+                        help="A librdkafka producer setting for the benchmark (repeatable).")
+    parser.add_argument("--consumer-config", action="append", default=[], metavar="KEY=VALUE",
+                        help="A librdkafka consumer setting for the benchmark (repeatable).")
+    parser.add_argument("--consumer-processes", type=int, default=2,
+                        help="After the one-process consumer run, also read with this many "
+                             "consumer processes splitting the partitions (1: skip).")
     parser.add_argument("--no-write", action="store_true", help="Do not touch RESULTS.md.")
     args = parser.parse_args(argv)
+    settings = dict(kv.split("=", 1) for kv in args.node_set)
+    producer_extra = dict(kv.split("=", 1) for kv in args.producer_config)
+    consumer_extra = dict(kv.split("=", 1) for kv in args.consumer_config)
 
     tee = Tee()
     with tempfile.TemporaryDirectory(prefix="odradek-bench-") as tmp:
-        node = BrokerProcess(Path(tmp) / "data")
+        node = BrokerProcess(Path(tmp) / "data", settings=settings)
         node.start()
         try:
             proc = psutil.Process(node.proc.pid)  # type: ignore[union-attr]
             ensure_topic(node.bootstrap, args.topic, args.partitions)
             cpu0 = cpu_seconds(proc)
             prod = producer_perf.run(node.bootstrap, args.topic, args.num_records,
-                                     args.record_size, args.acks, out=tee)
+                                     args.record_size, args.acks, producer_extra, out=tee)
             cpu1 = cpu_seconds(proc)
-            cons = consumer_perf.run(node.bootstrap, args.topic, prod.records, out=tee)
+            cons = consumer_perf.run(node.bootstrap, args.topic, prod.records,
+                                     extra=consumer_extra, out=tee)
             cpu2 = cpu_seconds(proc)
+            multi = None
+            if args.consumer_processes > 1:
+                print(f"# {args.consumer_processes} consumer processes", file=tee)
+                multi = consumer_perf.run(node.bootstrap, args.topic, prod.records,
+                                          extra=consumer_extra, out=tee,
+                                          processes=args.consumer_processes)
+            cpu3 = cpu_seconds(proc)
         finally:
             node.stop()
     produced_gb = prod.records * args.record_size / GB
@@ -136,13 +168,15 @@ def main(argv: list[str] | None = None) -> int:
     section = f"""## Issue 2: one node, confluent-kafka, {args.num_records:,} records of {args.record_size} B, {args.partitions} partitions, acks={args.acks}
 
 - date: {dt.datetime.now().astimezone().strftime("%Y-%m-%d %H:%M %Z")}, revision {git_revision()}
+- node settings: {_settings(settings)}; producer overrides: {_settings(producer_extra)}; consumer overrides: {_settings(consumer_extra)}
 - machine: {m.cores} cores ({m.cpu_model}), Linux {m.kernel}, Python {m.python}; node, producer and consumer share the machine
 - bar for issue 2: >= 500,000 records/s produced, >= 1,000,000 records/s consumed
 
 | | records/s | MB/s | latency avg / p50 / p99 / p99.9 / max (ms) | node CPU s | node CPU s per GB |
 |---|---:|---:|---|---:|---:|
 | produce | {prod.records_per_sec:,.0f} | {prod.mb_per_sec:.1f} | {prod.avg_latency_ms:.1f} / {prod.percentiles_ms['50']:.0f} / {prod.percentiles_ms['99']:.0f} / {prod.percentiles_ms['99.9']:.0f} / {prod.max_latency_ms:.0f} | {produce_cpu:.2f} | {produce_cpu / max(produced_gb, 1e-12):.1f} |
-| consume | {cons.records_per_sec:,.0f} | {cons.mb_per_sec:.1f} | | {consume_cpu:.2f} | {consume_cpu / max(consumed_gb, 1e-12):.1f} |
+| consume (1 process) | {cons.records_per_sec:,.0f} | {cons.mb_per_sec:.1f} | | {consume_cpu:.2f} | {consume_cpu / max(consumed_gb, 1e-12):.1f} |
+{_multi_row(multi, args.consumer_processes, cpu3 - cpu2)}
 
 Tool output:
 
@@ -153,7 +187,8 @@ Tool output:
     if not args.no_write:
         update_results(section)
         print(f"wrote {RESULTS}")
-    failed = prod.errors or cons.records < prod.records
+    failed = prod.errors or cons.records < prod.records or (
+        multi is not None and multi.records < prod.records)
     return 1 if failed else 0
 
 

@@ -28,7 +28,7 @@ def produce_all(bootstrap: str, topic: str, codec: str) -> dict[int, tuple[int, 
     producer = KafkaProducer(bootstrap_servers=bootstrap,
                              compression_type=None if codec == "none" else codec,
                              linger_ms=50, batch_size=512 * 1024, max_request_size=8 * 1024 * 1024,
-                             buffer_memory=128 * 1024 * 1024, acks=1)
+                             acks=1)
     try:
         futures = [producer.send(topic, key=dataset.key(i), value=dataset.value(i),
                                  headers=dataset.headers(i)) for i in range(N)]

@@ -158,10 +158,10 @@ def kafka_uuid(uuid: Any) -> str:
 def render_description(desc: Any, entries: dict[str, ConfigEntry], all_configs: bool = False) -> str:
     partitions = sorted(desc.partitions, key=lambda p: p.id)
     rf = len(partitions[0].replicas) if partitions else 0
-    overrides = sorted(
-        (e for e in entries.values() if e.source == ConfigSource.DYNAMIC_TOPIC_CONFIG.value
-         or e.source == ConfigSource.DYNAMIC_TOPIC_CONFIG),
-        key=lambda e: e.name)
+    # kafka-topics shows a topic's own overrides on the first line, not the defaults.
+    overrides = sorted((e for e in entries.values()
+                        if _source_name(e.source) == ConfigSource.DYNAMIC_TOPIC_CONFIG.name),
+                       key=lambda e: e.name)
     shown = ",".join(f"{e.name}={'<sensitive>' if e.is_sensitive else e.value}" for e in overrides)
     lines = [f"Topic: {desc.name}\tTopicId: {kafka_uuid(desc.topic_id)}\tPartitionCount: {len(partitions)}"
              f"\tReplicationFactor: {rf}\tConfigs: {shown}"]
@@ -178,8 +178,10 @@ def render_description(desc: Any, entries: dict[str, ConfigEntry], all_configs: 
 
 
 def _source_name(source: Any) -> str:
+    if isinstance(source, ConfigSource):
+        return source.name
     try:
-        return ConfigSource(source).name if not isinstance(source, ConfigSource) else source.name
+        return ConfigSource(source).name
     except ValueError:
         return str(source)
 

@@ -85,7 +85,9 @@ def read_lines(path: Path, expected_fields: int) -> list[list[str]]:
 
 
 def write_offsets(path: Path, offsets: Mapping[tuple[str, int], int]) -> None:
-    lines = [f"{topic} {partition} {offset}" for (topic, partition), offset in sorted(offsets.items())]
+    lines = [
+        f"{topic} {partition} {offset}" for (topic, partition), offset in sorted(offsets.items())
+    ]
     write_lines(path, lines)
 
 

@@ -57,7 +57,9 @@ class LogConfig:
     preallocate: bool = False
 
     @classmethod
-    def from_topic_configs(cls, configs: dict[str, str], base: LogConfig | None = None) -> LogConfig:
+    def from_topic_configs(
+        cls, configs: dict[str, str], base: LogConfig | None = None
+    ) -> LogConfig:
         """Build from Kafka topic config names (`segment.bytes` ...) over `base` (default: Kafka's).
 
         Unknown keys are ignored (they belong to other layers); a malformed value raises ValueError

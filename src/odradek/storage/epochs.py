@@ -129,4 +129,6 @@ class LeaderEpochCache:
     def _persist(self) -> None:
         if self._path is None:
             return
-        write_lines(self._path, [f"{e} {s}" for e, s in zip(self._epochs, self._starts, strict=True)])
+        write_lines(
+            self._path, [f"{e} {s}" for e, s in zip(self._epochs, self._starts, strict=True)]
+        )

@@ -62,14 +62,23 @@ class _IndexFile:
             raise CorruptIndex(f"{self.path}: missing") from exc
 
     def flush(self) -> None:
-        if self._fd is not None:
-            os.fsync(self._fd)
-        elif self.path.exists():
-            fd = os.open(self.path, os.O_RDONLY)
+        # Flushes run on a worker thread while the event loop may roll the segment and close
+        # this fd: fall back to fsync by path, and a file deleted meanwhile needs nothing.
+        fd = self._fd
+        if fd is not None:
             try:
                 os.fsync(fd)
-            finally:
-                os.close(fd)
+                return
+            except OSError:
+                pass
+        try:
+            fd = os.open(self.path, os.O_RDONLY)
+        except FileNotFoundError:
+            return
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
 
     def close(self) -> None:
         if self._fd is not None:
@@ -128,7 +137,9 @@ class OffsetIndex(_IndexFile):
         """Read and sanity-check the file; raises CorruptIndex."""
         data = self._read_file()
         if len(data) % self.entry_size:
-            raise CorruptIndex(f"{self.path}: size {len(data)} is not a multiple of {self.entry_size}")
+            raise CorruptIndex(
+                f"{self.path}: size {len(data)} is not a multiple of {self.entry_size}"
+            )
         flat = array("i")
         flat.frombytes(data)
         if _LITTLE_ENDIAN_HOST:
@@ -202,7 +213,9 @@ class TimeIndex(_IndexFile):
     def load(self, max_rel_offset: int) -> None:
         data = self._read_file()
         if len(data) % self.entry_size:
-            raise CorruptIndex(f"{self.path}: size {len(data)} is not a multiple of {self.entry_size}")
+            raise CorruptIndex(
+                f"{self.path}: size {len(data)} is not a multiple of {self.entry_size}"
+            )
         entries = list(_TIME_ENTRY.iter_unpack(data))
         ts = array("q", [t for t, _ in entries])
         rel = array("i", [r for _, r in entries])

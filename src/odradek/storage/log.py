@@ -127,7 +127,9 @@ class Log:
                 )
                 stored = decode_topic_id(fields["topic_id"].strip())
             except (KeyError, ValueError, UnicodeDecodeError) as exc:
-                log.warning("%s: unreadable %s (%s); rewriting it", self._dir, PARTITION_METADATA, exc)
+                log.warning(
+                    "%s: unreadable %s (%s); rewriting it", self._dir, PARTITION_METADATA, exc
+                )
         if topic_id is not None and stored is not None and stored != topic_id:
             raise KafkaError(
                 ErrorCode.inconsistent_topic_id,
@@ -146,7 +148,9 @@ class Log:
         if self._topic_id == topic_id:
             return
         if self._topic_id is not None:
-            raise KafkaError(ErrorCode.inconsistent_topic_id, f"{self._dir} has topic id {self._topic_id}")
+            raise KafkaError(
+                ErrorCode.inconsistent_topic_id, f"{self._dir} has topic id {self._topic_id}"
+            )
         self._topic_id = topic_id
         self._write_partition_metadata()
 
@@ -197,10 +201,17 @@ class Log:
                 if seg.recover(self._epoch_seen):
                     log.warning(
                         "%s: truncated a torn or corrupt tail of segment %d at byte %d (offset %d)",
-                        self._dir, seg.base_offset, seg.size, seg.next_offset,
+                        self._dir,
+                        seg.base_offset,
+                        seg.size,
+                        seg.next_offset,
                     )
                     for dropped in segments[i + 1 :]:
-                        log.warning("%s: dropping segment %d after the corruption", self._dir, dropped.base_offset)
+                        log.warning(
+                            "%s: dropping segment %d after the corruption",
+                            self._dir,
+                            dropped.base_offset,
+                        )
                         dropped.close()
                         dropped.delete_files()
                     del segments[i + 1 :]
@@ -209,7 +220,9 @@ class Log:
             i += 1
 
         if not segments:
-            segments = [Segment(self._dir, max(log_start_offset, recovery_point, 0), self.config, now)]
+            segments = [
+                Segment(self._dir, max(log_start_offset, recovery_point, 0), self.config, now)
+            ]
             segments[0].recover(None)
             self._dir_dirty = True
         self._segments = segments
@@ -227,7 +240,9 @@ class Log:
             fsync_dir(self._dir)
             self._recovery_point = self._leo
         else:
-            self._recovery_point = min(max(recovery_point, self._segments[0].base_offset), self._leo)
+            self._recovery_point = min(
+                max(recovery_point, self._segments[0].base_offset), self._leo
+            )
         self.epochs.truncate_from_end(self._leo)
         self.epochs.truncate_from_start(self._log_start_offset)
         if recovered:
@@ -300,7 +315,9 @@ class Log:
         `log_append_time_ms` is then the time indexed."""
         size = header.batch_length + 12
         if len(batch) != size:
-            raise KafkaError(ErrorCode.corrupt_message, f"batch is {len(batch)} bytes, header says {size}")
+            raise KafkaError(
+                ErrorCode.corrupt_message, f"batch is {len(batch)} bytes, header says {size}"
+            )
         if size > self.config.max_message_bytes:
             raise KafkaError(
                 ErrorCode.message_too_large,
@@ -318,12 +335,16 @@ class Log:
         seg = self._segments[-1]
         if seg.size and seg.should_roll(size, ts, last, now, self.config):
             seg = self._roll(first, now)
-        seg.append(encode_batch_prefix(first, header.batch_length, leader_epoch), batch, size, last, ts)
+        seg.append(
+            encode_batch_prefix(first, header.batch_length, leader_epoch), batch, size, last, ts
+        )
         self._leo = last + 1
         if leader_epoch >= 0 and leader_epoch != self.epochs.latest_epoch:
             self.epochs.assign(leader_epoch, first)
         self._maybe_flush(now)
-        return AppendInfo(first, last, ts, last, -1 if log_append_time_ms is None else log_append_time_ms)
+        return AppendInfo(
+            first, last, ts, last, -1 if log_append_time_ms is None else log_append_time_ms
+        )
 
     def append_many(
         self,
@@ -354,7 +375,9 @@ class Log:
     def _append_as_is(self, batch: memoryview, header: BatchHeader) -> tuple[int, int, int]:
         size = header.batch_length + 12
         if len(batch) != size:
-            raise KafkaError(ErrorCode.corrupt_message, f"batch is {len(batch)} bytes, header says {size}")
+            raise KafkaError(
+                ErrorCode.corrupt_message, f"batch is {len(batch)} bytes, header says {size}"
+            )
         first = header.base_offset
         if first < self._leo:
             raise KafkaError(
@@ -368,14 +391,20 @@ class Log:
             seg = self._roll(first, now)
         seg.append_raw(batch, size, last, header.max_timestamp)
         self._leo = last + 1
-        if header.partition_leader_epoch >= 0 and header.partition_leader_epoch != self.epochs.latest_epoch:
+        if (
+            header.partition_leader_epoch >= 0
+            and header.partition_leader_epoch != self.epochs.latest_epoch
+        ):
             self.epochs.assign(header.partition_leader_epoch, first)
         self._maybe_flush(now)
         return first, last, header.max_timestamp
 
     def _maybe_flush(self, now: int) -> None:
         cfg = self.config
-        by_count = cfg.flush_messages is not None and self._leo - self._recovery_point >= cfg.flush_messages
+        by_count = (
+            cfg.flush_messages is not None
+            and self._leo - self._recovery_point >= cfg.flush_messages
+        )
         by_time = cfg.flush_ms is not None and now - self._last_flush_ms >= cfg.flush_ms
         if by_count or by_time:
             self.flush()
@@ -472,7 +501,9 @@ class Log:
                 return found
         return None
 
-    def _find_in_segment(self, seg: Segment, timestamp: int, min_offset: int) -> tuple[int, int] | None:
+    def _find_in_segment(
+        self, seg: Segment, timestamp: int, min_offset: int
+    ) -> tuple[int, int] | None:
         start = 0
         rel = seg.time_index.lookup_below(timestamp)
         if rel is not None:
@@ -493,7 +524,9 @@ class Log:
         (-1, -1) for a log without timestamps."""
         best: Segment | None = None
         for seg in self._segments:
-            if seg.max_timestamp > NO_TIMESTAMP and (best is None or seg.max_timestamp > best.max_timestamp):
+            if seg.max_timestamp > NO_TIMESTAMP and (
+                best is None or seg.max_timestamp > best.max_timestamp
+            ):
                 best = seg
         if best is None:
             return -1, -1
@@ -568,7 +601,11 @@ class Log:
         total = self.size_bytes
         while len(self._segments) > 1:
             seg = self._segments[0]
-            too_old = retention_ms >= 0 and seg.max_timestamp >= 0 and now - seg.max_timestamp > retention_ms
+            too_old = (
+                retention_ms >= 0
+                and seg.max_timestamp >= 0
+                and now - seg.max_timestamp > retention_ms
+            )
             too_big = retention_bytes >= 0 and total - seg.size >= retention_bytes
             if not (too_old or too_big):
                 break

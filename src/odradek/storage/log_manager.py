@@ -28,6 +28,7 @@ from odradek.storage.log import Log, log_dir_name, parse_log_dir_name
 
 log = logging.getLogger(__name__)
 
+
 def _now_ms() -> int:
     return int(time.time() * 1000)
 
@@ -37,7 +38,12 @@ DELETE_SUFFIX = "-delete"
 
 
 class LogManager:
-    def __init__(self, log_dir: Path, default_config: LogConfig, skip_dirs: frozenset[str] = frozenset({METADATA_LOG_DIR})) -> None:
+    def __init__(
+        self,
+        log_dir: Path,
+        default_config: LogConfig,
+        skip_dirs: frozenset[str] = frozenset({METADATA_LOG_DIR}),
+    ) -> None:
         self.log_dir = Path(log_dir)
         self.default_config = default_config
         self._skip = skip_dirs
@@ -61,7 +67,9 @@ class LogManager:
             log.warning("ignoring unreadable checkpoint %s: %s", path, exc)
             return {}
 
-    def load(self, config_for: Callable[[str], LogConfig] | None = None) -> dict[tuple[str, int], Log]:
+    def load(
+        self, config_for: Callable[[str], LogConfig] | None = None
+    ) -> dict[tuple[str, int], Log]:
         """Open (recovering as needed) every `<topic>-<partition>` directory; remove `-delete` ones."""
         with self._lock:
             self.log_dir.mkdir(parents=True, exist_ok=True)
@@ -96,7 +104,11 @@ class LogManager:
         return self._logs.get((topic, partition))
 
     def create(
-        self, topic: str, partition: int, topic_id: uuid.UUID | None = None, config: LogConfig | None = None
+        self,
+        topic: str,
+        partition: int,
+        topic_id: uuid.UUID | None = None,
+        config: LogConfig | None = None,
     ) -> Log:
         """The log of (topic, partition), created when absent (Kafka's getOrCreateLog)."""
         with self._lock:
@@ -166,9 +178,13 @@ class LogManager:
             if flush:
                 for lg in logs.values():
                     lg.flush()
-            write_offsets(self.log_dir / RECOVERY_POINT_CHECKPOINT, {k: v.recovery_point for k, v in logs.items()})
             write_offsets(
-                self.log_dir / LOG_START_OFFSET_CHECKPOINT, {k: v.log_start_offset for k, v in logs.items()}
+                self.log_dir / RECOVERY_POINT_CHECKPOINT,
+                {k: v.recovery_point for k, v in logs.items()},
+            )
+            write_offsets(
+                self.log_dir / LOG_START_OFFSET_CHECKPOINT,
+                {k: v.log_start_offset for k, v in logs.items()},
             )
 
     def close(self) -> None:

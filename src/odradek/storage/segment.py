@@ -61,7 +61,9 @@ class Segment:
         # Without compaction a segment's offsets are gapless from its base: recovery holds them
         # to that, which catches a damaged base offset (the CRC does not cover it).
         self.contiguous = "compact" not in config.cleanup_policy.split(",")
-        self.roll_jitter_ms = random.randrange(config.segment_jitter_ms) if config.segment_jitter_ms > 0 else 0
+        self.roll_jitter_ms = (
+            random.randrange(config.segment_jitter_ms) if config.segment_jitter_ms > 0 else 0
+        )
 
     def __repr__(self) -> str:
         return f"Segment(base={self.base_offset}, next={self.next_offset}, size={self.size})"
@@ -78,7 +80,9 @@ class Segment:
 
     # ------------------------------------------------------------------ append
 
-    def should_roll(self, batch_size: int, timestamp: int, last_offset: int, now_ms: int, config: LogConfig) -> bool:
+    def should_roll(
+        self, batch_size: int, timestamp: int, last_offset: int, now_ms: int, config: LogConfig
+    ) -> bool:
         if self.size == 0:
             return False
         if self.size + batch_size > config.segment_bytes:
@@ -93,7 +97,9 @@ class Segment:
         waited = timestamp - first if first is not None and first >= 0 else now_ms - self.created_ms
         return waited > config.segment_ms - self.roll_jitter_ms
 
-    def append(self, prefix: bytes, batch: memoryview, size: int, last_offset: int, timestamp: int) -> None:
+    def append(
+        self, prefix: bytes, batch: memoryview, size: int, last_offset: int, timestamp: int
+    ) -> None:
         """Write [prefix, batch[16:]] at the end; `size` is the batch's total size."""
         position = self.size
         written = os.writev(self.fd, (prefix, batch[16:]))
@@ -124,7 +130,9 @@ class Segment:
             self.offset_of_max_timestamp = last_offset
         if self.bytes_since_last_index > self.index_interval:
             self.offset_index.append(last_offset - self.base_offset, position)
-            self.time_index.maybe_append(self.max_timestamp, self.offset_of_max_timestamp - self.base_offset)
+            self.time_index.maybe_append(
+                self.max_timestamp, self.offset_of_max_timestamp - self.base_offset
+            )
             self.bytes_since_last_index = 0
         self.bytes_since_last_index += size
 
@@ -132,7 +140,9 @@ class Segment:
         """The segment stops taking appends: write the final time index entry, release fds."""
         if self.max_timestamp >= 0:
             self.time_index.maybe_append(
-                self.max_timestamp, self.offset_of_max_timestamp - self.base_offset, skip_full_check=True
+                self.max_timestamp,
+                self.offset_of_max_timestamp - self.base_offset,
+                skip_full_check=True,
             )
         self.offset_index.close()
         self.time_index.close()
@@ -167,7 +177,9 @@ class Segment:
         """The batch containing `offset` or, failing that, the first one after it."""
         if offset >= self.next_offset:
             return None
-        start = self.offset_index.lookup(offset - self.base_offset) if offset > self.base_offset else 0
+        start = (
+            self.offset_index.lookup(offset - self.base_offset) if offset > self.base_offset else 0
+        )
         for pos, h in self.headers(start):
             if h[H_BASE] + h[H_LAST_DELTA] >= offset:
                 return pos, h
@@ -213,8 +225,15 @@ class Segment:
         start = self.offset_index.last_position()
         if self.size and start:
             # Cheap framing check of the first batch; the rest below `start` is trusted.
-            h = HEADER.unpack_from(os.pread(self.fd, BATCH_HEADER_SIZE, 0)) if self.size >= BATCH_HEADER_SIZE else None
-            if h is None or h[H_MAGIC] != CURRENT_MAGIC or h[H_BASE] < self.base_offset or h[H_LENGTH] + LOG_OVERHEAD > self.size:
+            if self.size < BATCH_HEADER_SIZE:
+                return False
+            h = HEADER.unpack_from(os.pread(self.fd, BATCH_HEADER_SIZE, 0))
+            if (
+                h[H_MAGIC] != CURRENT_MAGIC
+                or h[H_BASE] < self.base_offset
+                or (self.contiguous and h[H_BASE] != self.base_offset)
+                or h[H_LENGTH] + LOG_OVERHEAD > self.size
+            ):
                 return False
         if len(self.offset_index):
             first = self.headers(start)
@@ -259,7 +278,11 @@ class Segment:
         return truncated
 
     def _scan(
-        self, start: int, check_crc: bool, rebuild: bool, on_epoch: Callable[[int, int], None] | None
+        self,
+        start: int,
+        check_crc: bool,
+        rebuild: bool,
+        on_epoch: Callable[[int, int], None] | None,
     ) -> tuple[int, int, bool]:
         """Walk batches from `start`; returns (end of the good prefix, next offset, clean)."""
         file_size = os.fstat(self.fd).st_size
@@ -294,8 +317,10 @@ class Segment:
                 return pos, next_offset, False
             if check_crc:
                 if off + size > len(buf):
-                    buf = self.read_bytes(pos, size) if size > _RECOVER_BLOCK else os.pread(
-                        self.fd, min(_RECOVER_BLOCK, left), pos
+                    buf = (
+                        self.read_bytes(pos, size)
+                        if size > _RECOVER_BLOCK
+                        else os.pread(self.fd, min(_RECOVER_BLOCK, left), pos)
                     )
                     buf_start, off = pos, 0
                 if not batch_crc_ok(memoryview(buf)[off : off + size]):

@@ -45,8 +45,14 @@ def test_round_trip_property(tmp_path_factory, offsets: dict[tuple[str, int], in
 
 def test_log_config_from_topic_configs() -> None:
     cfg = LogConfig.from_topic_configs(
-        {"segment.bytes": "1000", "flush.messages": "9223372036854775807", "flush.ms": "50",
-         "cleanup.policy": "compact, delete", "preallocate": "true", "unknown.key": "x"}
+        {
+            "segment.bytes": "1000",
+            "flush.messages": "9223372036854775807",
+            "flush.ms": "50",
+            "cleanup.policy": "compact, delete",
+            "preallocate": "true",
+            "unknown.key": "x",
+        }
     )
     assert cfg.segment_bytes == 1000 and cfg.flush_messages is None and cfg.flush_ms == 50
     assert cfg.cleanup_policy == "compact,delete" and cfg.preallocate is True

@@ -16,8 +16,24 @@ def test_offset_index_lookup_and_file(tmp_path: Path) -> None:
     for rel, pos in [(3, 100), (9, 250), (20, 600)]:
         idx.append(rel, pos)
     assert (tmp_path / "0.index").read_bytes() == struct.pack(">iiiiii", 3, 100, 9, 250, 20, 600)
-    assert [idx.lookup(r) for r in (0, 2, 3, 8, 9, 19, 20, 10_000)] == [0, 0, 100, 100, 250, 250, 600, 600]
-    assert [idx.lookup_by_position(p) for p in (0, 99, 100, 599, 600, 10**6)] == [0, 0, 100, 250, 600, 600]
+    assert [idx.lookup(r) for r in (0, 2, 3, 8, 9, 19, 20, 10_000)] == [
+        0,
+        0,
+        100,
+        100,
+        250,
+        250,
+        600,
+        600,
+    ]
+    assert [idx.lookup_by_position(p) for p in (0, 99, 100, 599, 600, 10**6)] == [
+        0,
+        0,
+        100,
+        250,
+        600,
+        600,
+    ]
     idx.truncate_to_position(250)
     assert len(idx) == 1 and (tmp_path / "0.index").stat().st_size == 8
     idx.close()

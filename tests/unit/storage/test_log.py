@@ -5,6 +5,8 @@ import struct
 from pathlib import Path
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from odradek.protocol.errors import ErrorCode, KafkaError, OffsetOutOfRange
 from odradek.protocol.records import Compression, decode_records, iter_batches
@@ -105,7 +107,7 @@ def test_batch_limits_and_a_batch_that_only_fits_a_fresh_segment(tmp_path: Path)
     append_values(log, [b"a"])
     append_values(log, [b"x" * 200])  # fits max.message.bytes, not what is left of segment 0
     append_values(log, [b"b"])
-    assert [s.base_offset for s in log.segments] == [0, 1]
+    assert [s.base_offset for s in log.segments] == [0, 1, 2]
     with pytest.raises(KafkaError) as too_big:
         append_values(log, [b"x" * 220])
     assert too_big.value.code == ErrorCode.message_too_large
@@ -127,7 +129,10 @@ def test_roll_on_segment_ms_uses_record_time(tmp_path: Path) -> None:
 
 def test_roll_when_index_is_full(tmp_path: Path) -> None:
     # 24 bytes: 3 offset index entries, 2 time index entries
-    log = open_log(tmp_path, small_config(segment_bytes=1 << 20, index_interval_bytes=1, segment_index_bytes=24))
+    log = open_log(
+        tmp_path,
+        small_config(segment_bytes=1 << 20, index_interval_bytes=1, segment_index_bytes=24),
+    )
     for i in range(12):
         append_values(log, [b"v"], [1000 + i])
     assert len(log.segments) > 2
@@ -149,7 +154,7 @@ def test_index_files_are_valid_kafka_indexes(tmp_path: Path) -> None:
     log = open_log(tmp_path, cfg)
     ts = 5000
     for i in range(80):
-        ts += (-30 if i % 5 == 0 else 17)
+        ts += -30 if i % 5 == 0 else 17
         append_values(log, [b"v" * (i % 40), b"w"], [ts, ts - 3])
     log.close()
     log = open_log(tmp_path, cfg, recovery_point=80 * 2)
@@ -252,7 +257,9 @@ def test_delete_records_before(tmp_path: Path) -> None:
     log.delete_records_before(40)
     assert log.log_start_offset == 40 and log.read(40, 100).region is None
     log.close()
-    log = open_log(tmp_path, small_config(segment_bytes=300), recovery_point=40, log_start_offset=40)
+    log = open_log(
+        tmp_path, small_config(segment_bytes=300), recovery_point=40, log_start_offset=40
+    )
     assert (log.log_start_offset, log.log_end_offset) == (40, 40)
 
 
@@ -290,3 +297,86 @@ def test_flush_moves_recovery_point_and_flush_messages(tmp_path: Path) -> None:
     assert log2.recovery_point == 0
     append_values(log2, [b"a", b"b"])
     assert log2.recovery_point == 3
+
+
+@settings(
+    max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(
+    batches=st.lists(st.tuples(st.integers(1, 4), st.integers(0, 120)), min_size=1, max_size=30),
+    segment_bytes=st.integers(800, 2500),
+    interval=st.integers(1, 400),
+    reads=st.lists(
+        st.tuples(st.floats(0, 1), st.integers(0, 1200), st.floats(0, 1), st.booleans()),
+        max_size=15,
+    ),
+)
+def test_property_reads_match_a_model(
+    tmp_path_factory, batches, segment_bytes, interval, reads
+) -> None:
+    log = Log.open(
+        tmp_path_factory.mktemp("r") / "t-0",
+        small_config(segment_bytes=segment_bytes, index_interval_bytes=interval),
+    )
+    model = []  # (base, last, size, segment base)
+    for count, size in batches:
+        batch, header = make_batch([b"x" * size] * count)
+        info = log.append(batch, header, 0)
+        model.append((info.first_offset, info.last_offset, header.size))
+    seg_of = {}
+    for seg in log.segments:
+        for base, _last, _ in model:
+            if seg.base_offset <= base < seg.next_offset:
+                seg_of[base] = seg.base_offset
+    leo = log.log_end_offset
+    for off_f, max_bytes, hw_f, min_one in reads:
+        offset = int(off_f * leo)
+        hw = int(hw_f * leo)
+        result = log.read(offset, max_bytes, hw, min_one)
+        first = (
+            next(i for i, (_, last, _) in enumerate(model) if last >= offset)
+            if offset < leo
+            else None
+        )
+        expected: list[int] = []
+        if first is not None:
+            total = 0
+            for base, last, size in model[first:]:
+                if last >= hw or seg_of[base] != seg_of[model[first][0]]:
+                    break
+                if total + size > max_bytes and not (min_one and not expected):
+                    break
+                expected.append(base)
+                total += size
+        got = (
+            []
+            if result.region is None
+            else [
+                h.base_offset for h, _ in iter_batches(log.read_bytes(result.region), strict=True)
+            ]
+        )
+        assert got == expected, (offset, max_bytes, hw, min_one)
+        if expected:
+            assert result.first_batch_offset == expected[0]
+    log.close()
+
+
+def test_roll_and_append_many(tmp_path: Path) -> None:
+    log = open_log(tmp_path, small_config(segment_bytes=1 << 20))
+    log.roll()  # empty active segment: nothing to roll
+    assert len(log.segments) == 1
+    info = log.append_many([make_batch([b"a", b"b"]), make_batch([b"c"])], leader_epoch=4)
+    assert (info.first_offset, info.last_offset) == (0, 2)
+    log.roll()
+    assert [s.base_offset for s in log.segments] == [0, 3]
+    # a follower copies its leader's batches unchanged, offsets and epochs included
+    leader = open_log(tmp_path / "leader", small_config(segment_bytes=1 << 20))
+    for i in range(5):
+        append_values(leader, [b"v%d" % i], epoch=2 + i // 3)
+    follower = open_log(tmp_path / "follower", small_config(segment_bytes=1 << 20))
+    copied = [(memoryview(raw), h) for h, raw in read_all(leader)]
+    follower.append_many(copied, assign_offsets=False)
+    assert read_all(follower) == read_all(leader)
+    assert follower.epochs.entries == leader.epochs.entries == [(2, 0), (3, 3)]
+    with pytest.raises(KafkaError):
+        follower.append_many(copied[:1], assign_offsets=False)  # below the log end offset

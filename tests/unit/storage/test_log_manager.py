@@ -1,7 +1,10 @@
 from __future__ import annotations
 
+import os
 import uuid
 from pathlib import Path
+
+import pytest
 
 from odradek.storage.checkpoints import read_offsets
 from odradek.storage.log import Log
@@ -22,14 +25,22 @@ def test_create_checkpoint_reload(tmp_path: Path) -> None:
     append_values(a1, [b"y"])
     a0.delete_records_before(5)
     lm.close()
-    assert read_offsets(tmp_path / "recovery-point-offset-checkpoint") == {("a", 0): 30, ("a", 1): 1}
+    assert read_offsets(tmp_path / "recovery-point-offset-checkpoint") == {
+        ("a", 0): 30,
+        ("a", 1): 1,
+    }
     assert read_offsets(tmp_path / "log-start-offset-checkpoint") == {("a", 0): 5, ("a", 1): 0}
 
     lm = LogManager(tmp_path, cfg)
     logs = lm.load()
     assert set(logs) == {("a", 0), ("a", 1)}
     a0 = lm.get("a", 0)
-    assert (a0.log_start_offset, a0.log_end_offset, a0.recovery_point, a0.topic_id) == (5, 30, 30, tid)
+    assert (a0.log_start_offset, a0.log_end_offset, a0.recovery_point, a0.topic_id) == (
+        5,
+        30,
+        30,
+        tid,
+    )
     assert [h.base_offset for h, _ in read_all(a0)] == list(range(5, 30))
     lm.close()
 
@@ -63,3 +74,43 @@ def test_delete_and_leftovers(tmp_path: Path) -> None:
     assert set(lm.load()) == {("kept", 0)}
     assert not (tmp_path / "old-0.0123abcd-delete").exists()
     assert (tmp_path / "__cluster_metadata-0").exists()
+
+
+def test_a_region_handed_out_stays_readable_after_its_log_is_deleted(tmp_path: Path) -> None:
+    lm = LogManager(tmp_path, small_config())
+    log = lm.create("t", 0)
+    append_values(log, [b"payload"])
+    region = log.read(0, 1 << 20).region
+    expected = log.read_bytes(region)
+    lm.delete("t", 0)
+    assert not (tmp_path / "t-0").exists()
+    assert os.pread(region.fd, region.size, region.position) == expected
+    lm.close()  # closes what deletion left open
+    with pytest.raises(OSError):
+        os.fstat(region.fd)
+
+
+def test_flush_dirty_logs_honours_flush_ms(tmp_path: Path) -> None:
+    lm = LogManager(tmp_path, small_config(flush_ms=1000))
+    log = lm.create("t", 0)
+    append_values(log, [b"a"])
+    now = log.last_flush_ms
+    lm.flush_dirty_logs(now + 10)
+    assert log.recovery_point == 0
+    lm.flush_dirty_logs(now + 1000)
+    assert log.recovery_point == 1
+    lm.close()
+
+
+def test_cleanup_applies_retention_ms(tmp_path: Path) -> None:
+    lm = LogManager(tmp_path, small_config(segment_bytes=300, retention_ms=1000))
+    log = lm.create("t", 0)
+    for i in range(20):
+        append_values(log, [b"v%d" % i], [10_000 + i * 100])
+    n = len(log.segments)
+    # at 12_000 a segment whose newest record is older than 11_000 is due
+    deleted = lm.cleanup(now_ms=12_000)
+    assert deleted > 0 and len(log.segments) == n - deleted
+    assert all(s.max_timestamp >= 11_000 for s in log.segments[:-1])
+    assert log.log_start_offset == log.segments[0].base_offset
+    lm.close()

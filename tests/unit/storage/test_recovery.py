@@ -9,7 +9,7 @@ from hypothesis import strategies as st
 
 from odradek.protocol.records import decode_records
 from odradek.storage.log import Log
-from tests.unit.storage.support import append_values, read_all, small_config
+from tests.unit.storage.support import append_values, assert_indexes_valid, read_all, small_config
 
 CFG = small_config(segment_bytes=700, index_interval_bytes=90)
 
@@ -86,15 +86,22 @@ def test_flipped_byte_cuts_the_batch_and_all_later_segments(tmp_path: Path) -> N
     for s in segs[2:]:
         assert not s.log_path.exists() and not s.offset_index.path.exists()
     # epochs are cut back with the log: epoch 1 covers offsets [0, 15)
-    assert log.epochs.entries == [(e, o) for e, o in [(1, 0), (2, 15), (3, 30)] if o < log.log_end_offset]
+    assert log.epochs.entries == [
+        (e, o) for e, o in [(1, 0), (2, 15), (3, 30)] if o < log.log_end_offset
+    ]
 
 
-def test_missing_or_garbage_indexes_are_rebuilt_even_below_the_recovery_point(tmp_path: Path) -> None:
+def test_missing_or_garbage_indexes_are_rebuilt_even_below_the_recovery_point(
+    tmp_path: Path,
+) -> None:
     log, values = _fill(tmp_path / "t-0")
     log.flush()
     leo = log.log_end_offset
     segs = log.segments
-    originals = {s.base_offset: (s.offset_index.path.read_bytes(), s.time_index.path.read_bytes()) for s in segs}
+    originals = {
+        s.base_offset: (s.offset_index.path.read_bytes(), s.time_index.path.read_bytes())
+        for s in segs
+    }
     log.close()
     segs[0].offset_index.path.unlink()
     segs[1].time_index.path.write_bytes(b"\x00" * 7)
@@ -103,7 +110,9 @@ def test_missing_or_garbage_indexes_are_rebuilt_even_below_the_recovery_point(tm
     assert log.log_end_offset == leo
     assert _values(log) == values
     for s in log.segments[:3]:
-        assert (s.offset_index.path.read_bytes(), s.time_index.path.read_bytes()) == originals[s.base_offset]
+        assert (s.offset_index.path.read_bytes(), s.time_index.path.read_bytes()) == originals[
+            s.base_offset
+        ]
     for target in (10_000, 10_013, 10_039):
         assert log.offset_for_timestamp(target) == (target - 10_000, target)
 
@@ -136,7 +145,9 @@ def test_leader_epochs_are_rebuilt_from_batches_when_the_checkpoint_is_lost(tmp_
     assert log.epochs.entries == [(1, 0), (2, 15), (3, 30)]
 
 
-@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(
+    max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
 @given(
     sizes=st.lists(st.integers(min_value=0, max_value=400), min_size=1, max_size=40),
     segment_bytes=st.integers(min_value=520, max_value=3000),
@@ -159,12 +170,15 @@ def test_property_round_trip_and_recovery_after_a_cut(
     size = last.log_path.stat().st_size
     cut = int(size * cut_fraction)
     os.truncate(last.log_path, cut)
-    whole = len([i for i, s in enumerate(starts) if (starts[i + 1] if i + 1 < len(starts) else size) <= cut])
+    whole = len(
+        [i for i, s in enumerate(starts) if (starts[i + 1] if i + 1 < len(starts) else size) <= cut]
+    )
     log = Log.open(path, cfg, recovery_point=0)
     kept = last.base_offset // 2 + whole
     assert log.log_end_offset == kept * 2
     assert _values(log) == [x for v in values[:kept] for x in (v, b"tail")]
     assert last.log_path.stat().st_size == (starts[whole] if whole < len(starts) else size)
+    assert_indexes_valid(log)
     for i in range(kept):
         assert log.offset_for_timestamp(999 + i * 3) == (2 * i, 1_000 + i * 3)
     log.close()
@@ -179,7 +193,9 @@ def test_property_round_trip_and_recovery_after_a_cut(
     ),
     recovery_point=st.sampled_from([0, 7, 40]),
 )
-def test_fuzz_damaged_segments_recover_to_a_prefix(tmp_path_factory, damage, recovery_point: int) -> None:
+def test_fuzz_damaged_segments_recover_to_a_prefix(
+    tmp_path_factory, damage, recovery_point: int
+) -> None:
     path = tmp_path_factory.mktemp("f") / "t-0"
     log, values = _fill(path)
     segs = log.segments
@@ -197,5 +213,6 @@ def test_fuzz_damaged_segments_recover_to_a_prefix(tmp_path_factory, damage, rec
     got = _values(log)
     assert got == values[: len(got)]
     assert log.log_end_offset == len(got)
+    assert_indexes_valid(log)
     assert append_values(log, [b"next"]).first_offset == len(got)
     log.close()
