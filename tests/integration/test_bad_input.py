@@ -79,7 +79,8 @@ def peer_needles(c: wire.Conn, *extra: str) -> list[str]:
 
 
 def high_watermark(node: BrokerProcess, topic: str, partition: int = 0) -> int:
-    c = Consumer({"bootstrap.servers": node.bootstrap, "group.id": "unused"})
+    c = Consumer({"bootstrap.servers": node.bootstrap, "group.id": "unused",
+                  "enable.auto.commit": False})
     try:
         return int(c.get_watermark_offsets(TopicPartition(topic, partition), timeout=10)[1])
     finally:
@@ -99,9 +100,9 @@ def test_truncated_frame_then_close(env: Env) -> None:
     port = c.local_port
     c.send(struct.pack(">i", 100) + wire.raw_header_v1(18, 0, 1)[:6])
     c.close()
+    env.assert_healthy()
     env.assert_logged(mark, [f":{port}", f" {port}", f"={port}", "truncat", "incomplete",
                              "partial", "mid-frame"])
-    env.assert_healthy()
 
 
 @pytest.mark.timeout(60)
@@ -194,9 +195,9 @@ def test_batch_length_beyond_the_records_bytes(env: Env) -> None:
     # Kafka finds no complete batch: INVALID_RECORD (87); CORRUPT_MESSAGE (2) is its other answer
     # for unreadable record framing.
     assert part.error_code in (ErrorCode.invalid_record, ErrorCode.corrupt_message), part
-    env.assert_logged(mark, [TARGET, "batch", "corrupt", "invalid record"])
     assert high_watermark(env.node, TARGET) == hw_before
     env.assert_healthy()
+    env.assert_logged(mark, [TARGET, "batch", "corrupt", "invalid record"])
 
 
 # --- unknown keys, unsupported versions -------------------------------------------------
@@ -263,7 +264,6 @@ def test_corrupt_crc_is_refused_and_nothing_is_stored(env: Env, version: int) ->
         resp = c.request(rq.produce(version, TARGET, 0, bad))
         (part,) = resp.responses[0].partition_responses
         assert part.error_code == ErrorCode.corrupt_message, part
-        env.assert_logged(mark, ["crc", "corrupt", "checksum"])
         assert high_watermark(env.node, TARGET) == hw_before, "a corrupt batch was appended"
         # the same connection then produces the intact batch at the old end
         resp = c.request(rq.produce(version, TARGET, 0, good))
@@ -271,7 +271,8 @@ def test_corrupt_crc_is_refused_and_nothing_is_stored(env: Env, version: int) ->
         assert part.error_code == ErrorCode.none, part
         assert part.base_offset == hw_before
     assert high_watermark(env.node, TARGET) == hw_before + 5
-    c2 = Consumer({"bootstrap.servers": env.node.bootstrap, "group.id": "unused"})
+    c2 = Consumer({"bootstrap.servers": env.node.bootstrap, "group.id": "unused",
+                   "enable.auto.commit": False})
     try:
         c2.assign([TopicPartition(TARGET, 0, hw_before)])
         got = []
@@ -283,6 +284,7 @@ def test_corrupt_crc_is_refused_and_nothing_is_stored(env: Env, version: int) ->
     finally:
         c2.close()
     env.assert_healthy()
+    env.assert_logged(mark, ["crc", "corrupt", "checksum"])
 
 
 @pytest.mark.timeout(60)
@@ -296,9 +298,9 @@ def test_magic_1_message_set_is_refused(env: Env, version: int) -> None:
         resp = c.request(rq.produce(version, TARGET, 0, wire.build_message_set_v1(b"k", b"v", now_ms())))
     (part,) = resp.responses[0].partition_responses
     assert part.error_code == ErrorCode.invalid_record, part
-    env.assert_logged(mark, ["magic"])
     assert high_watermark(env.node, TARGET) == hw_before
     env.assert_healthy()
+    env.assert_logged(mark, ["magic"])
 
 
 # --- topic names, client ids ------------------------------------------------------------
@@ -313,8 +315,8 @@ def test_create_topics_with_invalid_names(env: Env, version: int) -> None:
     codes = {t.name: t.error_code for t in resp.topics}
     assert codes == {**dict.fromkeys(INVALID_NAMES, ErrorCode.invalid_topic_exception),
                      good: ErrorCode.none}, codes
-    env.assert_logged(mark, ["bad/name"])
     env.assert_healthy()
+    env.assert_logged(mark, ["bad/name"])
 
 
 @pytest.mark.timeout(60)
@@ -327,8 +329,8 @@ def test_metadata_auto_create_with_invalid_names(env: Env, version: int) -> None
     codes = {t.name: t.error_code for t in resp.topics}
     assert codes == dict.fromkeys(INVALID_NAMES, ErrorCode.invalid_topic_exception), codes
     assert all(not t.partitions for t in resp.topics)
-    env.assert_logged(mark, ["bad/name"])
     env.assert_healthy()
+    env.assert_logged(mark, ["bad/name"])
 
 
 @pytest.mark.timeout(60)

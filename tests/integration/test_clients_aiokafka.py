@@ -70,6 +70,7 @@ async def consume_all(bootstrap: str, topic: str, expected: int) -> list[dataset
                 for r in records:
                     out.append(dataset.Consumed(tp.partition, r.offset, r.key, r.value,
                                                 dataset.normalize_headers(r.headers)))
+        assert len(out) == expected, f"consumed {len(out)} of {expected} records in time"
         extra = await consumer.getmany(timeout_ms=1000)
         assert not any(extra.values()), "more records than produced"
         ends = await consumer.end_offsets(tps)

@@ -87,7 +87,8 @@ def test_round_trip(node: BrokerProcess, codec: str) -> None:
     wait_for_topic(node.bootstrap, topic, PARTITIONS)
 
     delivered = produce_all(node.bootstrap, topic, codec)
-    consumer = Consumer({"bootstrap.servers": node.bootstrap, "group.id": "x"})
+    consumer = Consumer({"bootstrap.servers": node.bootstrap, "group.id": "x",
+                         "enable.auto.commit": False})
     try:
         for p in range(PARTITIONS):
             count = sum(1 for part, _ in delivered.values() if part == p)

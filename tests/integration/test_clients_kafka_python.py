@@ -57,6 +57,7 @@ def consume_all(bootstrap: str, topic: str, expected: int) -> list[dataset.Consu
                 for r in records:
                     out.append(dataset.Consumed(tp.partition, r.offset, r.key, r.value,
                                                 dataset.normalize_headers(r.headers)))
+        assert len(out) == expected, f"consumed {len(out)} of {expected} records in time"
         extra = consumer.poll(timeout_ms=1000)
         assert not any(extra.values()), "more records than produced"
         assert consumer.end_offsets(tps) == {

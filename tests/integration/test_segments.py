@@ -114,7 +114,8 @@ def test_fetch_starting_at_segment_boundaries(node: BrokerProcess) -> None:
 
 
 def test_offsets_for_times_confluent(node: BrokerProcess) -> None:
-    c = Consumer({"bootstrap.servers": node.bootstrap, "group.id": "unused"})
+    c = Consumer({"bootstrap.servers": node.bootstrap, "group.id": "unused",
+                  "enable.auto.commit": False})
     try:
         for p in range(PARTITIONS):
             for t in targets(p):

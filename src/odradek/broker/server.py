@@ -74,8 +74,8 @@ class Connection(asyncio.Protocol):
     # --- asyncio.Protocol --------------------------------------------------
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        assert isinstance(transport, asyncio.Transport)
-        self.transport = transport
+        # uvloop's transports are not asyncio.Transport subclasses, but quack alike
+        self.transport = transport  # type: ignore[assignment]
         peer = transport.get_extra_info("peername")
         self.peer = f"{peer[0]}:{peer[1]}" if isinstance(peer, tuple) else str(peer)
         sock = transport.get_extra_info("socket")
@@ -92,9 +92,10 @@ class Connection(asyncio.Protocol):
         self.server.connections.add(self)
 
     def connection_lost(self, exc: Exception | None) -> None:
-        if self._writable is not None:
-            asyncio.get_running_loop().remove_writer(self._sock_fd)
-            _set_done(self._writable)
+        self._drop_writer()
+        if not self.closed and self.decoder.buffered:
+            log.warning("connection from %s closed mid-frame: %d bytes of a truncated request "
+                        "dropped", self.peer, self.decoder.buffered)
         self.closed = True
         self.server.connections.discard(self)
         if self._drain_waiter is not None and not self._drain_waiter.done():
@@ -152,18 +153,19 @@ class Connection(asyncio.Protocol):
             task = asyncio.ensure_future(result)
             self.server.tasks.add(task)
             task.add_done_callback(lambda t, s=slot: self._completed(t, s))
-            if len(self._slots) >= MAX_IN_FLIGHT and not self._reading_paused:
-                self._reading_paused = True
-                self.transport.pause_reading()  # type: ignore[union-attr]
-            return
-        if result is None:
-            return  # no response (acks=0)
-        slot.header_version, slot.parts = result
-        slot.done = True
-        if not self._slots and not self._sending:
-            self._write_slot(slot)
         else:
+            if result is None:
+                return  # no response (acks=0)
+            slot.header_version, slot.parts = result
+            slot.done = True
+            if not self._slots and not self._sending:
+                self._write_slot(slot)
+                return
             self._slots.append(slot)
+        if len(self._slots) >= MAX_IN_FLIGHT and not self._reading_paused:
+            # a client that pipelines faster than we answer waits in its socket, not our memory
+            self._reading_paused = True
+            self.transport.pause_reading()  # type: ignore[union-attr]
 
     def _completed(self, task: asyncio.Future[Any], slot: _Slot) -> None:
         self.server.tasks.discard(task)
@@ -194,7 +196,8 @@ class Connection(asyncio.Protocol):
             slot = self._slots.popleft()
             if slot.parts is not None:
                 self._write_slot(slot)
-        if self._reading_paused and len(self._slots) < MAX_IN_FLIGHT // 2 and not self.closed:
+        if (self._reading_paused and len(self._slots) < MAX_IN_FLIGHT // 2 and not self.closed
+                and not self.server.draining):
             self._reading_paused = False
             self.transport.resume_reading()  # type: ignore[union-attr]
 
@@ -278,13 +281,13 @@ class Connection(asyncio.Protocol):
                 if not self.server.can_add_writer:
                     break
                 writable = self._writable = loop.create_future()
-                loop.add_writer(self._sock_fd, _set_done, writable)
+                # the public add_writer refuses an fd a transport owns; the transport's own
+                # buffer is empty and stays so while we send, so the selector slot is ours
+                loop._add_writer(self._sock_fd, _set_done, writable)  # type: ignore[attr-defined]
                 try:
                     await writable
                 finally:
-                    self._writable = None
-                    if not self.closed:
-                        loop.remove_writer(self._sock_fd)
+                    self._drop_writer()
         # copy fallback (no raw socket, or a loop that owns its socket's writability)
         while remaining > 0 and not self.closed:
             chunk = os.pread(region.fd, min(remaining, 1 << 20), offset)
@@ -298,15 +301,24 @@ class Connection(asyncio.Protocol):
 
     # --- closing ---------------------------------------------------------------
 
+    def _drop_writer(self) -> None:
+        """Unregister our writability callback (before the transport closes the fd)."""
+        writable = self._writable
+        if writable is None:
+            return
+        self._writable = None
+        try:
+            asyncio.get_running_loop()._remove_writer(self._sock_fd)  # type: ignore[attr-defined]
+        except Exception:  # the fd is already gone: nothing to unregister
+            pass
+        _set_done(writable)
+
     def abort(self, reason: str | None) -> None:
         if reason:
             log.warning("closing connection from %s: %s", self.peer, reason)
         if not self.closed:
             self.closed = True
-            if self._writable is not None:
-                # our add_writer must go before the transport closes the fd
-                asyncio.get_running_loop().remove_writer(self._sock_fd)
-                _set_done(self._writable)
+            self._drop_writer()
             if self.transport is not None:
                 self.transport.abort()
 
@@ -332,11 +344,13 @@ class Server:
         self.tasks: set[asyncio.Future[Any]] = set()
         self._servers: list[asyncio.base_events.Server] = []
         self.can_add_writer = True
+        self.draining = False
 
     async def start(self, host: str, port: int) -> None:
         loop = asyncio.get_running_loop()
         # uvloop refuses add_writer on a socket a transport owns: use the copy fallback there
-        self.can_add_writer = type(loop).__module__.startswith("asyncio")
+        self.can_add_writer = (type(loop).__module__.startswith("asyncio")
+                               and hasattr(loop, "_add_writer"))
         srv = await loop.create_server(lambda: Connection(self), host or None, port,
                                        reuse_address=True, backlog=1024)
         self._servers.append(srv)
@@ -349,8 +363,18 @@ class Server:
 
     async def drain(self, timeout: float = 10.0) -> None:
         """Let in-flight requests finish and their responses go out, then close connections."""
-        if self.tasks:
-            await asyncio.wait(list(self.tasks), timeout=timeout)
+        for conn in list(self.connections):
+            if conn.transport is not None and not conn.closed:
+                conn.transport.pause_reading()  # no new requests from now on
+        self.draining = True
+        deadline = asyncio.get_running_loop().time() + timeout
+        # handlers that finish start send tasks: wait until no task is left
+        while self.tasks:
+            left = deadline - asyncio.get_running_loop().time()
+            if left <= 0:
+                log.warning("%d requests still in flight at shutdown", len(self.tasks))
+                break
+            await asyncio.wait(list(self.tasks), timeout=left)
         for conn in list(self.connections):
             if conn.transport is not None:
                 conn.closed = True

@@ -80,6 +80,18 @@ class ReplicaManager:
     def get(self, topic: str, partition: int) -> Partition | None:
         return self.partitions.get((topic, partition))
 
+    partition = get
+
+    def read(self, topic: str, partition: int, offset: int, max_bytes: int,
+             read_committed: bool = False, min_one_batch: bool = True) -> Any:
+        """Batches up to the HW (LSO when read_committed): storage's LogReadResult.
+        Raises KafkaError (UNKNOWN_TOPIC_OR_PARTITION, OFFSET_OUT_OF_RANGE)."""
+        part = self.partitions.get((topic, partition))
+        if part is None:
+            raise KafkaError(ErrorCode.unknown_topic_or_partition, f"{topic}-{partition}")
+        limit = part.last_stable_offset if read_committed else part.high_watermark
+        return part.log.read(offset, max_bytes, limit, min_one_batch)
+
     # --- following the image ---------------------------------------------
 
     def _wanted(self, image: Any) -> dict[tuple[str, int], _Wanted]:
@@ -196,8 +208,17 @@ class ReplicaManager:
 
     # --- produce ---------------------------------------------------------
 
-    def append(self, part: Partition, records: memoryview | None, acks: int,
-               single_batch: bool) -> AppendResult:
+    def append(self, topic: str, partition: int, records: memoryview | None, acks: int,
+               single_batch: bool = True) -> AppendResult:
+        """Validate and append records to (topic, partition); errors come back in the result."""
+        part = self.partitions.get((topic, partition))
+        if part is None:
+            return AppendResult(ErrorCode.unknown_topic_or_partition,
+                                message=f"{topic}-{partition} is not hosted here")
+        return self.append_to(part, records, acks, single_batch)
+
+    def append_to(self, part: Partition, records: memoryview | None, acks: int,
+                  single_batch: bool) -> AppendResult:
         """Validate and append a produce request's records to one partition."""
         try:
             if records is None or len(records) == 0:

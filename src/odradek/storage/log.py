@@ -16,16 +16,18 @@ import logging
 import os
 import re
 import shutil
+import threading
 import time
 import uuid
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from pathlib import Path
-from typing import NamedTuple
+from typing import Concatenate, NamedTuple, ParamSpec, TypeVar
 
 from odradek.protocol.errors import ErrorCode, KafkaError, OffsetOutOfRange
 from odradek.protocol.fetch import FileRegion
 from odradek.protocol.records import BatchHeader, decode_records, encode_batch_prefix
 from odradek.storage.checkpoints import atomic_write, fsync_dir
+from odradek.storage.cleaner.swap import recover_swaps
 from odradek.storage.config import LogConfig
 from odradek.storage.epochs import LeaderEpochCache
 from odradek.storage.segment import H_BASE, H_LAST_DELTA, H_LENGTH, H_MAX_TS, NO_TIMESTAMP, Segment
@@ -78,6 +80,34 @@ def _now_ms() -> int:
     return int(time.time() * 1000)
 
 
+def _largest_timestamp(seg: Segment) -> int:
+    """Kafka's LogSegment.largestTimestamp: the max record timestamp, or the file's
+    modification time for a segment without timestamps."""
+    if seg.max_timestamp >= 0:
+        return seg.max_timestamp
+    try:
+        return int(os.stat(seg.log_path).st_mtime * 1000)
+    except OSError:
+        return _now_ms()
+
+
+_P = ParamSpec("_P")
+_R = TypeVar("_R")
+
+
+def _locked(fn: Callable[Concatenate[Log, _P], _R]) -> Callable[Concatenate[Log, _P], _R]:
+    """Run a method under the log's lock: the cleaner thread swaps segments in while the
+    event loop appends and reads (an uncontended lock costs well under a microsecond)."""
+
+    def wrapper(self: Log, *args: _P.args, **kwargs: _P.kwargs) -> _R:
+        with self.lock:
+            return fn(self, *args, **kwargs)
+
+    wrapper.__name__ = fn.__name__
+    wrapper.__doc__ = fn.__doc__
+    return wrapper
+
+
 class Log:
     def __init__(self, directory: Path, config: LogConfig) -> None:
         self._dir = directory
@@ -97,6 +127,8 @@ class Log:
         self._closed = False
         self._abandoned = False
         self.epochs = LeaderEpochCache(None, lambda: self._leo)
+        # Guards the segment list: the log cleaner's swap runs on its own thread.
+        self.lock = threading.RLock()
 
     # ------------------------------------------------------------------ open
 
@@ -157,6 +189,7 @@ class Log:
     def _load_segments(self, recovery_point: int, log_start_offset: int) -> None:
         bases: list[int] = []
         index_bases: set[int] = set()
+        recover_swaps(self._dir)
         for entry in os.scandir(self._dir):
             name = entry.name
             if name.endswith(_LEFTOVER_SUFFIXES):
@@ -295,6 +328,7 @@ class Log:
     def active_segment(self) -> Segment:
         return self._segments[-1]
 
+    @_locked
     def update_config(self, config: LogConfig) -> None:
         self.config = config
         for seg in self._segments:
@@ -302,6 +336,7 @@ class Log:
 
     # ---------------------------------------------------------------- append
 
+    @_locked
     def append(
         self,
         batch: memoryview,
@@ -346,6 +381,7 @@ class Log:
             first, last, ts, last, -1 if log_append_time_ms is None else log_append_time_ms
         )
 
+    @_locked
     def append_many(
         self,
         batches: Iterable[tuple[memoryview, BatchHeader]],
@@ -409,6 +445,7 @@ class Log:
         if by_count or by_time:
             self.flush()
 
+    @_locked
     def roll(self) -> None:
         """Start a new segment at the log end offset (no-op when the active one is empty)."""
         if self._segments[-1].size:
@@ -431,6 +468,7 @@ class Log:
 
     # ------------------------------------------------------------------ read
 
+    @_locked
     def read(
         self, offset: int, max_bytes: int, max_offset: int | None = None, min_one_batch: bool = True
     ) -> LogReadResult:
@@ -489,6 +527,7 @@ class Log:
 
     # ----------------------------------------------------------- timestamps
 
+    @_locked
     def offset_for_timestamp(self, timestamp: int) -> tuple[int, int] | None:
         """(offset, timestamp) of the earliest record whose timestamp is >= `timestamp`, at or
         after the log start offset; None when there is none."""
@@ -519,6 +558,7 @@ class Log:
                     return record.offset, record.timestamp
         return None
 
+    @_locked
     def max_timestamp_offset(self) -> tuple[int, int]:
         """(offset, timestamp) of the record with the largest timestamp (the first such);
         (-1, -1) for a log without timestamps."""
@@ -541,6 +581,7 @@ class Log:
 
     # ------------------------------------------------------ truncate / delete
 
+    @_locked
     def truncate_to(self, offset: int) -> None:
         """Remove everything at or after `offset` (a follower diverged, or a leader epoch moved)."""
         if offset >= self._leo:
@@ -574,6 +615,7 @@ class Log:
         self._dir_dirty = True
         self.epochs.clear()
 
+    @_locked
     def delete_records_before(self, offset: int) -> int:
         """Move the log start offset up to `offset` and delete the segments wholly below it.
         Returns the new log start offset."""
@@ -589,42 +631,56 @@ class Log:
         self.epochs.truncate_from_start(offset)
         return offset
 
-    def delete_retention_breached(self, now_ms: int | None = None) -> int:
-        """Delete old segments under `retention.ms` / `retention.bytes` (cleanup.policy delete).
-        The active segment is kept. Returns how many segments went."""
+    @_locked
+    def delete_retention_breached(
+        self, now_ms: int | None = None, high_watermark: int | None = None
+    ) -> int:
+        """Delete old segments under `retention.ms` / `retention.bytes` (cleanup.policy delete),
+        oldest first, stopping at the first one to keep (Kafka's deletableSegments). Only
+        segments wholly below the high watermark go. As in Kafka, an expired active segment
+        with data goes too: a new empty segment is rolled first, so the log is never without
+        one. Returns how many segments went."""
         if "delete" not in self.config.cleanup_policy.split(","):
             return 0
         now = _now_ms() if now_ms is None else now_ms
-        deleted = 0
+        hw = self._leo if high_watermark is None else min(high_watermark, self._leo)
         retention_ms = self.config.retention_ms
         retention_bytes = self.config.retention_bytes
-        total = self.size_bytes
-        while len(self._segments) > 1:
-            seg = self._segments[0]
-            too_old = (
-                retention_ms >= 0
-                and seg.max_timestamp >= 0
-                and now - seg.max_timestamp > retention_ms
-            )
-            too_big = retention_bytes >= 0 and total - seg.size >= retention_bytes
+        if retention_ms < 0 and retention_bytes < 0:
+            return 0
+        segments = self._segments
+        remaining = self.size_bytes
+        deletable = 0
+        for i, seg in enumerate(segments):
+            last = i == len(segments) - 1
+            upper = self._leo if last else segments[i + 1].base_offset
+            if (last and seg.size == 0) or upper > hw:
+                break
+            too_old = retention_ms >= 0 and now - _largest_timestamp(seg) > retention_ms
+            too_big = retention_bytes >= 0 and remaining - seg.size >= retention_bytes
             if not (too_old or too_big):
                 break
-            total -= seg.size
-            self._log_start_offset = max(self._log_start_offset, self._segments[1].base_offset)
+            remaining -= seg.size
+            deletable += 1
+        if not deletable:
+            return 0
+        if deletable == len(segments):
+            self._roll(self._leo, now)
+        for _ in range(deletable):
             self._retire(self._segments.pop(0))
             self._bases.pop(0)
-            deleted += 1
-        if deleted:
-            self._recovery_point = max(self._recovery_point, self._segments[0].base_offset)
-            self.epochs.truncate_from_start(self._log_start_offset)
-        return deleted
+        self._log_start_offset = max(self._log_start_offset, self._segments[0].base_offset)
+        self._recovery_point = max(self._recovery_point, self._segments[0].base_offset)
+        self.epochs.truncate_from_start(self._log_start_offset)
+        return deletable
 
     def _retire(self, seg: Segment) -> None:
-        """Unlink a segment's files now; close its fd later, since a FileRegion handed out by
-        `read` may still be on its way to a socket (Kafka delays deletion the same way)."""
+        """Rename a segment's files to `.deleted` now; remove them and close the fd after
+        `file.delete.delay.ms`, since a FileRegion handed out by `read` may still be on its way
+        to a socket (Kafka's asynchronous segment deletion)."""
         seg.offset_index.close()
         seg.time_index.close()
-        seg.delete_files()
+        seg.rename_to_deleted()
         now = _now_ms()
         self._retired.append((now, seg))
         self._dir_dirty = True
@@ -632,13 +688,49 @@ class Log:
 
     def close_retired(self, now_ms: int | None = None, force: bool = False) -> None:
         now = _now_ms() if now_ms is None else now_ms
-        keep: list[tuple[int, Segment]] = []
-        for when, seg in self._retired:
-            if force or now - when >= self.config.file_delete_delay_ms:
-                seg.close()
-            else:
-                keep.append((when, seg))
-        self._retired = keep
+        with self.lock:
+            keep: list[tuple[int, Segment]] = []
+            for when, seg in self._retired:
+                if force or now - when >= self.config.file_delete_delay_ms:
+                    seg.close()
+                    seg.delete_files()
+                else:
+                    keep.append((when, seg))
+            self._retired = keep
+
+    @property
+    def is_closed(self) -> bool:
+        return self._closed or self._abandoned
+
+    @_locked
+    def replace_segments(
+        self, old: list[Segment], commit: Callable[[], None], open_new: Callable[[], Segment]
+    ) -> bool:
+        """The log cleaner's swap. `old` (consecutive, inactive segments of this log) give way
+        to one cleaned segment: `commit` renames its `.cleaned` files to `.swap` (the commit
+        point), the old segments are renamed `.deleted`, then `open_new` renames the `.swap`
+        files into place and opens the segment. Readers never see a half-swapped list: they
+        take the same lock. Returns False, changing nothing, when the log moved on meanwhile
+        (closed, retention or truncation removed one of `old`, or one became active)."""
+        if self.is_closed or not old:
+            return False
+        segments = self._segments
+        try:
+            i = next(n for n, s in enumerate(segments) if s is old[0])
+        except StopIteration:
+            return False
+        if i + len(old) >= len(segments) or any(
+            segments[i + k] is not seg for k, seg in enumerate(old)
+        ):
+            return False
+        commit()
+        for seg in old:
+            self._retire(seg)
+        new = open_new()
+        self._segments = [*segments[:i], new, *segments[i + len(old) :]]
+        self._bases = [s.base_offset for s in self._segments]
+        self._dir_dirty = True
+        return True
 
     # -------------------------------------------------------------- durability
 
@@ -662,6 +754,7 @@ class Log:
     def last_flush_ms(self) -> int:
         return self._last_flush_ms
 
+    @_locked
     def abandon(self) -> None:
         """Stop writing to this log (its files are being deleted). The segment fds stay open
         until `close()`, so FileRegions already handed out stay valid meanwhile."""
@@ -670,6 +763,7 @@ class Log:
             seg.offset_index.close()
             seg.time_index.close()
 
+    @_locked
     def close(self) -> None:
         if self._closed:
             return

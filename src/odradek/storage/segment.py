@@ -393,6 +393,21 @@ class Segment:
             os.close(self.fd)
             self.fd = -1
 
+    def rename_to_deleted(self) -> None:
+        """Kafka's first step of deleting a segment: its files get the `.deleted` suffix (the fd
+        stays valid); `delete_files` removes them later, a restart removes any left over."""
+        for holder, attr in ((self, "log_path"), (self.offset_index, "path"),
+                             (self.time_index, "path")):
+            path: Path = getattr(holder, attr)
+            if path.name.endswith(".deleted"):
+                continue
+            target = path.with_name(path.name + ".deleted")
+            try:
+                os.replace(path, target)
+            except FileNotFoundError:
+                pass
+            setattr(holder, attr, target)
+
     def delete_files(self) -> None:
         for path in (self.log_path, self.offset_index.path, self.time_index.path):
             try:

@@ -7,11 +7,14 @@ those requests are answered from a coroutine after the creation.
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
 from odradek.broker.handlers import admin
 from odradek.broker.handlers.common import Response, decode, respond, valid_topic_name
 from odradek.protocol.errors import ErrorCode
+
+log = logging.getLogger(__name__)
 
 NO_AUTHORIZED_OPS = -2147483648
 INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state"})
@@ -73,6 +76,8 @@ def handle(ctx: Any, header: Any, frame: memoryview) -> Any:
         if found is not None:
             entries.append(topic_entry(found))
         elif not valid_topic_name(name):
+            log.info("Metadata request from client %r names an invalid topic %r",
+                     header.client_id, name)
             entries.append(error_entry(ErrorCode.invalid_topic_exception, name))
         elif auto:
             entries.append(name)

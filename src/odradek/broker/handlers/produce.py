@@ -6,6 +6,7 @@ into the request frame and go to the log's os.writev as they are.
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
 from odradek.broker.handlers.common import Response, valid_topic_name
@@ -17,6 +18,8 @@ from odradek.protocol.produce import (
     decode_produce_request,
     encode_produce_response,
 )
+
+log = logging.getLogger(__name__)
 
 _VALID_ACKS = (-1, 0, 1)
 
@@ -43,10 +46,15 @@ def handle(ctx: Any, header: Any, frame: memoryview) -> Response | None:
                         else ErrorCode.invalid_topic_exception)
                 out.append(PartitionResult(index, code, -1))
                 failed = True
+                log.info("produce to %s-%d from client %r: %s", name, index, header.client_id,
+                         code.name.upper())
                 continue
-            r = rm.append(part, records, acks, single_batch)
+            r = rm.append_to(part, records, acks, single_batch)
             if r.error:
                 failed = True
+                log.warning("produce to %s-%d from client %r refused: %s%s", name, index,
+                            header.client_id, ErrorCode(r.error).name.upper(),
+                            f": {r.message}" if r.message else "")
             out.append(PartitionResult(index, r.error, r.base_offset, r.log_append_time_ms,
                                        r.log_start_offset, error_message=r.message))
         results.append((name, out))

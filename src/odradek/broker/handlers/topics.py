@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+import logging
 import uuid
 from typing import Any
 
 from odradek.broker.handlers import admin
 from odradek.broker.handlers.common import Response, decode, respond
 from odradek.metadata.controller import CreatableTopic, CreatePartitionsTopic
+from odradek.protocol.errors import ErrorCode
+
+log = logging.getLogger(__name__)
 
 _ZERO = uuid.UUID(int=0)
 
@@ -37,6 +41,12 @@ async def _create_topics(ctx: Any, header: Any, specs: list[CreatableTopic],
     topics = []
     for r in results:
         ok = r.error_code == 0
+        if not ok:
+            log.info("CreateTopics %r refused: %s%s", r.name, ErrorCode(r.error_code).name.upper(),
+                     f": {r.error_message}" if r.error_message else "")
+        elif not validate_only:
+            log.info("created topic %r (%d partitions, id %s)", r.name, r.num_partitions,
+                     r.topic_id)
         topics.append({
             "name": r.name, "topic_id": r.topic_id if ok else _ZERO, "error_code": r.error_code,
             "error_message": r.error_message, "topic_config_error_code": 0,
@@ -63,6 +73,9 @@ def handle_delete_topics(ctx: Any, header: Any, frame: memoryview) -> Any:
 
 async def _delete_topics(ctx: Any, header: Any, names: list[str], ids: list[uuid.UUID]) -> Response:
     results = await admin.run(ctx, ctx.controller.delete_topics, names, ids)
+    for r in results:
+        if r.error_code == 0:
+            log.info("deleted topic %r (id %s)", r.name, r.topic_id)
     return respond(header, {"throttle_time": 0, "responses": [
         {"name": r.name, "topic_id": r.topic_id, "error_code": r.error_code,
          "error_message": r.error_message} for r in results]})

@@ -1,0 +1,387 @@
+"""Group APIs: FindCoordinator, the classic group protocol, offsets, KIP-848, admin.
+
+Each handler turns the kio request into plain values for the coordinator
+(odradek.coordinator.group) and its answer into the response of the
+request's version. Handlers that may wait (JoinGroup, SyncGroup) return a
+coroutine; the server keeps the connection's responses in order.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+import uuid
+from typing import Any
+
+from odradek.broker.entities import ms
+from odradek.broker.handlers import admin
+from odradek.broker.handlers.common import Response, decode, respond
+from odradek.coordinator.group.classic import ClassicGroup, GroupState
+from odradek.coordinator.group.consumer import ConsumerGroup
+from odradek.coordinator.group.coordinator import (
+    CONSUMER_STATE_NAMES,
+    GroupConfig,
+    GroupCoordinator,
+    JoinRequest,
+    OffsetCommitEntry,
+)
+from odradek.coordinator.offsets_topic import TOPIC
+from odradek.metadata.controller import CreatableTopic
+from odradek.protocol.errors import ErrorCode
+
+log = logging.getLogger(__name__)
+E = ErrorCode
+GROUP_KEY = 0
+TRANSACTION_KEY = 1
+_ZERO = uuid.UUID(int=0)
+
+
+def _coord(ctx: Any) -> GroupCoordinator:
+    return ctx.group_coordinator  # type: ignore[no-any-return]
+
+
+def _host(peer: str | None) -> str:
+    if not peer:
+        return ""
+    host = peer.rsplit(":", 1)[0] if ":" in peer else peer
+    return "/" + host.strip("[]")
+
+
+# ------------------------------------------------------------------ FindCoordinator
+
+
+def handle_find_coordinator(ctx: Any, header: Any, frame: memoryview) -> Response:
+    req = decode(header, frame)
+    key_type = int(getattr(req, "key_type", 0))
+    keys = list(req.coordinator_keys) if header.api_version >= 4 else [req.key]
+    results = [_find_one(ctx, key_type, key) for key in keys]
+    if header.api_version >= 4:
+        return respond(header, {"throttle_time": 0, "coordinators": results})
+    r = results[0]
+    return respond(header, {"throttle_time": 0, "error_code": r["error_code"],
+                            "error_message": r["error_message"], "node_id": r["node_id"],
+                            "host": r["host"], "port": r["port"]})
+
+
+def _find_one(ctx: Any, key_type: int, key: str) -> dict[str, Any]:
+    def err(code: ErrorCode, message: str | None = None) -> dict[str, Any]:
+        return {"key": key, "node_id": -1, "host": "", "port": -1, "error_code": code,
+                "error_message": message}
+
+    if key_type == TRANSACTION_KEY:
+        return err(E.coordinator_not_available, "transactions are not served yet")
+    if key_type != GROUP_KEY:
+        return err(E.invalid_request, f"unknown key type {key_type}")
+    if not key:
+        return err(E.invalid_request, "empty group id")
+    if not _coord(ctx).is_coordinator_for(key):
+        return err(E.coordinator_not_available)
+    me = next((b for b in admin.live_brokers(ctx) if b.node_id == ctx.node_id), None)
+    if me is None:
+        return err(E.coordinator_not_available)
+    return {"key": key, "node_id": me.node_id, "host": me.host, "port": me.port,
+            "error_code": E.none, "error_message": None}
+
+
+# ------------------------------------------------------------------ classic protocol
+
+
+def handle_join_group(ctx: Any, header: Any, frame: memoryview, peer: str | None = None) -> Any:
+    req = decode(header, frame)
+    session = ms(req.session_timeout)
+    rebalance = ms(req.rebalance_timeout) if header.api_version >= 1 else session
+    join = JoinRequest(
+        group_id=req.group_id, member_id=req.member_id,
+        group_instance_id=getattr(req, "group_instance_id", None),
+        client_id=header.client_id or "", client_host=_host(peer),
+        session_timeout_ms=session, rebalance_timeout_ms=rebalance,
+        protocol_type=req.protocol_type,
+        protocols=[(p.name, bytes(p.metadata)) for p in req.protocols],
+        require_known_member_id=header.api_version >= 4)
+    return _join(ctx, header, join)
+
+
+async def _join(ctx: Any, header: Any, join: JoinRequest) -> Response:
+    r = await _coord(ctx).join_group(join)
+    return respond(header, {
+        "throttle_time": 0, "error_code": r.error, "generation_id": r.generation_id,
+        "protocol_type": r.protocol_type, "protocol_name": r.protocol_name or (
+            None if header.api_version >= 7 else ""),
+        "leader": r.leader, "skip_assignment": r.skip_assignment, "member_id": r.member_id,
+        "members": [{"member_id": mid, "group_instance_id": iid, "metadata": meta}
+                    for mid, iid, meta in r.members]})
+
+
+def handle_sync_group(ctx: Any, header: Any, frame: memoryview) -> Any:
+    req = decode(header, frame)
+    return _sync(ctx, header, req)
+
+
+async def _sync(ctx: Any, header: Any, req: Any) -> Response:
+    r = await _coord(ctx).sync_group(
+        req.group_id, int(req.generation_id), req.member_id,
+        getattr(req, "group_instance_id", None), getattr(req, "protocol_type", None),
+        getattr(req, "protocol_name", None),
+        {a.member_id: bytes(a.assignment) for a in req.assignments})
+    return respond(header, {"throttle_time": 0, "error_code": r.error,
+                            "protocol_type": r.protocol_type, "protocol_name": r.protocol_name,
+                            "assignment": r.assignment})
+
+
+def handle_heartbeat(ctx: Any, header: Any, frame: memoryview) -> Response:
+    req = decode(header, frame)
+    code = _coord(ctx).heartbeat(req.group_id, int(req.generation_id), req.member_id,
+                                 getattr(req, "group_instance_id", None))
+    return respond(header, {"throttle_time": 0, "error_code": code})
+
+
+def handle_leave_group(ctx: Any, header: Any, frame: memoryview) -> Response:
+    req = decode(header, frame)
+    if header.api_version >= 3:
+        members = [(m.member_id, m.group_instance_id) for m in req.members]
+    else:
+        members = [(req.member_id, None)]
+    top, results = _coord(ctx).leave_group(req.group_id, members)
+    if header.api_version < 3 and top == E.none and results:
+        top = results[0][2]
+    return respond(header, {"throttle_time": 0, "error_code": top, "members": [
+        {"member_id": mid, "group_instance_id": iid, "error_code": code}
+        for mid, iid, code in results]})
+
+
+# ------------------------------------------------------------------ offsets
+
+
+def handle_offset_commit(ctx: Any, header: Any, frame: memoryview) -> Response:
+    req = decode(header, frame)
+    entries = []
+    for t in req.topics:
+        for p in t.partitions:
+            entries.append(OffsetCommitEntry(
+                t.name, int(p.partition_index), int(p.committed_offset),
+                int(getattr(p, "committed_leader_epoch", -1)), p.committed_metadata))
+    retention = -1
+    if 2 <= header.api_version <= 4:
+        retention = ms(req.retention_time)
+    errors = _coord(ctx).commit_offsets(
+        req.group_id, int(req.generation_id_or_member_epoch), req.member_id,
+        getattr(req, "group_instance_id", None), entries, retention,
+        kip848_errors=header.api_version >= 9)
+    topics: dict[str, list[dict[str, Any]]] = {}
+    for e in entries:
+        topics.setdefault(e.topic, []).append(
+            {"partition_index": e.partition, "error_code": errors[(e.topic, e.partition)]})
+    return respond(header, {"throttle_time": 0, "topics": [
+        {"name": name, "partitions": parts} for name, parts in topics.items()]})
+
+
+def _fetch_group(ctx: Any, group_id: str, topics: Any, member_id: str | None,
+                 member_epoch: int) -> tuple[ErrorCode, list[dict[str, Any]]]:
+    wanted = None if topics is None else [(t.name, list(t.partition_indexes)) for t in topics]
+    err, rows = _coord(ctx).fetch_offsets(group_id, wanted, member_id, member_epoch)
+    out: dict[str, list[dict[str, Any]]] = {}
+    for topic, p, v in rows:
+        out.setdefault(topic, []).append({
+            "partition_index": p, "committed_offset": v.offset if v else -1,
+            "committed_leader_epoch": v.leader_epoch if v else -1,
+            "metadata": v.metadata if v else "", "error_code": E.none})
+    return err, [{"name": t, "partitions": ps} for t, ps in out.items()]
+
+
+def handle_offset_fetch(ctx: Any, header: Any, frame: memoryview) -> Response:
+    req = decode(header, frame)
+    if header.api_version >= 8:
+        groups = []
+        for g in req.groups:
+            err, topics = _fetch_group(ctx, g.group_id, g.topics, getattr(g, "member_id", None),
+                                       int(getattr(g, "member_epoch", -1)))
+            groups.append({"group_id": g.group_id, "topics": topics if err == E.none else [],
+                           "error_code": err})
+        return respond(header, {"throttle_time": 0, "groups": groups})
+    err, topics = _fetch_group(ctx, req.group_id, req.topics, None, -1)
+    if header.api_version < 2 and err != E.none:
+        # v0-1 have no top-level error: it goes on every requested partition
+        topics = [{"name": t.name, "partitions": [
+            {"partition_index": p, "committed_offset": -1, "metadata": "", "error_code": err}
+            for p in t.partition_indexes]} for t in (req.topics or [])]
+    return respond(header, {"throttle_time": 0, "topics": topics, "error_code": err})
+
+
+def handle_offset_delete(ctx: Any, header: Any, frame: memoryview) -> Response:
+    req = decode(header, frame)
+    wanted = [(t.name, [int(p.partition_index) for p in t.partitions]) for t in req.topics]
+    err, results = _coord(ctx).delete_offsets(req.group_id, wanted)
+    topics = [{"name": name, "partitions": [
+        {"partition_index": p, "error_code": results.get((name, p), E.none)} for p in parts]}
+        for name, parts in wanted] if err == E.none else []
+    return respond(header, {"throttle_time": 0, "error_code": err, "topics": topics})
+
+
+# ------------------------------------------------------------------ admin
+
+
+def handle_describe_groups(ctx: Any, header: Any, frame: memoryview) -> Response:
+    req = decode(header, frame)
+    coord = _coord(ctx)
+    out = []
+    for gid in req.groups:
+        err, g = coord.describe_group(gid)
+        row: dict[str, Any] = {"error_code": err, "error_message": None, "group_id": gid,
+                               "group_state": "Dead", "protocol_type": "", "protocol_data": "",
+                               "members": [], "authorized_operations": -2147483648}
+        if err == E.none and g is None and header.api_version >= 6:
+            row["error_code"] = E.group_id_not_found
+            row["error_message"] = f"Group {gid} not found."
+        elif isinstance(g, ClassicGroup):
+            stable = g.state is GroupState.STABLE
+            row.update(group_state=g.state.value, protocol_type=g.protocol_type or "",
+                       protocol_data=g.protocol_name or "" if stable else "", members=[
+                           {"member_id": m.member_id, "group_instance_id": m.group_instance_id,
+                            "client_id": m.client_id, "client_host": m.client_host,
+                            "member_metadata": m.metadata_for(g.protocol_name or "")
+                            if stable else b"",
+                            "member_assignment": m.assignment if stable else b""}
+                           for m in g.members.values()])
+        elif isinstance(g, ConsumerGroup):
+            # Kafka answers a classic describe of a consumer group with its state only
+            row.update(group_state=CONSUMER_STATE_NAMES[g.state], protocol_type="consumer")
+        out.append(row)
+    return respond(header, {"throttle_time": 0, "groups": out})
+
+
+def handle_list_groups(ctx: Any, header: Any, frame: memoryview) -> Response:
+    req = decode(header, frame)
+    states = {s.lower() for s in getattr(req, "states_filter", ()) or ()} or None
+    types = {t.lower() for t in getattr(req, "types_filter", ()) or ()} or None
+    rows = _coord(ctx).list_groups(states, types)
+    return respond(header, {"throttle_time": 0, "error_code": E.none, "groups": [
+        {"group_id": gid, "protocol_type": ptype, "group_state": state, "group_type": gtype}
+        for gid, ptype, state, gtype in rows]})
+
+
+def handle_delete_groups(ctx: Any, header: Any, frame: memoryview) -> Response:
+    req = decode(header, frame)
+    results = _coord(ctx).delete_groups(list(req.groups_names))
+    return respond(header, {"throttle_time": 0, "results": [
+        {"group_id": gid, "error_code": code} for gid, code in results.items()]})
+
+
+# ------------------------------------------------------------------ KIP-848
+
+
+def handle_consumer_group_heartbeat(ctx: Any, header: Any, frame: memoryview,
+                                    peer: str | None = None) -> Response:
+    req = decode(header, frame)
+    coord = _coord(ctx)
+    owned = None
+    if req.topic_partitions is not None:
+        owned = {}
+        for tp in req.topic_partitions:
+            name = coord.topic_names(tp.topic_id)
+            if name is not None:
+                owned.setdefault(name, set()).update(int(p) for p in tp.partitions)
+    r = coord.consumer_group_heartbeat(
+        req.group_id, req.member_id, int(req.member_epoch), req.instance_id, req.rack_id,
+        ms(req.rebalance_timeout), list(req.subscribed_topic_names)
+        if req.subscribed_topic_names is not None else None, req.server_assignor, owned,
+        header.client_id or "", _host(peer))
+    assignment = None
+    if r.assignment is not None:
+        tps = []
+        for topic, parts in r.assignment.items():
+            info = coord.topics(topic)
+            if info is not None:
+                tps.append({"topic_id": info[0], "partitions": parts})
+        assignment = {"topic_partitions": tps}
+    return respond(header, {
+        "throttle_time": 0, "error_code": r.error, "error_message": r.message,
+        "member_id": r.member_id, "member_epoch": r.member_epoch,
+        "heartbeat_interval": r.heartbeat_interval_ms, "assignment": assignment})
+
+
+def handle_consumer_group_describe(ctx: Any, header: Any, frame: memoryview) -> Response:
+    req = decode(header, frame)
+    coord = _coord(ctx)
+    out = []
+    for gid in req.group_ids:
+        err, g = coord.describe_group(gid)
+        row: dict[str, Any] = {
+            "error_code": err, "error_message": None, "group_id": gid, "group_state": "dead",
+            "group_epoch": -1, "assignment_epoch": -1, "assignor_name": "", "members": [],
+            "authorized_operations": -2147483648}
+        if err == E.none and not isinstance(g, ConsumerGroup):
+            row["error_code"] = E.group_id_not_found
+            row["error_message"] = (f"Group {gid} is not a consumer group." if g is not None
+                                    else f"Group {gid} not found.")
+        elif isinstance(g, ConsumerGroup):
+            row.update(group_state=g.state, group_epoch=g.group_epoch,
+                       assignment_epoch=g.assignment_epoch, assignor_name=g.assignor_name,
+                       members=[{
+                           "member_id": m.member_id, "instance_id": m.instance_id,
+                           "rack_id": m.rack_id, "member_epoch": m.member_epoch,
+                           "client_id": m.client_id, "client_host": m.client_host,
+                           "subscribed_topic_names": list(m.subscribed_topic_names),
+                           "subscribed_topic_regex": None,
+                           "assignment": {"topic_partitions": _named(coord, m.assigned)},
+                           "target_assignment": {"topic_partitions": _named(
+                               coord, g.target.get(m.member_id, {}))}}
+                           for m in g.members.values()])
+        out.append(row)
+    return respond(header, {"throttle_time": 0, "groups": out})
+
+
+def _named(coord: GroupCoordinator, tps: Any) -> list[dict[str, Any]]:
+    out = []
+    for topic, parts in sorted(tps.items()):
+        info = coord.topics(topic)
+        out.append({"topic_id": info[0] if info else _ZERO, "topic_name": topic,
+                    "partitions": sorted(parts)})
+    return out
+
+
+# ------------------------------------------------------------------ start-up
+
+
+async def start_group_coordinator(ctx: Any) -> GroupCoordinator:
+    """Create `__consumer_offsets` if needed, replay it, start the timers.
+
+    Kafka refuses to create the topic with fewer live brokers than
+    offsets.topic.replication.factor (default 3); a single node would then
+    have no coordinator, so the factor is capped at the live brokers.
+    """
+    config = ctx.static_config
+    gconf = GroupConfig.from_broker_config(config)
+    if TOPIC not in ctx.image.topics_by_name:
+        rf = min(config.get_int("offsets.topic.replication.factor"),
+                 max(1, len(admin.live_brokers(ctx))))
+        spec = CreatableTopic(TOPIC, gconf.num_partitions, rf, configs={
+            "cleanup.policy": "compact", "compression.type": "producer",
+            "segment.bytes": str(config.get_int("offsets.topic.segment.bytes"))})
+        [result] = await admin.run(ctx, ctx.controller.create_topics, [spec], False)
+        if result.error_code not in (E.none, E.topic_already_exists):
+            log.error("cannot create %s: %s %s", TOPIC, ErrorCode(result.error_code).name,
+                      result.error_message or "")
+        else:
+            log.info("created %s with %d partitions (replication factor %d)", TOPIC,
+                     gconf.num_partitions, rf)
+    topic = ctx.image.topics_by_name.get(TOPIC)
+    if topic is not None:
+        # the partition count the topic has wins over a changed config, as the mapping must hold
+        gconf.num_partitions = len(topic.partitions)
+
+    def lookup(name: str) -> tuple[uuid.UUID, int] | None:
+        t = ctx.image.topics_by_name.get(name)
+        return None if t is None else (t.topic_id, len(t.partitions))
+
+    def name_of(topic_id: uuid.UUID) -> str | None:
+        t = ctx.image.topics_by_id.get(topic_id)
+        return None if t is None else t.name
+
+    coord = GroupCoordinator(ctx.replica_manager, gconf, lookup, name_of)
+    began = time.monotonic()
+    count = await asyncio.to_thread(coord.load)
+    log.info("group coordinator loaded %d records of %s (%d groups) in %.2f s", count, TOPIC,
+             len(coord.groups), time.monotonic() - began)
+    coord.start()
+    return coord

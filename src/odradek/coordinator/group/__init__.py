@@ -1,0 +1,1 @@
+"""Consumer groups: classic (JoinGroup/SyncGroup) and KIP-848, offsets, lag."""

@@ -1,0 +1,654 @@
+"""The log cleaner: compaction of `cleanup.policy=compact` logs in a background thread.
+
+One pass over a log (Kafka's LogCleaner.doClean):
+
+1. The dirty section is [first dirty offset, first uncleanable offset): the first dirty offset
+   comes from `cleaner-offset-checkpoint`; the first uncleanable one is the active segment's
+   base, or the first segment younger than `min.compaction.lag.ms`, or the caller's upper bound
+   (the last stable offset). The log with the highest dirty ratio above its
+   `min.cleanable.dirty.ratio` is cleaned first; one whose dirty data is older than
+   `max.compaction.lag.ms` is cleaned regardless of its ratio.
+2. The offset map (bounded by `log.cleaner.dedupe.buffer.size`) gets the newest offset of each
+   key in the dirty section; when it fills up the pass ends at the offset reached.
+3. Every segment below that end, grouped up to `segment.bytes`, is rewritten: a record stays
+   when no newer record of its key exists; tombstones stay until the delete horizon
+   (`delete.retention.ms` after the pass that first saw them, stored in the batch as in
+   KIP-534) and are then dropped. Records keep their offsets, batches their base and last
+   offsets, producer fields and codec (changed batches are recompressed with it); batches that
+   lose nothing are copied byte for byte.
+4. Each cleaned segment is swapped in crash-safely (see `swap`), under the log's lock only for
+   the renames and the list update.
+
+Transactions: control batches are always kept; records of transactional batches never enter
+the offset map (the batch may belong to an aborted transaction: the aborted-transaction index
+arrives with transactions) and their tombstones are kept, but records they hold that a newer
+non-transactional record supersedes are removed, which is right whether they committed or not.
+Open transactions lie beyond the last stable offset, which the caller's upper bound keeps out.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import struct
+import threading
+import time
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from crc32c import crc32c
+
+from odradek.protocol.errors import ProtocolError
+from odradek.protocol.records import (
+    ATTR_DELETE_HORIZON,
+    ATTRIBUTES_OFFSET,
+    BATCH_HEADER_SIZE,
+    CRC_OFFSET,
+    CURRENT_MAGIC,
+    LOG_OVERHEAD,
+    BatchHeader,
+    Record,
+    _encode_record,
+    compress,
+    decode_records,
+)
+from odradek.storage.checkpoints import CheckpointError, fsync_dir, read_offsets, write_offsets
+from odradek.storage.cleaner.offset_map import OffsetMap
+from odradek.storage.cleaner.swap import CLEANED, SWAP, stem
+from odradek.storage.config import LogConfig
+from odradek.storage.index import OffsetIndex, TimeIndex
+from odradek.storage.log import Log
+from odradek.storage.segment import INT32_MAX, Segment
+
+log = logging.getLogger(__name__)
+
+CHECKPOINT_FILE = "cleaner-offset-checkpoint"
+_HEADER = struct.Struct(">qiibIhiqqqhii")
+_READ_BLOCK = 1024 * 1024
+
+
+def _now_ms() -> int:
+    return int(time.time() * 1000)
+
+
+@dataclass(frozen=True)
+class CleanerConfig:
+    """Kafka's `log.cleaner.*` broker settings."""
+
+    enabled: bool = True
+    threads: int = 1
+    dedupe_buffer_size: int = 134_217_728
+    io_buffer_load_factor: float = 0.9
+    backoff_ms: int = 15_000
+
+
+class CleanAborted(Exception):
+    """The log changed under the pass (deleted, truncated, retention) or the cleaner stops."""
+
+
+@dataclass
+class CleanStats:
+    topic: str
+    partition: int
+    first_dirty: int
+    end_offset: int
+    bytes_read: int = 0
+    bytes_written: int = 0
+    records_read: int = 0
+    records_kept: int = 0
+    tombstones_removed: int = 0
+    map_entries: int = 0
+    segments_in: int = 0
+    segments_out: int = 0
+    elapsed_s: float = 0.0
+    # the earliest delete horizon of tombstones still in the log (None: none pending)
+    pending_horizon: int | None = None
+
+    def mb_per_s(self) -> float:
+        return self.bytes_read / 1e6 / self.elapsed_s if self.elapsed_s > 0 else 0.0
+
+
+@dataclass
+class LogToClean:
+    log: Log
+    first_dirty: int
+    first_uncleanable: int
+    clean_bytes: int
+    dirty_bytes: int
+    must_clean: bool = False
+    segments: list[Segment] = field(default_factory=list)
+
+    @property
+    def ratio(self) -> float:
+        total = self.clean_bytes + self.dirty_bytes
+        return self.dirty_bytes / total if total else 0.0
+
+
+def is_compacted(config: LogConfig) -> bool:
+    return "compact" in config.cleanup_policy.split(",")
+
+
+def cleanable_range(
+    lg: Log, checkpoint: int | None, now: int, upper_bound: int | None = None
+) -> LogToClean:
+    """Kafka's LogCleanerManager.cleanableOffsets and dirty-ratio inputs for one log."""
+    with lg.lock:
+        segments = lg.segments
+        start = lg.log_start_offset
+        leo = lg.log_end_offset
+    cfg = lg.config
+    first_dirty = start if checkpoint is None or checkpoint < start or checkpoint > leo else checkpoint
+    inactive = segments[:-1]
+    uncleanable = segments[-1].base_offset
+    if upper_bound is not None:
+        uncleanable = min(uncleanable, upper_bound)
+    dirty_segments = [s for s in inactive if s.next_offset > first_dirty]
+    if cfg.min_compaction_lag_ms > 0:
+        for s in dirty_segments:
+            if s.max_timestamp > now - cfg.min_compaction_lag_ms:
+                uncleanable = min(uncleanable, s.base_offset)
+                break
+    uncleanable = max(uncleanable, first_dirty)
+    clean_bytes = sum(s.size for s in inactive if s.next_offset <= first_dirty)
+    dirty_bytes = sum(s.size for s in dirty_segments if s.base_offset < uncleanable)
+    must = False
+    if cfg.max_compaction_lag_ms < (1 << 62) and dirty_bytes:
+        first = dirty_segments[0].first_batch_timestamp
+        must = first is not None and first >= 0 and now - first > cfg.max_compaction_lag_ms
+    return LogToClean(lg, first_dirty, uncleanable, clean_bytes, dirty_bytes, must, segments)
+
+
+class _Batches:
+    """Whole batches of a segment, read through a private dup of its fd in large blocks."""
+
+    def __init__(self, fd: int, size: int) -> None:
+        self.fd = fd
+        self.size = size
+
+    def __iter__(self) -> Iterator[tuple[BatchHeader, memoryview]]:
+        pos = 0
+        buf = b""
+        buf_start = 0
+        while pos + BATCH_HEADER_SIZE <= self.size:
+            off = pos - buf_start
+            if off + BATCH_HEADER_SIZE > len(buf):
+                buf = os.pread(self.fd, min(_READ_BLOCK, self.size - pos), pos)
+                buf_start, off = pos, 0
+            h = BatchHeader.parse(buf, off)
+            total = h.batch_length + LOG_OVERHEAD
+            if total < BATCH_HEADER_SIZE or pos + total > self.size:
+                raise ProtocolError(f"bad batch framing at position {pos}")
+            if off + total > len(buf):
+                buf = os.pread(self.fd, max(total, min(_READ_BLOCK, self.size - pos)), pos)
+                buf_start, off = pos, 0
+                if len(buf) < total:
+                    raise ProtocolError(f"short read at position {pos}")
+            yield h, memoryview(buf)[off : off + total]
+            pos += total
+
+
+class _CleanedWriter:
+    """Writes `<base>.log.cleaned` and its indexes the way a Segment indexes its appends."""
+
+    def __init__(self, directory: Path, base_offset: int, config: LogConfig) -> None:
+        self.directory = directory
+        self.base = base_offset
+        name = stem(base_offset)
+        self.log_path = directory / f"{name}.log{CLEANED}"
+        self.fd = os.open(self.log_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+        self.offset_index = OffsetIndex(
+            directory / f"{name}.index{CLEANED}", config.segment_index_bytes
+        )
+        self.time_index = TimeIndex(
+            directory / f"{name}.timeindex{CLEANED}", config.segment_index_bytes
+        )
+        self.offset_index.reset()
+        self.time_index.reset()
+        self.interval = config.index_interval_bytes
+        self.size = 0
+        self.max_ts = -1
+        self.offset_of_max = -1
+        self.since_index = 0
+
+    def paths(self) -> list[Path]:
+        return [self.offset_index.path, self.time_index.path, self.log_path]
+
+    def write(self, data: bytes | memoryview, last_offset: int, max_ts: int) -> None:
+        pos = self.size
+        view = memoryview(data)
+        while view:
+            n = os.write(self.fd, view)
+            view = view[n:]
+        if max_ts > self.max_ts:
+            self.max_ts, self.offset_of_max = max_ts, last_offset
+        if self.since_index > self.interval:
+            self.offset_index.append(last_offset - self.base, pos)
+            self.time_index.maybe_append(self.max_ts, self.offset_of_max - self.base)
+            self.since_index = 0
+        self.since_index += len(data)
+        self.size = pos + len(data)
+
+    def finish(self) -> None:
+        if self.max_ts >= 0:
+            self.time_index.maybe_append(
+                self.max_ts, self.offset_of_max - self.base, skip_full_check=True
+            )
+        os.fsync(self.fd)
+        os.close(self.fd)
+        self.fd = -1
+        self.offset_index.flush()
+        self.time_index.flush()
+        self.offset_index.close()
+        self.time_index.close()
+
+    def abandon(self) -> None:
+        if self.fd >= 0:
+            os.close(self.fd)
+            self.fd = -1
+        self.offset_index.close()
+        self.time_index.close()
+        for path in self.paths():
+            for p in (path, path.with_name(path.name.replace(CLEANED, SWAP))):
+                with contextlib.suppress(FileNotFoundError):
+                    p.unlink()
+
+
+def _swap_name(path: Path) -> Path:
+    return path.with_name(path.name[: -len(CLEANED)] + SWAP)
+
+
+def _plain_name(path: Path) -> Path:
+    return path.with_name(path.name[: -len(SWAP)])
+
+
+def encode_batch(
+    h: BatchHeader, records: list[Record], base_timestamp: int, attributes: int
+) -> bytes:
+    """A batch with `h`'s base offset, last offset delta, producer fields, leader epoch and
+    codec, holding `records` (their offsets and timestamps kept)."""
+    body = b"".join(
+        _encode_record(r.offset - h.base_offset, r.timestamp - base_timestamp, r.key, r.value,
+                       r.headers)
+        for r in records
+    )
+    codec = h.compression_id
+    if codec:
+        body = compress(codec, body)
+    max_ts = h.max_timestamp if h.timestamp_type == 1 else max(r.timestamp for r in records)
+    length = BATCH_HEADER_SIZE - LOG_OVERHEAD + len(body)
+    header = bytearray(_HEADER.pack(
+        h.base_offset, length, h.partition_leader_epoch, CURRENT_MAGIC, 0, attributes,
+        h.last_offset_delta, base_timestamp, max_ts, h.producer_id, h.producer_epoch,
+        h.base_sequence, len(records),
+    ))
+    crc = crc32c(body, crc32c(memoryview(header)[ATTRIBUTES_OFFSET:]))
+    struct.pack_into(">I", header, CRC_OFFSET, crc)
+    return bytes(header) + body
+
+
+class LogCleaner:
+    """Compacts the logs `logs()` returns, from a background thread (`start`/`stop`) or one
+    pass at a time (`clean_once`, for tests and the benchmark)."""
+
+    def __init__(
+        self,
+        checkpoint_dir: Path,
+        logs: Callable[[], Iterable[Log]],
+        config: CleanerConfig | None = None,
+        clock: Callable[[], int] = _now_ms,
+        upper_bound: Callable[[Log], int | None] | None = None,
+    ) -> None:
+        self.checkpoint_path = Path(checkpoint_dir) / CHECKPOINT_FILE
+        self._logs = logs
+        self.config = config or CleanerConfig()
+        self.clock = clock
+        self._upper_bound = upper_bound
+        self._checkpoints = self._read_checkpoint()
+        self._horizons: dict[tuple[str, int], int] = {}
+        self._uncleanable: set[Log] = set()
+        self._cond = threading.Condition()
+        self._in_progress: Log | None = None
+        self._aborting: set[Log] = set()
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self.last_stats: CleanStats | None = None
+        self.passes = 0
+
+    # ------------------------------------------------------------- checkpoint
+
+    def _read_checkpoint(self) -> dict[tuple[str, int], int]:
+        try:
+            return read_offsets(self.checkpoint_path)
+        except FileNotFoundError:
+            return {}
+        except (CheckpointError, OSError) as exc:
+            # Losing it only makes the next passes rescan: the whole log counts as dirty.
+            log.warning("ignoring unreadable %s: %s", self.checkpoint_path, exc)
+            return {}
+
+    def _write_checkpoint(self) -> None:
+        live = {(lg.topic, lg.partition) for lg in self._logs()}
+        self._checkpoints = {k: v for k, v in self._checkpoints.items() if k in live}
+        write_offsets(self.checkpoint_path, self._checkpoints)
+
+    def checkpoint_of(self, topic: str, partition: int) -> int | None:
+        return self._checkpoints.get((topic, partition))
+
+    # -------------------------------------------------------------- thread
+
+    def start(self) -> None:
+        if self._thread is not None:
+            return
+        self._stop.clear()
+        self._thread = threading.Thread(target=self._run, name="log-cleaner", daemon=True)
+        self._thread.start()
+
+    def stop(self, timeout: float = 30.0) -> None:
+        self._stop.set()
+        thread, self._thread = self._thread, None
+        if thread is not None:
+            thread.join(timeout)
+
+    def wake(self) -> None:
+        """Nothing to do today: the thread polls every `log.cleaner.backoff.ms`."""
+
+    def _run(self) -> None:
+        backoff = max(self.config.backoff_ms, 1) / 1000
+        while not self._stop.is_set():
+            try:
+                stats = self.clean_once()
+            except Exception:
+                log.exception("log cleaner pass failed")
+                stats = None
+            if stats is None:
+                self._stop.wait(backoff)
+
+    def abort(self, lg: Log) -> None:
+        """Stop cleaning `lg` (it is being deleted) and wait until its pass has let go."""
+        with self._cond:
+            self._aborting.add(lg)
+            while self._in_progress is lg:
+                self._cond.wait(0.2)
+            self._aborting.discard(lg)
+        self._uncleanable.discard(lg)
+
+    def _check_abort(self, lg: Log) -> None:
+        if self._stop.is_set() and self._thread is not None:
+            raise CleanAborted("cleaner stopping")
+        if lg in self._aborting or lg.is_closed:
+            raise CleanAborted(f"{lg.dir.name} is going away")
+
+    # ----------------------------------------------------------- selection
+
+    def grab_filthiest(self, now: int | None = None) -> LogToClean | None:
+        now = self.clock() if now is None else now
+        best: LogToClean | None = None
+        expired: LogToClean | None = None
+        for lg in list(self._logs()):
+            if lg.is_closed or lg in self._uncleanable or not is_compacted(lg.config):
+                continue
+            bound = self._upper_bound(lg) if self._upper_bound is not None else None
+            ltc = cleanable_range(lg, self._checkpoints.get((lg.topic, lg.partition)), now, bound)
+            if ltc.dirty_bytes > 0 and (ltc.must_clean or ltc.ratio > lg.config.min_cleanable_dirty_ratio):
+                if best is None or (ltc.must_clean, ltc.ratio) > (best.must_clean, best.ratio):
+                    best = ltc
+            elif expired is None:
+                horizon = self._horizons.get((lg.topic, lg.partition))
+                if horizon is not None and horizon <= now and ltc.clean_bytes > 0:
+                    expired = ltc
+        return best or expired
+
+    def clean_once(self, now: int | None = None) -> CleanStats | None:
+        """Clean the dirtiest log, if any qualifies. Returns the pass's stats."""
+        now = self.clock() if now is None else now
+        with self._cond:
+            ltc = self.grab_filthiest(now)
+            if ltc is None or ltc.log in self._aborting:
+                return None
+            self._in_progress = ltc.log
+        lg = ltc.log
+        try:
+            stats = self.clean(ltc, now)
+        except CleanAborted as exc:
+            log.info("cleaning %s aborted: %s", lg.dir.name, exc)
+            return None
+        except Exception:
+            log.exception("cleaning %s failed; it is left alone until restart", lg.dir.name)
+            self._uncleanable.add(lg)
+            return None
+        finally:
+            with self._cond:
+                self._in_progress = None
+                self._cond.notify_all()
+        self.last_stats = stats
+        self.passes += 1
+        return stats
+
+    def clean_log(self, lg: Log, now: int | None = None) -> CleanStats:
+        """Clean one log now, whatever its dirty ratio (tests, benchmark)."""
+        now = self.clock() if now is None else now
+        bound = self._upper_bound(lg) if self._upper_bound is not None else None
+        ltc = cleanable_range(lg, self._checkpoints.get((lg.topic, lg.partition)), now, bound)
+        with self._cond:
+            self._in_progress = lg
+        try:
+            return self.clean(ltc, now)
+        finally:
+            with self._cond:
+                self._in_progress = None
+                self._cond.notify_all()
+
+    # ---------------------------------------------------------------- pass
+
+    def clean(self, ltc: LogToClean, now: int) -> CleanStats:
+        lg = ltc.log
+        began = time.monotonic()
+        stats = CleanStats(lg.topic, lg.partition, ltc.first_dirty, ltc.first_dirty)
+        memory = max(self.config.dedupe_buffer_size // max(self.config.threads, 1), 96)
+        omap = OffsetMap(memory, self.config.io_buffer_load_factor)
+        end = self._build_offset_map(ltc, omap, stats)
+        stats.end_offset = end
+        stats.map_entries = len(omap)
+        inactive = ltc.segments[:-1]
+        to_clean = [s for s in inactive if s.base_offset < end]
+        horizon: int | None = None
+        for group in self._groups(to_clean, lg.config, end):
+            h = self._clean_group(lg, group, omap, end, now, stats)
+            if h is not None and (horizon is None or h < horizon):
+                horizon = h
+        key = (lg.topic, lg.partition)
+        if horizon is None:
+            self._horizons.pop(key, None)
+        else:
+            self._horizons[key] = horizon
+        stats.pending_horizon = horizon
+        self._checkpoints[key] = end
+        self._write_checkpoint()
+        stats.elapsed_s = time.monotonic() - began
+        log.info(
+            "cleaned %s: offsets [%d, %d), %d segments -> %d, %.1f MB -> %.1f MB, "
+            "%d of %d records kept, %.1f MB/s",
+            lg.dir.name, ltc.first_dirty, end, stats.segments_in, stats.segments_out,
+            stats.bytes_read / 1e6, stats.bytes_written / 1e6, stats.records_kept,
+            stats.records_read, stats.mb_per_s(),
+        )
+        return stats
+
+    def _dup_fds(self, lg: Log, segments: list[Segment]) -> list[int]:
+        """Private fds of `segments` taken under the log's lock, after checking they are still
+        the log's: retention or a swap may close the log's own fds at any time."""
+        with lg.lock:
+            live = {id(s) for s in lg.segments}
+            if lg.is_closed or any(id(s) not in live or s.fd < 0 for s in segments):
+                raise CleanAborted(f"segments of {lg.dir.name} went away")
+            return [os.dup(s.fd) for s in segments]
+
+    def _build_offset_map(self, ltc: LogToClean, omap: OffsetMap, stats: CleanStats) -> int:
+        lg = ltc.log
+        first, bound = ltc.first_dirty, ltc.first_uncleanable
+        dirty = [s for s in ltc.segments[:-1] if s.next_offset > first and s.base_offset < bound]
+        if not dirty:
+            return first
+        fds = self._dup_fds(lg, dirty)
+        try:
+            for seg, fd in zip(dirty, fds, strict=True):
+                self._check_abort(lg)
+                for h, data in _Batches(fd, seg.size):
+                    if h.last_offset < first:
+                        continue
+                    if h.base_offset >= bound:
+                        return bound
+                    if h.is_control or h.is_transactional:
+                        continue
+                    for r in decode_records(h, data):
+                        if r.key is None or r.offset < first or r.offset >= bound:
+                            continue
+                        if not omap.put(r.key, r.offset):
+                            if r.offset == first:
+                                raise RuntimeError(
+                                    "log.cleaner.dedupe.buffer.size is too small to hold one key"
+                                )
+                            return r.offset
+        finally:
+            for fd in fds:
+                os.close(fd)
+        return bound
+
+    @staticmethod
+    def _groups(segments: list[Segment], config: LogConfig, end: int) -> list[list[Segment]]:
+        """Kafka's groupSegmentsBySize: runs of segments whose total size fits `segment.bytes`,
+        whose index entries fit `segment.index.bytes`, and whose offsets fit an int32."""
+        groups: list[list[Segment]] = []
+        i = 0
+        while i < len(segments):
+            group = [segments[i]]
+            size = segments[i].size
+            index = len(segments[i].offset_index)
+            times = len(segments[i].time_index)
+            i += 1
+            while i < len(segments):
+                nxt = segments[i]
+                last = min(nxt.next_offset, end) - 1
+                if (
+                    size + nxt.size > config.segment_bytes
+                    or (index + len(nxt.offset_index)) * 8 > config.segment_index_bytes
+                    or (times + len(nxt.time_index) + 1) * 12 > config.segment_index_bytes
+                    or last - group[0].base_offset > INT32_MAX
+                ):
+                    break
+                group.append(nxt)
+                size += nxt.size
+                index += len(nxt.offset_index)
+                times += len(nxt.time_index)
+                i += 1
+            groups.append(group)
+        return groups
+
+    def _clean_group(
+        self, lg: Log, group: list[Segment], omap: OffsetMap, end: int, now: int,
+        stats: CleanStats,
+    ) -> int | None:
+        config = lg.config
+        writer = _CleanedWriter(lg.dir, group[0].base_offset, config)
+        horizon: int | None = None
+        fds = self._dup_fds(lg, group)
+        try:
+            for seg, fd in zip(group, fds, strict=True):
+                self._check_abort(lg)
+                stats.bytes_read += seg.size
+                for h, data in _Batches(fd, seg.size):
+                    out, pending = self._filter_batch(h, data, omap, end, now, config, stats)
+                    if pending is not None and (horizon is None or pending < horizon):
+                        horizon = pending
+                    if out is not None:
+                        header = BatchHeader.parse(out)
+                        writer.write(out, header.last_offset, header.max_timestamp)
+            writer.finish()
+        except BaseException:
+            writer.abandon()
+            raise
+        finally:
+            for fd in fds:
+                os.close(fd)
+        self._check_abort(lg)
+        stats.bytes_written += writer.size
+        stats.segments_in += len(group)
+        stats.segments_out += 1
+        if not self._swap(lg, group, writer):
+            writer.abandon()
+            raise CleanAborted(f"segments of {lg.dir.name} changed during the pass")
+        return horizon
+
+    @staticmethod
+    def _swap(lg: Log, group: list[Segment], writer: _CleanedWriter) -> bool:
+        paths = writer.paths()  # indexes first: the log file's rename is the commit point
+
+        def commit() -> None:
+            for p in paths:
+                os.replace(p, _swap_name(p))
+
+        def open_new() -> Segment:
+            for p in paths:
+                swap = _swap_name(p)
+                os.replace(swap, _plain_name(swap))
+            seg = Segment(lg.dir, writer.base, lg.config, _now_ms())
+            if not seg.load_clean(check_crc=False):
+                seg.recover(None)
+            seg.on_become_inactive()
+            return seg
+
+        swapped = lg.replace_segments(group, commit, open_new)
+        if swapped:
+            fsync_dir(lg.dir)
+        return swapped
+
+    def _filter_batch(
+        self, h: BatchHeader, data: memoryview, omap: OffsetMap, end: int, now: int,
+        config: LogConfig, stats: CleanStats,
+    ) -> tuple[bytes | memoryview | None, int | None]:
+        """The batch to write (None: drop it) and the delete horizon it leaves pending."""
+        if h.is_control:
+            return data, None
+        records = decode_records(h, data)
+        stats.records_read += len(records)
+        txn = h.is_transactional
+        has_horizon = h.has_delete_horizon
+        expired = has_horizon and now >= h.base_timestamp
+        kept: list[Record] = []
+        tombstones = False
+        for r in records:
+            if r.offset >= end:  # beyond what the map saw: newer records may exist
+                kept.append(r)
+                tombstones = tombstones or r.value is None
+                continue
+            if r.key is None:
+                if txn:
+                    kept.append(r)
+                continue  # Kafka drops keyless records from a compacted log
+            latest = omap.get(r.key)
+            if latest > r.offset:
+                continue
+            if r.value is None and not txn:
+                if expired:
+                    stats.tombstones_removed += 1
+                    continue
+                tombstones = True
+            kept.append(r)
+        stats.records_kept += len(kept)
+        set_horizon = tombstones and not has_horizon and not txn
+        pending = None
+        if tombstones and not txn:
+            pending = h.base_timestamp if has_horizon else now + config.delete_retention_ms
+        if len(kept) == len(records) and not set_horizon:
+            return data, pending
+        if not kept:
+            return None, None
+        if has_horizon:
+            base_ts, attrs = h.base_timestamp, h.attributes
+        elif set_horizon:
+            base_ts, attrs = now + config.delete_retention_ms, h.attributes | ATTR_DELETE_HORIZON
+        else:
+            base_ts, attrs = kept[0].timestamp, h.attributes
+        return encode_batch(h, kept, base_ts, attrs), pending
