@@ -24,7 +24,7 @@ from odradek.broker.context import BrokerContext
 from odradek.broker.server import Server
 from odradek.metadata.configs import BrokerConfig, log_config
 from odradek.metadata.controller import Controller, load_image
-from odradek.metadata.properties import ensure_meta_properties
+from odradek.metadata.properties import MetaPropertiesError, ensure_meta_properties
 from odradek.metadata.quorum import MetadataQuorum
 from odradek.replication.manager import ReplicaManager
 from odradek.storage.log_manager import LogManager
@@ -81,6 +81,10 @@ class Node:
     async def run(self) -> int:
         config = self.config
         node_id = config.node_id
+        loop = asyncio.get_running_loop()
+        # installed first so that a SIGTERM during recovery still ends in a clean stop
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            loop.add_signal_handler(sig, self._on_signal, sig)
         self.data_dir.mkdir(parents=True, exist_ok=True)
         meta = ensure_meta_properties(self.data_dir, node_id)
         log.info("node %d of cluster %s, data in %s", node_id, meta.cluster_id, self.data_dir)
@@ -103,8 +107,11 @@ class Node:
         began = time.monotonic()
         await asyncio.to_thread(rm.load, controller.image)
         log.info("logs loaded in %.2f s", time.monotonic() - began)
+        if self.stopping.is_set():
+            await self._close(rm, log_manager, quorum)
+            log.info("node %d stopped before serving", node_id)
+            return 0
 
-        loop = asyncio.get_running_loop()
         ctx = BrokerContext(static_config=config, node_id=node_id, cluster_id=meta.cluster_id,
                             log_dir=self.data_dir, advertised=advertised, controller=controller,
                             replica_manager=rm, advertised_apis=advertised_apis())
@@ -124,8 +131,6 @@ class Node:
             await self._close(rm, log_manager, quorum)
             return 1
 
-        for sig in (signal.SIGTERM, signal.SIGINT):
-            loop.add_signal_handler(sig, self._on_signal, sig)
         log.info("node %d started", node_id)
 
         periodic = asyncio.ensure_future(self._periodic(rm, log_manager))
@@ -216,6 +221,9 @@ def run_node(data_dir: Path, config_file: Path | None, overrides: list[str]) -> 
             return runner.run(Node(Path(data_dir), config).run())
     except KeyboardInterrupt:
         return 0
+    except MetaPropertiesError as exc:
+        log.error("cannot start: %s", exc)
+        return 2
     except Exception:
         log.exception("node failed")
         return 1

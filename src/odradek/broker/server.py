@@ -16,12 +16,11 @@ from __future__ import annotations
 
 import asyncio
 import collections
-import inspect
 import logging
 import os
 import socket
 import struct
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from typing import Any
 
 from odradek.protocol.errors import FrameTooLarge, ProtocolError
@@ -34,7 +33,6 @@ log = logging.getLogger(__name__)
 _SIZE = struct.Struct(">i")
 # requests one connection may have in flight before we stop reading from it
 MAX_IN_FLIGHT = 100
-NO_RESPONSE = None
 
 
 class Disconnect(Exception):
@@ -84,10 +82,12 @@ class Connection(asyncio.Protocol):
                 sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
             except (OSError, AttributeError):
                 pass
-            try:
-                self._sock_fd = sock.fileno()
-            except (OSError, AttributeError):
-                self._sock_fd = -1
+            # never sendfile past TLS: those bytes must go through the transport
+            if transport.get_extra_info("sslcontext") is None:
+                try:
+                    self._sock_fd = sock.fileno()
+                except (OSError, AttributeError):
+                    self._sock_fd = -1
         transport.set_write_buffer_limits(high=0, low=0)
         self.server.connections.add(self)
 
@@ -148,7 +148,7 @@ class Connection(asyncio.Protocol):
                           _api_name(header), self.peer)
             self.abort(None)
             return
-        if inspect.isawaitable(result):
+        if result is not None and type(result) is not tuple:  # a coroutine: answer later
             self._slots.append(slot)
             task = asyncio.ensure_future(result)
             self.server.tasks.add(task)
@@ -335,8 +335,7 @@ def _api_name(header: Any) -> str:
 class Server:
     """Listens on the node's listeners and owns the connections."""
 
-    def __init__(self, dispatch: Callable[[Connection, memoryview, Any], Any],
-                 max_request_bytes: int, *, zero_copy: bool = True) -> None:
+    def __init__(self, dispatch: Dispatch, max_request_bytes: int, *, zero_copy: bool = True) -> None:
         self.dispatch = dispatch
         self.max_request_bytes = max_request_bytes
         self.zero_copy = zero_copy
@@ -382,8 +381,6 @@ class Server:
         for srv in self._servers:
             try:
                 await asyncio.wait_for(srv.wait_closed(), 2.0)
-            except (TimeoutError, Exception):
+            except Exception:  # closing is best effort at shutdown
                 pass
 
-
-AsyncResult = Awaitable[tuple[int, list[Any]] | None]
