@@ -90,6 +90,11 @@ def consume(
              "%h headers, %T/%K/%V lengths; \\n \\t escapes. Default: JSON lines."),
     exit_at_end: bool = typer.Option(False, "-e", "--exit-at-end",
                                      help="Stop once every partition's current end is reached."),
+    group: str | None = typer.Option(
+        None, "-g", "--group",
+        help="Join this consumer group: partitions are shared with its other members and "
+             "progress is committed (starts at the committed offsets, else at --from-beginning "
+             "or the end)."),
     bootstrap: str = BootstrapOption,
     client_config: list[str] = ClientConfigOption,
 ) -> None:
@@ -98,6 +103,9 @@ def consume(
         fail("give either --from-beginning or --offset, not both", code=2)
     if num is not None and num < 0:
         fail("--num must not be negative", code=2)
+    if group is not None and (offset is not None or partition):
+        fail("--group cannot be combined with --offset or --partition: a group member reads "
+             "what the group assigns it, from the committed offsets", code=2)
     try:
         start = parse_offset(offset) if offset is not None else \
             StartOffset("oldest" if from_beginning else "newest")
@@ -106,6 +114,10 @@ def consume(
     except (ValueError, FormatError) as exc:
         fail(str(exc), code=2)
     out = sys.stdout.buffer
+    if group is not None:
+        _consume_in_group(bootstrap, client_config, topic, group, from_beginning, render, out,
+                          num, exit_at_end)
+        return
     with kafka_errors():
         cons = make_consumer(bootstrap, client_overrides(client_config),
                              enable_partition_eof=exit_at_end)
@@ -119,6 +131,40 @@ def consume(
             # The reader went away (`| head`); nothing more to say.
             sys.stderr.close()
         finally:
+            cons.close()
+
+
+def _consume_in_group(bootstrap: str, client_config: list[str], topic: str, group: str,
+                      from_beginning: bool, render: Callable[[ConsumedRecord], bytes],
+                      out: object, num: int | None, exit_at_end: bool) -> None:
+    """Subscribe as a member of `group`; commit what was written out (at least once)."""
+    assigned: set[int] = set()
+
+    def on_assign(consumer: Consumer, partitions: list[TopicPartition]) -> None:
+        assigned.update(tp.partition for tp in partitions)
+
+    def on_revoke(consumer: Consumer, partitions: list[TopicPartition]) -> None:
+        assigned.difference_update(tp.partition for tp in partitions)
+
+    with kafka_errors():
+        # offsets are stored only for records written out, then auto-committed
+        cons = make_consumer(bootstrap, client_overrides(client_config), group_id=group,
+                             enable_auto_commit=True, enable_auto_offset_store=False,
+                             auto_offset_reset="earliest" if from_beginning else "latest",
+                             enable_partition_eof=exit_at_end)
+        try:
+            cons.subscribe([topic], on_assign=on_assign, on_revoke=on_revoke,
+                           on_lost=on_revoke)
+            _read(cons, render, out, num, assigned, exit_at_end, store=True)
+        except KeyboardInterrupt:
+            pass
+        except BrokenPipeError:
+            sys.stderr.close()
+        finally:
+            try:
+                cons.commit(asynchronous=False)
+            except Exception:  # nothing stored yet, or the group is gone: nothing to commit
+                pass
             cons.close()
 
 
@@ -157,7 +203,7 @@ def _start_offset(cons: Consumer, topic: str, partition: int, start: StartOffset
 
 
 def _read(cons: Consumer, render: Callable[[ConsumedRecord], bytes], out: object,
-          num: int | None, partitions: set[int], exit_at_end: bool) -> None:
+          num: int | None, partitions: set[int], exit_at_end: bool, store: bool = False) -> None:
     write = out.write  # type: ignore[attr-defined]
     flush = out.flush  # type: ignore[attr-defined]
     seen = 0
@@ -179,8 +225,10 @@ def _read(cons: Consumer, render: Callable[[ConsumedRecord], bytes], out: object
             # A record after EOF means the partition grew again; it is no longer at its end.
             at_end.discard(msg.partition())
             write(render(to_record(msg)))
+            if store:
+                cons.store_offsets(msg)
             seen += 1
         if messages:
             flush()
-        if exit_at_end and at_end >= partitions:
+        if exit_at_end and partitions and at_end >= partitions:
             return

@@ -23,6 +23,7 @@ from odradek.storage.checkpoints import (
     read_offsets,
     write_offsets,
 )
+from odradek.storage.cleaner.log_cleaner import CleanerConfig, LogCleaner
 from odradek.storage.config import LogConfig
 from odradek.storage.log import Log, log_dir_name, parse_log_dir_name
 
@@ -52,6 +53,22 @@ class LogManager:
         self._doomed: list[tuple[int, Log]] = []
         # Creation/deletion/checkpoint may come from different worker threads.
         self._lock = threading.RLock()
+        self.cleaner: LogCleaner | None = None
+
+    def start_cleaner(
+        self,
+        config: CleanerConfig | None = None,
+        upper_bound: Callable[[Log], int | None] | None = None,
+    ) -> LogCleaner:
+        """Start the log cleaner thread over this manager's logs (Kafka's LogManager does the
+        same at startup when `log.cleaner.enable`). `upper_bound` gives a log's last stable
+        offset: nothing at or beyond it is cleaned."""
+        if self.cleaner is None:
+            self.cleaner = LogCleaner(
+                self.log_dir, lambda: list(self._logs.values()), config, upper_bound=upper_bound
+            )
+            self.cleaner.start()
+        return self.cleaner
 
     @property
     def logs(self) -> dict[tuple[str, int], Log]:
@@ -132,6 +149,8 @@ class LogManager:
             existing = self._logs.pop((topic, partition), None)
             path = self.log_dir / log_dir_name(topic, partition)
             if existing is not None:
+                if self.cleaner is not None:
+                    self.cleaner.abort(existing)
                 existing.abandon()
                 self._doomed.append((_now_ms(), existing))
             self._close_doomed(_now_ms())
@@ -189,6 +208,8 @@ class LogManager:
 
     def close(self) -> None:
         """Flush, checkpoint and close every log (a clean shutdown: the next load scans nothing)."""
+        if self.cleaner is not None:
+            self.cleaner.stop()
         with self._lock:
             self.checkpoint(flush=True)
             for lg in self._logs.values():

@@ -57,14 +57,14 @@ def uniform_assign(subscriptions: Mapping[str, set[str]], partitions: Mapping[st
                 if p < partitions[topic] and tp not in taken and len(out[m]) < quotas[m]:
                     out[m].add(tp)
                     taken.add(tp)
-    for tp in all_tps:
+    # the most constrained partitions (fewest members subscribed) first, each to the
+    # least loaded member that can take it
+    able_of = {t: [m for m in members if t in subscriptions[m]] for t in partitions}
+    for tp in sorted(all_tps, key=lambda tp: (len(able_of[tp[0]]), tp)):
         if tp in taken:
             continue
-        able = [m for m in members if tp[0] in subscriptions[m]]
-        if not able:
-            continue
-        under = [m for m in able if len(out[m]) < quotas[m]]
-        target = min(under or able, key=lambda m: (len(out[m]), m))
+        able = able_of[tp[0]]
+        target = min(able, key=lambda m: (len(out[m]), m))
         out[target].add(tp)
         taken.add(tp)
     result: Assignment = {}

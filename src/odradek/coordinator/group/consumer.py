@@ -27,6 +27,9 @@ class ConsumerMember:
     subscribed_topic_names: list[str] = field(default_factory=list)
     server_assignor: str | None = None
     rebalance_timeout_ms: int = 300_000
+    subscribed_topic_regex: str | None = None
+    # the names plus the existing topics the regex matches, as of the last heartbeat
+    resolved_topics: list[str] = field(default_factory=list)
     member_epoch: int = 0
     previous_member_epoch: int = -1
     assigned: TopicSet = field(default_factory=dict)
@@ -77,7 +80,7 @@ class ConsumerGroup:
     def subscribed_topics(self) -> set[str]:
         out: set[str] = set()
         for m in self.members.values():
-            out.update(m.subscribed_topic_names)
+            out.update(m.resolved_topics or m.subscribed_topic_names)
         return out
 
     def bump(self) -> None:
@@ -85,7 +88,8 @@ class ConsumerGroup:
 
     def compute_target(self, partitions: Mapping[str, int]) -> None:
         """The target assignment of the current group epoch over existing topics."""
-        subs = {mid: set(m.subscribed_topic_names) for mid, m in self.members.items()}
+        subs = {mid: set(m.resolved_topics or m.subscribed_topic_names)
+                for mid, m in self.members.items()}
         wanted = {t: n for t, n in partitions.items() if any(t in s for s in subs.values())}
         assignor = ASSIGNORS.get(self._assignor(), ASSIGNORS[DEFAULT_ASSIGNOR])
         self.target = assignor(subs, wanted, self.target)

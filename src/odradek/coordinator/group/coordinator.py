@@ -11,9 +11,10 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import re
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -162,8 +163,10 @@ TopicLookup = Callable[[str], tuple[uuid.UUID, int] | None]
 
 class GroupCoordinator:
     def __init__(self, replica_manager: Any, config: GroupConfig, topics: TopicLookup,
-                 topic_names: Callable[[uuid.UUID], str | None]) -> None:
+                 topic_names: Callable[[uuid.UUID], str | None],
+                 all_topics: Callable[[], Iterable[str]] | None = None) -> None:
         self.rm = replica_manager
+        self.all_topics = all_topics or (lambda: ())
         self.config = config
         self.topics = topics
         self.topic_names = topic_names
@@ -281,7 +284,10 @@ class GroupCoordinator:
         for mid, v in members.items():
             m = ConsumerMember(mid, v.get("instance_id"), v.get("rack_id"), v["client_id"],
                                v["client_host"], list(v["subscribed_topic_names"]),
-                               v.get("server_assignor"), v.get("rebalance_timeout_ms", 300_000))
+                               v.get("server_assignor"), v.get("rebalance_timeout_ms", 300_000),
+                               v.get("subscribed_topic_regex"))
+            m.resolved_topics = sorted(set(m.subscribed_topic_names)
+                                       | self._matching(m.subscribed_topic_regex))
             m.deadline_ms = deadline
             cur = current.get(mid)
             if cur is not None:
@@ -290,6 +296,7 @@ class GroupCoordinator:
                 m.assigned = self._by_id(cur["assigned_partitions"])
                 m.pending_revocation = self._by_id(cur["partitions_pending_revocation"])
             g.members[mid] = m
+        g.topic_partitions = self._partition_counts(g.subscribed_topics())
         for mid, v in targets.items():
             if mid in g.members:
                 g.target[mid] = {t: sorted(ps) for t, ps in
@@ -1049,14 +1056,24 @@ class GroupCoordinator:
                                  rebalance_timeout_ms: int, subscribed: list[str] | None,
                                  server_assignor: str | None,
                                  owned: dict[str, set[int]] | None, client_id: str,
-                                 client_host: str) -> HeartbeatResult:
+                                 client_host: str, subscribed_regex: str | None = None
+                                 ) -> HeartbeatResult:
         interval = self.config.consumer_heartbeat_interval_ms
         if not group_id:
             return HeartbeatResult(E.invalid_request, "GroupId can't be empty.")
         if not self.is_coordinator_for(group_id):
             return HeartbeatResult(E.not_coordinator)
+        # librdkafka sends "" for "no regex"
+        subscribed_regex = subscribed_regex or None
+        server_assignor = server_assignor or None
+        if subscribed_regex is not None:
+            try:
+                re.compile(subscribed_regex)
+            except re.error as exc:
+                return HeartbeatResult(E.invalid_regular_expression,
+                                       f"SubscribedTopicRegex {subscribed_regex!r}: {exc}")
         if member_epoch == 0:
-            if subscribed is None:
+            if subscribed is None and subscribed_regex is None:
                 return HeartbeatResult(E.invalid_request,
                                        "SubscribedTopicNames must be set in first request.")
             if rebalance_timeout_ms == -1:
@@ -1091,7 +1108,7 @@ class GroupCoordinator:
             m = g.members.get(member_id)
             if m is None:
                 return HeartbeatResult(E.unknown_member_id)
-            self._consumer_remove(g, m, records, "left the group")
+            self._consumer_remove(g, m, records, "left")
             self.store.append(group_id, records)
             return HeartbeatResult(E.none, None, member_id, member_epoch, 0)
         member = g.members.get(member_id) if member_id else None
@@ -1100,12 +1117,14 @@ class GroupCoordinator:
                 for other in list(g.members.values()):
                     if other.instance_id == instance_id:
                         # the same static member restarted: it takes over
-                        self._consumer_remove(g, other, records, "replaced by a new instance")
+                        self._consumer_remove(g, other, records, "was replaced by a new instance in")
             if member is None:
                 member_id = member_id or str(uuid.uuid4())
                 member = ConsumerMember(member_id, instance_id, rack_id, client_id, client_host,
                                         list(subscribed or []), server_assignor,
-                                        rebalance_timeout_ms)
+                                        rebalance_timeout_ms, subscribed_regex or None)
+                member.resolved_topics = sorted(set(member.subscribed_topic_names)
+                                                | self._matching(subscribed_regex))
                 g.members[member_id] = member
                 g.bump()
                 records.append(self._member_record(g, member))
@@ -1136,8 +1155,16 @@ class GroupCoordinator:
         if subscribed is not None and sorted(subscribed) != sorted(member.subscribed_topic_names):
             member.subscribed_topic_names = list(subscribed)
             changed = True
+        if subscribed_regex is not None and subscribed_regex != member.subscribed_topic_regex:
+            member.subscribed_topic_regex = subscribed_regex or None
+            changed = True
         if server_assignor is not None and server_assignor != member.server_assignor:
             member.server_assignor = server_assignor
+            changed = True
+        resolved = sorted(set(member.subscribed_topic_names) | self._matching(
+            member.subscribed_topic_regex))
+        if resolved != sorted(member.resolved_topics):
+            member.resolved_topics = resolved
             changed = True
         if changed:
             g.bump()
@@ -1180,6 +1207,12 @@ class GroupCoordinator:
             member.last_sent = assignment
         return HeartbeatResult(E.none, None, member.member_id, member.member_epoch, interval, send)
 
+    def _matching(self, regex: str | None) -> set[str]:
+        if not regex:
+            return set()
+        pattern = re.compile(regex)
+        return {t for t in self.all_topics() if not t.startswith("__") and pattern.fullmatch(t)}
+
     def _partition_counts(self, topics: set[str]) -> dict[str, int]:
         out = {}
         for t in topics:
@@ -1203,7 +1236,8 @@ class GroupCoordinator:
                     "instance_id": m.instance_id, "rack_id": m.rack_id, "client_id": m.client_id,
                     "client_host": m.client_host,
                     "subscribed_topic_names": m.subscribed_topic_names,
-                    "subscribed_topic_regex": None, "server_assignor": m.server_assignor,
+                    "subscribed_topic_regex": m.subscribed_topic_regex,
+                    "server_assignor": m.server_assignor,
                     "rebalance_timeout_ms": m.rebalance_timeout_ms}))
 
     def _current_assignment_record(self, g: ConsumerGroup,
@@ -1242,7 +1276,7 @@ class GroupCoordinator:
             revoke_late = m.revoke_deadline_ms is not None and mono >= m.revoke_deadline_ms
             if expired or revoke_late:
                 records: list[tuple[bytes, bytes | None]] = []
-                self._consumer_remove(g, m, records, "session timed out in" if expired
+                self._consumer_remove(g, m, records, "timed out (session) in" if expired
                                       else "did not revoke its partitions in time in")
                 self.store.append(g.group_id, records)
 

@@ -41,6 +41,7 @@ from pathlib import Path
 from crc32c import crc32c
 
 from odradek.protocol.errors import ProtocolError
+from odradek.protocol.primitives import decode_uvarint
 from odradek.protocol.records import (
     ATTR_DELETE_HORIZON,
     ATTRIBUTES_OFFSET,
@@ -48,11 +49,13 @@ from odradek.protocol.records import (
     CRC_OFFSET,
     CURRENT_MAGIC,
     LOG_OVERHEAD,
+    RECORDS_OFFSET,
     BatchHeader,
     Record,
     _encode_record,
     compress,
     decode_records,
+    decompress,
 )
 from odradek.storage.checkpoints import CheckpointError, fsync_dir, read_offsets, write_offsets
 from odradek.storage.cleaner.offset_map import OffsetMap
@@ -187,6 +190,90 @@ class _Batches:
                     raise ProtocolError(f"short read at position {pos}")
             yield h, memoryview(buf)[off : off + total]
             pos += total
+
+
+# (start, end) of a record's bytes (length prefix included) in the batch body, its offset delta,
+# timestamp delta, key and whether it is a tombstone
+_Scanned = tuple[int, int, int, int, bytes | None, bool]
+
+
+def _uvarint(buf: bytes, pos: int) -> tuple[int, int]:
+    b = buf[pos]
+    if b < 0x80:
+        return b, pos + 1
+    b2 = buf[pos + 1]
+    if b2 < 0x80:
+        return (b & 0x7F) | (b2 << 7), pos + 2
+    return decode_uvarint(buf, pos, 10)
+
+
+def batch_body(h: BatchHeader, data: memoryview | bytes) -> bytes:
+    body = bytes(data[RECORDS_OFFSET : h.size])
+    codec = h.compression_id
+    return decompress(codec, body) if codec else body
+
+
+def scan_records(body: bytes, count: int) -> list[_Scanned]:
+    """Where each record sits in a batch body, with its offset and timestamp deltas, key and
+    tombstone flag: what compaction decides on, without decoding values or headers.
+    (Varints of one and two bytes, nearly all of them, are read inline: this is the loop the
+    cleaner spends its time in.)"""
+    out: list[_Scanned] = []
+    append = out.append
+    n = len(body)
+    pos = 0
+    try:
+        for _ in range(count):
+            start = pos
+            v = body[pos]
+            if v < 0x80:
+                pos += 1
+            else:
+                v, pos = _uvarint(body, pos)
+            length = (v >> 1) ^ -(v & 1)
+            end = pos + length
+            if length < 6 or end > n:
+                raise ProtocolError(f"record length {length} does not fit the batch")
+            p = pos + 1  # after the attributes byte
+            v = body[p]
+            if v < 0x80:
+                p += 1
+            else:
+                v, p = _uvarint(body, p)
+            ts_delta = (v >> 1) ^ -(v & 1)
+            v = body[p]
+            if v < 0x80:
+                p += 1
+            else:
+                v, p = _uvarint(body, p)
+            off_delta = (v >> 1) ^ -(v & 1)
+            v = body[p]
+            if v < 0x80:
+                p += 1
+            else:
+                v, p = _uvarint(body, p)
+            klen = (v >> 1) ^ -(v & 1)
+            key = None
+            if klen >= 0:
+                if p + klen > end:
+                    raise ProtocolError("record key runs past the record")
+                key = body[p : p + klen]
+                p += klen
+            append((start, end, off_delta, ts_delta, key, body[p] == 1))  # zigzag(-1) == 1
+            pos = end
+    except IndexError:
+        raise ProtocolError("truncated record") from None
+    if pos != n:
+        raise ProtocolError(f"{n - pos} bytes left after the batch's {count} records")
+    return out
+
+
+def has_keyless_record(batch: memoryview | bytes, h: BatchHeader) -> bool:
+    """Whether a (validated) batch holds a record without a key: a compacted topic refuses it
+    on produce (Kafka's LogValidator). Only the keys are looked at."""
+    if h.is_control:
+        return False
+    return any(rec[4] is None for rec in scan_records(batch_body(h, batch), h.records_count))
 
 
 class _CleanedWriter:
@@ -347,9 +434,10 @@ class LogCleaner:
 
     def stop(self, timeout: float = 30.0) -> None:
         self._stop.set()
-        thread, self._thread = self._thread, None
+        thread = self._thread
         if thread is not None:
             thread.join(timeout)
+        self._thread = None
 
     def wake(self) -> None:
         """Nothing to do today: the thread polls every `log.cleaner.backoff.ms`."""
@@ -375,7 +463,7 @@ class LogCleaner:
         self._uncleanable.discard(lg)
 
     def _check_abort(self, lg: Log) -> None:
-        if self._stop.is_set() and self._thread is not None:
+        if self._stop.is_set() and threading.current_thread() is self._thread:
             raise CleanAborted("cleaner stopping")
         if lg in self._aborting or lg.is_closed:
             raise CleanAborted(f"{lg.dir.name} is going away")
@@ -502,15 +590,19 @@ class LogCleaner:
                         return bound
                     if h.is_control or h.is_transactional:
                         continue
-                    for r in decode_records(h, data):
-                        if r.key is None or r.offset < first or r.offset >= bound:
+                    base = h.base_offset
+                    for _s, _e, off_delta, _t, key, _tomb in scan_records(
+                        batch_body(h, data), h.records_count
+                    ):
+                        offset = base + off_delta
+                        if key is None or offset < first or offset >= bound:
                             continue
-                        if not omap.put(r.key, r.offset):
-                            if r.offset == first:
+                        if not omap.put(key, offset):
+                            if offset == first:
                                 raise RuntimeError(
                                     "log.cleaner.dedupe.buffer.size is too small to hold one key"
                                 )
-                            return r.offset
+                            return offset
         finally:
             for fd in fds:
                 os.close(fd)
@@ -611,44 +703,72 @@ class LogCleaner:
         """The batch to write (None: drop it) and the delete horizon it leaves pending."""
         if h.is_control:
             return data, None
-        records = decode_records(h, data)
-        stats.records_read += len(records)
+        body = batch_body(h, data)
+        scanned = scan_records(body, h.records_count)
+        stats.records_read += len(scanned)
         txn = h.is_transactional
         has_horizon = h.has_delete_horizon
         expired = has_horizon and now >= h.base_timestamp
-        kept: list[Record] = []
+        base = h.base_offset
+        kept: list[_Scanned] = []
         tombstones = False
-        for r in records:
-            if r.offset >= end:  # beyond what the map saw: newer records may exist
-                kept.append(r)
-                tombstones = tombstones or r.value is None
+        for rec in scanned:
+            offset = base + rec[2]
+            key, tomb = rec[4], rec[5]
+            if offset >= end:  # beyond what the map saw: newer records may exist
+                kept.append(rec)
+                tombstones = tombstones or tomb
                 continue
-            if r.key is None:
+            if key is None:
                 if txn:
-                    kept.append(r)
+                    kept.append(rec)
                 continue  # Kafka drops keyless records from a compacted log
-            latest = omap.get(r.key)
-            if latest > r.offset:
+            if omap.get(key) > offset:
                 continue
-            if r.value is None and not txn:
+            if tomb and not txn:
                 if expired:
                     stats.tombstones_removed += 1
                     continue
                 tombstones = True
-            kept.append(r)
+            kept.append(rec)
         stats.records_kept += len(kept)
         set_horizon = tombstones and not has_horizon and not txn
         pending = None
         if tombstones and not txn:
             pending = h.base_timestamp if has_horizon else now + config.delete_retention_ms
-        if len(kept) == len(records) and not set_horizon:
+        if len(kept) == len(scanned) and not set_horizon:
             return data, pending
         if not kept:
             return None, None
-        if has_horizon:
-            base_ts, attrs = h.base_timestamp, h.attributes
-        elif set_horizon:
-            base_ts, attrs = now + config.delete_retention_ms, h.attributes | ATTR_DELETE_HORIZON
-        else:
-            base_ts, attrs = kept[0].timestamp, h.attributes
-        return encode_batch(h, kept, base_ts, attrs), pending
+        if set_horizon:
+            # timestamp deltas change with the base timestamp: re-encode the records
+            records = decode_records(h, data)
+            by_delta = {r.offset - base: r for r in records}
+            return encode_batch(
+                h, [by_delta[rec[2]] for rec in kept], now + config.delete_retention_ms,
+                h.attributes | ATTR_DELETE_HORIZON,
+            ), pending
+        # Same base offset and base timestamp: the kept records' bytes are copied as they are.
+        return rebuild_batch(h, body, kept), pending
+
+
+def rebuild_batch(h: BatchHeader, body: bytes, kept: list[_Scanned]) -> bytes:
+    """`h`'s batch holding only the `kept` records, their bytes unchanged (recompressed with the
+    batch's codec); base and last offset, timestamps base, producer fields stay."""
+    new_body: bytes = b"".join(body[s:e] for s, e, *_ in kept)
+    codec = h.compression_id
+    if codec:
+        new_body = compress(codec, new_body)
+    if h.timestamp_type == 1:
+        max_ts = h.max_timestamp
+    else:
+        max_ts = h.base_timestamp + max(rec[3] for rec in kept)
+    length = BATCH_HEADER_SIZE - LOG_OVERHEAD + len(new_body)
+    header = bytearray(_HEADER.pack(
+        h.base_offset, length, h.partition_leader_epoch, CURRENT_MAGIC, 0, h.attributes,
+        h.last_offset_delta, h.base_timestamp, max_ts, h.producer_id, h.producer_epoch,
+        h.base_sequence, len(kept),
+    ))
+    crc = crc32c(new_body, crc32c(memoryview(header)[ATTRIBUTES_OFFSET:]))
+    struct.pack_into(">I", header, CRC_OFFSET, crc)
+    return bytes(header) + new_body

@@ -15,6 +15,8 @@ HASH_SIZE = 16
 ENTRY_SIZE = HASH_SIZE + 8
 _OFFSET = struct.Struct(">q")
 _EMPTY = bytes(HASH_SIZE)
+_md5 = hashlib.md5
+_unpack_offset = _OFFSET.unpack_from
 
 
 class OffsetMap:
@@ -24,8 +26,6 @@ class OffsetMap:
         self._buf = bytearray(self.slots * ENTRY_SIZE)
         self.size = 0
         self.latest_offset = -1
-        self.lookups = 0
-        self.probes = 0
 
     @property
     def memory_bytes(self) -> int:
@@ -42,7 +42,7 @@ class OffsetMap:
 
     @staticmethod
     def hash_key(key: bytes | memoryview) -> bytes:
-        digest = hashlib.md5(key, usedforsecurity=False).digest()
+        digest = _md5(key).digest()
         # an all-zero slot means empty: nudge the (astronomically unlikely) zero digest
         return digest if digest != _EMPTY else b"\x01" + digest[1:]
 
@@ -51,13 +51,11 @@ class OffsetMap:
         buf = self._buf
         slots = self.slots
         i = int.from_bytes(digest[:8], "big") % slots
-        self.lookups += 1
         while True:
             pos = i * ENTRY_SIZE
             here = buf[pos : pos + HASH_SIZE]
             if here in (digest, _EMPTY):
                 return pos
-            self.probes += 1
             i += 1
             if i == slots:
                 i = 0
@@ -65,7 +63,9 @@ class OffsetMap:
     def put(self, key: bytes | memoryview, offset: int) -> bool:
         """Record `offset` as the latest for `key`. False (nothing stored) when the key is new
         and the map is full."""
-        digest = self.hash_key(key)
+        digest = _md5(key).digest()
+        if digest == _EMPTY:
+            digest = b"\x01" + digest[1:]
         pos = self._slot_of(digest)
         buf = self._buf
         if buf[pos : pos + HASH_SIZE] == _EMPTY:
@@ -80,10 +80,14 @@ class OffsetMap:
 
     def get(self, key: bytes | memoryview) -> int:
         """The latest offset recorded for `key`, -1 when it has none."""
-        pos = self._slot_of(self.hash_key(key))
-        if self._buf[pos : pos + HASH_SIZE] == _EMPTY:
+        digest = _md5(key).digest()
+        if digest == _EMPTY:
+            digest = b"\x01" + digest[1:]
+        pos = self._slot_of(digest)
+        buf = self._buf
+        if buf[pos : pos + HASH_SIZE] == _EMPTY:
             return -1
-        return int(_OFFSET.unpack_from(self._buf, pos + HASH_SIZE)[0])
+        return int(_unpack_offset(buf, pos + HASH_SIZE)[0])
 
     def __len__(self) -> int:
         return self.size
