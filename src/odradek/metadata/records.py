@@ -345,18 +345,18 @@ def _read_value(r: Reader, kind: Any) -> Any:
 
 def _write_value(w: Writer, kind: Any, value: Any) -> None:
     if isinstance(kind, type):
-        w.uvarint(len(value) + 1)
+        w.write_uvarint(len(value) + 1)
         for item in value:
             _write_struct(w, item, 0)
         return
     if kind in ("int32s", "nint32s"):
-        w.compact_int32_array(value)
+        w.write_compact_int32_array(value)
     elif kind == "uuids":
-        w.compact_uuid_array(value)
+        w.write_compact_uuid_array(value)
     elif kind in ("string", "nstring"):
-        w.compact_nullable_string(value)
+        w.write_compact_nullable_string(value)
     else:
-        getattr(w, {"bool": "boolean"}.get(kind, kind))(value)
+        getattr(w, "write_" + {"bool": "boolean"}.get(kind, kind))(value)
 
 
 def _read_struct(r: Reader, cls: type, version: int) -> Any:
@@ -388,15 +388,15 @@ def _write_struct(w: Writer, obj: Any, version: int) -> None:
             sub = Writer()
             _write_value(sub, f.kind, value)
             tagged[f.tag] = sub.getvalue()
-    w.tagged_fields(tagged)
+    w.write_tagged_fields(tagged)
 
 
 def encode_record(record: MetadataRecord) -> bytes:
     """The record value as Kafka stores it in __cluster_metadata."""
     w = Writer()
-    w.uvarint(FRAME_VERSION)
-    w.uvarint(record.API_KEY)
-    w.uvarint(record.VERSION)
+    w.write_uvarint(FRAME_VERSION)
+    w.write_uvarint(record.API_KEY)
+    w.write_uvarint(record.VERSION)
     _write_struct(w, record, record.VERSION)
     return w.getvalue()
 
