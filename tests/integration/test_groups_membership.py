@@ -117,9 +117,11 @@ def test_kill9_member_reassigned_after_session_timeout_and_redelivered(node):
         survivor.stop()
 
 
-def test_static_member_restart_without_rebalance(node):
-    topic = new_topic(node.bootstrap, "m-static")
-    base = confluent_conf(node.bootstrap, topic, session_timeout_ms=20000)
+@pytest.mark.parametrize("protocol", ["classic", "consumer"])
+def test_static_member_restart_without_rebalance(node, protocol):
+    topic = new_topic(node.bootstrap, f"m-static-{protocol}")
+    extra = {"session_timeout_ms": 20000} if protocol == "classic" else {}
+    base = confluent_conf(node.bootstrap, topic, protocol, **extra)
     other = Member({**base, "group.instance.id": "other"}, [topic]).start()
     static = Member({**base, "group.instance.id": "s1"}, [topic]).start()
     try:
@@ -142,19 +144,21 @@ def test_static_member_restart_without_rebalance(node):
 
 def test_more_consumers_than_partitions(node):
     topic = new_topic(node.bootstrap, "m-spare", partitions=2)
-    members = [Member(confluent_conf(node.bootstrap, topic), [topic]).start() for _ in range(3)]
+    conf = confluent_conf(node.bootstrap, topic)
+    members = [Child(conf, topic) for _ in range(3)]
     try:
         wait_until(lambda: sorted(len(m.assignment) for m in members) == [0, 1, 1]
-                   and disjoint_cover([m.assignment for m in members], 2))
+                   and disjoint_cover([set(m.assignment) for m in members], 2))
         busy = next(m for m in members if m.assignment)
         spare = next(m for m in members if not m.assignment)
-        busy.stop()
+        busy.kill9()
         members.remove(busy)
         wait_until(lambda: spare.assignment and disjoint_cover(
-            [m.assignment for m in members], 2), what="the spare member taking over")
+            [set(m.assignment) for m in members], 2), timeout=SESSION_MS / 1000 + 15,
+            what="the spare member taking over from the dead one")
     finally:
         for m in members:
-            m.stop()
+            m.kill9()
 
 
 def test_two_groups_progress_independently(node):

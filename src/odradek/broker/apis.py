@@ -16,6 +16,7 @@ from odradek.broker.handlers import (
     cluster,
     configs,
     fetch,
+    groups,
     list_offsets,
     metadata,
     partitions,
@@ -45,7 +46,23 @@ HANDLERS: dict[ApiKey, Handler] = {
     ApiKey.CREATE_PARTITIONS: topics.handle_create_partitions,
     ApiKey.INCREMENTAL_ALTER_CONFIGS: configs.handle_incremental_alter_configs,
     ApiKey.DESCRIBE_CLUSTER: cluster.handle_describe_cluster,
+    ApiKey.FIND_COORDINATOR: groups.handle_find_coordinator,
+    ApiKey.JOIN_GROUP: groups.handle_join_group,
+    ApiKey.SYNC_GROUP: groups.handle_sync_group,
+    ApiKey.HEARTBEAT: groups.handle_heartbeat,
+    ApiKey.LEAVE_GROUP: groups.handle_leave_group,
+    ApiKey.OFFSET_COMMIT: groups.handle_offset_commit,
+    ApiKey.OFFSET_FETCH: groups.handle_offset_fetch,
+    ApiKey.DESCRIBE_GROUPS: groups.handle_describe_groups,
+    ApiKey.LIST_GROUPS: groups.handle_list_groups,
+    ApiKey.DELETE_GROUPS: groups.handle_delete_groups,
+    ApiKey.OFFSET_DELETE: groups.handle_offset_delete,
+    ApiKey.CONSUMER_GROUP_HEARTBEAT: groups.handle_consumer_group_heartbeat,
+    ApiKey.CONSUMER_GROUP_DESCRIBE: groups.handle_consumer_group_describe,
 }
+
+# handlers that also want the client's address (the CLIENT-HOST of group members)
+WANTS_PEER = frozenset({groups.handle_join_group, groups.handle_consumer_group_heartbeat})
 
 
 def advertised_apis() -> dict[int, tuple[int, int]]:
@@ -73,4 +90,6 @@ class Dispatcher:
                 return api_versions.unsupported(self.ctx, header)
             raise Disconnect(f"unsupported version {header.api_version} of "
                              f"{ApiKey(header.api_key).name} (we serve {lo}-{hi})")
+        if handler in WANTS_PEER:
+            return handler(self.ctx, header, frame, conn.peer)
         return handler(self.ctx, header, frame)

@@ -24,6 +24,8 @@ class BrokerContext:
     advertised_apis: dict[int, tuple[int, int]] = field(default_factory=dict)
     # serialises metadata changes (CreateTopics, DeleteTopics, configs ...)
     admin_lock: asyncio.Lock = field(default_factory=asyncio.Lock)
+    # coordinator.group.coordinator.GroupCoordinator, set by the node before it listens
+    group_coordinator: Any = None
     _config_cache: tuple[Any, Any] | None = None
 
     @property

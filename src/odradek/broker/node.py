@@ -21,6 +21,7 @@ from typing import Any
 from odradek.broker.apis import Dispatcher, advertised_apis
 from odradek.broker.config import ConfigError, Listener, load_config, parse_listeners
 from odradek.broker.context import BrokerContext
+from odradek.broker.handlers.groups import start_group_coordinator
 from odradek.broker.server import Server
 from odradek.metadata.configs import BrokerConfig, log_config
 from odradek.metadata.controller import Controller, load_image
@@ -121,6 +122,8 @@ class Node:
             loop.call_soon_threadsafe(self._schedule_sync, rm, controller)
 
         controller.add_listener(on_metadata_change)
+        # __consumer_offsets is created and replayed before the first client connects
+        ctx.group_coordinator = await start_group_coordinator(ctx)
 
         server = Server(Dispatcher(ctx), config.get_int("socket.request.max.bytes"))
         try:
@@ -128,6 +131,7 @@ class Node:
                 await server.start(lst.host, lst.port)
         except OSError as exc:
             log.error("cannot listen: %s", exc)
+            await ctx.group_coordinator.stop()
             await self._close(rm, log_manager, quorum)
             return 1
 
@@ -138,6 +142,8 @@ class Node:
 
         log.info("shutting down")
         server.stop_accepting()
+        # answers JoinGroup/SyncGroup still waiting (NOT_COORDINATOR) so the drain ends
+        await ctx.group_coordinator.stop()
         await server.drain()
         periodic.cancel()
         with contextlib.suppress(asyncio.CancelledError):

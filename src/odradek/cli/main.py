@@ -6,8 +6,10 @@ from pathlib import Path
 
 import typer
 
+from odradek.cli import bench as bench_cmd
 from odradek.cli import consume as consume_cmd
 from odradek.cli import dump_log as dump_log_cmd
+from odradek.cli import group as group_cmd
 from odradek.cli import produce as produce_cmd
 from odradek.cli import topic as topic_cmd
 
@@ -28,6 +30,8 @@ def serve(
 
 
 app.add_typer(topic_cmd.app, name="topic")
+app.add_typer(group_cmd.app, name="group")
+app.add_typer(bench_cmd.app, name="bench")
 app.command("produce")(produce_cmd.produce)
 app.command("consume")(consume_cmd.consume)
 app.command("dump-log")(dump_log_cmd.dump_log)

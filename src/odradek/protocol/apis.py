@@ -11,6 +11,7 @@ import enum
 from collections.abc import Mapping
 
 __all__ = [
+    "BEYOND_KAFKA_39",
     "FIRST_FLEXIBLE_VERSION",
     "KAFKA_39_VERSIONS",
     "SUPPORTED",
@@ -270,6 +271,28 @@ SUPPORTED: dict[ApiKey, tuple[int, int]] = {
     _K.CREATE_PARTITIONS: (0, 3),
     _K.INCREMENTAL_ALTER_CONFIGS: (0, 1),
     _K.DESCRIBE_CLUSTER: (0, 1),
+    # consumer groups (issue 4); OffsetCommit/OffsetFetch start where kio's schemas do.
+    # ConsumerGroupHeartbeat/Describe go to v1 (Kafka 4.0, KIP-1082): librdkafka 2.10+
+    # needs v1 for group.protocol=consumer (listed in BEYOND_KAFKA_39).
+    _K.OFFSET_COMMIT: (2, 9),
+    _K.OFFSET_FETCH: (1, 9),
+    _K.FIND_COORDINATOR: (0, 5),
+    _K.JOIN_GROUP: (0, 9),
+    _K.HEARTBEAT: (0, 4),
+    _K.LEAVE_GROUP: (0, 5),
+    _K.SYNC_GROUP: (0, 5),
+    _K.DESCRIBE_GROUPS: (0, 5),
+    _K.LIST_GROUPS: (0, 5),
+    _K.DELETE_GROUPS: (0, 2),
+    _K.OFFSET_DELETE: (0, 0),
+    _K.CONSUMER_GROUP_HEARTBEAT: (0, 1),
+    _K.CONSUMER_GROUP_DESCRIBE: (0, 1),
+}
+
+# Versions advertised above Kafka 3.9's maximum, because current clients need them.
+BEYOND_KAFKA_39: Mapping[ApiKey, int] = {
+    _K.CONSUMER_GROUP_HEARTBEAT: 1,
+    _K.CONSUMER_GROUP_DESCRIBE: 1,
 }
 
 # The lowest version our codecs (kio, or the hand-written produce decoder) can read.

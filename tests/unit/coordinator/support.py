@@ -41,7 +41,8 @@ class Node:
                                     "min_session_timeout_ms": 10}
         defaults.update(config)
         self.coordinator = GroupCoordinator(self.rm, GroupConfig(**defaults), self.lookup,
-                                            self.name_of)
+                                            self.name_of,
+                                            lambda: list(self.controller.image.topics_by_name))
         self.coordinator.load()
 
     def lookup(self, name: str) -> tuple[uuid.UUID, int] | None:

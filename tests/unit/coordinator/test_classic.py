@@ -118,7 +118,7 @@ def test_leave_and_session_timeout_trigger_rebalance(node):
     async def run():
         results, _ = await form_group(coord, 3)
         gen = results[0].generation_id
-        a, b, c = (r.member_id for r in results)
+        a, b, _c = (r.member_id for r in results)
         top, per = coord.leave_group("g", [(a, None), ("ghost", None)])
         assert top == E.none and per == [(a, None, E.none), ("ghost", None, E.unknown_member_id)]
         g = coord.groups["g"]

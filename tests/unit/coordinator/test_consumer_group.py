@@ -110,3 +110,39 @@ def test_assignors():
     after = uniform_assign({"a": {"x"}, "b": {"x"}, "c": {"x"}}, {"x": 6}, before)
     moved = sum(1 for m in ("a", "b") for p in before[m]["x"] if p not in after[m].get("x", []))
     assert moved == 2 and len(after["c"]["x"]) == 2
+
+
+def test_static_member_rejoins_with_its_partitions(node):
+    coord = node.coordinator
+    a = hb(coord, instance="s1")
+    b = hb(coord, instance="s2")
+    a2 = hb(coord, a.member_id, 1, owned={"t": set(range(6))}, topics=None, instance="s1")
+    a3 = hb(coord, a.member_id, 1, owned=owned_of(a2), topics=None, instance="s1")
+    b2 = hb(coord, b.member_id, 2, owned={}, topics=None, instance="s2")
+    epoch = coord.groups["g"].group_epoch
+    mine = owned_of(a3)
+    assert hb(coord, a.member_id, -2, topics=None, instance="s1").member_epoch == -2
+    # while the old incarnation holds its place, a second one with the id is refused ...
+    assert hb(coord, instance="s2").error == E.unreleased_instance_id
+    # ... and the restarted s1 takes over its partitions without a new group epoch
+    again = hb(coord, instance="s1")
+    assert again.error == E.none and again.member_id != a.member_id
+    assert owned_of(again) == mine and coord.groups["g"].group_epoch == epoch
+    assert b2.error == E.none
+    # a static member that never comes back is dropped after the session timeout
+    assert hb(coord, b.member_id, -2, topics=None, instance="s2").error == E.none
+    coord.sweep(mono_ms() + 5000)
+    assert set(coord.groups["g"].members) == set()
+
+
+def test_regex_subscription(tmp_path):
+    node = Node(tmp_path, {"orders-eu": 2, "orders-us": 2, "clicks": 2})
+    try:
+        r = node.coordinator.consumer_group_heartbeat(
+            "g", "", 0, None, None, 30_000, None, None, None, "c", "/h", "orders-.*")
+        assert r.error == E.none and r.assignment == {"orders-eu": [0, 1], "orders-us": [0, 1]}
+        bad = node.coordinator.consumer_group_heartbeat(
+            "g2", "", 0, None, None, 30_000, None, None, None, "c", "/h", "(")
+        assert bad.error == E.invalid_regular_expression
+    finally:
+        node.close()

@@ -86,3 +86,6 @@ def test_decoders_never_crash(data):
             ot.decode_value(kind, data)
         except ProtocolError:
             pass
+    # the consumer protocol's embedded bytes come from clients: never an exception
+    assert isinstance(ot.parse_subscription_topics(data), list)
+    assert isinstance(ot.parse_assignment(data), list)

@@ -37,6 +37,8 @@ class ConsumerMember:
     deadline_ms: float = 0.0
     revoke_deadline_ms: float | None = None
     last_sent: dict[str, list[int]] | None = None
+    # a static member that sent epoch -2: kept until its session runs out
+    static_left: bool = False
 
     @property
     def state(self) -> str:

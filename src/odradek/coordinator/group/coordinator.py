@@ -1104,6 +1104,16 @@ class GroupCoordinator:
             self.groups[group_id] = g
         records: list[tuple[bytes, bytes | None]] = []
         mono = mono_ms()
+        if member_epoch == -2 and g.members.get(member_id) is not None \
+                and g.members[member_id].instance_id:
+            # a static member leaving for a while (KIP-848): it keeps its place and its
+            # partitions for a session timeout, so that its next incarnation takes them over
+            m = g.members[member_id]
+            m.deadline_ms = mono + self.config.consumer_session_timeout_ms
+            m.static_left = True
+            log.info("static member %s (%s) of consumer group %r left temporarily", member_id,
+                     m.instance_id, group_id)
+            return HeartbeatResult(E.none, None, member_id, member_epoch, 0)
         if member_epoch in (-1, -2):
             m = g.members.get(member_id)
             if m is None:
@@ -1112,12 +1122,22 @@ class GroupCoordinator:
             self.store.append(group_id, records)
             return HeartbeatResult(E.none, None, member_id, member_epoch, 0)
         member = g.members.get(member_id) if member_id else None
+        replaced = False
         if member_epoch == 0:
             if member is None and instance_id:
-                for other in list(g.members.values()):
-                    if other.instance_id == instance_id:
-                        # the same static member restarted: it takes over
-                        self._consumer_remove(g, other, records, "was replaced by a new instance in")
+                other = next((o for o in g.members.values() if o.instance_id == instance_id),
+                             None)
+                if other is not None and not other.static_left:
+                    return HeartbeatResult(E.unreleased_instance_id,
+                                           f"Static member {other.member_id} with instance id "
+                                           f"{instance_id} is not released yet.")
+                if other is not None:
+                    # the same static member restarted in time: it takes over the old
+                    # incarnation's epoch and partitions, no new assignment is needed
+                    member = self._replace_static(g, other, member_id or str(uuid.uuid4()),
+                                                  records)
+                    replaced = True
+                    member.client_id, member.client_host = client_id, client_host
             if member is None:
                 member_id = member_id or str(uuid.uuid4())
                 member = ConsumerMember(member_id, instance_id, rack_id, client_id, client_host,
@@ -1130,7 +1150,7 @@ class GroupCoordinator:
                 records.append(self._member_record(g, member))
                 log.info("member %s joined consumer group %r (epoch %d)", member_id, group_id,
                          g.group_epoch)
-            else:
+            elif not replaced:
                 # a member that lost its state rejoins: it keeps its id and starts over
                 member.member_epoch = 0
                 member.assigned = {}
@@ -1206,6 +1226,30 @@ class GroupCoordinator:
         if send is not None:
             member.last_sent = assignment
         return HeartbeatResult(E.none, None, member.member_id, member.member_epoch, interval, send)
+
+    def _replace_static(self, g: ConsumerGroup, old: ConsumerMember, new_id: str,
+                        records: list[tuple[bytes, bytes | None]]) -> ConsumerMember:
+        del g.members[old.member_id]
+        target = g.target.pop(old.member_id, None)
+        for kind in (ot.CONSUMER_GROUP_CURRENT_MEMBER_ASSIGNMENT_KEY,
+                     ot.CONSUMER_GROUP_TARGET_ASSIGNMENT_MEMBER_KEY,
+                     ot.CONSUMER_GROUP_MEMBER_METADATA_KEY):
+            records.append((ot.encode_key(ot.RecordKey(kind, g.group_id,
+                                                       member_id=old.member_id)), None))
+        log.info("static member %s of consumer group %r rejoined as %s", old.instance_id,
+                 g.group_id, new_id)
+        old.member_id = new_id
+        old.static_left = False
+        old.last_sent = None
+        g.members[new_id] = old
+        if target is not None:
+            g.target[new_id] = target
+            records.append((ot.encode_key(ot.RecordKey(
+                ot.CONSUMER_GROUP_TARGET_ASSIGNMENT_MEMBER_KEY, g.group_id, member_id=new_id)),
+                ot.encode_value(ot.CONSUMER_GROUP_TARGET_ASSIGNMENT_MEMBER_KEY,
+                                {"topic_partitions": self._by_topic_id(target)})))
+        records.append(self._member_record(g, old))
+        return old
 
     def _matching(self, regex: str | None) -> set[str]:
         if not regex:

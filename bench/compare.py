@@ -1,0 +1,556 @@
+"""`make bench`: odradek side by side with the event stores a user could run instead.
+
+    python -m bench.compare [--runs 3] [--systems odradek,redis,nats,rabbitmq]
+                            [--max-records 1000000] [--max-seconds 4] [--no-write]
+    python -m bench.compare --quick      # 100k records, one run: checks the harness
+
+Every system is installed when missing (Debian packages), started on loopback with its own
+temp data dir, driven by its own client in child processes, and stopped. Workloads: 100 B and
+1 KB records, 1 and 6 partitions (streams, for the peers), produce-only then consume-only,
+produce and consume together, and end-to-end latency at fixed rates and at the maximum. Every
+figure is the median of --runs runs with min and max; odradek's ratio to each peer is taken
+from the same run. The physical limits (loopback TCP, sequential disk write) are measured in
+the same run. Results go to bench/compare.json, the plot to bench/compare.png, and the
+"Issue 3" section of bench/RESULTS.md.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import importlib
+import json
+import multiprocessing as mp
+import statistics
+import sys
+import tempfile
+import time
+import traceback
+from collections import defaultdict
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from bench import limits as limits_mod
+from bench.peers.base import Phase
+from bench.run import git_revision, machine
+
+HERE = Path(__file__).parent
+RESULTS = HERE / "RESULTS.md"
+JSON_OUT = HERE / "compare.json"
+PNG_OUT = HERE / "compare.png"
+BEGIN = "<!-- issue-3 results: begin (written by `python -m bench.compare`) -->"
+END = "<!-- issue-3 results: end -->"
+GB = 1e9
+CTX = mp.get_context("spawn")
+
+SYSTEM_NAMES = ("odradek", "redis", "nats", "rabbitmq")
+
+
+def make_system(name: str) -> Any:
+    if name == "odradek":
+        from bench.peers.odradek_node import OdradekSystem
+        return OdradekSystem()
+    if name == "redis":
+        from bench.peers.redis_streams import RedisSystem
+        return RedisSystem()
+    if name == "nats":
+        from bench.peers.nats_jetstream import NatsSystem
+        return NatsSystem()
+    if name == "rabbitmq":
+        from bench.peers.rabbitmq_streams import RabbitSystem
+        return RabbitSystem()
+    raise ValueError(f"unknown system {name!r}; known: {', '.join(SYSTEM_NAMES)}")
+
+
+# ---------------------------------------------------------------- client calls in child processes
+
+def _child(module: str, fn: str, args: tuple[Any, ...], out: Any, armed: Any, go: Any) -> None:
+    try:
+        func = getattr(importlib.import_module(module), fn)
+        if armed is not None:
+            armed.set()
+            go.wait()
+        out.put(("ok", func(*args)))
+    except BaseException:
+        out.put(("error", traceback.format_exc()))
+
+
+class Call:
+    """One client function in its own process; `armed` is set once it is imported and it then
+    waits for `go` (so two clients can start together), unless go is None."""
+
+    def __init__(self, module: str, fn: str, args: tuple[Any, ...], go: Any = None) -> None:
+        self.out = CTX.Queue()
+        self.armed = CTX.Event() if go is not None else None
+        self.proc = CTX.Process(target=_child, args=(module, fn, args, self.out, self.armed, go),
+                                daemon=True)
+        self.proc.start()
+
+    def wait_armed(self, timeout: float = 120) -> None:
+        self._wait(self.armed, timeout, "import its client")
+
+    def _wait(self, event: Any, timeout: float, what: str) -> None:
+        deadline = time.monotonic() + timeout
+        while not event.wait(0.05):
+            if not self.proc.is_alive() or time.monotonic() > deadline:
+                raise RuntimeError(f"client process did not {what}: {self.result(1)}")
+
+    def result(self, timeout: float = 600) -> Any:
+        try:
+            status, value = self.out.get(timeout=timeout)
+        finally:
+            self.proc.join(10)
+            if self.proc.is_alive():
+                self.proc.kill()
+        if status != "ok":
+            raise RuntimeError(f"client failed:\n{value}")
+        return value
+
+
+def call(module: str, fn: str, *args: Any, timeout: float = 600) -> Any:
+    return Call(module, fn, args).result(timeout)
+
+
+# ---------------------------------------------------------------- workloads
+
+class Runner:
+    def __init__(self, args: argparse.Namespace) -> None:
+        self.args = args
+        self.rows: list[dict[str, Any]] = []
+        self.seq = 0
+
+    def fresh(self, system: Any, partitions: int) -> str:
+        self.seq += 1
+        stream = f"bench-{self.seq}-{int(time.time())}"
+        system.create(stream, partitions)
+        return stream
+
+    def add(self, system: str, workload: str, run: int, size: int, partitions: int,
+            phase: Phase | None = None, cpu: float | None = None, **extra: Any) -> None:
+        row: dict[str, Any] = {"system": system, "workload": workload, "run": run,
+                               "size": size, "partitions": partitions, **extra}
+        if phase is not None:
+            row.update(records=phase.records, bytes=phase.bytes, seconds=phase.seconds,
+                       records_per_sec=phase.records_per_sec, mb_per_sec=phase.mb_per_sec)
+            if cpu is not None and phase.bytes:
+                row.update(cpu_s=cpu, cpu_s_per_gb=cpu / (phase.bytes / GB))
+        self.rows.append(row)
+        self.report(row)
+
+    @staticmethod
+    def report(row: dict[str, Any]) -> None:
+        head = (f"{row['system']:>16} {row['workload']:<17} {row['size']:>5} B "
+                f"{row['partitions']}p run {row['run']}: ")
+        if "p99_ms" in row:
+            print(head + f"{row['records_per_sec']:>11,.0f} rec/s  p50 {row['p50_ms']:.2f} "
+                  f"p99 {row['p99_ms']:.2f} p99.9 {row['p999_ms']:.2f} ms", flush=True)
+        else:
+            cpu = f"  server {row['cpu_s_per_gb']:.1f} CPU s/GB" if "cpu_s_per_gb" in row else ""
+            print(head + f"{row['records_per_sec']:>11,.0f} rec/s {row['mb_per_sec']:8.1f} MB/s"
+                  + cpu, flush=True)
+
+    def throughput(self, system: Any, run: int, size: int, partitions: int) -> None:
+        a = self.args
+        client = system.client
+        ep = system.endpoint
+        stream = self.fresh(system, partitions)
+        cpu0 = system.cpu_seconds()
+        prod = call(client, "produce", ep, stream, partitions, size, a.max_records, a.max_seconds)
+        cpu1 = system.cpu_seconds()
+        cons = call(client, "consume", ep, stream, partitions, size, prod.records, None, None,
+                    None, a.idle_timeout)
+        cpu2 = system.cpu_seconds()
+        self.add(system.name, "produce", run, size, partitions, prod, cpu1 - cpu0)
+        self.add(system.name, "consume", run, size, partitions, cons, cpu2 - cpu1)
+        if cons.records < prod.records:
+            print(f"  warning: {system.name} consumed {cons.records} of {prod.records}",
+                  flush=True)
+
+        # Produce and consume together: both clients imported and connected, then go.
+        stream = self.fresh(system, partitions)
+        go = CTX.Event()
+        ready = CTX.Event()
+        total = CTX.Value("q", -1)
+        consumer = Call(client, "consume", (ep, stream, partitions, size, a.max_records, total,
+                                            ready, go, a.idle_timeout), go=None)
+        producer = Call(client, "produce", (ep, stream, partitions, size, a.max_records,
+                                            a.max_seconds), go=go)
+        consumer._wait(ready, 120, "connect")
+        producer.wait_armed()
+        cpu0 = system.cpu_seconds()
+        go.set()
+        prod = producer.result()
+        total.value = prod.records
+        cons = consumer.result()
+        cpu1 = system.cpu_seconds()
+        self.add(system.name, "together-produce", run, size, partitions, prod, cpu1 - cpu0)
+        self.add(system.name, "together-consume", run, size, partitions, cons)
+
+    def latency(self, system: Any, run: int, rate: float) -> None:
+        a = self.args
+        size, partitions = 100, a.e2e_partitions
+        stream = self.fresh(system, partitions)
+        expected = CTX.Value("q", -1)
+        ready = CTX.Event()
+        consumer = Call(system.client, "e2e_consume",
+                        (system.endpoint, stream, partitions, expected, a.idle_timeout, ready))
+        consumer._wait(ready, 120, "connect")
+        sent, seconds = call(system.client, "e2e_produce", system.endpoint, stream, partitions,
+                             size, rate, a.e2e_seconds, a.warmup)
+        expected.value = sent
+        count, latencies = consumer.result()
+        latencies.sort()
+        n = len(latencies)
+
+        def pct(q: float) -> float:
+            return latencies[min(n - 1, int(q * n))] if n else float("nan")
+
+        phase = Phase(n, n * size, seconds)
+        label = f"e2e@{rate_label(rate)}"
+        self.add(system.name, label, run, size, partitions, phase, rate=rate,
+                 p50_ms=pct(0.5), p99_ms=pct(0.99), p999_ms=pct(0.999), lost=sent - count)
+
+    def native(self, system: Any, run: int) -> None:
+        """A peer's own benchmark tool (redis-benchmark), as a system of its own."""
+        for size in self.args.sizes:
+            for workload, phase in system.native_benchmark(size, self.args.max_records):
+                self.add(f"{system.name}-benchmark", workload, run, size, 1, phase)
+
+
+def rate_label(rate: float) -> str:
+    if rate <= 0:
+        return "max"
+    return f"{rate / 1000:g}k"
+
+
+# ---------------------------------------------------------------- aggregation
+
+def key_of(row: dict[str, Any]) -> tuple[str, str, int, int]:
+    return row["system"], row["workload"], row["size"], row["partitions"]
+
+
+def aggregate(rows: list[dict[str, Any]]) -> dict[tuple[str, str, int, int], dict[str, Any]]:
+    groups: dict[tuple[str, str, int, int], list[dict[str, Any]]] = defaultdict(list)
+    for row in rows:
+        groups[key_of(row)].append(row)
+    out = {}
+    for key, group in groups.items():
+        agg: dict[str, Any] = {"runs": len(group)}
+        for field in ("records_per_sec", "mb_per_sec", "cpu_s_per_gb", "p50_ms", "p99_ms",
+                      "p999_ms"):
+            values = [r[field] for r in group if field in r]
+            if values:
+                agg[field] = {"median": statistics.median(values), "min": min(values),
+                              "max": max(values)}
+        out[key] = agg
+    return out
+
+
+def _ratio_by_run(rows: list[dict[str, Any]], peer: str, workload: str, size: int,
+                  partitions: int, field: str) -> list[float]:
+    """odradek / peer for each run in which both were measured (same run, same machine state)."""
+    mine = {r["run"]: r[field] for r in rows
+            if (r["system"], r["workload"], r["size"], r["partitions"]) ==
+            ("odradek", workload, size, partitions) and field in r}
+    theirs = {r["run"]: r[field] for r in rows
+              if (r["system"], r["workload"], r["size"], r["partitions"]) ==
+              (peer, workload, size, partitions) and field in r}
+    return [mine[k] / theirs[k] for k in mine if theirs.get(k)]
+
+
+# ---------------------------------------------------------------- RESULTS.md
+
+def fmt_rate(agg: dict[str, Any] | None, field: str = "records_per_sec") -> str:
+    if not agg or field not in agg:
+        return "—"
+    v = agg[field]
+    if agg.get("runs", 1) == 1:
+        return f"{v['median']:,.0f}"
+    return f"{v['median']:,.0f} ({v['min']:,.0f}-{v['max']:,.0f})"
+
+
+def fmt_ms(agg: dict[str, Any] | None) -> str:
+    if not agg or "p99_ms" not in agg:
+        return "—"
+    return (f"{agg['p50_ms']['median']:.2f} / {agg['p99_ms']['median']:.2f} / "
+            f"{agg['p999_ms']['median']:.2f}")
+
+
+def render(data: dict[str, Any]) -> str:
+    rows = data["rows"]
+    agg = aggregate(rows)
+    systems = [s for s in data["systems_order"] if any(r["system"] == s for r in rows)]
+    peers = [s for s in systems if s != "odradek"]
+    lim = data["limits"]
+    a = data["args"]
+    lines = [
+        f"## Issue 3: side by side, {data['runs']} run(s) per figure",
+        "",
+        f"- date: {data['date']}, revision {data['revision']}; "
+        f"machine: {data['machine']}",
+        f"- **{data['note']}**" if data.get("note") else "",
+        f"- load average at start / end: {data['load_start']} / {data['load_end']}; "
+        f"whole comparison took {data['elapsed_s'] / 60:.1f} min",
+        f"- per phase: at most {a['max_records']:,} records or {a['max_seconds']} s; "
+        f"end to end: {a['e2e_seconds']} s measured after {a['warmup']} s warm-up, 100 B, "
+        f"{a['e2e_partitions']} partitions",
+        "- each cell: median (min-max) over the runs; ratios: odradek / peer, median of the "
+        "per-run ratios",
+        "- physical limits, same run: " + "; ".join(lim["lines"]),
+        "",
+        "![throughput and latency per system](compare.png)",
+        "",
+        "Systems:",
+        "",
+        *[f"- `{s}`: {data['descriptions'].get(s, '')}" for s in systems],
+        "",
+        "### Throughput, records/s",
+        "",
+        "| workload | size | partitions | "
+        + " | ".join([*systems, *(f"odradek / {p}" for p in peers)]) + " |",
+        "|---|---:|---:|" + "---:|" * (len(systems) + len(peers)),
+    ]
+    workloads = ["produce", "consume", "together-produce", "together-consume"]
+    for workload in workloads:
+        for size in a["sizes"]:
+            for partitions in a["partitions"]:
+                cells = []
+                for s in systems:
+                    part = partitions
+                    if s.endswith("-benchmark"):
+                        part = 1
+                    cells.append(fmt_rate(agg.get((s, workload, size, part))))
+                ratios = []
+                for p in peers:
+                    part = 1 if p.endswith("-benchmark") else partitions
+                    rs = _ratio_by_run(rows, p, workload, size, partitions, "records_per_sec") \
+                        if part == partitions else []
+                    if p.endswith("-benchmark"):
+                        mine = agg.get(("odradek", workload, size, partitions))
+                        theirs = agg.get((p, workload, size, 1))
+                        rs = ([mine["records_per_sec"]["median"] /
+                               theirs["records_per_sec"]["median"]]
+                              if mine and theirs and theirs["records_per_sec"]["median"] else [])
+                    ratios.append(f"{statistics.median(rs):.2f}x" if rs else "—")
+                lines.append(f"| {workload} | {size} B | {partitions} | "
+                             + " | ".join([*cells, *ratios]) + " |")
+    lines += ["", "### Throughput, MB/s (record bytes)", "",
+              "| workload | size | partitions | " + " | ".join(systems) + " |",
+              "|---|---:|---:|" + "---:|" * len(systems)]
+    for workload in ("produce", "consume"):
+        for size in a["sizes"]:
+            for partitions in a["partitions"]:
+                cells = [fmt_rate(agg.get((s, workload, size,
+                                           1 if s.endswith("-benchmark") else partitions)),
+                                  "mb_per_sec") for s in systems]
+                lines.append(f"| {workload} | {size} B | {partitions} | " + " | ".join(cells) + " |")
+    lat_systems = [s for s in systems if not s.endswith("-benchmark")]
+    lines += ["", "### End-to-end latency, ms: p50 / p99 / p99.9 (median over runs), and the "
+              "rate reached", "",
+              "| rate | " + " | ".join(lat_systems) + " |",
+              "|---|" + "---|" * len(lat_systems)]
+    for rate in a["rates"]:
+        label = f"e2e@{rate_label(rate)}"
+        cells = []
+        for s in lat_systems:
+            g = agg.get((s, label, 100, a["e2e_partitions"]))
+            cells.append(f"{fmt_ms(g)} at {fmt_rate(g)}/s" if g else "—")
+        lines.append(f"| {rate_label(rate)} | " + " | ".join(cells) + " |")
+    lines += ["", "### Server CPU seconds per GB of record bytes (median)", "",
+              "| workload | size | partitions | " + " | ".join(lat_systems) + " |",
+              "|---|---:|---:|" + "---:|" * len(lat_systems)]
+    for workload in ("produce", "consume"):
+        for size in a["sizes"]:
+            for partitions in a["partitions"]:
+                cells = []
+                for s in lat_systems:
+                    g = agg.get((s, workload, size, partitions))
+                    cells.append(f"{g['cpu_s_per_gb']['median']:.1f}"
+                                 if g and "cpu_s_per_gb" in g else "—")
+                lines.append(f"| {workload} | {size} B | {partitions} | " + " | ".join(cells) + " |")
+    lines += ["", "### Issue 3 targets (2-core machine)", "", *targets(agg, rows, peers), ""]
+    return "\n".join(line for line in lines if line is not None) + "\n"
+
+
+def targets(agg: dict[tuple[str, str, int, int], dict[str, Any]], rows: list[dict[str, Any]],
+            peers: list[str]) -> list[str]:
+    def med(key: tuple[str, str, int, int], field: str = "records_per_sec") -> float | None:
+        g = agg.get(key)
+        return g[field]["median"] if g and field in g else None
+
+    out = ["| target | measured (median) | holds |", "|---|---:|---|"]
+
+    def line(name: str, value: float | None, ok: bool | None, unit: str = "") -> None:
+        shown = "not measured" if value is None else f"{value:,.2f}{unit}" if value < 100 \
+            else f"{value:,.0f}{unit}"
+        out.append(f"| {name} | {shown} | {'—' if ok is None else 'yes' if ok else 'no'} |")
+
+    p = med(("odradek", "produce", 100, 6))
+    line("produce 100 B, 6 partitions, acks=1 >= 1,000,000 records/s", p,
+         None if p is None else p >= 1_000_000)
+    best = [med((s, "produce", 100, 1 if s.endswith("-benchmark") else 6)) for s in peers]
+    best_v = max((b for b in best if b), default=None)
+    ratio = p / best_v if p and best_v else None
+    line("produce 100 B >= 2.5x the best peer measured in the same run", ratio,
+         None if ratio is None else ratio >= 2.5, "x")
+    c = med(("odradek", "consume", 100, 6))
+    line("consume 100 B >= 2,000,000 records/s", c, None if c is None else c >= 2_000_000)
+    mb = med(("odradek", "produce", 1024, 6), "mb_per_sec")
+    line("produce 1 KB >= 800 MB/s", mb, None if mb is None else mb * 1.048576 >= 800, " MiB/s")
+    lat = med(("odradek", "e2e@100k", 100, 6), "p99_ms")
+    line("end to end at 100k records/s: p99 <= 5 ms", lat, None if lat is None else lat <= 5,
+         " ms")
+    cpu = med(("odradek", "produce", 100, 6), "cpu_s_per_gb")
+    line("node CPU per GB produced (100 B, 6 partitions), reported", cpu, None, " CPU s/GB")
+    return out
+
+
+def update_results(section: str, path: Path = RESULTS) -> None:
+    block = f"{BEGIN}\n{section.rstrip()}\n{END}\n"
+    text = path.read_text() if path.exists() else "# Benchmark results\n\n"
+    if BEGIN in text and END in text:
+        start = text.index(BEGIN)
+        stop = text.index(END) + len(END)
+        text = text[:start] + block.rstrip("\n") + text[stop:]
+    else:
+        text = text.rstrip() + "\n\n" + block
+    path.write_text(text)
+
+
+# ---------------------------------------------------------------- main
+
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--runs", type=int, default=3, help="Runs per figure (median, min, max).")
+    parser.add_argument("--systems", default=",".join(SYSTEM_NAMES))
+    parser.add_argument("--sizes", default="100,1024")
+    parser.add_argument("--partitions", default="1,6")
+    parser.add_argument("--rates", default="10000,100000,0",
+                        help="End-to-end latency rates, records/s (0 = the maximum).")
+    parser.add_argument("--max-records", type=int, default=1_000_000)
+    parser.add_argument("--max-seconds", type=float, default=3.0)
+    parser.add_argument("--e2e-seconds", type=float, default=3.0)
+    parser.add_argument("--e2e-partitions", type=int, default=6)
+    parser.add_argument("--warmup", type=float, default=0.5)
+    parser.add_argument("--idle-timeout", type=float, default=5.0,
+                        help="A consumer stops after this many seconds without a record.")
+    parser.add_argument("--no-native", action="store_true", help="Skip redis-benchmark.")
+    parser.add_argument("--note", default="",
+                        help="A line for RESULTS.md, e.g. that the machine was busy.")
+    parser.add_argument("--quick", action="store_true",
+                        help="Check the harness: 100k records, 1 run, 2 s phases.")
+    parser.add_argument("--no-write", action="store_true", help="Leave RESULTS.md alone.")
+    parser.add_argument("--no-plot", action="store_true")
+    args = parser.parse_args(argv)
+    if args.quick:
+        args.runs = 1
+        args.max_records = 100_000
+        args.max_seconds = 2.0
+        args.e2e_seconds = 1.5
+    args.sizes = [int(s) for s in args.sizes.split(",")]
+    args.partitions = [int(s) for s in args.partitions.split(",")]
+    args.rates = [float(s) for s in args.rates.split(",")]
+    args.systems = [s.strip() for s in args.systems.split(",") if s.strip()]
+    return args
+
+
+def load_average() -> str:
+    import os
+
+    return " ".join(f"{x:.2f}" for x in os.getloadavg())
+
+
+def run_system(runner: Runner, name: str, workdir: Path, run: int,
+               log: Callable[[str], None]) -> str:
+    a = runner.args
+    system = make_system(name)
+    log(f"# {name}, run {run}: starting")
+    system.start(workdir)
+    try:
+        for size in a.sizes:
+            for partitions in a.partitions:
+                runner.throughput(system, run, size, partitions)
+        for rate in a.rates:
+            runner.latency(system, run, rate)
+        if hasattr(system, "native_benchmark") and not a.no_native:
+            runner.native(system, run)
+    finally:
+        system.stop()
+    return getattr(system, "description", name)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    for name in args.systems:
+        make_system(name)  # unknown names fail before anything runs
+    started = time.monotonic()
+    load_start = load_average()
+    runner = Runner(args)
+    descriptions: dict[str, str] = {}
+    failures: list[str] = []
+    with tempfile.TemporaryDirectory(prefix="odradek-compare-") as tmp:
+        workdir = Path(tmp)
+        print("# physical limits", flush=True)
+        lim = limits_mod.measure(workdir)
+        for line in lim.lines():
+            print(line, flush=True)
+        # Runs interleave the systems so a slow spell of the machine hits all of them.
+        for run in range(1, args.runs + 1):
+            for name in args.systems:
+                try:
+                    descriptions[name] = run_system(runner, name, workdir, run, print)
+                except Exception:
+                    failures.append(f"{name}, run {run}: {traceback.format_exc()}")
+                    print(failures[-1], file=sys.stderr, flush=True)
+    if "redis" in args.systems and not args.no_native:
+        descriptions["redis-benchmark"] = ("redis-benchmark (Redis' own C tool) against the same "
+                                           "redis-server: XADD, pipelined, one stream; consume = "
+                                           "XRANGE COUNT 100 records per request")
+    m = machine()
+    data = {
+        "date": dt.datetime.now().astimezone().strftime("%Y-%m-%d %H:%M %Z"),
+        "revision": git_revision(),
+        "machine": f"{m.cores} cores ({m.cpu_model}), Linux {m.kernel}, Python {m.python}",
+        "note": args.note,
+        "runs": args.runs,
+        "load_start": load_start,
+        "load_end": load_average(),
+        "elapsed_s": time.monotonic() - started,
+        "args": {k: v for k, v in vars(args).items()},
+        "limits": {"loopback_mb_per_sec": lim.loopback_mb_per_sec,
+                   "disk_buffered_mb_per_sec": lim.disk_buffered_mb_per_sec,
+                   "disk_fsync_mb_per_sec": lim.disk_fsync_mb_per_sec, "lines": lim.lines()},
+        "systems_order": [*args.systems[:1],
+                          *(["redis-benchmark"] if "redis" in args.systems else []),
+                          *args.systems[1:]] if args.systems else [],
+        "descriptions": descriptions,
+        "rows": runner.rows,
+        "failures": failures,
+    }
+    # odradek first, then each peer with its native tool right after it.
+    order = []
+    for s in args.systems:
+        order.append(s)
+        if s == "redis" and not args.no_native:
+            order.append("redis-benchmark")
+    data["systems_order"] = order
+    section = render(data)
+    print(section)
+    if not args.no_write:
+        JSON_OUT.write_text(json.dumps(data, indent=1, default=str) + "\n")
+        if not args.no_plot:
+            try:
+                from bench import plot
+
+                plot.plot(data, PNG_OUT)
+            except Exception:
+                failures.append(f"plot: {traceback.format_exc()}")
+                print(failures[-1], file=sys.stderr, flush=True)
+        update_results(section)
+        print(f"wrote {RESULTS}, {JSON_OUT.name}, {PNG_OUT.name}")
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,117 @@
+"""`odradek bench produce|consume|e2e`: the perf tools Kafka users know, against any node.
+
+produce prints what kafka-producer-perf-test prints, consume what kafka-consumer-perf-test
+prints, e2e what Kafka's EndToEndLatency tool prints (at a chosen rate instead of one record
+at a time). The measuring itself lives in `odradek.client.perf`.
+"""
+
+from __future__ import annotations
+
+import time
+
+import typer
+from confluent_kafka import KafkaException
+from confluent_kafka.admin import NewTopic
+
+from odradek.cli.common import (
+    BootstrapOption,
+    ClientConfigOption,
+    client_overrides,
+    describe_error,
+    fail,
+    kafka_errors,
+)
+from odradek.client import admin_client, perf
+
+app = typer.Typer(help="Measure a node: producer, consumer and end-to-end latency perf tests.",
+                  no_args_is_help=True, add_completion=False)
+
+TopicOption = typer.Option("perf", "--topic", "-t", help="The topic to use.")
+PartitionsOption = typer.Option(
+    6, "--partitions", "-p", help="Create the topic with this many partitions when it is missing.")
+
+
+def ensure_topic(bootstrap: str, topic: str, partitions: int, timeout: float = 30.0) -> None:
+    admin = admin_client(bootstrap)
+    futures = admin.create_topics([NewTopic(topic, num_partitions=partitions,
+                                            replication_factor=1)],
+                                  operation_timeout=timeout, request_timeout=timeout)
+    try:
+        futures[topic].result(timeout)
+    except KafkaException as exc:
+        if exc.args[0].name() != "TOPIC_ALREADY_EXISTS":
+            fail(describe_error(exc))
+
+
+def _strings(overrides: dict[str, object]) -> dict[str, str]:
+    return {key: str(value) for key, value in overrides.items()}
+
+
+@app.command()
+def produce(
+    topic: str = TopicOption,
+    num_records: int = typer.Option(1_000_000, "--num-records", "-n", min=1),
+    record_size: int = typer.Option(100, "--record-size", "-s", min=1),
+    throughput: float = typer.Option(
+        -1, "--throughput", help="At most this many records/s; -1 for no limit."),
+    acks: str = typer.Option("1", "--acks", help="0, 1 or all (-1)."),
+    partitions: int = PartitionsOption,
+    bootstrap: str = BootstrapOption,
+    client_config: list[str] = ClientConfigOption,
+) -> None:
+    """Produce records as fast as the client goes (kafka-producer-perf-test)."""
+    overrides = client_overrides(client_config)
+    with kafka_errors():
+        ensure_topic(bootstrap, topic, partitions)
+        result = perf.run_producer(bootstrap, topic, num_records, record_size, acks,
+                                   _strings(overrides), throughput=throughput)
+    if result.errors:
+        raise typer.Exit(1)
+
+
+@app.command()
+def consume(
+    topic: str = TopicOption,
+    messages: int = typer.Option(1_000_000, "--messages", "-n", min=1,
+                                 help="Stop after this many records."),
+    timeout: float = typer.Option(10.0, "--timeout",
+                                  help="Stop after this many seconds without a record."),
+    processes: int = typer.Option(1, "--processes",
+                                  help="Consumer processes splitting the partitions."),
+    bootstrap: str = BootstrapOption,
+    client_config: list[str] = ClientConfigOption,
+) -> None:
+    """Read a topic from the beginning as fast as the client goes (kafka-consumer-perf-test)."""
+    overrides = client_overrides(client_config)
+    with kafka_errors():
+        try:
+            result = perf.run_consumer(bootstrap, topic, messages, timeout, _strings(overrides),
+                                       processes=processes)
+        except RuntimeError as exc:
+            fail(str(exc))
+    if result.records < messages:
+        raise typer.Exit(1)
+
+
+@app.command()
+def e2e(
+    topic: str = typer.Option("", "--topic", "-t",
+                              help="A topic to use (default: a fresh one per run)."),
+    rate: float = typer.Option(10_000, "--rate", help="Records/s to produce; 0 for the maximum."),
+    seconds: float = typer.Option(5.0, "--seconds", help="How long to measure."),
+    record_size: int = typer.Option(100, "--record-size", "-s", min=9),
+    acks: str = typer.Option("1", "--acks"),
+    partitions: int = PartitionsOption,
+    bootstrap: str = BootstrapOption,
+    client_config: list[str] = ClientConfigOption,
+) -> None:
+    """End-to-end latency, produce call to consumer, at a fixed rate (EndToEndLatency)."""
+    overrides = client_overrides(client_config)
+    # Only this run's records may be measured: a fresh topic unless the user names one.
+    name = topic or f"odradek-e2e-{int(time.time() * 1000)}"
+    with kafka_errors():
+        ensure_topic(bootstrap, name, partitions)
+        result = perf.run_e2e(bootstrap, name, rate, seconds, record_size, acks,
+                              producer_extra=_strings(overrides))
+    if not result.records:
+        raise typer.Exit(1)

@@ -1,0 +1,595 @@
+"""Perf tools over confluent-kafka: what kafka-producer-perf-test, kafka-consumer-perf-test and
+Kafka's EndToEndLatency tool measure and print.
+
+Used by `odradek bench produce|consume|e2e` and by the benchmarks under bench/.
+
+Producer latency is librdkafka's own (produce() call to delivery report, `Message.latency()`),
+read in the delivery callback of one record in SAMPLE_EVERY: a Python callback per record would
+cost the client about a third of its throughput. How many records the node acknowledged is
+counted exactly, from the partitions' high watermarks before and after the run.
+
+End-to-end latency: each record carries the producer's CLOCK_MONOTONIC time (system wide on
+Linux, so producer and consumer may be separate processes on one machine) in its first 8 bytes;
+the consumer, in its own process so the two do not share a GIL, subtracts it from the time
+the record reached it.
+"""
+
+from __future__ import annotations
+
+import multiprocessing as mp
+import os
+import random
+import string
+import sys
+import time
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any, TextIO
+
+from confluent_kafka import (
+    OFFSET_BEGINNING,
+    Consumer,
+    KafkaError,
+    Message,
+    Producer,
+    TopicPartition,
+)
+
+from odradek.client.config import resolve_bootstrap
+
+REPORT_INTERVAL_S = 5.0
+SAMPLE_EVERY = 16
+PERCENTILES = (("50", 0.5), ("95", 0.95), ("99", 0.99), ("99.9", 0.999))
+
+
+# ---------------------------------------------------------------------------- producer
+
+@dataclass
+class Window:
+    """Counts between two progress lines (and for the whole run)."""
+
+    start: float
+    count: int = 0
+    bytes: int = 0
+    latency_sum_ms: float = 0.0
+    latency_max_ms: float = 0.0
+
+    def add(self, latency_ms: float, size: int) -> None:
+        self.count += SAMPLE_EVERY
+        self.bytes += size * SAMPLE_EVERY
+        self.latency_sum_ms += latency_ms
+        if latency_ms > self.latency_max_ms:
+            self.latency_max_ms = latency_ms
+
+    def line(self, now: float) -> str:
+        elapsed = max(now - self.start, 1e-9)
+        rate = self.count / elapsed
+        mb = self.bytes / elapsed / (1024 * 1024)
+        avg = self.latency_sum_ms * SAMPLE_EVERY / self.count if self.count else 0.0
+        return (f"{self.count} records sent, {rate:.1f} records/sec ({mb:.2f} MB/sec), "
+                f"{avg:.1f} ms avg latency, {self.latency_max_ms:.1f} ms max latency")
+
+
+@dataclass
+class ProducerResult:
+    records: int
+    errors: int
+    seconds: float
+    records_per_sec: float
+    mb_per_sec: float
+    avg_latency_ms: float
+    max_latency_ms: float
+    percentiles_ms: dict[str, float] = field(default_factory=dict)
+    record_size: int = 0
+
+    @property
+    def bytes(self) -> int:
+        return self.records * self.record_size
+
+    def summary(self) -> str:
+        p = self.percentiles_ms
+        return (f"{self.records} records sent, {self.records_per_sec:.1f} records/sec "
+                f"({self.mb_per_sec:.2f} MB/sec), {self.avg_latency_ms:.2f} ms avg latency, "
+                f"{self.max_latency_ms:.2f} ms max latency, {p['50']:.0f} ms 50th, "
+                f"{p['95']:.0f} ms 95th, {p['99']:.0f} ms 99th, {p['99.9']:.0f} ms 99.9th.")
+
+
+class Stats:
+    """Latencies of the sampled records; each stands for SAMPLE_EVERY records in the counts."""
+
+    def __init__(self, record_size: int, out: TextIO | None) -> None:
+        now = time.monotonic()
+        self.total = Window(now)
+        self.window = Window(now)
+        self.record_size = record_size
+        self.samples: list[float] = []
+        self.errors = 0
+        self.first_error: str | None = None
+        self.out = out
+
+    def on_delivery(self, err: KafkaError | None, msg: Message) -> None:
+        if err is not None:
+            self.errors += 1
+            if self.first_error is None:
+                self.first_error = f"{err.name()}: {err.str()}"
+            return
+        latency_ms = (msg.latency() or 0.0) * 1000.0
+        self.total.add(latency_ms, self.record_size)
+        self.window.add(latency_ms, self.record_size)
+        self.samples.append(latency_ms)
+
+    def maybe_report(self) -> None:
+        now = time.monotonic()
+        if now - self.window.start >= REPORT_INTERVAL_S:
+            if self.out is not None:
+                print(self.window.line(now) + ".", file=self.out, flush=True)
+            self.window = Window(now)
+
+
+def percentile(sorted_values: list[float], fraction: float) -> float:
+    if not sorted_values:
+        return 0.0
+    return sorted_values[min(len(sorted_values) - 1, int(fraction * len(sorted_values)))]
+
+
+def make_payload(size: int, seed: int = 0) -> bytes:
+    # As kafka-producer-perf-test: random uppercase letters, one payload for every record.
+    rng = random.Random(seed)
+    return "".join(rng.choice(string.ascii_uppercase) for _ in range(size)).encode()
+
+
+def producer_config(bootstrap: str | None, acks: str = "1",
+                    extra: dict[str, str] | None = None) -> dict[str, object]:
+    conf: dict[str, object] = {
+        "bootstrap.servers": resolve_bootstrap(bootstrap),
+        "acks": acks,
+        "linger.ms": 5,
+        "batch.size": 1024 * 1024,
+        "batch.num.messages": 100000,
+        "queue.buffering.max.messages": 2_000_000,
+        "queue.buffering.max.kbytes": 2 * 1024 * 1024,
+        "compression.type": "none",
+        "message.max.bytes": 2 * 1024 * 1024,
+    }
+    conf.update(extra or {})
+    return conf
+
+
+def high_watermarks(bootstrap: str | None, topic: str) -> int:
+    """The sum of the topic's high watermarks: records the node has acknowledged, ever."""
+    consumer = Consumer({"bootstrap.servers": resolve_bootstrap(bootstrap),
+                         "group.id": "odradek-bench-watermarks", "enable.auto.commit": False})
+    try:
+        meta = consumer.list_topics(topic, timeout=30).topics[topic]
+        if meta.error is not None:
+            raise RuntimeError(f"topic {topic}: {meta.error.name()}")
+        return sum(consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=30)[1]
+                   for p in meta.partitions)
+    finally:
+        consumer.close()
+
+
+def run_producer(bootstrap: str | None, topic: str, num_records: int, record_size: int,
+                 acks: str = "1", extra: dict[str, str] | None = None,
+                 out: TextIO | None = sys.stdout, throughput: float = -1,
+                 max_seconds: float | None = None) -> ProducerResult:
+    """Produce `num_records` records (fewer if `max_seconds` runs out), at most `throughput`
+    records/s when it is positive (kafka-producer-perf-test's --throughput, -1 = unlimited)."""
+    payload = make_payload(record_size)
+    stats = Stats(record_size, out)
+    before = high_watermarks(bootstrap, topic)
+    producer = Producer(producer_config(bootstrap, acks, extra))
+    produce = producer.produce
+    poll = producer.poll
+    callback = stats.on_delivery
+    start = time.monotonic()
+    deadline = start + max_seconds if max_seconds else float("inf")
+    stats.total.start = stats.window.start = start
+    sent = 0
+    for i in range(num_records):
+        while True:
+            try:
+                if i % SAMPLE_EVERY:
+                    produce(topic, payload)
+                else:
+                    produce(topic, payload, on_delivery=callback)
+                break
+            except BufferError:
+                poll(0.005)
+        sent += 1
+        if i & 1023 == 0:
+            poll(0)
+            stats.maybe_report()
+            if time.monotonic() > deadline:
+                break
+        if throughput > 0 and i % 64 == 0:
+            _pace(start, sent, throughput, poll)
+    while len(producer) > 0:
+        poll(0.05)
+        stats.maybe_report()
+    end = time.monotonic()
+    producer.flush()
+    acknowledged = high_watermarks(bootstrap, topic) - before
+    elapsed = max(end - start, 1e-9)
+    samples = sorted(stats.samples)
+    result = ProducerResult(
+        records=acknowledged,
+        errors=sent - acknowledged,
+        seconds=elapsed,
+        records_per_sec=acknowledged / elapsed,
+        mb_per_sec=acknowledged * record_size / elapsed / (1024 * 1024),
+        avg_latency_ms=sum(samples) / len(samples) if samples else 0.0,
+        max_latency_ms=samples[-1] if samples else 0.0,
+        percentiles_ms={name: percentile(samples, q) for name, q in PERCENTILES},
+        record_size=record_size,
+    )
+    if out is not None:
+        print(result.summary(), file=out, flush=True)
+    if result.errors:
+        print(f"{result.errors} records not acknowledged; first sampled error: "
+              f"{stats.first_error}", file=sys.stderr)
+    return result
+
+
+def _pace(start: float, sent: int, rate: float, poll: Any) -> None:
+    """Hold the producer back to `rate` records/s since `start` (serving callbacks meanwhile)."""
+    ahead = sent / rate - (time.monotonic() - start)
+    if ahead > 0.0005:
+        poll(ahead)
+        while sent / rate > time.monotonic() - start:
+            time.sleep(0.0002)
+
+
+# ---------------------------------------------------------------------------- consumer
+
+CONSUMER_HEADER = ("start.time, end.time, data.consumed.in.MB, MB.sec, data.consumed.in.nMsg, "
+                   "nMsg.sec, rebalance.time.ms, fetch.time.ms, fetch.MB.sec, fetch.nMsg.sec")
+
+
+@dataclass
+class ConsumerResult:
+    records: int
+    bytes: int
+    start_wall: float
+    end_wall: float
+    seconds: float
+
+    @property
+    def mb(self) -> float:
+        return self.bytes / (1024 * 1024)
+
+    @property
+    def records_per_sec(self) -> float:
+        return self.records / max(self.seconds, 1e-9)
+
+    @property
+    def mb_per_sec(self) -> float:
+        return self.mb / max(self.seconds, 1e-9)
+
+    def line(self) -> str:
+        ms = self.seconds * 1000
+        return (f"{_stamp(self.start_wall)}, {_stamp(self.end_wall)}, {self.mb:.4f}, "
+                f"{self.mb_per_sec:.4f}, {self.records}, {self.records_per_sec:.4f}, 0, "
+                f"{ms:.0f}, {self.mb_per_sec:.4f}, {self.records_per_sec:.4f}")
+
+
+def _stamp(t: float) -> str:
+    d = datetime.fromtimestamp(t)
+    return d.strftime("%Y-%m-%d %H:%M:%S:") + f"{d.microsecond // 1000:03d}"
+
+
+def consumer_config(bootstrap: str | None, extra: dict[str, str] | None = None) -> dict[str, object]:
+    conf: dict[str, object] = {
+        "bootstrap.servers": resolve_bootstrap(bootstrap),
+        "group.id": f"odradek-bench-{os.getpid()}",
+        "enable.auto.commit": False,
+        "enable.auto.offset.store": False,
+        "fetch.max.bytes": 64 * 1024 * 1024,
+        "max.partition.fetch.bytes": 16 * 1024 * 1024,
+        "fetch.wait.max.ms": 100,
+        "queued.min.messages": 1_000_000,
+        "queued.max.messages.kbytes": 512 * 1024,
+        "receive.message.max.bytes": 128 * 1024 * 1024,
+    }
+    conf.update(extra or {})
+    return conf
+
+
+def _partitions(consumer: Consumer, topic: str) -> list[int]:
+    meta = consumer.list_topics(topic, timeout=30).topics[topic]
+    if meta.error is not None:
+        raise RuntimeError(f"topic {topic}: {meta.error.name()}")
+    return sorted(meta.partitions)
+
+
+def consume_records(bootstrap: str | None, topic: str, partitions: list[int] | None,
+                    num_records: int, timeout_s: float, extra: dict[str, str] | None,
+                    ready: Any = None, go: Any = None,
+                    total: Any = None) -> tuple[int, int, float, float]:
+    """Read from the beginning until num_records (or, when `total` is a shared value that is
+    non-negative, that many), or timeout_s without a record: (records, bytes, start, end)."""
+    consumer = Consumer(consumer_config(bootstrap, extra))
+    try:
+        if partitions is None:
+            partitions = _partitions(consumer, topic)
+        consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in partitions])
+        if ready is not None:
+            ready.set()
+            go.wait()
+        count = 0
+        nbytes = 0
+        start = time.time()
+        last = start
+        consume = consumer.consume
+        target = num_records
+        while count < target:
+            batch = consume(num_messages=10000, timeout=0.5)
+            if total is not None and total.value >= 0:
+                target = min(num_records, total.value)
+            if not batch:
+                if time.time() - last > timeout_s:
+                    break
+                continue
+            for msg in batch:
+                value = msg.value()
+                if value is None:
+                    err = msg.error()
+                    if err is not None:
+                        if err.code() != KafkaError._PARTITION_EOF:
+                            print(f"consumer error: {err.name()}: {err.str()}", file=sys.stderr)
+                        continue
+                else:
+                    nbytes += len(value)
+                key = msg.key()
+                if key is not None:
+                    nbytes += len(key)
+                count += 1
+            last = time.time()
+    finally:
+        consumer.close()
+    return count, nbytes, start, last
+
+
+def _consume_worker(args: tuple[Any, ...], results: Any) -> None:
+    results.put(consume_records(*args))
+
+
+def run_consumer(bootstrap: str | None, topic: str, num_records: int, timeout_s: float = 10.0,
+                 extra: dict[str, str] | None = None, out: TextIO | None = sys.stdout,
+                 processes: int = 1) -> ConsumerResult:
+    """One consumer, or `processes` consumers splitting the partitions between them (one
+    Python process tops out near one core; kafka-consumer-perf-test had --threads for this)."""
+    if processes <= 1:
+        count, nbytes, start, end = consume_records(bootstrap, topic, None, num_records,
+                                                    timeout_s, extra)
+    else:
+        count, nbytes, start, end = _run_processes(bootstrap, topic, num_records, timeout_s,
+                                                   extra, processes)
+    result = ConsumerResult(count, nbytes, start, end, end - start)
+    if out is not None:
+        print(CONSUMER_HEADER, file=out)
+        print(result.line(), file=out, flush=True)
+    return result
+
+
+def _run_processes(bootstrap: str | None, topic: str, num_records: int, timeout_s: float,
+                   extra: dict[str, str] | None, processes: int) -> tuple[int, int, float, float]:
+    probe = Consumer(consumer_config(bootstrap, extra))
+    try:
+        partitions = _partitions(probe, topic)
+        per_partition = [probe.get_watermark_offsets(TopicPartition(topic, p), timeout=30)
+                         for p in partitions]
+    finally:
+        probe.close()
+    ctx = mp.get_context("spawn")
+    results = ctx.Queue()
+    go = ctx.Event()
+    workers = []
+    readies = []
+    for i in range(processes):
+        mine = partitions[i::processes]
+        if not mine:
+            continue
+        # Each worker stops at what its partitions held when the run began (or num_records).
+        quota = min(num_records, sum(high - low for p, (low, high)
+                                     in zip(partitions, per_partition, strict=True) if p in mine))
+        ready = ctx.Event()
+        proc = ctx.Process(target=_consume_worker,
+                           args=((bootstrap, topic, mine, quota, timeout_s, extra, ready, go),
+                                 results))
+        proc.start()
+        workers.append(proc)
+        readies.append(ready)
+    for ready in readies:
+        ready.wait(60)
+    go.set()
+    parts = [results.get() for _ in workers]
+    for proc in workers:
+        proc.join()
+    return (sum(p[0] for p in parts), sum(p[1] for p in parts), min(p[2] for p in parts),
+            max(p[3] for p in parts))
+
+
+# ---------------------------------------------------------------------------- end to end
+
+E2E_LINGER_MS = "1"
+
+
+@dataclass
+class LatencyResult:
+    """End-to-end latencies (ms) of the measured records, and the rate that was achieved."""
+
+    records: int
+    seconds: float
+    latencies_ms: list[float]
+
+    @property
+    def records_per_sec(self) -> float:
+        return self.records / max(self.seconds, 1e-9)
+
+    def pct(self, fraction: float) -> float:
+        return percentile(self.latencies_ms, fraction)
+
+    @property
+    def avg_ms(self) -> float:
+        return sum(self.latencies_ms) / len(self.latencies_ms) if self.latencies_ms else 0.0
+
+    def summary(self) -> str:
+        # EndToEndLatency prints the average and three percentiles; the rate is ours.
+        return (f"{self.records} records at {self.records_per_sec:.1f} records/sec\n"
+                f"Avg latency: {self.avg_ms:.4f} ms\n"
+                f"Percentiles: 50th = {self.pct(0.5):.3f}, 99th = {self.pct(0.99):.3f}, "
+                f"99.9th = {self.pct(0.999):.3f}")
+
+
+def stamp_payload(payload: bytearray, warmup: bool) -> None:
+    """The producer's clock in bytes 0-7; byte 8 flags warm-up records the consumer ignores."""
+    payload[0:8] = time.monotonic_ns().to_bytes(8, "big")
+    if len(payload) > 8:
+        payload[8] = 1 if warmup else 0
+
+
+def latency_of(value: bytes, now_ns: int) -> float | None:
+    """Milliseconds since the producer stamped `value`; None for a warm-up record."""
+    if len(value) > 8 and value[8] == 1:
+        return None
+    return (now_ns - int.from_bytes(value[0:8], "big")) / 1e6
+
+
+class Pacer:
+    """Due-count pacing: at `rate` records/s (0 = as fast as possible) since the first call."""
+
+    def __init__(self, rate: float) -> None:
+        self.rate = rate
+        self.start = time.monotonic()
+
+    def due(self, sent: int, batch: int) -> int:
+        """How many records to send now (sleeping until at least one is due)."""
+        if self.rate <= 0:
+            return batch
+        while True:
+            n = int((time.monotonic() - self.start) * self.rate) - sent
+            if n > 0:
+                return min(n, batch)
+            time.sleep(min(0.0005, 1.0 / self.rate))
+
+
+def e2e_consume(bootstrap: str | None, topic: str, expected: Any, timeout_s: float,
+                extra: dict[str, str] | None, ready: Any) -> tuple[int, list[float]]:
+    """Consumer side (its own process): latencies until `expected` (a shared value, -1 while
+    the producer runs) records were seen, or timeout_s without a record."""
+    consumer = Consumer(consumer_config(bootstrap, {"fetch.wait.max.ms": "10", **(extra or {})}))
+    latencies: list[float] = []
+    count = 0
+    try:
+        consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING)
+                         for p in _partitions(consumer, topic)])
+        # One empty poll so the connection and fetch session exist before the producer starts.
+        consumer.consume(num_messages=1, timeout=0.5)
+        ready.set()
+        last = time.monotonic()
+        consume = consumer.consume
+        poll = consumer.poll
+        while expected.value < 0 or count < expected.value:
+            # consume() waits for num_messages or its timeout, whichever is later to come:
+            # block in poll() for the first record, then take what is already there.
+            first = poll(0.2)
+            now = time.monotonic_ns()
+            batch = [first, *consume(num_messages=10000, timeout=0)] if first is not None else []
+            if not batch:
+                if time.monotonic() - last > timeout_s:
+                    break
+                continue
+            last = time.monotonic()
+            for msg in batch:
+                value = msg.value()
+                if value is None:
+                    continue
+                count += 1
+                ms = latency_of(value, now)
+                if ms is not None:
+                    latencies.append(ms)
+    finally:
+        consumer.close()
+    return count, latencies
+
+
+def _e2e_worker(args: tuple[Any, ...], results: Any) -> None:
+    try:
+        results.put(e2e_consume(*args))
+    except BaseException:
+        results.put((0, []))
+        raise
+
+
+def e2e_produce(bootstrap: str | None, topic: str, rate: float, seconds: float, record_size: int,
+                acks: str, extra: dict[str, str] | None, warmup_s: float) -> tuple[int, float]:
+    """Producer side: stamped records at `rate`/s (0 = max) for `seconds` after `warmup_s` of
+    warm-up records; (records sent, seconds of the measured part)."""
+    conf = producer_config(bootstrap, acks, {"linger.ms": E2E_LINGER_MS, **(extra or {})})
+    producer = Producer(conf)
+    payload = bytearray(make_payload(max(record_size, 9)))
+    sent = 0
+    produce = producer.produce
+    poll = producer.poll
+    pacer = Pacer(rate)
+    begin = time.monotonic()
+    measured_start = begin + warmup_s
+    end = measured_start + seconds
+    measured = 0
+    while True:
+        now = time.monotonic()
+        if now >= end:
+            break
+        warm = now < measured_start
+        for _ in range(pacer.due(sent, 256)):
+            stamp_payload(payload, warm)
+            while True:
+                try:
+                    produce(topic, bytes(payload))
+                    break
+                except BufferError:
+                    poll(0.001)
+            sent += 1
+            if not warm:
+                measured += 1
+        poll(0)
+    producer.flush(60)
+    return sent, max(time.monotonic() - measured_start, 1e-9) if measured else 0.0
+
+
+def run_e2e(bootstrap: str | None, topic: str, rate: float, seconds: float, record_size: int = 100,
+            acks: str = "1", producer_extra: dict[str, str] | None = None,
+            consumer_extra: dict[str, str] | None = None, warmup_s: float = 0.5,
+            timeout_s: float = 10.0, out: TextIO | None = sys.stdout) -> LatencyResult:
+    """Produce at `rate` records/s (0 = as fast as the producer goes) to a topic that a
+    consumer in another process reads from the beginning; latencies of every record after the
+    warm-up. The topic should be fresh (or empty) so only this run's records are measured."""
+    ctx = mp.get_context("spawn")
+    expected = ctx.Value("q", -1)
+    ready = ctx.Event()
+    results = ctx.Queue()
+    proc = ctx.Process(target=_e2e_worker, args=((bootstrap, topic, expected, timeout_s,
+                                                  consumer_extra, ready), results))
+    proc.start()
+    try:
+        deadline = time.monotonic() + 60
+        while not ready.wait(0.1):
+            if not proc.is_alive() or time.monotonic() > deadline:
+                raise RuntimeError("the end-to-end consumer did not start")
+        sent, measured_s = e2e_produce(bootstrap, topic, rate, seconds, record_size, acks,
+                                       producer_extra, warmup_s)
+        expected.value = sent
+        count, latencies = results.get(timeout=timeout_s + 120)
+    finally:
+        proc.join(30)
+        if proc.is_alive():
+            proc.kill()
+    latencies.sort()
+    result = LatencyResult(records=len(latencies), seconds=measured_s, latencies_ms=latencies)
+    if count < sent:
+        print(f"end-to-end: {sent - count} of {sent} records never reached the consumer",
+              file=sys.stderr)
+    if out is not None:
+        print(result.summary(), file=out, flush=True)
+    return result
