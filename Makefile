@@ -5,9 +5,10 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 TEST_STAMP := $(VENV)/.installed-test
+BENCH_STAMP := $(VENV)/.installed-bench
 DEB_PACKAGES := kcat
 
-.PHONY: run test lint bench clean setup setup-test deb
+.PHONY: run test lint bench bench-node clean setup setup-test setup-bench deb
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -20,6 +21,10 @@ $(STAMP): pyproject.toml | $(BIN)/python
 $(TEST_STAMP): pyproject.toml | $(BIN)/python
 	$(BIN)/pip install -q -e '.[test]'
 	touch $@ $(STAMP)
+
+$(BENCH_STAMP): pyproject.toml | $(BIN)/python
+	$(BIN)/pip install -q -e '.[test,bench]'
+	touch $@ $(STAMP) $(TEST_STAMP)
 
 setup: $(STAMP)
 
@@ -45,7 +50,14 @@ test: setup-test
 lint: setup-test
 	$(BIN)/ruff check src tests bench
 
-bench: setup-test
+setup-bench: $(BENCH_STAMP)
+
+# The side-by-side comparison with the peers (installs and starts them itself).
+bench: setup-bench
+	$(BIN)/python -m bench.compare
+
+# One node alone: the issue-2 producer and consumer perf run.
+bench-node: setup-test
 	$(BIN)/python -m bench.run
 
 clean:

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import sys
+import textwrap
 from pathlib import Path
 from typing import Any
 
@@ -34,6 +35,8 @@ def plot(data: dict[str, Any], out: Path) -> None:
     systems = [s for s in data["systems_order"] if any(r["system"] == s for r in data["rows"])]
     fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(15, 5.5),
                                    gridspec_kw={"width_ratios": [3, 2]})
+    palette = plt.rcParams["axes.prop_cycle"].by_key()["color"]
+    color = {system: palette[i % len(palette)] for i, system in enumerate(systems)}
     width = 0.8 / max(len(systems), 1)
     for i, system in enumerate(systems):
         meds, lows, highs = [], [], []
@@ -44,7 +47,7 @@ def plot(data: dict[str, Any], out: Path) -> None:
             lows.append(g["median"] - g["min"] if g else 0)
             highs.append(g["max"] - g["median"] if g else 0)
         xs = [x + i * width for x in range(len(THROUGHPUT_CELLS))]
-        ax1.bar(xs, meds, width, yerr=[lows, highs], label=system, capsize=2)
+        ax1.bar(xs, meds, width, yerr=[lows, highs], label=system, capsize=2, color=color[system])
     ax1.set_xticks([x + width * (len(systems) - 1) / 2 for x in range(len(THROUGHPUT_CELLS))])
     ax1.set_xticklabels([c[3] for c in THROUGHPUT_CELLS], fontsize=8)
     ax1.set_yscale("log")
@@ -64,9 +67,8 @@ def plot(data: dict[str, Any], out: Path) -> None:
             p50s.append(g["p50_ms"]["median"] if "p50_ms" in g else 0)
             p99s.append(g["p99_ms"]["median"] if "p99_ms" in g else 0)
         xs = [x + i * width for x in range(len(rates))]
-        bars = ax2.bar(xs, p99s, width, label=f"{system} p99", alpha=0.45)
-        ax2.bar(xs, p50s, width, color=bars.patches[0].get_facecolor(), alpha=1.0,
-                label=f"{system} p50")
+        ax2.bar(xs, p99s, width, label=f"{system} p99", alpha=0.4, color=color[system])
+        ax2.bar(xs, p50s, width, color=color[system], label=f"{system} p50")
     ax2.set_xticks([x + width * (len(lat_systems) - 1) / 2 for x in range(len(rates))])
     ax2.set_xticklabels([f"{rate_label(r)} rec/s" for r in rates])
     ax2.set_yscale("log")
@@ -75,8 +77,10 @@ def plot(data: dict[str, Any], out: Path) -> None:
     ax2.legend(fontsize=7, ncol=2)
     ax2.grid(axis="y", which="both", alpha=0.3)
     note = data.get("note") or ""
-    fig.suptitle(f"odradek vs peers, {data['runs']} run(s), {data['date']}"
-                 + (f" — {note}" if note else ""), fontsize=10)
+    title = f"odradek vs peers, {data['runs']} run(s), {data['date']}"
+    if note:
+        title += "\n" + textwrap.shorten(note, 160)
+    fig.suptitle(title, fontsize=10)
     fig.tight_layout()
     fig.savefig(out, dpi=90)
     plt.close(fig)

@@ -14,6 +14,7 @@ import asyncio
 import contextlib
 import os
 import shutil
+import socket
 import subprocess
 import time
 from pathlib import Path
@@ -44,6 +45,9 @@ class RabbitSystem:
 
     def start(self, workdir: Path) -> None:
         ensure_debs(["rabbitmq-server"], binary=str(RABBIT_BIN / "rabbitmq-server"))
+        with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", STREAM_PORT),
+                                                                     0.5):
+            raise RuntimeError(f"port {STREAM_PORT} is taken: another RabbitMQ stream listener?")
         base = workdir / f"rabbitmq-{time.time_ns()}"
         base.mkdir()
         amqp_port = free_port()

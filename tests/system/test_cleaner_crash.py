@@ -21,7 +21,7 @@ TEMP_SUFFIXES = (".cleaned", ".swap")
 
 
 def produce_round(bootstrap: str, r: int, produced: dict[int, tuple[bytes, bytes | None]]) -> None:
-    p = Producer({"bootstrap.servers": bootstrap, "acks": "all", "linger.ms": 5,
+    p = Producer({"bootstrap.servers": bootstrap, "acks": "all", "linger.ms": 5, "batch.size": 65536,
                   "compression.type": "lz4" if r % 2 else "none"})
     errors: list[str] = []
 

@@ -22,6 +22,7 @@ from odradek.broker.handlers import (
     partitions,
     produce,
     topics,
+    transactions,
 )
 from odradek.broker.server import Disconnect
 from odradek.protocol.apis import SUPPORTED, ApiKey
@@ -59,6 +60,7 @@ HANDLERS: dict[ApiKey, Handler] = {
     ApiKey.OFFSET_DELETE: groups.handle_offset_delete,
     ApiKey.CONSUMER_GROUP_HEARTBEAT: groups.handle_consumer_group_heartbeat,
     ApiKey.CONSUMER_GROUP_DESCRIBE: groups.handle_consumer_group_describe,
+    ApiKey.INIT_PRODUCER_ID: transactions.handle_init_producer_id,
 }
 
 # handlers that also want the client's address (the CLIENT-HOST of group members)

@@ -41,6 +41,7 @@ from odradek.metadata.records import (
     MetadataRecord,
     PartitionChangeRecord,
     PartitionRecord,
+    ProducerIdsRecord,
     RegisterBrokerRecord,
     RemoveTopicRecord,
     TopicRecord,
@@ -230,6 +231,19 @@ class Controller:
         with self._lock:
             if METADATA_VERSION[0] not in self.image.features:
                 self._commit([FeatureLevelRecord(*METADATA_VERSION)])
+
+    # ---------------------------------------------------------------- producer ids
+
+    def allocate_producer_ids(self, broker_id: int, broker_epoch: int = -1,
+                              block_size: int = 1000) -> tuple[int, int]:
+        """Reserve the next block of producer ids for a broker (Kafka's AllocateProducerIds):
+        the block's end is a ProducerIdsRecord in the metadata log, so ids stay unique across
+        restarts. Returns (first id, block size)."""
+        with self._lock:
+            first = int(self.image.next_producer_id)
+            self._commit([ProducerIdsRecord(broker_id=broker_id, broker_epoch=broker_epoch,
+                                            next_producer_id=first + block_size)])
+            return first, block_size
 
     # ---------------------------------------------------------------- brokers
 

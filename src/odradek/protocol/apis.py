@@ -287,6 +287,8 @@ SUPPORTED: dict[ApiKey, tuple[int, int]] = {
     _K.OFFSET_DELETE: (0, 0),
     _K.CONSUMER_GROUP_HEARTBEAT: (0, 1),
     _K.CONSUMER_GROUP_DESCRIBE: (0, 1),
+    # idempotent producers (issue 6)
+    _K.INIT_PRODUCER_ID: (0, 5),
 }
 
 # Versions advertised above Kafka 3.9's maximum, because current clients need them.

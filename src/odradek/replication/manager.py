@@ -236,6 +236,15 @@ class ReplicaManager:
             for h in headers:
                 batch = records if len(headers) == 1 else records[pos:pos + h.size]
                 pos += h.size
+                if h.producer_id >= 0:
+                    # idempotence: a retried batch gets its original offset back
+                    dup = part.log.producer_state.check(h.producer_id, h.producer_epoch,
+                                                        h.base_sequence, h.last_offset_delta,
+                                                        h.attributes)
+                    if dup is not None:
+                        if base < 0:
+                            base = dup
+                        continue
                 if append_time is not None:
                     batch, h = stamp_log_append_time(batch, append_time)
                 info = part.append(batch, h, append_time)

@@ -30,6 +30,7 @@ from odradek.storage.checkpoints import atomic_write, fsync_dir
 from odradek.storage.cleaner.swap import recover_swaps
 from odradek.storage.config import LogConfig
 from odradek.storage.epochs import LeaderEpochCache
+from odradek.storage.producer_state import ProducerStateManager, load_producer_state
 from odradek.storage.segment import H_BASE, H_LAST_DELTA, H_LENGTH, H_MAX_TS, NO_TIMESTAMP, Segment
 
 log = logging.getLogger(__name__)
@@ -127,6 +128,8 @@ class Log:
         self._closed = False
         self._abandoned = False
         self.epochs = LeaderEpochCache(None, lambda: self._leo)
+        # idempotent/transactional producers of this partition (issue 6)
+        self.producer_state = ProducerStateManager(directory)
         # Guards the segment list: the log cleaner's swap runs on its own thread.
         self.lock = threading.RLock()
 
@@ -147,6 +150,7 @@ class Log:
         self._load_topic_id(topic_id)
         self.epochs = LeaderEpochCache.load(directory, lambda: self._leo)
         self._load_segments(recovery_point, log_start_offset)
+        self.producer_state = load_producer_state(self)
         return self
 
     def _load_topic_id(self, topic_id: uuid.UUID | None) -> None:
@@ -374,6 +378,8 @@ class Log:
             encode_batch_prefix(first, header.batch_length, leader_epoch), batch, size, last, ts
         )
         self._leo = last + 1
+        if header.producer_id >= 0:
+            self.producer_state.note_batch(batch, header, first, last, ts, seg.base_offset)
         if leader_epoch >= 0 and leader_epoch != self.epochs.latest_epoch:
             self.epochs.assign(leader_epoch, first)
         self._maybe_flush(now)
@@ -427,6 +433,9 @@ class Log:
             seg = self._roll(first, now)
         seg.append_raw(batch, size, last, header.max_timestamp)
         self._leo = last + 1
+        if header.producer_id >= 0:
+            self.producer_state.note_batch(batch, header, first, last, header.max_timestamp,
+                                           seg.base_offset)
         if (
             header.partition_leader_epoch >= 0
             and header.partition_leader_epoch != self.epochs.latest_epoch
@@ -452,6 +461,7 @@ class Log:
             self._roll(self._leo, _now_ms())
 
     def _roll(self, base_offset: int, now: int) -> Segment:
+        self.producer_state.take_snapshot(base_offset)
         old = self._segments[-1]
         old.on_become_inactive()
         seg = Segment(self._dir, base_offset, self.config, now)
@@ -597,6 +607,8 @@ class Log:
         self._leo = seg.next_offset
         self._recovery_point = min(self._recovery_point, self._leo)
         self.epochs.truncate_from_end(self._leo)
+        self.producer_state.truncate_snapshots(self._leo)
+        self.producer_state = load_producer_state(self)
 
     def _truncate_fully_and_start_at(self, offset: int) -> None:
         for seg in self._segments:
@@ -614,6 +626,10 @@ class Log:
         self._recovery_point = offset
         self._dir_dirty = True
         self.epochs.clear()
+        self.producer_state.truncate_snapshots(-1)
+        self.producer_state.producers.clear()
+        self.producer_state.ongoing.clear()
+        self.producer_state.map_end_offset = offset
 
     @_locked
     def delete_records_before(self, offset: int) -> int:
@@ -739,8 +755,11 @@ class Log:
         recovery point there."""
         target = self._leo if up_to is None else min(up_to, self._leo)
         if target > self._recovery_point:
-            start = max(0, bisect.bisect_right(self._bases, self._recovery_point) - 1)
-            for seg in self._segments[start:]:
+            # a consistent snapshot (the cleaner swaps lists); the fsyncs run outside the lock
+            with self.lock:
+                segments, bases = list(self._segments), list(self._bases)
+            start = max(0, bisect.bisect_right(bases, self._recovery_point) - 1)
+            for seg in segments[start:]:
                 if seg.base_offset >= target:
                     break
                 seg.flush()
@@ -770,6 +789,7 @@ class Log:
         self._closed = True
         if not self._abandoned:
             self._segments[-1].on_become_inactive()
+            self.producer_state.take_snapshot(self._leo)
         for seg in self._segments:
             seg.close()
         self.close_retired(force=True)

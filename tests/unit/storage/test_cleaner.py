@@ -303,3 +303,47 @@ def test_log_appends_and_reads_continue_after_cleaning(tmp_path: Path) -> None:
     got = records_of(log)
     assert got[-1][1].value == b"after" and got[-1][1].offset == n
     assert len({r.key for _, r in got}) == 7
+
+
+def test_cleaner_thread_alongside_appends_and_reads(tmp_path: Path) -> None:
+    """The cleaner thread swaps segments while this thread appends and reads from the start:
+    every read sees increasing offsets, each record the one appended at its offset."""
+    log = open_compacted(tmp_path, compact_config(segment_bytes=2_000))
+    cleaner = LogCleaner(tmp_path, lambda: [log], CleanerConfig(backoff_ms=1))
+    cleaner.start()
+    written: dict[int, tuple[bytes, bytes | None]] = {}
+    try:
+        for i in range(1_500):
+            key, value = b"k%d" % (i % 13), b"v%d" % i
+            written[append_kv(log, [(key, value)])] = (key, value)
+            if i % 100 == 99:
+                last = -1
+                for _, r in records_of(log):
+                    assert r.offset > last and written[r.offset] == (r.key, r.value)
+                    last = r.offset
+    finally:
+        cleaner.stop()
+    assert cleaner.passes > 0
+    final = {r.key: r.value for _, r in records_of(log)}
+    assert final == {k: v for k, v in written.values()}
+    assert_indexes_valid(log)
+
+
+def test_compacted_log_survives_a_switch_to_delete_and_a_restart(tmp_path: Path) -> None:
+    """Offsets with gaps are valid whatever the policy: recovery must not cut at a gap."""
+    log = open_compacted(tmp_path)
+    for i in range(50):
+        append_kv(log, [(b"k%d" % (i % 5), b"v%d" % i)])
+    log.roll()
+    append_kv(log, [(b"x", b"y")])
+    cleaner_for(log, tmp_path).clean_log(log)
+    before = [(r.offset, r.value) for _, r in records_of(log)]
+    assert [o for o, _ in before] == [45, 46, 47, 48, 49, 50]
+    leo = log.log_end_offset
+    log.close()
+    for recovery_point in (leo, 0):  # clean shutdown, then a full recovery scan
+        log = Log.open(tmp_path / "c-0", compact_config(cleanup_policy="delete"),
+                       recovery_point=recovery_point)
+        assert [(r.offset, r.value) for _, r in records_of(log)] == before
+        assert log.log_end_offset == leo
+        log.close()

@@ -76,6 +76,12 @@ def _now_ms() -> int:
     return int(time.time() * 1000)
 
 
+def _yield_gil() -> None:
+    """Let a waiting thread (the node's event loop) have the GIL between two batches rather
+    than after the interpreter's 5 ms switch interval: keeps produce latency down."""
+    time.sleep(0)
+
+
 @dataclass(frozen=True)
 class CleanerConfig:
     """Kafka's `log.cleaner.*` broker settings."""
@@ -584,6 +590,8 @@ class LogCleaner:
             for seg, fd in zip(dirty, fds, strict=True):
                 self._check_abort(lg)
                 for h, data in _Batches(fd, seg.size):
+                    _yield_gil()
+                    self._check_abort(lg)
                     if h.last_offset < first:
                         continue
                     if h.base_offset >= bound:
@@ -651,6 +659,8 @@ class LogCleaner:
                 self._check_abort(lg)
                 stats.bytes_read += seg.size
                 for h, data in _Batches(fd, seg.size):
+                    _yield_gil()
+                    self._check_abort(lg)
                     out, pending = self._filter_batch(h, data, omap, end, now, config, stats)
                     if pending is not None and (horizon is None or pending < horizon):
                         horizon = pending

@@ -1,0 +1,1 @@
+"""The transaction coordinator (issue 6): producer ids today, transactions later."""

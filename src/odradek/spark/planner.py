@@ -1,0 +1,111 @@
+"""Driver-side look-ups: which partitions a subscription covers and where their offsets are.
+
+Everything here runs in Spark's planning process, never in a task, and talks to the cluster
+through confluent-kafka's AdminClient (ListOffsets with the query's isolation level, so the
+latest offset under read_committed is the last stable offset).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterable, Mapping
+
+from confluent_kafka import IsolationLevel, KafkaException, TopicPartition
+from confluent_kafka.admin import AdminClient, OffsetSpec
+
+from odradek.spark.options import EARLIEST, LATEST, OffsetSpec as StartSpec, OptionError, Subscription
+
+TP = tuple[str, int]
+LOG = logging.getLogger("odradek.spark")
+# Settings only a consumer understands; an admin client would log a warning for each.
+_CONSUMER_ONLY = ("isolation.level", "fetch.", "max.partition.fetch.bytes", "queued.",
+                  "enable.partition.eof", "check.crcs", "session.timeout.ms",
+                  "heartbeat.interval.ms", "max.poll.interval.ms", "auto.commit", "partition.assignment")
+
+
+class DataLossError(RuntimeError):
+    """Records a query still had to read are gone (retention, DeleteRecords, topic recreated)."""
+
+
+def isolation(client: Mapping[str, str]) -> str:
+    return client.get("isolation.level", "read_committed")
+
+
+class Planner:
+    def __init__(self, client: Mapping[str, str], timeout_s: float = 30.0) -> None:
+        conf: dict[str, object] = {k: v for k, v in client.items()
+                                   if not k.startswith(_CONSUMER_ONLY)}
+        conf["logger"] = LOG
+        self._admin = AdminClient(conf)
+        self._timeout = timeout_s
+        self._isolation = (IsolationLevel.READ_UNCOMMITTED
+                           if isolation(client) == "read_uncommitted" else IsolationLevel.READ_COMMITTED)
+
+    def partitions(self, sub: Subscription) -> list[TP]:
+        """The partitions the subscription reads now, sorted; an assign is taken as given."""
+        if sub.kind == "assign":
+            return list(sub.assigned)
+        meta = self._admin.list_topics(timeout=self._timeout)
+        out: list[TP] = []
+        for name, topic in meta.topics.items():
+            if topic.error is not None or name.startswith("__") or not sub.matches(name):
+                continue
+            out.extend((name, p) for p in topic.partitions)
+        return sorted(out)
+
+    def _list(self, specs: Mapping[TP, OffsetSpec]) -> dict[TP, int]:
+        if not specs:
+            return {}
+        futures = self._admin.list_offsets(
+            {TopicPartition(t, p): spec for (t, p), spec in specs.items()},
+            isolation_level=self._isolation, request_timeout=self._timeout)
+        out: dict[TP, int] = {}
+        for tp, fut in futures.items():
+            try:
+                out[(tp.topic, tp.partition)] = int(fut.result().offset)
+            except KafkaException as exc:
+                raise RuntimeError(f"listing offsets of {tp.topic}-{tp.partition} failed: "
+                                   f"{exc.args[0]}") from None
+        return out
+
+    def earliest(self, tps: Iterable[TP]) -> dict[TP, int]:
+        return self._list({tp: OffsetSpec.earliest() for tp in tps})
+
+    def latest(self, tps: Iterable[TP]) -> dict[TP, int]:
+        return self._list({tp: OffsetSpec.latest() for tp in tps})
+
+    def for_times(self, times: Mapping[TP, int]) -> dict[TP, int]:
+        """The first offset whose timestamp is >= the given one; -1 when there is none."""
+        return self._list({tp: OffsetSpec.for_timestamp(ts) for tp, ts in times.items()})
+
+    def resolve(self, spec: StartSpec, tps: list[TP], *, ending: bool) -> dict[TP, int]:
+        """Concrete offsets for `tps` under a starting or ending spec."""
+        if spec.kind == "earliest":
+            return self.earliest(tps)
+        if spec.kind == "latest":
+            return self.latest(tps)
+        if spec.kind == "offsets":
+            given = _check_covers(spec, tps)
+            early = self.earliest([tp for tp in tps if given[tp] == EARLIEST])
+            late = self.latest([tp for tp in tps if given[tp] == LATEST])
+            return {tp: early.get(tp, late.get(tp, given[tp])) for tp in tps}
+        times = ({tp: spec.timestamp for tp in tps} if spec.kind == "timestamp"
+                 else _check_covers(spec, tps))
+        found = self.for_times(times)
+        missing = [tp for tp in tps if found[tp] < 0]
+        if missing and not ending:
+            # Spark's default (startingOffsetsByTimestampStrategy=error): no record at or after
+            # the timestamp is an error, not a silent jump to the end.
+            names = ", ".join(f"{t}-{p}" for t, p in missing)
+            raise OptionError(f"option '{spec.option}': no record at or after the timestamp in {names}")
+        late = self.latest(missing)
+        return {tp: (found[tp] if found[tp] >= 0 else late[tp]) for tp in tps}
+
+
+def _check_covers(spec: StartSpec, tps: list[TP]) -> dict[TP, int]:
+    given = spec.as_map()
+    missing = [tp for tp in tps if tp not in given]
+    if missing:
+        names = ", ".join(f"{t}-{p}" for t, p in missing)
+        raise OptionError(f"option '{spec.option}' must give every partition read; missing {names}")
+    return given
