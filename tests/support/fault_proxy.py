@@ -18,8 +18,8 @@ from types import TracebackType
 
 class FaultProxy:
     def __init__(self, upstream_port: int, *, seed: int = 0,
-                 request_budget: tuple[int, int] = (2_000, 200_000),
-                 response_budget: tuple[int, int] = (500, 20_000)) -> None:
+                 request_budget: tuple[int, int] = (1_000, 30_000),
+                 response_budget: tuple[int, int] = (100, 3_000)) -> None:
         self.upstream = ("127.0.0.1", upstream_port)
         self._rng = random.Random(seed)
         self._rng_lock = threading.Lock()

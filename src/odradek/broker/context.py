@@ -26,6 +26,8 @@ class BrokerContext:
     admin_lock: asyncio.Lock = field(default_factory=asyncio.Lock)
     # coordinator.group.coordinator.GroupCoordinator, set by the node before it listens
     group_coordinator: Any = None
+    # coordinator.transaction.coordinator.TransactionCoordinator, set by the node (issue 6)
+    transaction_coordinator: Any = None
     _config_cache: tuple[Any, Any] | None = None
 
     @property

@@ -22,12 +22,17 @@ from odradek.broker.apis import Dispatcher, advertised_apis
 from odradek.broker.config import ConfigError, Listener, load_config, parse_listeners
 from odradek.broker.context import BrokerContext
 from odradek.broker.handlers.groups import start_group_coordinator
+from odradek.broker.handlers.transactions import (
+    start_transaction_coordinator,
+    stop_transaction_coordinator,
+)
 from odradek.broker.server import Server
 from odradek.metadata.configs import BrokerConfig, log_config
 from odradek.metadata.controller import Controller, load_image
 from odradek.metadata.properties import MetaPropertiesError, ensure_meta_properties
 from odradek.metadata.quorum import MetadataQuorum
 from odradek.replication.manager import ReplicaManager
+from odradek.storage.cleaner.log_cleaner import CleanerConfig
 from odradek.storage.log_manager import LogManager
 
 log = logging.getLogger("odradek.node")
@@ -71,6 +76,17 @@ class _TopicConfigs:
         return log_config(image.topic_configs(topic), self._broker)
 
 
+def cleaner_config(config: BrokerConfig) -> CleanerConfig:
+    """The log cleaner's settings from Kafka's `log.cleaner.*` broker configs."""
+    return CleanerConfig(
+        enabled=config.get_bool("log.cleaner.enable"),
+        threads=max(1, config.get_int("log.cleaner.threads")),
+        dedupe_buffer_size=config.get_int("log.cleaner.dedupe.buffer.size"),
+        io_buffer_load_factor=config.get_float("log.cleaner.io.buffer.load.factor"),
+        backoff_ms=config.get_int("log.cleaner.backoff.ms"),
+    )
+
+
 class Node:
     def __init__(self, data_dir: Path, config: BrokerConfig) -> None:
         self.data_dir = Path(data_dir)
@@ -108,6 +124,13 @@ class Node:
         began = time.monotonic()
         await asyncio.to_thread(rm.load, controller.image)
         log.info("logs loaded in %.2f s", time.monotonic() - began)
+        if config.get_bool("log.cleaner.enable"):
+            def last_stable_offset(the_log: Any) -> int | None:
+                # the cleaner never goes past what consumers may read as stable
+                part = rm.partitions.get((the_log.topic, the_log.partition))
+                return None if part is None else part.last_stable_offset
+
+            log_manager.start_cleaner(cleaner_config(config), upper_bound=last_stable_offset)
         if self.stopping.is_set():
             await self._close(rm, log_manager, quorum)
             log.info("node %d stopped before serving", node_id)
@@ -124,6 +147,7 @@ class Node:
         controller.add_listener(on_metadata_change)
         # __consumer_offsets is created and replayed before the first client connects
         ctx.group_coordinator = await start_group_coordinator(ctx)
+        ctx.transaction_coordinator = await start_transaction_coordinator(ctx)
 
         server = Server(Dispatcher(ctx), config.get_int("socket.request.max.bytes"))
         try:
@@ -131,6 +155,7 @@ class Node:
                 await server.start(lst.host, lst.port)
         except OSError as exc:
             log.error("cannot listen: %s", exc)
+            await stop_transaction_coordinator(ctx)
             await ctx.group_coordinator.stop()
             await self._close(rm, log_manager, quorum)
             return 1
@@ -145,6 +170,7 @@ class Node:
         # answers JoinGroup/SyncGroup still waiting (NOT_COORDINATOR) so the drain ends
         await ctx.group_coordinator.stop()
         await server.drain()
+        await stop_transaction_coordinator(ctx)
         periodic.cancel()
         with contextlib.suppress(asyncio.CancelledError):
             await periodic
@@ -173,15 +199,19 @@ class Node:
         task.add_done_callback(self._tasks.discard)
 
     async def _periodic(self, rm: ReplicaManager, log_manager: LogManager) -> None:
-        retention_every = max(1.0, self.config.get_int("log.retention.check.interval.ms") / 1000)
+        retention_every = max(0.01, self.config.get_int("log.retention.check.interval.ms") / 1000)
         next_retention = time.monotonic() + retention_every
+        next_checkpoint = time.monotonic() + CHECKPOINT_INTERVAL_S
         while True:
-            await asyncio.sleep(CHECKPOINT_INTERVAL_S)
-            try:
-                await asyncio.to_thread(rm.checkpoint)
-                await asyncio.to_thread(log_manager.flush_dirty_logs)
-            except Exception:
-                log.exception("checkpoint failed")
+            # retention runs every log.retention.check.interval.ms, checkpoints every 5 s
+            await asyncio.sleep(max(0.0, min(next_retention, next_checkpoint) - time.monotonic()))
+            if time.monotonic() >= next_checkpoint:
+                next_checkpoint = time.monotonic() + CHECKPOINT_INTERVAL_S
+                try:
+                    await asyncio.to_thread(rm.checkpoint)
+                    await asyncio.to_thread(log_manager.flush_dirty_logs)
+                except Exception:
+                    log.exception("checkpoint failed")
             if time.monotonic() >= next_retention:
                 next_retention = time.monotonic() + retention_every
                 try:

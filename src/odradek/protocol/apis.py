@@ -287,8 +287,15 @@ SUPPORTED: dict[ApiKey, tuple[int, int]] = {
     _K.OFFSET_DELETE: (0, 0),
     _K.CONSUMER_GROUP_HEARTBEAT: (0, 1),
     _K.CONSUMER_GROUP_DESCRIBE: (0, 1),
-    # idempotent producers (issue 6)
+    # idempotent producers and transactions (issue 6)
     _K.INIT_PRODUCER_ID: (0, 5),
+    _K.ADD_PARTITIONS_TO_TXN: (0, 5),
+    _K.ADD_OFFSETS_TO_TXN: (0, 4),
+    _K.END_TXN: (0, 4),
+    _K.TXN_OFFSET_COMMIT: (0, 4),
+    _K.DESCRIBE_TRANSACTIONS: (0, 0),
+    _K.LIST_TRANSACTIONS: (0, 1),
+    _K.DESCRIBE_PRODUCERS: (0, 0),
 }
 
 # Versions advertised above Kafka 3.9's maximum, because current clients need them.

@@ -30,6 +30,7 @@ from odradek.protocol.records import (
 )
 from odradek.replication.partition import Partition
 from odradek.storage.checkpoints import REPLICATION_OFFSET_CHECKPOINT, read_offsets, write_offsets
+from odradek.storage.cleaner.log_cleaner import has_keyless_record
 
 log = logging.getLogger(__name__)
 
@@ -74,6 +75,9 @@ class ReplicaManager:
         self._log_config_for = log_config_for
         self.partitions: dict[tuple[str, int], Partition] = {}
         self._sync_lock = asyncio.Lock()
+        # producer id -> its current epoch at the transaction coordinator (set by the node
+        # when it has one): tells a fenced zombie's unverified write from a misrouted one
+        self.producer_epoch_of: Any = None
 
     # --- lookups ---------------------------------------------------------
 
@@ -224,6 +228,15 @@ class ReplicaManager:
             part.check_acks(acks)
             headers = validate_batches(records, single_batch=single_batch)
             config = part.log.config
+            if "compact" in config.cleanup_policy.split(","):
+                # Kafka's LogValidator: the only place produce looks at keys
+                pos = 0
+                for h in headers:
+                    if has_keyless_record(records[pos:pos + h.size], h):
+                        raise InvalidRecord(
+                            "Compacted topic cannot accept message without key in topic "
+                            f"partition {part.topic}-{part.index}.")
+                    pos += h.size
             max_bytes = config.max_message_bytes
             for h in headers:
                 if h.size > max_bytes:
@@ -254,9 +267,24 @@ class ReplicaManager:
                                 append_time if append_time is not None else -1,
                                 part.log_start_offset)
         except KafkaError as exc:
-            return AppendResult(exc.code, message=exc.message or None)
+            code = exc.code
+            if code == ErrorCode.invalid_txn_state and self.producer_epoch_of is not None:
+                code = self._fenced_or(code, records)
+            return AppendResult(code, message=exc.message or None)
         except ProtocolError as exc:  # batch framing the validator could not follow
             return AppendResult(ErrorCode.corrupt_message, message=str(exc))
+
+    def _fenced_or(self, code: ErrorCode, records: memoryview | None) -> ErrorCode:
+        # a transactional batch the partition did not expect: from a fenced epoch, Kafka
+        # answers INVALID_PRODUCER_EPOCH (its verification asks the coordinator)
+        try:
+            h = BatchHeader.parse(records)  # type: ignore[arg-type]
+            current = self.producer_epoch_of(h.producer_id)
+        except Exception:
+            return code
+        if current is not None and h.producer_epoch < current:
+            return ErrorCode.invalid_producer_epoch
+        return code
 
     # --- checkpoints -----------------------------------------------------
 

@@ -48,8 +48,18 @@ class Partition:
 
     @property
     def last_stable_offset(self) -> int:
-        # no transactions yet: everything below the HW is stable
+        # below the HW and below the first offset of the oldest open transaction
+        ongoing = self.log.producer_state.ongoing
+        if ongoing:
+            try:
+                return min(self.high_watermark, *ongoing.values())
+            except RuntimeError:  # changed under a reader on another thread (the cleaner)
+                return min(self.high_watermark, self.log.log_start_offset)
         return self.high_watermark
+
+    def aborted_transactions(self, start: int, end: int) -> list[tuple[int, int]]:
+        """(producer id, first offset) of aborted transactions overlapping [start, end)."""
+        return self.log.producer_state.txn_index.collect(start, end)
 
     # --- produce ---------------------------------------------------------
 

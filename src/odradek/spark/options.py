@@ -32,14 +32,14 @@ class OptionError(ValueError):
     """A malformed or conflicting option; the message names it."""
 
 
-def _lower(options: Mapping[str, str]) -> dict[str, str]:
+def lower_keys(options: Mapping[str, str]) -> dict[str, str]:
     return {str(k).lower(): str(v) for k, v in options.items()}
 
 
 def client_settings(options: Mapping[str, str]) -> dict[str, str]:
     """`kafka.*` options with the prefix dropped, the forbidden ones refused."""
     out: dict[str, str] = {}
-    for key, value in _lower(options).items():
+    for key, value in lower_keys(options).items():
         if not key.startswith("kafka."):
             continue
         name = key[len("kafka."):]
@@ -70,7 +70,7 @@ class Subscription:
 
 
 def parse_subscription(options: Mapping[str, str]) -> Subscription:
-    opts = _lower(options)
+    opts = lower_keys(options)
     given = [name for name in STRATEGIES if name in opts]
     if len(given) != 1:
         named = ", ".join(f"'{n}'" for n in ("assign", "subscribe", "subscribePattern"))
@@ -161,7 +161,7 @@ def _timestamp(option: str, raw: str) -> int:
 
 def parse_starting(options: Mapping[str, str], default: str) -> OffsetSpec:
     """startingTimestamp wins over startingOffsetsByTimestamp over startingOffsets (Spark's order)."""
-    opts = _lower(options)
+    opts = lower_keys(options)
     if "startingtimestamp" in opts:
         return OffsetSpec("timestamp", "startingTimestamp", timestamp=_timestamp("startingTimestamp", opts["startingtimestamp"]))
     if "startingoffsetsbytimestamp" in opts:
@@ -171,7 +171,7 @@ def parse_starting(options: Mapping[str, str], default: str) -> OffsetSpec:
 
 
 def parse_ending(options: Mapping[str, str]) -> OffsetSpec:
-    opts = _lower(options)
+    opts = lower_keys(options)
     if "endingtimestamp" in opts:
         return OffsetSpec("timestamp", "endingTimestamp", timestamp=_timestamp("endingTimestamp", opts["endingtimestamp"]))
     if "endingoffsetsbytimestamp" in opts:
@@ -193,7 +193,7 @@ def _offsets(option: str, raw: str, allow: tuple[int, ...]) -> OffsetSpec:
                       f"{{\"topicA\":{{\"0\":23,\"1\":-2}}}}, got {raw!r}")
 
 
-def _bool(opts: dict[str, str], name: str, default: bool) -> bool:
+def flag(opts: dict[str, str], name: str, default: bool) -> bool:
     raw = opts.get(name.lower())
     if raw is None:
         return default
@@ -230,7 +230,7 @@ class SourceOptions:
 
 
 def parse_source(options: Mapping[str, str], *, streaming: bool) -> SourceOptions:
-    opts = _lower(options)
+    opts = lower_keys(options)
     client = client_settings(opts)
     subscription = parse_subscription(opts)
     starting = parse_starting(opts, "latest" if streaming else "earliest")
@@ -256,8 +256,8 @@ def parse_source(options: Mapping[str, str], *, streaming: bool) -> SourceOption
         ending=ending,
         max_offsets_per_trigger=_positive(opts, "maxOffsetsPerTrigger"),
         min_partitions=_positive(opts, "minPartitions"),
-        fail_on_data_loss=_bool(opts, "failOnDataLoss", True),
-        include_headers=_bool(opts, "includeHeaders", False),
+        fail_on_data_loss=flag(opts, "failOnDataLoss", True),
+        include_headers=flag(opts, "includeHeaders", False),
         poll_timeout_ms=poll,
     )
 
@@ -273,7 +273,7 @@ class SinkOptions:
 
 
 def parse_sink(options: Mapping[str, str], *, exactly_once_available: bool) -> SinkOptions:
-    opts = _lower(options)
+    opts = lower_keys(options)
     client = client_settings(opts)
     delivery = opts.get("deliveryguarantee", "at-least-once").strip().lower()
     if delivery not in DELIVERY:

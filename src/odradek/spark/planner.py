@@ -13,7 +13,8 @@ from collections.abc import Iterable, Mapping
 from confluent_kafka import IsolationLevel, KafkaException, TopicPartition
 from confluent_kafka.admin import AdminClient, OffsetSpec
 
-from odradek.spark.options import EARLIEST, LATEST, OffsetSpec as StartSpec, OptionError, Subscription
+from odradek.spark.options import EARLIEST, LATEST, OptionError, Subscription
+from odradek.spark.options import OffsetSpec as StartSpec
 
 TP = tuple[str, int]
 LOG = logging.getLogger("odradek.spark")

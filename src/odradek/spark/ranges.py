@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from itertools import pairwise
 
 from pyspark.sql.datasource import InputPartition
 
@@ -49,5 +50,5 @@ def split(ranges: list[OffsetRange], min_partitions: int | None) -> list[OffsetR
         bounds = [r.start + (r.size * i) // pieces for i in range(pieces + 1)]
         out.extend(OffsetRange(r.topic, r.partition, a, b, r.client, r.include_headers,
                                r.fail_on_data_loss, r.poll_timeout_ms)
-                   for a, b in zip(bounds, bounds[1:], strict=False) if b > a)
+                   for a, b in pairwise(bounds) if b > a)
     return out

@@ -132,6 +132,7 @@ class Log:
         self.producer_state = ProducerStateManager(directory)
         # Guards the segment list: the log cleaner's swap runs on its own thread.
         self.lock = threading.RLock()
+        self._allow_gaps = False
 
     # ------------------------------------------------------------------ open
 
@@ -143,10 +144,14 @@ class Log:
         recovery_point: int = 0,
         log_start_offset: int = 0,
         topic_id: uuid.UUID | None = None,
+        allow_gaps: bool = False,
     ) -> Log:
+        """`allow_gaps`: the log cleaner has rewritten this log (its checkpoint names it), so
+        offsets may jump between batches even if the topic is no longer compacted."""
         directory = Path(directory)
         directory.mkdir(parents=True, exist_ok=True)
         self = cls(directory, config)
+        self._allow_gaps = allow_gaps
         self._load_topic_id(topic_id)
         self.epochs = LeaderEpochCache.load(directory, lambda: self._leo)
         self._load_segments(recovery_point, log_start_offset)
@@ -216,6 +221,9 @@ class Log:
 
         now = _now_ms()
         segments = [Segment(self._dir, base, self.config, now) for base in bases]
+        if self._allow_gaps:
+            for seg in segments:
+                seg.contiguous = False
         # The segment holding the recovery point and all after it may hold unflushed data.
         first_dirty = max(0, bisect.bisect_right(bases, recovery_point) - 1) if bases else 0
         recovered = False

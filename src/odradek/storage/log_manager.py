@@ -23,6 +23,7 @@ from odradek.storage.checkpoints import (
     read_offsets,
     write_offsets,
 )
+from odradek.storage.cleaner.log_cleaner import CHECKPOINT_FILE as CLEANER_CHECKPOINT
 from odradek.storage.cleaner.log_cleaner import CleanerConfig, LogCleaner
 from odradek.storage.config import LogConfig
 from odradek.storage.log import Log, log_dir_name, parse_log_dir_name
@@ -92,6 +93,8 @@ class LogManager:
             self.log_dir.mkdir(parents=True, exist_ok=True)
             recovery_points = self._read_checkpoint(RECOVERY_POINT_CHECKPOINT)
             start_offsets = self._read_checkpoint(LOG_START_OFFSET_CHECKPOINT)
+            # logs the cleaner has rewritten: their offsets may have gaps whatever the policy
+            cleaned = self._read_checkpoint(CLEANER_CHECKPOINT)
             for path in sorted(self.log_dir.iterdir()):
                 if not path.is_dir() or path.name in self._skip:
                     continue
@@ -111,6 +114,7 @@ class LogManager:
                     config,
                     recovery_point=recovery_points.get(parsed, 0),
                     log_start_offset=start_offsets.get(parsed, 0),
+                    allow_gaps=parsed in cleaned,
                 )
                 elapsed = time.monotonic() - began
                 if elapsed > 1.0:

@@ -23,7 +23,7 @@ import re
 import struct
 import time
 from collections import deque
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -31,6 +31,7 @@ from crc32c import crc32c
 
 from odradek.protocol.errors import ErrorCode, KafkaError
 from odradek.storage.checkpoints import atomic_write
+from odradek.storage.txn_index import AbortedTxn, TxnIndex
 
 log = logging.getLogger(__name__)
 
@@ -125,9 +126,11 @@ class ProducerStateManager:
         self.last_snapshot_offset = -1
         # where the state stands: every batch below this offset has been applied
         self.map_end_offset = 0
-        # told (completed transaction, active segment base) when a marker ends one: the log
-        # writes aborted ones to its .txnindex
-        self.on_complete: Callable[[CompletedTxn, int], None] | None = None
+        # producer id -> epoch the transaction coordinator added this partition for (KIP-890):
+        # a transaction's first batch here must be expected
+        self.verified: dict[int, int] = {}
+        # aborted transactions of this log (.txnindex files), filled by the abort markers
+        self.txn_index = TxnIndex(self.dir)
 
     # ------------------------------------------------------------ validation
 
@@ -140,11 +143,15 @@ class ProducerStateManager:
             return None
         entry = self.producers.get(producer_id)
         is_txn = bool(attributes & ATTR_TRANSACTIONAL)
-        if entry is None:
-            return None  # unknown producer (new, or expired): any sequence is accepted
-        if epoch < entry.epoch:
+        if entry is not None and epoch < entry.epoch:
             raise InvalidProducerEpoch(
                 f"producer {producer_id}: epoch {epoch} is older than the current {entry.epoch}")
+        if is_txn and producer_id not in self.ongoing and self.verified.get(producer_id) != epoch:
+            raise KafkaError(ErrorCode.invalid_txn_state,
+                             f"producer {producer_id} epoch {epoch}: partition not added to "
+                             "the transaction")
+        if entry is None:
+            return None  # unknown producer (new, or expired): any sequence is accepted
         last_seq = _last_seq(base_seq, last_delta)
         if epoch == entry.epoch:
             dup = entry.find_duplicate(epoch, base_seq, last_seq)
@@ -210,8 +217,14 @@ class ProducerStateManager:
         done = self.on_append(h.producer_id, h.producer_epoch, h.base_sequence,  # type: ignore[attr-defined]
                               h.last_offset_delta, attrs, first_offset, last_offset,  # type: ignore[attr-defined]
                               timestamp, ctype, coord)
-        if done is not None and self.on_complete is not None:
-            self.on_complete(done, segment_base)
+        if done is not None and done.is_aborted:
+            self.index_abort(done, segment_base)
+
+    def index_abort(self, done: CompletedTxn, segment_base: int) -> None:
+        first_unstable = self.first_unstable_offset()
+        lso = done.last_offset + 1 if first_unstable is None else first_unstable
+        self.txn_index.append(segment_base, AbortedTxn(done.producer_id, done.first_offset,
+                                                       done.last_offset, lso))
 
     def first_unstable_offset(self) -> int | None:
         """The first offset of the oldest open transaction (the LSO bound), or None."""
@@ -410,8 +423,8 @@ def rebuild(state: ProducerStateManager, the_log: object, start: int) -> int:
                 ctype, coord = control_marker(seg.read_bytes(p, min(h[1] + 12, 4096)))
             done = state.on_append(pid, h[_H_PEPOCH], h[_H_SEQ], h[_H_LAST_DELTA], attrs, base,
                                    last, h[_H_MAX_TS], ctype, coord)
-            if done is not None and state.on_complete is not None:
-                state.on_complete(done, seg.base_offset)
+            if done is not None and done.is_aborted:
+                state.index_abort(done, seg.base_offset)
             applied += 1
     return applied
 
@@ -421,10 +434,13 @@ def load_producer_state(the_log: object, expiration_ms: int | None = None) -> Pr
     old = getattr(the_log, "producer_state", None)
     state = ProducerStateManager(the_log.dir, expiration_ms or 86400000)  # type: ignore[attr-defined]
     if old is not None:
-        state.on_complete = old.on_complete
         state.expiration_ms = old.expiration_ms
+        state.verified = old.verified
     leo = the_log.log_end_offset  # type: ignore[attr-defined]
     start = state.load_latest(leo, the_log.log_start_offset)  # type: ignore[attr-defined]
+    state.txn_index = TxnIndex.load(state.dir)
+    # the markers from `start` on are met again by the scan
+    state.txn_index.truncate_from(start)
     if start < leo:
         n = rebuild(state, the_log, start)
         if n:

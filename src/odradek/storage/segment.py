@@ -58,11 +58,11 @@ class Segment:
         self.created_ms = now_ms
         self.bytes_since_last_index = 0
         self.index_interval = config.index_interval_bytes
-        # Recovery could hold offsets gapless from the base (catching a damaged base offset,
-        # which the CRC does not cover), but a segment compacted while the topic was
-        # `compact` keeps its gaps after a switch to `delete`: like Kafka, only require offsets
-        # to grow (issue 5 found a restart truncating such a log to nothing).
-        self.contiguous = False
+        # Without compaction a segment's offsets are gapless from its base: recovery holds them
+        # to that, which catches a damaged base offset (the CRC does not cover it). A log the
+        # cleaner has ever rewritten keeps its gaps after a switch to `delete`: `Log.open`
+        # (allow_gaps) turns this off for it.
+        self.contiguous = "compact" not in config.cleanup_policy.split(",")
         self.roll_jitter_ms = (
             random.randrange(config.segment_jitter_ms) if config.segment_jitter_ms > 0 else 0
         )
@@ -76,6 +76,7 @@ class Segment:
 
     def update_config(self, config: LogConfig) -> None:
         self.index_interval = config.index_interval_bytes
+        self.contiguous = self.contiguous and "compact" not in config.cleanup_policy.split(",")
         self.offset_index.max_entries = max(1, config.segment_index_bytes // OffsetIndex.entry_size)
         self.time_index.max_entries = max(1, config.segment_index_bytes // TimeIndex.entry_size)
 

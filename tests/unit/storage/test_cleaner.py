@@ -24,6 +24,7 @@ from odradek.storage.cleaner.log_cleaner import (
 )
 from odradek.storage.cleaner.offset_map import OffsetMap
 from odradek.storage.log import Log
+from odradek.storage.log_manager import LogManager
 from tests.unit.storage.compaction_support import (
     append_kv,
     batches_of,
@@ -330,20 +331,25 @@ def test_cleaner_thread_alongside_appends_and_reads(tmp_path: Path) -> None:
 
 
 def test_compacted_log_survives_a_switch_to_delete_and_a_restart(tmp_path: Path) -> None:
-    """Offsets with gaps are valid whatever the policy: recovery must not cut at a gap."""
-    log = open_compacted(tmp_path)
+    """Offsets with gaps are valid whatever the policy: recovery must not cut at a gap. The
+    cleaner's checkpoint names the logs it rewrote; the log manager opens those with gaps
+    allowed even when their topic is no longer compacted."""
+    lm = LogManager(tmp_path, compact_config())
+    log = lm.create("c", 0)
     for i in range(50):
         append_kv(log, [(b"k%d" % (i % 5), b"v%d" % i)])
     log.roll()
     append_kv(log, [(b"x", b"y")])
-    cleaner_for(log, tmp_path).clean_log(log)
+    LogCleaner(tmp_path, lambda: [log]).clean_log(log)
     before = [(r.offset, r.value) for _, r in records_of(log)]
     assert [o for o, _ in before] == [45, 46, 47, 48, 49, 50]
     leo = log.log_end_offset
-    log.close()
-    for recovery_point in (leo, 0):  # clean shutdown, then a full recovery scan
-        log = Log.open(tmp_path / "c-0", compact_config(cleanup_policy="delete"),
-                       recovery_point=recovery_point)
+    lm.close()
+    for full_scan in (False, True):  # clean shutdown, then a recovery from offset 0
+        if full_scan:
+            (tmp_path / "recovery-point-offset-checkpoint").unlink()
+        lm = LogManager(tmp_path, compact_config(cleanup_policy="delete"))
+        log = lm.load()[("c", 0)]
         assert [(r.offset, r.value) for _, r in records_of(log)] == before
         assert log.log_end_offset == leo
-        log.close()
+        lm.close()

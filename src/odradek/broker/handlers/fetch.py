@@ -115,8 +115,10 @@ def _read(ctx: Any, request: _Request) -> tuple[list[Any], int, bool, list[Any]]
                 accumulated += size
                 min_one = False
             watched.append(part)
+            # the clients drop the aborted transactions' records themselves
+            txns = part.aborted_transactions(offset, lso) if committed and size else aborted
             results.append(FetchPartitionResponse(index, ErrorCode.none, hw, lso,
-                                                   part.log_start_offset, aborted, -1,
+                                                   part.log_start_offset, txns, -1,
                                                    region if size else None))
         out.append((name or "", tid, results))
     return out, accumulated, errors, watched

@@ -76,12 +76,17 @@ def _find_one(ctx: Any, key_type: int, key: str) -> dict[str, Any]:
                 "error_message": message}
 
     if key_type == TRANSACTION_KEY:
-        return err(E.coordinator_not_available, "transactions are not served yet")
-    if key_type != GROUP_KEY:
+        # issue 6: the transaction coordinator answers for its transactional ids
+        tc = getattr(ctx, "transaction_coordinator", None)
+        if not key:
+            return err(E.invalid_request, "empty transactional id")
+        if tc is None or not tc.is_coordinator_for(key):
+            return err(E.coordinator_not_available)
+    elif key_type != GROUP_KEY:
         return err(E.invalid_request, f"unknown key type {key_type}")
-    if not key:
+    elif not key:
         return err(E.invalid_request, "empty group id")
-    if not _coord(ctx).is_coordinator_for(key):
+    elif not _coord(ctx).is_coordinator_for(key):
         return err(E.coordinator_not_available)
     me = next((b for b in admin.live_brokers(ctx) if b.node_id == ctx.node_id), None)
     if me is None:

@@ -1,4 +1,5 @@
-"""InitProducerId and (later) the transaction apis.
+"""InitProducerId and the transaction apis: AddPartitionsToTxn, AddOffsetsToTxn,
+TxnOffsetCommit, EndTxn, DescribeTransactions, ListTransactions, DescribeProducers.
 
 Idempotent producers (no transactional id) always get a fresh producer id with epoch 0,
 as Kafka's TransactionCoordinator does for them, also when they present their old id
@@ -7,21 +8,31 @@ and epoch to recover from an error (KIP-360): a new id makes every old sequence 
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import logging
+import time
 from typing import Any
 
 from odradek.broker.entities import ms
+from odradek.broker.handlers import admin
 from odradek.broker.handlers.common import Response, decode, respond
+from odradek.coordinator import offsets_topic as ot
+from odradek.coordinator.internal_topic import internal_topic_spec
+from odradek.coordinator.transaction.coordinator import TransactionCoordinator, TxnConfig
 from odradek.coordinator.transaction.producer_ids import BLOCK_SIZE, ProducerIdManager
+from odradek.coordinator.transaction.state_log import TOPIC as TXN_TOPIC
 from odradek.protocol.errors import ErrorCode
 
 log = logging.getLogger(__name__)
 
 E = ErrorCode
-
+OFFSETS_TOPIC = ot.TOPIC
+TXN_SEGMENT_BYTES = 104857600
 
 # BrokerContext has slots: the node's producer id manager lives here, one per context
 _MANAGERS: dict[int, ProducerIdManager] = {}
+_TASKS: dict[int, asyncio.Task[None]] = {}
 
 
 def _manager(ctx: Any) -> ProducerIdManager:
@@ -36,20 +47,265 @@ def _manager(ctx: Any) -> ProducerIdManager:
     return manager
 
 
+def _tc(ctx: Any) -> TransactionCoordinator | None:
+    return getattr(ctx, "transaction_coordinator", None)
+
+
+# ------------------------------------------------------------------ lifecycle
+
+
+async def start_transaction_coordinator(ctx: Any) -> TransactionCoordinator:
+    """Create `__transaction_state` if needed, replay it, finish half-ended transactions,
+    start the timeout sweeper."""
+    config = ctx.static_config
+    tconf = TxnConfig.from_broker_config(config)
+    if TXN_TOPIC not in ctx.image.topics_by_name:
+        segment = config.values.get("transaction.state.log.segment.bytes") or TXN_SEGMENT_BYTES
+        spec = internal_topic_spec(
+            TXN_TOPIC, tconf.num_partitions,
+            config.get_int("transaction.state.log.replication.factor"),
+            len(admin.live_brokers(ctx)), {"segment.bytes": str(segment)})
+        [result] = await admin.run(ctx, ctx.controller.create_topics, [spec], False)
+        if result.error_code not in (E.none, E.topic_already_exists):
+            log.error("cannot create %s: %s %s", TXN_TOPIC, ErrorCode(result.error_code).name,
+                      result.error_message or "")
+    topic = ctx.image.topics_by_name.get(TXN_TOPIC)
+    if topic is not None:
+        tconf.num_partitions = len(topic.partitions)
+
+    def partition_exists(name: str, p: int) -> bool:
+        t = ctx.image.topics_by_name.get(name)
+        return t is not None and 0 <= p < len(t.partitions)
+
+    coord = TransactionCoordinator(ctx.replica_manager, tconf, _manager(ctx),
+                                   ctx.group_coordinator, partition_exists)
+    count = await asyncio.to_thread(coord.load)
+    coord.recover()
+    log.info("transaction coordinator loaded %d records of %s (%d transactional ids)", count,
+             TXN_TOPIC, len(coord.txns))
+    ctx.replica_manager.producer_epoch_of = coord.epoch_of
+    _TASKS[id(ctx)] = asyncio.ensure_future(_sweep(coord))
+    return coord
+
+
+async def stop_transaction_coordinator(ctx: Any) -> None:
+    task = _TASKS.pop(id(ctx), None)
+    if task is not None:
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
+
+
+async def _sweep(coord: TransactionCoordinator) -> None:
+    every = max(0.05, coord.config.abort_check_interval_ms / 1000)
+    while True:
+        await asyncio.sleep(every)
+        try:
+            coord.abort_timed_out()
+            coord.expire_ids()
+        except Exception:
+            log.exception("transaction timeout sweep failed")
+
+
+# ------------------------------------------------------------------ handlers
+
+
+def _ipid(header: Any, code: ErrorCode, pid: int = -1, epoch: int = -1) -> Response:
+    return respond(header, {"throttle_time": 0, "error_code": code, "producer_id": pid,
+                            "producer_epoch": epoch})
+
+
 def handle_init_producer_id(ctx: Any, header: Any, frame: memoryview) -> Response:
     req = decode(header, frame)
     txn_id = req.transactional_id
     if txn_id is not None:
-        coordinator = getattr(ctx, "transaction_coordinator", None)
-        if coordinator is None:
-            return respond(header, {"throttle_time": 0, "error_code": E.not_coordinator,
-                                    "producer_id": -1, "producer_epoch": -1})
-        return coordinator.init_producer_id(header, req, ms(req.transaction_timeout))
+        tc = _tc(ctx)
+        if tc is None:
+            return _ipid(header, E.coordinator_not_available)
+        pid = int(getattr(req, "producer_id", -1))
+        epoch = int(getattr(req, "producer_epoch", -1))
+        r = tc.init_producer_id(txn_id, ms(req.transaction_timeout), pid, epoch)
+        code = r.error
+        if code == E.producer_fenced and header.api_version < 4:
+            code = E.invalid_producer_epoch  # older clients do not know PRODUCER_FENCED
+        return _ipid(header, code, r.producer_id, r.producer_epoch)
     try:
         pid = _manager(ctx).generate()
     except Exception:
         log.exception("allocating a producer id block failed")
-        return respond(header, {"throttle_time": 0, "error_code": E.coordinator_not_available,
-                                "producer_id": -1, "producer_epoch": -1})
-    return respond(header, {"throttle_time": 0, "error_code": E.none, "producer_id": pid,
-                            "producer_epoch": 0})
+        return _ipid(header, E.coordinator_not_available)
+    return _ipid(header, E.none, pid, 0)
+
+
+def _fenced(code: ErrorCode, version: int, first_fenced_version: int) -> ErrorCode:
+    # PRODUCER_FENCED reaches clients only from the versions that know it
+    if code == E.producer_fenced and version < first_fenced_version:
+        return E.invalid_producer_epoch
+    return code
+
+
+def handle_add_partitions_to_txn(ctx: Any, header: Any, frame: memoryview) -> Response:
+    req = decode(header, frame)
+    tc = _tc(ctx)
+    v = header.api_version
+
+    def results(tid: str, pid: int, epoch: int, topics: Any, verify: bool) -> list[dict[str, Any]]:
+        tps = [(t.name, int(p)) for t in topics for p in t.partitions]
+        if tc is None:
+            res = dict.fromkeys(tps, E.coordinator_not_available)
+        else:
+            res = tc.add_partitions(tid, pid, epoch, tps, verify)
+        by_topic: dict[str, list[dict[str, Any]]] = {}
+        for (t, p), code in res.items():
+            by_topic.setdefault(t, []).append(
+                {"partition_index": p, "partition_error_code": _fenced(code, v, 2)})
+        return [{"name": t, "results_by_partition": ps} for t, ps in by_topic.items()]
+
+    if v <= 3:
+        return respond(header, {"throttle_time": 0, "results_by_topic_v3_and_below": results(
+            req.v3_and_below_transactional_id, int(req.v3_and_below_producer_id),
+            int(req.v3_and_below_producer_epoch), req.v3_and_below_topics, False)})
+    return respond(header, {"throttle_time": 0, "error_code": E.none, "results_by_transaction": [
+        {"transactional_id": t.transactional_id, "topic_results": results(
+            t.transactional_id, int(t.producer_id), int(t.producer_epoch), t.topics,
+            bool(t.verify_only))} for t in req.transactions]})
+
+
+def _offsets_partitions(ctx: Any) -> int:
+    t = ctx.image.topics_by_name.get(OFFSETS_TOPIC)
+    return len(t.partitions) if t is not None else 50
+
+
+def handle_add_offsets_to_txn(ctx: Any, header: Any, frame: memoryview) -> Response:
+    req = decode(header, frame)
+    tc = _tc(ctx)
+    code = E.coordinator_not_available if tc is None else tc.add_offsets(
+        req.transactional_id, int(req.producer_id), int(req.producer_epoch), req.group_id,
+        OFFSETS_TOPIC, _offsets_partitions(ctx))
+    return respond(header, {"throttle_time": 0,
+                            "error_code": _fenced(code, header.api_version, 2)})
+
+
+def handle_end_txn(ctx: Any, header: Any, frame: memoryview) -> Response:
+    req = decode(header, frame)
+    tc = _tc(ctx)
+    code = E.coordinator_not_available if tc is None else tc.end_txn(
+        req.transactional_id, int(req.producer_id), int(req.producer_epoch), bool(req.committed))
+    return respond(header, {"throttle_time": 0,
+                            "error_code": _fenced(code, header.api_version, 2)})
+
+
+def _encode_offset(group: str, topic: str, p: int, offset: int, leader_epoch: int, meta: str,
+                   now: int) -> tuple[bytes, bytes]:
+    key = ot.encode_key(ot.RecordKey(ot.OFFSET_COMMIT_KEY, group, topic, p))
+    value = ot.encode_value(ot.OFFSET_COMMIT_KEY, {
+        "offset": offset, "leader_epoch": leader_epoch, "metadata": meta,
+        "commit_timestamp": now})
+    return key, value
+
+
+def handle_txn_offset_commit(ctx: Any, header: Any, frame: memoryview) -> Response:
+    req = decode(header, frame)
+    tc = _tc(ctx)
+    gc = ctx.group_coordinator
+    offsets: dict[tuple[str, int], tuple[int, int, str]] = {}
+    for t in req.topics:
+        for p in t.partitions:
+            offsets[(t.name, int(p.partition_index))] = (
+                int(p.committed_offset), int(getattr(p, "committed_leader_epoch", -1)),
+                p.committed_metadata or "")
+    code = E.none
+    if tc is None or gc is None:
+        code = E.coordinator_not_available
+    elif not gc.is_coordinator_for(req.group_id):
+        code = E.not_coordinator
+    else:
+        generation = int(getattr(req, "generation_id", -1))
+        if generation >= 0:
+            code = gc._validate_commit(req.group_id, generation, getattr(req, "member_id", ""),
+                                       getattr(req, "group_instance_id", None), False)
+        if code == E.none:
+            unknown = [tp for tp in offsets if ctx.image.topics_by_name.get(tp[0]) is None]
+            if unknown:
+                code = E.unknown_topic_or_partition
+        if code == E.none:
+            code = tc.txn_offset_commit(req.transactional_id, int(req.producer_id),
+                                        int(req.producer_epoch), req.group_id, offsets,
+                                        OFFSETS_TOPIC, _offsets_partitions(ctx), _encode_offset)
+    code = _fenced(code, header.api_version, 3)
+    by_topic: dict[str, list[dict[str, Any]]] = {}
+    for t, p in offsets:
+        by_topic.setdefault(t, []).append({"partition_index": p, "error_code": code})
+    return respond(header, {"throttle_time": 0, "topics": [
+        {"name": t, "partitions": ps} for t, ps in by_topic.items()]})
+
+
+def handle_describe_transactions(ctx: Any, header: Any, frame: memoryview) -> Response:
+    req = decode(header, frame)
+    tc = _tc(ctx)
+    out = []
+    for tid in req.transactional_ids:
+        code, m = (E.coordinator_not_available, None) if tc is None else tc.describe(tid)
+        if m is None:
+            out.append({"error_code": code, "transactional_id": tid, "transaction_state": "",
+                        "transaction_timeout": 0, "transaction_start_time": -1,
+                        "producer_id": -1, "producer_epoch": -1, "topics": []})
+            continue
+        by_topic: dict[str, list[int]] = {}
+        for t, p in sorted(m.partitions):
+            by_topic.setdefault(t, []).append(p)
+        out.append({"error_code": E.none, "transactional_id": tid,
+                    "transaction_state": m.state.label, "transaction_timeout": m.timeout_ms,
+                    "transaction_start_time": m.start_ms, "producer_id": m.producer_id,
+                    "producer_epoch": m.producer_epoch,
+                    "topics": [{"topic": t, "partitions": ps} for t, ps in by_topic.items()]})
+    return respond(header, {"throttle_time": 0, "transaction_states": out})
+
+
+_STATE_LABELS = {"Empty", "Ongoing", "PrepareCommit", "PrepareAbort", "CompleteCommit",
+                 "CompleteAbort", "Dead", "PrepareEpochFence"}
+
+
+def handle_list_transactions(ctx: Any, header: Any, frame: memoryview) -> Response:
+    req = decode(header, frame)
+    tc = _tc(ctx)
+    states = list(req.state_filters)
+    unknown = [s for s in states if s not in _STATE_LABELS]
+    pids = [int(p) for p in req.producer_id_filters]
+    duration = int(getattr(req, "duration_filter", -1))
+    now = int(time.time() * 1000)
+    txns = [] if tc is None else tc.list(states, pids)
+    if duration >= 0:
+        txns = [m for m in txns if m.start_ms >= 0 and now - m.start_ms > duration]
+    return respond(header, {
+        "throttle_time": 0,
+        "error_code": E.none if tc is not None else E.coordinator_not_available,
+        "unknown_state_filters": unknown,
+        "transaction_states": [{"transactional_id": m.transactional_id,
+                                "producer_id": m.producer_id,
+                                "transaction_state": m.state.label} for m in txns]})
+
+
+def handle_describe_producers(ctx: Any, header: Any, frame: memoryview) -> Response:
+    req = decode(header, frame)
+    rm = ctx.replica_manager
+    topics = []
+    for t in req.topics:
+        parts = []
+        for p in t.partition_indexes:
+            part = rm.get(t.name, int(p))
+            if part is None:
+                parts.append({"partition_index": int(p),
+                              "error_code": E.unknown_topic_or_partition,
+                              "error_message": None, "active_producers": []})
+                continue
+            state = part.log.producer_state
+            producers = [{"producer_id": e.producer_id, "producer_epoch": e.epoch,
+                          "last_sequence": e.last_seq, "last_timestamp": e.last_timestamp,
+                          "coordinator_epoch": e.coordinator_epoch,
+                          "current_txn_start_offset": state.ongoing.get(e.producer_id, -1)}
+                         for e in list(state.producers.values())]
+            parts.append({"partition_index": int(p), "error_code": E.none,
+                          "error_message": None, "active_producers": producers})
+        topics.append({"name": t.name, "partitions": parts})
+    return respond(header, {"throttle_time": 0, "topics": topics})

@@ -540,6 +540,12 @@ class LogCleaner:
         lg = ltc.log
         began = time.monotonic()
         stats = CleanStats(lg.topic, lg.partition, ltc.first_dirty, ltc.first_dirty)
+        key = (lg.topic, lg.partition)
+        if key not in self._checkpoints:
+            # Named in the checkpoint before its first swap: from then on the log may have
+            # offset gaps, which recovery must accept even if the topic stops being compacted.
+            self._checkpoints[key] = ltc.first_dirty
+            self._write_checkpoint()
         memory = max(self.config.dedupe_buffer_size // max(self.config.threads, 1), 96)
         omap = OffsetMap(memory, self.config.io_buffer_load_factor)
         end = self._build_offset_map(ltc, omap, stats)
@@ -552,7 +558,6 @@ class LogCleaner:
             h = self._clean_group(lg, group, omap, end, now, stats)
             if h is not None and (horizon is None or h < horizon):
                 horizon = h
-        key = (lg.topic, lg.partition)
         if horizon is None:
             self._horizons.pop(key, None)
         else:

@@ -1,0 +1,432 @@
+"""The transaction coordinator: transactional ids, their producer ids and epochs, and the
+two-phase end of each transaction.
+
+Every state change is a record in `__transaction_state` (compacted, keyed by transactional
+id) written before the change is acted on, so a restart replays the log and finishes what
+was decided: a transaction found in PrepareCommit/PrepareAbort gets its markers written
+and completes; an Ongoing one is aborted when its timeout passes. All of it runs on the
+event loop: writes are page-cache appends through the partitions, as produce does.
+
+Markers (control batches) are appended to every partition of the transaction, data and
+`__consumer_offsets` alike; offsets committed in a transaction (TxnOffsetCommit) become
+visible to the group coordinator with the commit marker.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from typing import Any
+
+from odradek.coordinator.transaction.producer_ids import ProducerIdManager
+from odradek.coordinator.transaction.state_log import (
+    TOPIC,
+    TxnMetadata,
+    TxnState,
+    decode_key,
+    decode_value,
+    encode_key,
+    encode_value,
+    partition_for,
+)
+from odradek.protocol.errors import ErrorCode, ProtocolError
+from odradek.protocol.records import (
+    BatchHeader,
+    ControlRecordType,
+    Record,
+    build_batch,
+    build_control_batch,
+    decode_records,
+    iter_batches,
+)
+
+log = logging.getLogger(__name__)
+
+E = ErrorCode
+MAX_EPOCH = 32767
+REPLAY_CHUNK_BYTES = 4 * 1024 * 1024
+S = TxnState
+
+
+def now_ms() -> int:
+    return int(time.time() * 1000)
+
+
+@dataclass
+class TxnConfig:
+    num_partitions: int = 50
+    max_timeout_ms: int = 900000
+    abort_check_interval_ms: int = 10000
+    id_expiration_ms: int = 604800000
+
+    @classmethod
+    def from_broker_config(cls, config: Any) -> TxnConfig:
+        def get(name: str, default: int) -> int:
+            try:
+                return int(config.get_int(name))
+            except Exception:
+                raw = getattr(config, "values", {}).get(name)
+                return int(raw) if raw is not None else default
+
+        return cls(get("transaction.state.log.num.partitions", 50),
+                   get("transaction.max.timeout.ms", 900000),
+                   get("transaction.abort.timed.out.transaction.cleanup.interval.ms", 10000),
+                   get("transactional.id.expiration.ms", 604800000))
+
+
+@dataclass
+class InitResult:
+    error: ErrorCode
+    producer_id: int = -1
+    producer_epoch: int = -1
+
+
+class TransactionCoordinator:
+    def __init__(self, replica_manager: Any, config: TxnConfig, producer_ids: ProducerIdManager,
+                 group_coordinator: Any = None,
+                 partition_exists: Callable[[str, int], bool] | None = None) -> None:
+        self.rm = replica_manager
+        self.config = config
+        self.producer_ids = producer_ids
+        self.groups = group_coordinator
+        self.partition_exists = partition_exists or (lambda t, p: replica_manager.get(t, p) is not None)
+        self.txns: dict[str, TxnMetadata] = {}
+        self._epochs: dict[int, TxnMetadata] | None = None  # producer id -> txn, a cache
+        # producer id -> {group: {(topic, partition): (offset, leader epoch, metadata)}}
+        self.pending_offsets: dict[int, dict[str, dict[tuple[str, int], tuple[int, int, str]]]] = {}
+
+    # ------------------------------------------------------------------ storage
+
+    def partition_of(self, transactional_id: str) -> int:
+        return partition_for(transactional_id, self.config.num_partitions)
+
+    def is_coordinator_for(self, transactional_id: str) -> bool:
+        return self.rm.get(TOPIC, self.partition_of(transactional_id)) is not None
+
+    def _coordinator_epoch(self, transactional_id: str) -> int:
+        part = self.rm.get(TOPIC, self.partition_of(transactional_id))
+        return int(part.leader_epoch) if part is not None else 0
+
+    def _persist(self, m: TxnMetadata) -> ErrorCode:
+        m.last_update_ms = now_ms()
+        value = None if m.state == S.DEAD else encode_value(m)
+        batch = build_batch([Record(-1, m.last_update_ms, encode_key(m.transactional_id), value)])
+        r = self.rm.append(TOPIC, self.partition_of(m.transactional_id), memoryview(batch), -1, True)
+        if r.error != E.none:
+            log.warning("writing transaction %r to %s failed: %s", m.transactional_id, TOPIC,
+                        ErrorCode(r.error).name.upper())
+            return E.coordinator_not_available
+        return E.none
+
+    def load(self) -> int:
+        """Replay `__transaction_state` (blocking, before serving); returns records read."""
+        count = 0
+        for p in range(self.config.num_partitions):
+            part = self.rm.get(TOPIC, p)
+            if part is None:
+                continue
+            for tid, value in self._replay(part):
+                count += 1
+                if value is None:
+                    self.txns.pop(tid, None)
+                else:
+                    self.txns[tid] = value
+        for m in self.txns.values():
+            if m.state == S.ONGOING:
+                for tp in m.partitions:
+                    self._verify(tp, m.producer_id, m.producer_epoch)
+        return count
+
+    def _replay(self, part: Any) -> Iterator[tuple[str, TxnMetadata | None]]:
+        the_log = part.log
+        offset, end = the_log.log_start_offset, part.high_watermark
+        while offset < end:
+            result = the_log.read(offset, REPLAY_CHUNK_BYTES, end)
+            if result.region is None:
+                break
+            data = the_log.read_bytes(result.region)
+            moved = False
+            for header, view in iter_batches(data):
+                if header.last_offset < offset:
+                    continue
+                moved = True
+                offset = header.last_offset + 1
+                if header.is_control:
+                    continue
+                for rec in decode_records(header, view):
+                    if rec.key is None:
+                        continue
+                    try:
+                        tid = decode_key(rec.key)
+                        if tid is None:
+                            continue
+                        yield tid, None if rec.value is None else decode_value(tid, rec.value)
+                    except (ProtocolError, ValueError) as exc:
+                        log.warning("skipping unreadable %s record at offset %d: %s", TOPIC,
+                                    rec.offset, exc)
+            if not moved:
+                break
+
+    def recover(self) -> None:
+        """After load: finish the transactions a crash left half-ended."""
+        for m in list(self.txns.values()):
+            if m.state in (S.PREPARE_COMMIT, S.PREPARE_ABORT):
+                self._complete(m, m.state == S.PREPARE_COMMIT)
+
+    # ------------------------------------------------------------ verification
+
+    def _verify(self, tp: tuple[str, int], producer_id: int, epoch: int) -> None:
+        # KIP-890: a partition takes transactional data only from a producer whose
+        # coordinator added it to the transaction
+        part = self.rm.get(*tp)
+        if part is not None:
+            part.log.producer_state.verified[producer_id] = epoch
+
+    # ------------------------------------------------------------------- apis
+
+    def init_producer_id(self, tid: str, timeout_ms: int, producer_id: int = -1,
+                         producer_epoch: int = -1) -> InitResult:
+        if not tid:
+            return InitResult(E.invalid_request)
+        if not self.is_coordinator_for(tid):
+            return InitResult(E.not_coordinator)
+        if timeout_ms <= 0 or timeout_ms > self.config.max_timeout_ms:
+            return InitResult(E.invalid_transaction_timeout)
+        m = self.txns.get(tid)
+        if m is None:
+            m = TxnMetadata(tid, self.producer_ids.generate(), 0, timeout_ms)
+            m.state = S.EMPTY
+            err = self._persist(m)
+            if err != E.none:
+                return InitResult(err)
+            self.txns[tid] = m
+            return InitResult(E.none, m.producer_id, m.producer_epoch)
+        if producer_id >= 0:
+            # KIP-360: the producer presents what it had; it must be the current one
+            known = (m.producer_id, m.producer_epoch) == (producer_id, producer_epoch) or (
+                m.last_producer_id == producer_id and m.last_producer_epoch == producer_epoch)
+            if m.producer_id != producer_id and m.last_producer_id != producer_id:
+                return InitResult(E.invalid_producer_id_mapping)
+            if not known:
+                return InitResult(E.producer_fenced)
+        if m.state == S.ONGOING:
+            # a new instance with this id fences the old one: its transaction is aborted
+            self._abort_with_bump(m)
+        elif m.state in (S.PREPARE_COMMIT, S.PREPARE_ABORT):
+            self._complete(m, m.state == S.PREPARE_COMMIT)
+        m.last_producer_id, m.last_producer_epoch = m.producer_id, m.producer_epoch
+        if m.producer_epoch >= MAX_EPOCH - 1:
+            m.producer_id, m.producer_epoch = self.producer_ids.generate(), 0
+        else:
+            m.producer_epoch += 1
+        m.timeout_ms = timeout_ms
+        m.state = S.EMPTY
+        m.partitions = set()
+        err = self._persist(m)
+        if err != E.none:
+            return InitResult(err)
+        return InitResult(E.none, m.producer_id, m.producer_epoch)
+
+    def _check(self, tid: str, producer_id: int, epoch: int) -> tuple[ErrorCode, TxnMetadata | None]:
+        if not self.is_coordinator_for(tid):
+            return E.not_coordinator, None
+        m = self.txns.get(tid)
+        if m is None or m.producer_id != producer_id:
+            return E.invalid_producer_id_mapping, None
+        if m.producer_epoch != epoch:
+            return E.producer_fenced, None
+        if m.state in (S.PREPARE_COMMIT, S.PREPARE_ABORT, S.PREPARE_EPOCH_FENCE):
+            return E.concurrent_transactions, None
+        return E.none, m
+
+    def add_partitions(self, tid: str, producer_id: int, epoch: int,
+                       partitions: list[tuple[str, int]], verify_only: bool = False
+                       ) -> dict[tuple[str, int], ErrorCode]:
+        err, m = self._check(tid, producer_id, epoch)
+        if err != E.none or m is None:
+            return dict.fromkeys(partitions, err)
+        if verify_only:
+            return {tp: E.none if (m.state == S.ONGOING and tp in m.partitions)
+                    else E.invalid_txn_state for tp in partitions}
+        unknown = [tp for tp in partitions if not self.partition_exists(*tp)]
+        if unknown:
+            return {tp: E.unknown_topic_or_partition if tp in unknown else E.operation_not_attempted
+                    for tp in partitions}
+        new = set(partitions) - m.partitions
+        if new or m.state != S.ONGOING:
+            if m.state != S.ONGOING:
+                m.start_ms = now_ms()
+                m.partitions = set()
+            m.partitions |= new
+            m.state = S.ONGOING
+            err = self._persist(m)
+            if err != E.none:
+                return dict.fromkeys(partitions, err)
+        for tp in partitions:
+            self._verify(tp, m.producer_id, m.producer_epoch)
+        return dict.fromkeys(partitions, E.none)
+
+    def add_offsets(self, tid: str, producer_id: int, epoch: int, group_id: str,
+                    offsets_topic: str, offsets_partitions: int) -> ErrorCode:
+        from odradek.coordinator.offsets_topic import partition_for as group_partition
+
+        tp = (offsets_topic, group_partition(group_id, offsets_partitions))
+        result = self.add_partitions(tid, producer_id, epoch, [tp])
+        return result[tp]
+
+    def txn_offset_commit(self, tid: str, producer_id: int, epoch: int, group_id: str,
+                          offsets: dict[tuple[str, int], tuple[int, int, str]],
+                          offsets_topic: str, offsets_partitions: int,
+                          encode: Callable[[str, str, int, int, int, str, int], tuple[bytes, bytes]]
+                          ) -> ErrorCode:
+        """Write the offsets as a transactional batch to the group's `__consumer_offsets`
+        partition; they become the group's committed offsets with the commit marker."""
+        from odradek.coordinator.offsets_topic import partition_for as group_partition
+
+        m = self.txns.get(tid)
+        if m is None or m.producer_id != producer_id:
+            return E.invalid_producer_id_mapping
+        if m.producer_epoch != epoch:
+            return E.producer_fenced
+        tp = (offsets_topic, group_partition(group_id, offsets_partitions))
+        if m.state != S.ONGOING or tp not in m.partitions:
+            return E.invalid_txn_state
+        now = now_ms()
+        records = [Record(-1, now, *encode(group_id, t, p, off, lep, meta, now))
+                   for (t, p), (off, lep, meta) in offsets.items()]
+        if not records:
+            return E.none
+        batch = build_batch(records, producer_id=producer_id, producer_epoch=epoch,
+                            transactional=True)
+        part = self.rm.get(*tp)
+        if part is None:
+            return E.coordinator_not_available
+        view = memoryview(batch)
+        part.append(view, BatchHeader.parse(view), None)
+        self.pending_offsets.setdefault(producer_id, {}).setdefault(group_id, {}).update(offsets)
+        return E.none
+
+    def end_txn(self, tid: str, producer_id: int, epoch: int, commit: bool) -> ErrorCode:
+        if not self.is_coordinator_for(tid):
+            return E.not_coordinator
+        m = self.txns.get(tid)
+        if m is None or m.producer_id != producer_id:
+            return E.invalid_producer_id_mapping
+        if m.producer_epoch != epoch:
+            return E.producer_fenced
+        if m.state == S.ONGOING:
+            m.state = S.PREPARE_COMMIT if commit else S.PREPARE_ABORT
+            err = self._persist(m)
+            if err != E.none:
+                m.state = S.ONGOING
+                return err
+            self._complete(m, commit)
+            return E.none
+        # a retried EndTxn of the transaction that just ended gets its answer again
+        if (m.state == S.COMPLETE_COMMIT and commit) or (m.state == S.COMPLETE_ABORT and not commit):
+            return E.none
+        return E.invalid_txn_state
+
+    def _write_markers(self, m: TxnMetadata, commit: bool) -> None:
+        ctype = ControlRecordType.COMMIT if commit else ControlRecordType.ABORT
+        coord_epoch = self._coordinator_epoch(m.transactional_id)
+        raw = build_control_batch(ctype, producer_id=m.producer_id,
+                                  producer_epoch=m.producer_epoch,
+                                  coordinator_epoch=coord_epoch, timestamp=now_ms())
+        view = memoryview(raw)
+        header = BatchHeader.parse(view)
+        for tp in sorted(m.partitions):
+            part = self.rm.get(*tp)
+            if part is None:
+                continue  # deleted meanwhile: nothing left to mark
+            state = part.log.producer_state
+            state.verified.pop(m.producer_id, None)
+            if m.producer_id not in state.ongoing and tp[0] != "__consumer_offsets":
+                continue  # nothing was written there in this transaction
+            part.append(view, header, None)
+        groups = self.pending_offsets.pop(m.producer_id, None)
+        if groups and commit and self.groups is not None:
+            for group_id, offsets in groups.items():
+                self._materialize(group_id, offsets)
+
+    def _materialize(self, group_id: str, offsets: dict[tuple[str, int], tuple[int, int, str]]) -> None:
+        from odradek.coordinator.group.offsets import CommittedOffset
+
+        g = self.groups
+        now = now_ms()
+        try:
+            for tp, (off, lep, meta) in offsets.items():
+                g.offsets.put(group_id, tp, CommittedOffset(off, lep, meta, now))
+        except Exception:
+            log.exception("making transactional offsets of group %r visible failed", group_id)
+
+    def _complete(self, m: TxnMetadata, commit: bool) -> None:
+        self._write_markers(m, commit)
+        m.state = S.COMPLETE_COMMIT if commit else S.COMPLETE_ABORT
+        m.partitions = set()
+        self._persist(m)
+
+    def _abort_with_bump(self, m: TxnMetadata) -> None:
+        """Fence the current producer and abort its transaction (timeout, or a new
+        instance): the markers carry the bumped epoch so late writes of the old one fail."""
+        m.state = S.PREPARE_EPOCH_FENCE
+        if m.producer_epoch < MAX_EPOCH - 1:
+            m.last_producer_id, m.last_producer_epoch = m.producer_id, m.producer_epoch
+            m.producer_epoch += 1
+        m.state = S.PREPARE_ABORT
+        self._persist(m)
+        self._complete(m, False)
+
+    def abort_timed_out(self, now: int | None = None) -> int:
+        now = now_ms() if now is None else now
+        n = 0
+        for m in list(self.txns.values()):
+            if m.state == S.ONGOING and m.start_ms >= 0 and now - m.start_ms > m.timeout_ms:
+                log.info("aborting transaction %r (producer %d): transaction.timeout.ms %d passed",
+                         m.transactional_id, m.producer_id, m.timeout_ms)
+                self._abort_with_bump(m)
+                n += 1
+        return n
+
+    def expire_ids(self, now: int | None = None) -> int:
+        now = now_ms() if now is None else now
+        gone = [m for m in self.txns.values()
+                if m.state in (S.EMPTY, S.COMPLETE_COMMIT, S.COMPLETE_ABORT)
+                and now - m.last_update_ms > self.config.id_expiration_ms]
+        for m in gone:
+            m.state = S.DEAD
+            self._persist(m)
+            del self.txns[m.transactional_id]
+        return len(gone)
+
+    def epoch_of(self, producer_id: int) -> int | None:
+        """The current epoch of a transactional producer id, None when unknown here."""
+        epochs = self._epochs
+        if epochs is None or len(epochs) != len(self.txns):
+            epochs = self._epochs = {m.producer_id: m for m in self.txns.values()}
+        m = epochs.get(producer_id)
+        if m is None or m.producer_id != producer_id:
+            self._epochs = None
+            m = next((t for t in self.txns.values() if t.producer_id == producer_id), None)
+        return None if m is None else m.producer_epoch
+
+    # ---------------------------------------------------------------- describe
+
+    def describe(self, tid: str) -> tuple[ErrorCode, TxnMetadata | None]:
+        if not self.is_coordinator_for(tid):
+            return E.not_coordinator, None
+        m = self.txns.get(tid)
+        return (E.transactional_id_not_found, None) if m is None else (E.none, m)
+
+    def list(self, states: list[str] | None = None, producer_ids: list[int] | None = None
+             ) -> list[TxnMetadata]:
+        out = []
+        for m in self.txns.values():
+            if states and m.state.label not in states:
+                continue
+            if producer_ids and m.producer_id not in producer_ids:
+                continue
+            out.append(m)
+        return out

@@ -1,0 +1,145 @@
+"""Task side of the source: read one offset range with confluent-kafka, yield Arrow batches.
+
+Runs in a Spark Python worker. The consumer is assigned the exact start offset and never
+joins or commits to a group: Spark's checkpoint owns the offsets.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+import uuid
+from bisect import bisect_left
+from collections.abc import Iterator, Mapping
+from functools import cache
+
+import pyarrow as pa
+from confluent_kafka import Consumer, KafkaError, Message, TopicPartition
+
+from odradek.spark.planner import DataLossError
+from odradek.spark.ranges import OffsetRange
+from odradek.spark.schema import source_schema
+
+LOG = logging.getLogger("odradek.spark")
+BATCH_ROWS = 10_000
+_LOSS_CODES = {KafkaError._AUTO_OFFSET_RESET, KafkaError.OFFSET_OUT_OF_RANGE}
+
+
+def consumer_conf(client: Mapping[str, str]) -> dict[str, object]:
+    conf: dict[str, object] = {
+        # librdkafka wants a group id even for assign(); a fresh one per task joins nothing.
+        "group.id": f"odradek-spark-{uuid.uuid4().hex[:12]}",
+        "isolation.level": "read_committed",
+        "fetch.max.bytes": 52_428_800,
+        "max.partition.fetch.bytes": 8_388_608,
+        "queued.max.messages.kbytes": 131_072,
+        "fetch.wait.max.ms": 100,
+    }
+    conf.update(client)
+    conf.update({
+        "enable.auto.commit": False,
+        "enable.auto.offset.store": False,
+        # An out-of-range start is data loss; "error" makes librdkafka say so instead of moving.
+        "auto.offset.reset": "error",
+        "enable.partition.eof": True,
+        "logger": LOG,
+    })
+    return conf
+
+
+@cache
+def _arrow_schema(include_headers: bool) -> pa.Schema:
+    from pyspark.sql.pandas.types import to_arrow_schema
+    return to_arrow_schema(source_schema(include_headers), timezone="UTC")
+
+
+def _ts_type(kind: int) -> int:
+    # confluent-kafka: 0 not available, 1 create time, 2 log append time; Spark: -1, 0, 1.
+    return kind - 1
+
+
+def to_batch(msgs: list[Message], topic: str, partition: int, include_headers: bool) -> pa.RecordBatch:
+    n = len(msgs)
+    stamps = [m.timestamp() for m in msgs]
+    columns = [
+        pa.array([m.key() for m in msgs], pa.binary()),
+        pa.array([m.value() for m in msgs], pa.binary()),
+        pa.array([topic] * n, pa.string()),
+        pa.array([partition] * n, pa.int32()),
+        pa.array([m.offset() for m in msgs], pa.int64()),
+        pa.array([s[1] * 1000 for s in stamps], pa.int64()).cast(pa.timestamp("us", tz="UTC")),
+        pa.array([_ts_type(s[0]) for s in stamps], pa.int32()),
+    ]
+    schema = _arrow_schema(include_headers)
+    if include_headers:
+        columns.append(pa.array(
+            [[{"key": k, "value": v} for k, v in (m.headers() or ())] for m in msgs],
+            schema.field("headers").type))
+    return pa.RecordBatch.from_arrays(columns, schema=schema)
+
+
+def read_range(r: OffsetRange) -> Iterator[pa.RecordBatch]:
+    if r.size <= 0:
+        return
+    consumer = Consumer(consumer_conf(r.client))
+    try:
+        yield from _read(consumer, r)
+    finally:
+        consumer.close()
+
+
+def _read(consumer: Consumer, r: OffsetRange) -> Iterator[pa.RecordBatch]:
+    where = f"{r.topic}-{r.partition}"
+    consumer.assign([TopicPartition(r.topic, r.partition, r.start)])
+    pos = r.start
+    deadline = time.monotonic() + r.poll_timeout_ms / 1000
+    while pos < r.end:
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"timed out after {r.poll_timeout_ms} ms reading {where} at offset "
+                               f"{pos} (range ends at {r.end}); see kafkaConsumer.pollTimeoutMs")
+        msgs = consumer.consume(num_messages=min(BATCH_ROWS, r.end - pos), timeout=0.5)
+        if not msgs:
+            continue
+        good = msgs
+        if any(m.error() is not None for m in msgs):
+            good = []
+            for m in msgs:
+                err = m.error()
+                if err is None:
+                    good.append(m)
+                elif err.code() == KafkaError._PARTITION_EOF:
+                    # The end of what is readable (past control and aborted records too).
+                    if m.offset() >= r.end:
+                        pos = r.end
+                elif err.code() in _LOSS_CODES:
+                    pos = _data_loss(consumer, r, pos, err)
+                    good = []
+                    break
+                elif not err.retriable() and err.fatal():
+                    raise RuntimeError(f"reading {where}: {err.str()}")
+        if good:
+            deadline = time.monotonic() + r.poll_timeout_ms / 1000
+            last = good[-1].offset()
+            if last >= r.end:
+                offsets = [m.offset() for m in good]
+                good = good[:bisect_left(offsets, r.end)]
+            if good:
+                yield to_batch(good, r.topic, r.partition, r.include_headers)
+            pos = max(pos, last + 1)
+
+
+def _data_loss(consumer: Consumer, r: OffsetRange, pos: int, err: KafkaError) -> int:
+    """The records at `pos` are gone: fail, or move to the earliest one still there."""
+    where = f"{r.topic}-{r.partition}"
+    low, _high = consumer.get_watermark_offsets(TopicPartition(r.topic, r.partition), timeout=30)
+    if r.fail_on_data_loss:
+        raise DataLossError(
+            f"data loss on {where}: offset {pos} is no longer available (log start offset is "
+            f"{low}); records were deleted by retention or DeleteRecords before they were read. "
+            "Set failOnDataLoss=false to continue from the earliest available offset.")
+    LOG.warning("data loss on %s: offsets %d..%d are gone, continuing (failOnDataLoss=false)",
+                where, pos, low - 1)
+    if low >= r.end:
+        return r.end
+    consumer.assign([TopicPartition(r.topic, r.partition, low)])
+    return low

@@ -1,0 +1,46 @@
+"""One local SparkSession and one broker shared by every Spark test (topics are per test)."""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from pyspark.sql import SparkSession
+
+from odradek.spark import session
+from tests.support.broker import BrokerProcess
+
+SMALL = {
+    "spark.sql.shuffle.partitions": "2",
+    "spark.ui.enabled": "false",
+    "spark.ui.showConsoleProgress": "false",
+    "spark.driver.memory": "768m",
+    "spark.executor.memory": "512m",
+    "spark.sql.streaming.stopTimeout": "30s",
+    "spark.python.worker.reuse": "true",
+}
+
+
+@pytest.fixture(scope="session")
+def spark() -> Iterator[SparkSession]:
+    os.environ["PYSPARK_PYTHON"] = sys.executable
+    os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable
+    s = session("local[2]", "odradek-tests", SMALL)
+    s.sparkContext.setLogLevel("ERROR")
+    try:
+        yield s
+    finally:
+        s.stop()
+
+
+@pytest.fixture(scope="session")
+def spark_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
+    node = BrokerProcess(Path(tmp_path_factory.mktemp("spark-node")) / "data")
+    node.start()
+    try:
+        yield node
+    finally:
+        node.stop()

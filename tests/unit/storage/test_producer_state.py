@@ -1,0 +1,170 @@
+"""Producer state: sequence checks, duplicates, epochs, snapshots and recovery with a Log."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from odradek.protocol.errors import ErrorCode, KafkaError
+from odradek.protocol.records import (
+    BatchHeader,
+    ControlRecordType,
+    Record,
+    build_batch,
+    build_control_batch,
+)
+from odradek.storage.producer_state import (
+    INT32_MAX,
+    ProducerStateManager,
+    control_marker,
+    snapshot_path,
+)
+from tests.unit.storage.support import open_log, small_config
+
+
+def batch(pid: int, epoch: int, seq: int, n: int = 3, txn: bool = False) -> tuple[memoryview, BatchHeader]:
+    raw = build_batch([Record(-1, 1000 + i, b"k", b"v%d" % i, []) for i in range(n)],
+                      producer_id=pid, producer_epoch=epoch, base_sequence=seq, transactional=txn)
+    view = memoryview(raw)
+    return view, BatchHeader.parse(view)
+
+
+def check(state: ProducerStateManager, h: BatchHeader) -> int | None:
+    return state.check(h.producer_id, h.producer_epoch, h.base_sequence, h.last_offset_delta,
+                       h.attributes)
+
+
+def apply(state: ProducerStateManager, h: BatchHeader, first: int) -> None:
+    state.on_append(h.producer_id, h.producer_epoch, h.base_sequence, h.last_offset_delta,
+                    h.attributes, first, first + h.last_offset_delta, 1000)
+
+
+def error_of(state: ProducerStateManager, h: BatchHeader) -> ErrorCode:
+    with pytest.raises(KafkaError) as exc:
+        check(state, h)
+    return exc.value.code
+
+
+def test_sequences_duplicates_and_gaps(tmp_path: Path) -> None:
+    s = ProducerStateManager(tmp_path)
+    offset = 0
+    for seq in range(0, 30, 3):
+        _, h = batch(7, 0, seq)
+        assert check(s, h) is None
+        apply(s, h, offset)
+        offset += 3
+    # the last 5 batches are duplicates with their original offsets; older ones are not
+    for back in range(1, 6):
+        _, h = batch(7, 0, 30 - 3 * back)
+        assert check(s, h) == offset - 3 * back
+    _, old = batch(7, 0, 12)
+    assert error_of(s, old) == ErrorCode.out_of_order_sequence_number
+    _, gap = batch(7, 0, 31)
+    assert error_of(s, gap) == ErrorCode.out_of_order_sequence_number
+    _, nxt = batch(7, 0, 30)
+    assert check(s, nxt) is None  # next in sequence
+
+
+def test_epochs(tmp_path: Path) -> None:
+    s = ProducerStateManager(tmp_path)
+    _, h = batch(1, 3, 0)
+    apply(s, h, 0)
+    _, stale = batch(1, 2, 3)
+    assert error_of(s, stale) == ErrorCode.invalid_producer_epoch
+    _, bumped_bad = batch(1, 4, 5)
+    assert error_of(s, bumped_bad) == ErrorCode.out_of_order_sequence_number
+    _, bumped = batch(1, 4, 0)
+    assert check(s, bumped) is None
+    # an unknown producer may start anywhere (its state expired or was never here)
+    _, fresh = batch(99, 0, 1234)
+    assert check(s, fresh) is None
+
+
+def test_sequence_wraps_at_int32_max(tmp_path: Path) -> None:
+    s = ProducerStateManager(tmp_path)
+    _, h = batch(5, 0, INT32_MAX - 2, n=3)
+    apply(s, h, 0)
+    _, nxt = batch(5, 0, 0, n=2)
+    assert check(s, nxt) is None
+
+
+def test_transactions_and_markers(tmp_path: Path) -> None:
+    s = ProducerStateManager(tmp_path)
+    _, h = batch(3, 0, 0, txn=True)
+    apply(s, h, 10)
+    assert s.first_unstable_offset() == 10
+    _, plain = batch(3, 0, 3)
+    assert error_of(s, plain) == ErrorCode.invalid_txn_state
+    marker = build_control_batch(ControlRecordType.ABORT, producer_id=3, producer_epoch=0,
+                                 coordinator_epoch=4)
+    assert control_marker(marker) == (ControlRecordType.ABORT, 4)
+    mh = BatchHeader.parse(marker)
+    done = s.on_append(3, 0, -1, 0, mh.attributes, 13, 13, 1000, ControlRecordType.ABORT, 4)
+    assert done is not None and done.is_aborted and (done.first_offset, done.last_offset) == (10, 13)
+    assert s.first_unstable_offset() is None
+
+
+def test_snapshot_round_trip(tmp_path: Path) -> None:
+    s = ProducerStateManager(tmp_path)
+    for pid in range(5):
+        _, h = batch(pid, pid, 0, txn=pid == 2)
+        apply(s, h, pid * 3)
+    s.map_end_offset = 15
+    assert s.take_snapshot() == snapshot_path(tmp_path, 15)
+    t = ProducerStateManager(tmp_path)
+    assert t.load_latest(15) == 15
+    assert {p: (e.epoch, e.last_seq, e.last_offset) for p, e in t.producers.items()} == {
+        p: (e.epoch, e.last_seq, e.last_offset) for p, e in s.producers.items()}
+    assert t.ongoing == {2: 6}
+    _, dup = batch(4, 4, 0)
+    assert check(t, dup) == 12
+    # a snapshot above the log end offset (a crash truncated the log) is dropped
+    assert ProducerStateManager(tmp_path).load_latest(14) == 0
+    assert not snapshot_path(tmp_path, 15).exists()
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.binary(max_size=200))
+def test_damaged_snapshots_are_refused_cleanly(data: bytes) -> None:
+    s = ProducerStateManager(Path("/nonexistent"))
+    try:
+        s.load_snapshot(data)
+    except ValueError:
+        pass
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.binary(max_size=120))
+def test_control_marker_never_raises(data: bytes) -> None:
+    ctype, _ = control_marker(b"\0" * 61 + data)
+    assert isinstance(ctype, int)
+
+
+def test_log_recovers_producer_state(tmp_path: Path) -> None:
+    log = open_log(tmp_path, small_config(segment_bytes=400))
+    seq = 0
+    for _ in range(12):
+        view, h = batch(42, 1, seq)
+        log.append(view, h, 0)
+        seq += 3
+    assert len(log.segments) > 2
+    assert list(log.dir.glob("*.snapshot"))
+    leo = log.log_end_offset
+    # a crash: no close, no final snapshot; the scan after the last roll snapshot rebuilds
+    crashed = open_log(tmp_path, small_config(segment_bytes=400))
+    entry = crashed.producer_state.producers[42]
+    assert (entry.epoch, entry.last_seq, entry.last_offset) == (1, seq - 1, leo - 1)
+    _, dup = batch(42, 1, seq - 3)
+    assert check(crashed.producer_state, dup) == leo - 3
+    crashed.close()
+    assert snapshot_path(log.dir, leo).exists()
+    clean = open_log(tmp_path, small_config(segment_bytes=400))
+    assert clean.producer_state.producers[42].last_seq == seq - 1
+    # truncation forgets the batches above the new end
+    clean.truncate_to(leo - 6)
+    assert clean.producer_state.producers[42].last_seq == seq - 7
+    clean.close()
+    log.close()
