@@ -39,7 +39,7 @@ def produce(bootstrap: str, topic: str, count: int, partitions: int = 3, *, base
     out: list[Produced] = []
     producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5})
 
-    def reporter(hdrs: tuple[tuple[str, bytes], ...]):  # noqa: ANN202
+    def reporter(hdrs: tuple[tuple[str, bytes], ...]):
         def report(err: object, msg: object) -> None:
             assert err is None, err
             # Delivery reports do not carry headers: keep the ones that were sent.

@@ -30,7 +30,7 @@ def test_batch_read_below_the_log_start(spark: SparkSession, spark_broker: Broke
                 .option("subscribe", topic).option("startingOffsets", json.dumps({topic: {"0": 10}}))
                 .option("failOnDataLoss", fail).load())
 
-    with pytest.raises(Exception, match="data loss.*failOnDataLoss"):
+    with pytest.raises(Exception, match=r"data loss.*failOnDataLoss"):
         read("true").collect()
     assert sorted(r.offset for r in read("false").collect()) == list(range(60, 100))
 

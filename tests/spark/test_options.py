@@ -39,7 +39,7 @@ def test_batch_source_options_are_refused(options: dict[str, str], named: str) -
 
 
 def test_missing_bootstrap_and_stream_only_options() -> None:
-    with pytest.raises(OptionError, match="'kafka.bootstrap.servers'"):
+    with pytest.raises(OptionError, match=r"'kafka.bootstrap.servers'"):
         parse_source({"subscribe": "a"}, streaming=False)
     with pytest.raises(OptionError, match="'endingOffsets'"):
         parse_source({**BOOT, "subscribe": "a", "endingOffsets": "latest"}, streaming=True)
@@ -63,7 +63,7 @@ def test_good_options_parse_with_spark_defaults() -> None:
 def test_sink_options() -> None:
     with pytest.raises(OptionError, match="'deliveryGuarantee'"):
         parse_sink({**BOOT, "deliveryGuarantee": "sometimes"}, exactly_once_available=True)
-    with pytest.raises(OptionError, match="'kafka.key.serializer'"):
+    with pytest.raises(OptionError, match=r"'kafka.key.serializer'"):
         parse_sink({**BOOT, "kafka.key.serializer": "x"}, exactly_once_available=True)
     assert parse_sink({**BOOT, "topic": "t"}, exactly_once_available=False).delivery == "at-least-once"
 
@@ -81,12 +81,12 @@ def test_cap_shares_the_limit_by_backlog() -> None:
 
 def test_bad_options_fail_at_load_in_spark(spark: SparkSession, spark_broker: BrokerProcess) -> None:
     reader = spark.read.format("odradek").option("kafka.bootstrap.servers", spark_broker.bootstrap)
-    with pytest.raises(Exception, match="'assign'.*'subscribe'"):
+    with pytest.raises(Exception, match=r"'assign'.*'subscribe'"):
         reader.option("subscribe", "x").option("assign", '{"x":[0]}').load()
     with pytest.raises(Exception, match="'startingOffsets'"):
         spark.read.format("odradek").option("kafka.bootstrap.servers", spark_broker.bootstrap) \
             .option("subscribe", "x").option("startingOffsets", "oldest").load()
-    with pytest.raises(Exception, match="'kafka.group.id'"):
+    with pytest.raises(Exception, match=r"'kafka.group.id'"):
         spark.readStream.format("odradek").option("kafka.bootstrap.servers", spark_broker.bootstrap) \
             .option("subscribe", "x").option("kafka.group.id", "mine").load()
 

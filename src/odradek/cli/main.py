@@ -12,6 +12,7 @@ from odradek.cli import dump_log as dump_log_cmd
 from odradek.cli import group as group_cmd
 from odradek.cli import produce as produce_cmd
 from odradek.cli import topic as topic_cmd
+from odradek.cli import transaction as transaction_cmd
 
 app = typer.Typer(help="odradek: an event streaming platform that speaks the Kafka protocol.",
                   no_args_is_help=True, add_completion=False)
@@ -32,6 +33,7 @@ def serve(
 app.add_typer(topic_cmd.app, name="topic")
 app.add_typer(group_cmd.app, name="group")
 app.add_typer(bench_cmd.app, name="bench")
+app.add_typer(transaction_cmd.app, name="transaction")
 app.command("produce")(produce_cmd.produce)
 app.command("consume")(consume_cmd.consume)
 app.command("dump-log")(dump_log_cmd.dump_log)

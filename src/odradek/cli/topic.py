@@ -108,6 +108,9 @@ def describe(
     names: list[str] = typer.Argument(None, help="Topics (default: all)."),
     configs: bool = typer.Option(False, "--configs",
                                  help="Show every config with its value and source."),
+    offsets: bool = typer.Option(False, "--offsets",
+                                 help="Show each partition's high watermark and last stable "
+                                      "offset (the LSO is shown anyway where it lags)."),
     bootstrap: str = BootstrapOption,
     timeout: float = TimeoutOption,
 ) -> None:
@@ -132,7 +135,8 @@ def describe(
                 print(f"Error: topic {name}: {describe_error(exc)}", file=sys.stderr)
                 failed = True
                 continue
-            print(render_description(desc, entries, all_configs=configs))
+            text = render_description(desc, entries, all_configs=configs)
+            print(with_stable_offsets(admin, desc, text, offsets, timeout))
     if failed:
         raise typer.Exit(1)
 
@@ -174,6 +178,38 @@ def render_description(desc: Any, entries: dict[str, ConfigEntry], all_configs: 
             value = "<sensitive>" if entry.is_sensitive else entry.value
             lines.append(f"\t\t{entry.name}={'' if value is None else value}"
                          f"\t({_source_name(entry.source)})")
+    return "\n".join(lines)
+
+
+def with_stable_offsets(admin: AdminClient, desc: Any, text: str, always: bool,
+                        timeout: float) -> str:
+    """Append HighWatermark/LastStableOffset to the partition lines (issue 6): on every
+    line with `always`, else only where open transactions hold the LSO below the HW."""
+    from confluent_kafka import IsolationLevel, TopicPartition
+    from confluent_kafka.admin import OffsetSpec
+
+    tps = [TopicPartition(desc.name, p.id) for p in desc.partitions]
+    if not tps:
+        return text
+    spec = {tp: OffsetSpec.latest() for tp in tps}
+    try:
+        hws = admin.list_offsets(spec, request_timeout=timeout)
+        lsos = admin.list_offsets(spec, isolation_level=IsolationLevel.READ_COMMITTED,
+                                  request_timeout=timeout)
+        marks = {tp.partition: (result(hws[tp], timeout).offset, result(lsos[tp], timeout).offset)
+                 for tp in tps}
+    except Exception:
+        return text
+    lines = text.split("\n")
+    for i, line in enumerate(lines):
+        if not line.startswith("\tTopic: ") or "\tPartition: " not in line:
+            continue
+        p = int(line.split("\tPartition: ")[1].split("\t")[0])
+        hw, lso = marks.get(p, (-1, -1))
+        if always:
+            lines[i] = f"{line}\tHighWatermark: {hw}\tLastStableOffset: {lso}"
+        elif lso != hw:
+            lines[i] = f"{line}\tLastStableOffset: {lso}"
     return "\n".join(lines)
 
 

@@ -23,7 +23,7 @@ from odradek.spark.schema import source_schema
 from odradek.spark.sink import BatchWriter, StreamWriter, check_columns
 from odradek.spark.source import BatchReader, StreamReader
 
-EXACTLY_ONCE = False
+EXACTLY_ONCE = True
 
 
 class OdradekDataSource(DataSource):

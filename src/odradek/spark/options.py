@@ -284,4 +284,7 @@ def parse_sink(options: Mapping[str, str], *, exactly_once_available: bool) -> S
     topic = opts.get("topic")
     if topic is not None and not topic.strip():
         raise OptionError("option 'topic' is empty")
+    if delivery == "exactly-once" and not topic:
+        # The batch marker is committed against partition 0 of this topic.
+        raise OptionError("option 'deliveryGuarantee'='exactly-once' needs option 'topic'")
     return SinkOptions(client=client, topic=topic.strip() if topic else None, delivery=delivery)

@@ -1,17 +1,21 @@
 """`format("odradek")` as a sink: rows (value, key, headers, topic, partition) to topics.
 
-At-least-once: each task produces its rows with an idempotent producer and flushes before it
-reports success, so a finished task's rows are in the log; a re-executed task writes again.
+At-least-once (default): each task produces its rows with an idempotent producer and flushes
+before it reports success, so a finished task's rows are in the log; a re-executed task writes
+them again. Exactly-once (deliveryGuarantee=exactly-once): each task writes in a transaction
+that also records the micro-batch id, see write_transactional.
 """
 
 from __future__ import annotations
 
 import logging
+import uuid
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 
 import pyarrow as pa
-from confluent_kafka import KafkaError, KafkaException, Producer
+from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
+from pyspark import TaskContext
 from pyspark.sql.datasource import (
     DataSourceArrowWriter,
     DataSourceStreamArrowWriter,
@@ -93,11 +97,7 @@ def _column(batch: pa.RecordBatch, name: str) -> list[object] | None:
     return None if idx < 0 else batch.column(idx).to_pylist()
 
 
-def write_rows(opts: SinkOptions, batches: Iterator[pa.RecordBatch]) -> int:
-    failures = _Failures()
-    conf = producer_conf(opts.client)
-    conf.update({"delivery.report.only.error": True, "on_delivery": failures})
-    producer = Producer(conf)
+def _produce_all(producer: Producer, opts: SinkOptions, batches: Iterator[pa.RecordBatch]) -> int:
     produce, poll = producer.produce, producer.poll
     rows = 0
     for batch in batches:
@@ -125,6 +125,16 @@ def write_rows(opts: SinkOptions, batches: Iterator[pa.RecordBatch]) -> int:
                     poll(0.05)
         rows += n
         poll(0)
+    return rows
+
+
+def write_rows(opts: SinkOptions, batches: Iterator[pa.RecordBatch]) -> int:
+    """At-least-once: produce, flush, fail the task on any delivery error."""
+    failures = _Failures()
+    conf = producer_conf(opts.client)
+    conf.update({"delivery.report.only.error": True, "on_delivery": failures})
+    producer = Producer(conf)
+    rows = _produce_all(producer, opts, batches)
     left = producer.flush(120)
     if left:
         raise RuntimeError(f"{left} records were not delivered within 120 s")
@@ -133,12 +143,66 @@ def write_rows(opts: SinkOptions, batches: Iterator[pa.RecordBatch]) -> int:
     return rows
 
 
+def write_transactional(opts: SinkOptions, batches: Iterator[pa.RecordBatch]) -> int:
+    """Exactly-once: this task's rows and its batch marker commit in one Kafka transaction.
+
+    The transactional id is the query id plus the Spark partition, so a re-run of the task
+    (same micro-batch after a crash, or the next one) fences the previous attempt and aborts
+    whatever it left open. The batch id is committed inside the transaction as the offset of
+    a marker group, so reading that offset tells whether this batch's rows are already in.
+    """
+    ctx = TaskContext.get()
+    part = ctx.partitionId() if ctx else 0
+    query_id = ctx.getLocalProperty("sql.streaming.queryId") if ctx else None
+    batch = ctx.getLocalProperty("streaming.sql.batchId") if ctx else None
+    tag = query_id or f"batch-{uuid.uuid4().hex}"
+    conf = producer_conf(opts.client)
+    conf["transactional.id"] = f"odradek-spark-{tag}-{part}"
+    producer = Producer(conf)
+    producer.init_transactions(60)
+    marker_group = f"odradek-spark-eos-{tag}-{part}"
+    marker = TopicPartition(opts.topic or "", 0)
+    done = -1
+    consumer = None
+    if query_id and batch is not None:
+        consumer = Consumer({**opts.client, "group.id": marker_group, "enable.auto.commit": False,
+                             "isolation.level": "read_committed", "logger": LOG})
+        done = consumer.committed([marker], 60)[0].offset
+    try:
+        if batch is not None and done > int(batch):
+            # A previous attempt of this micro-batch committed this partition's rows.
+            for _ in batches:
+                pass
+            LOG.info("batch %s partition %d already written, skipping", batch, part)
+            return 0
+        producer.begin_transaction()
+        try:
+            rows = _produce_all(producer, opts, batches)
+            if consumer is not None and batch is not None:
+                marker.offset = int(batch) + 1
+                producer.send_offsets_to_transaction([marker], consumer.consumer_group_metadata(), 60)
+            producer.commit_transaction(120)
+        except BaseException:
+            producer.abort_transaction(60)
+            raise
+        return rows
+    finally:
+        if consumer is not None:
+            consumer.close()
+
+
+def _write(opts: SinkOptions, batches: Iterator[pa.RecordBatch]) -> int:
+    if opts.delivery == "exactly-once":
+        return write_transactional(opts, batches)
+    return write_rows(opts, batches)
+
+
 class BatchWriter(DataSourceArrowWriter):
     def __init__(self, opts: SinkOptions) -> None:
         self.opts = opts
 
     def write(self, iterator: Iterator[pa.RecordBatch]) -> WriterCommitMessage:
-        return Written(write_rows(self.opts, iterator))
+        return Written(_write(self.opts, iterator))
 
 
 class StreamWriter(DataSourceStreamArrowWriter):
@@ -146,7 +210,7 @@ class StreamWriter(DataSourceStreamArrowWriter):
         self.opts = opts
 
     def write(self, iterator: Iterator[pa.RecordBatch]) -> WriterCommitMessage:
-        return Written(write_rows(self.opts, iterator))
+        return Written(_write(self.opts, iterator))
 
     def commit(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
         return None

@@ -260,6 +260,8 @@ class ProducerStateManager:
         offset = self.map_end_offset if offset is None else offset
         if offset == self.last_snapshot_offset:
             return None
+        # producer.id.expiration.ms: idle producers leave with the next snapshot
+        self.remove_expired()
         path = snapshot_path(self.dir, offset)
         try:
             atomic_write(path, self.encode_snapshot())

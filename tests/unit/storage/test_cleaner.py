@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import time
 from pathlib import Path
 
 import pytest
@@ -353,3 +354,25 @@ def test_compacted_log_survives_a_switch_to_delete_and_a_restart(tmp_path: Path)
         assert [(r.offset, r.value) for _, r in records_of(log)] == before
         assert log.log_end_offset == leo
         lm.close()
+
+
+def test_last_batch_of_a_producer_is_kept_empty(tmp_path: Path) -> None:
+    """Kafka keeps the last batch of a producer, emptied, when compaction removes all its
+    records: the producer's sequence state must survive a rebuild from the log."""
+    log = open_compacted(tmp_path)
+    now = int(time.time() * 1000)  # producers idle past producer.id.expiration.ms are forgotten
+    append_kv(log, [(b"a", b"1")], ts=now, producer_id=11)
+    append_kv(log, [(b"b", b"1"), (b"c", b"1")], ts=now, compression=Compression.LZ4,
+              producer_id=11)
+    append_kv(log, [(b"a", b"2"), (b"b", b"2"), (b"c", b"2")], ts=now)
+    log.roll()
+    cleaner_for(log, tmp_path).clean_log(log)
+    batches = [h for h, _ in batches_of(log)]
+    last_of_11 = [h for h in batches if h.producer_id == 11]
+    assert [(h.base_offset, h.last_offset, h.records_count) for h in last_of_11] == [(1, 2, 0)]
+    assert last_of_11[0].compression == Compression.NONE
+    assert [(r.key, r.value) for _, r in records_of(log)] == [(b"a", b"2"), (b"b", b"2"),
+                                                             (b"c", b"2")]
+    log.close()
+    log = open_compacted(tmp_path, recovery_point=0)  # a full recovery scan accepts it
+    assert [h.records_count for h, _ in batches_of(log)] == [0, 3]

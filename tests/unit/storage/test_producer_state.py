@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 
 import pytest
@@ -26,7 +27,8 @@ from tests.unit.storage.support import open_log, small_config
 
 
 def batch(pid: int, epoch: int, seq: int, n: int = 3, txn: bool = False) -> tuple[memoryview, BatchHeader]:
-    raw = build_batch([Record(-1, 1000 + i, b"k", b"v%d" % i, []) for i in range(n)],
+    now = int(time.time() * 1000)
+    raw = build_batch([Record(-1, now + i, b"k", b"v%d" % i, []) for i in range(n)],
                       producer_id=pid, producer_epoch=epoch, base_sequence=seq, transactional=txn)
     view = memoryview(raw)
     return view, BatchHeader.parse(view)
@@ -39,7 +41,7 @@ def check(state: ProducerStateManager, h: BatchHeader) -> int | None:
 
 def apply(state: ProducerStateManager, h: BatchHeader, first: int) -> None:
     state.on_append(h.producer_id, h.producer_epoch, h.base_sequence, h.last_offset_delta,
-                    h.attributes, first, first + h.last_offset_delta, 1000)
+                    h.attributes, first, first + h.last_offset_delta, h.max_timestamp)
 
 
 def error_of(state: ProducerStateManager, h: BatchHeader) -> ErrorCode:
@@ -168,3 +170,12 @@ def test_log_recovers_producer_state(tmp_path: Path) -> None:
     assert clean.producer_state.producers[42].last_seq == seq - 7
     clean.close()
     log.close()
+
+
+def test_idle_producers_expire(tmp_path: Path) -> None:
+    s = ProducerStateManager(tmp_path, expiration_ms=1000)
+    _, h = batch(8, 0, 0)
+    apply(s, h, 0)
+    assert s.remove_expired(now_ms=h.max_timestamp + 10) == 0
+    assert s.remove_expired(now_ms=h.max_timestamp + 1000) == 1
+    assert 8 not in s.producers

@@ -80,6 +80,10 @@ async def start_transaction_coordinator(ctx: Any) -> TransactionCoordinator:
     coord = TransactionCoordinator(ctx.replica_manager, tconf, _manager(ctx),
                                    ctx.group_coordinator, partition_exists)
     count = await asyncio.to_thread(coord.load)
+    fixed = await asyncio.to_thread(coord.load_offsets)
+    if fixed:
+        log.info("%d transactional offsets of %s reconciled with their markers", fixed,
+                 OFFSETS_TOPIC)
     coord.recover()
     log.info("transaction coordinator loaded %d records of %s (%d transactional ids)", count,
              TXN_TOPIC, len(coord.txns))

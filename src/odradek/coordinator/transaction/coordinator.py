@@ -41,6 +41,7 @@ from odradek.protocol.records import (
     decode_records,
     iter_batches,
 )
+from odradek.storage.producer_state import control_marker
 
 log = logging.getLogger(__name__)
 
@@ -166,6 +167,94 @@ class TransactionCoordinator:
                     except (ProtocolError, ValueError) as exc:
                         log.warning("skipping unreadable %s record at offset %d: %s", TOPIC,
                                     rec.offset, exc)
+            if not moved:
+                break
+
+    def load_offsets(self) -> int:
+        """Transactional offsets in `__consumer_offsets` (blocking, after the group
+        coordinator's own replay, which applies every offset record as it comes): those of
+        aborted transactions are taken back out, those of transactions still open become
+        pending again (visible with their commit marker). Returns the keys corrected."""
+        from odradek.coordinator import offsets_topic as ot
+
+        if self.groups is None:
+            return 0
+        final: dict[tuple[str, str, int], tuple[int, int, str] | None] = {}
+        pending: dict[int, dict[tuple[str, str, int], tuple[int, int, str]]] = {}
+        touched: set[tuple[str, str, int]] = set()
+        p = 0
+        while (part := self.rm.get(ot.TOPIC, p)) is not None:
+            p += 1
+            if not self._has_transactional(part):
+                continue
+            for header, records in self._batches(part):
+                pid = header.producer_id
+                if header.is_control:
+                    entries = pending.pop(pid, {})
+                    if control_marker(records[1])[0] == ControlRecordType.COMMIT:
+                        final.update(entries)
+                    continue
+                for rec in records[0]:
+                    try:
+                        key = ot.decode_key(rec.key) if rec.key is not None else None
+                        if key is None or key.kind not in (0, ot.OFFSET_COMMIT_KEY):
+                            continue
+                        value = ot.decode_value(key.kind, rec.value)
+                    except (ProtocolError, UnicodeDecodeError, ValueError):
+                        continue
+                    k = (key.group, key.topic or "", key.partition)
+                    v = None if value is None else (int(value["offset"]),
+                                                    int(value.get("leader_epoch", -1)),
+                                                    value.get("metadata") or "")
+                    if header.is_transactional:
+                        touched.add(k)
+                        if v is not None:
+                            pending.setdefault(pid, {})[k] = v
+                    else:
+                        final[k] = v
+        from odradek.coordinator.group.offsets import CommittedOffset
+
+        store = self.groups.offsets
+        now = now_ms()
+        for k in touched:
+            group, t, part_index = k
+            v = final.get(k)
+            if v is None:
+                store.remove(group, (t, part_index))
+            else:
+                store.put(group, (t, part_index), CommittedOffset(v[0], v[1], v[2], now))
+        for pid, entries in pending.items():
+            for (group, t, part_index), v in entries.items():
+                self.pending_offsets.setdefault(pid, {}).setdefault(group, {})[(t, part_index)] = v
+        return len(touched)
+
+    @staticmethod
+    def _has_transactional(part: Any) -> bool:
+        # header-only pass: most logs hold no transactional offsets at all
+        for seg in part.log.segments:
+            for _, h in seg.headers(0):
+                if h[5] & 0x10:
+                    return True
+        return False
+
+    def _batches(self, part: Any) -> Iterator[tuple[BatchHeader, tuple[list[Record], bytes]]]:
+        the_log = part.log
+        offset, end = the_log.log_start_offset, part.high_watermark
+        while offset < end:
+            result = the_log.read(offset, REPLAY_CHUNK_BYTES, end)
+            if result.region is None:
+                break
+            data = the_log.read_bytes(result.region)
+            moved = False
+            for header, view in iter_batches(data):
+                if header.last_offset < offset:
+                    continue
+                moved = True
+                offset = header.last_offset + 1
+                if header.is_control:
+                    yield header, ([], bytes(view))
+                else:
+                    yield header, (decode_records(header, view), b"")
             if not moved:
                 break
 

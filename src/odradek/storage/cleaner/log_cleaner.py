@@ -43,6 +43,7 @@ from crc32c import crc32c
 from odradek.protocol.errors import ProtocolError
 from odradek.protocol.primitives import decode_uvarint
 from odradek.protocol.records import (
+    ATTR_COMPRESSION_MASK,
     ATTR_DELETE_HORIZON,
     ATTRIBUTES_OFFSET,
     BATCH_HEADER_SIZE,
@@ -407,6 +408,7 @@ class LogCleaner:
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self.last_stats: CleanStats | None = None
+        self._producer_last: dict[int, int] = {}
         self.passes = 0
 
     # ------------------------------------------------------------- checkpoint
@@ -546,6 +548,7 @@ class LogCleaner:
             # offset gaps, which recovery must accept even if the topic stops being compacted.
             self._checkpoints[key] = ltc.first_dirty
             self._write_checkpoint()
+        self._producer_last = _last_offsets_of_producers(lg)
         memory = max(self.config.dedupe_buffer_size // max(self.config.threads, 1), 96)
         omap = OffsetMap(memory, self.config.io_buffer_load_factor)
         end = self._build_offset_map(ltc, omap, stats)
@@ -754,6 +757,10 @@ class LogCleaner:
         if len(kept) == len(scanned) and not set_horizon:
             return data, pending
         if not kept:
+            if h.producer_id >= 0 and self._producer_last.get(h.producer_id) == h.last_offset:
+                # Kafka keeps the last batch of a live producer, emptied: its sequence numbers
+                # must survive a rebuild of the producer state from the log
+                return empty_batch(h), None
             return None, None
         if set_horizon:
             # timestamp deltas change with the base timestamp: re-encode the records
@@ -765,6 +772,35 @@ class LogCleaner:
             ), pending
         # Same base offset and base timestamp: the kept records' bytes are copied as they are.
         return rebuild_batch(h, body, kept), pending
+
+
+def _last_offsets_of_producers(lg: Log) -> dict[int, int]:
+    """producer id -> offset of its last batch, from the log's producer state (Kafka's
+    lastRecordsOfActiveProducers); empty when the log keeps none."""
+    with lg.lock:
+        producers = getattr(getattr(lg, "producer_state", None), "producers", None)
+        if not producers:
+            return {}
+        out: dict[int, int] = {}
+        for pid, entry in list(producers.items()):
+            last = getattr(entry, "last_offset", -1)
+            if isinstance(last, int) and last >= 0:
+                out[pid] = last
+        return out
+
+
+def empty_batch(h: BatchHeader) -> bytes:
+    """`h`'s batch without records (uncompressed), keeping offsets, timestamps and producer
+    fields: what Kafka leaves of a producer's last batch when compaction empties it."""
+    attributes = h.attributes & ~ATTR_COMPRESSION_MASK
+    length = BATCH_HEADER_SIZE - LOG_OVERHEAD
+    header = bytearray(_HEADER.pack(
+        h.base_offset, length, h.partition_leader_epoch, CURRENT_MAGIC, 0, attributes,
+        h.last_offset_delta, h.base_timestamp, h.max_timestamp, h.producer_id, h.producer_epoch,
+        h.base_sequence, 0,
+    ))
+    struct.pack_into(">I", header, CRC_OFFSET, crc32c(memoryview(header)[ATTRIBUTES_OFFSET:]))
+    return bytes(header)
 
 
 def rebuild_batch(h: BatchHeader, body: bytes, kept: list[_Scanned]) -> bytes:
