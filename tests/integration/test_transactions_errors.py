@@ -118,3 +118,24 @@ def test_bad_transactional_requests(broker: BrokerProcess) -> None:
         bumped = init(conn, "t-bad", pid=pid, epoch=epoch)
         assert (int(bumped.producer_id), int(bumped.producer_epoch)) == (pid, epoch + 1)
         assert produce_txn(conn, "bad-t", pid, epoch, 1) == ErrorCode.invalid_producer_epoch
+
+
+def test_describe_producers(broker: BrokerProcess) -> None:
+    from confluent_kafka import Producer
+    from confluent_kafka.admin import AdminClient, NewTopic
+    from kio.schema.describe_producers.v0 import request as dp0
+
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+    admin.create_topics([NewTopic("dp-t", 1, 1)])["dp-t"].result(30)
+    p = Producer({"bootstrap.servers": broker.bootstrap, "enable.idempotence": True})
+    for i in range(10):
+        p.produce("dp-t", b"%d" % i, partition=0)
+    assert p.flush(30) == 0
+    with Conn(broker.port) as conn:
+        r = conn.request(dp0.DescribeProducersRequest(topics=(
+            dp0.TopicRequest(name="dp-t", partition_indexes=(i32(0), i32(7))),)))
+    ok, missing = r.topics[0].partitions
+    assert missing.error_code == ErrorCode.unknown_topic_or_partition
+    [state] = ok.active_producers
+    assert (int(state.producer_epoch), int(state.last_sequence),
+            int(state.current_txn_start_offset)) == (0, 9, -1)

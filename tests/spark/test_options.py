@@ -8,6 +8,7 @@ import pytest
 from pyspark.sql import SparkSession
 
 from odradek.spark.options import OptionError, parse_sink, parse_source
+from odradek.spark.ranges import OffsetRange, split
 from odradek.spark.source import cap
 from tests.spark.support import create_topic, produce, topic_name
 from tests.support.broker import BrokerProcess
@@ -47,6 +48,8 @@ def test_missing_bootstrap_and_stream_only_options() -> None:
         parse_source({**BOOT, "subscribe": "a", "maxOffsetsPerTrigger": "10"}, streaming=False)
     with pytest.raises(OptionError, match="'maxOffsetsPerTrigger'"):
         parse_source({**BOOT, "subscribe": "a", "maxOffsetsPerTrigger": "ten"}, streaming=True)
+    with pytest.raises(OptionError, match="'minOffsetsPerTrigger'"):
+        parse_source({**BOOT, "subscribe": "a", "minOffsetsPerTrigger": "10"}, streaming=True)
 
 
 def test_good_options_parse_with_spark_defaults() -> None:
@@ -77,6 +80,15 @@ def test_cap_shares_the_limit_by_backlog() -> None:
     assert cap(begin, end, 5000) == end
     one = cap({("t", 0): 0, ("t", 1): 0}, {("t", 0): 3, ("t", 1): 3}, 1)
     assert sum(one.values()) == 1
+
+
+def test_split_covers_each_offset_once() -> None:
+    ranges = [OffsetRange("t", 0, 0, 1000), OffsetRange("t", 1, 50, 60), OffsetRange("t", 2, 7, 7)]
+    pieces = split(ranges, 10)
+    assert len(pieces) > 2
+    covered = sorted((r.partition, o) for r in pieces for o in range(r.start, r.end))
+    assert covered == [(0, o) for o in range(1000)] + [(1, o) for o in range(50, 60)]
+    assert split(ranges, None) == ranges[:2]  # empty ranges are dropped, nothing split
 
 
 def test_bad_options_fail_at_load_in_spark(spark: SparkSession, spark_broker: BrokerProcess) -> None:

@@ -84,3 +84,29 @@ def test_continuous_trigger_picks_up_new_records(spark: SparkSession, spark_brok
     finally:
         query.stop()
     assert sorted(rows) == sorted((r.partition, r.offset, r.value) for r in first + second)
+
+
+def test_subscribe_pattern_discovers_new_topics_while_running(spark: SparkSession, spark_broker: BrokerProcess,
+                                                              tmp_path: Path) -> None:
+    prefix = topic_name("disc")
+    old = create_topic(spark_broker.bootstrap, f"{prefix}-old", 1)
+    first = produce(spark_broker.bootstrap, old, 10, partitions=1)
+    rows: list[tuple[str, int, int]] = []
+
+    def collect(df: DataFrame, _batch_id: int) -> None:
+        rows.extend((r.topic, r.partition, r.offset) for r in df.collect())
+
+    query = (spark.readStream.format("odradek").option("kafka.bootstrap.servers", spark_broker.bootstrap)
+             .option("subscribePattern", f"{prefix}-.*").option("startingOffsets", "earliest").load()
+             .writeStream.foreachBatch(collect).option("checkpointLocation", str(tmp_path / "cp"))
+             .start())
+    try:
+        query.processAllAvailable()
+        new = create_topic(spark_broker.bootstrap, f"{prefix}-new", 2)
+        # Records produced before the query sees the topic are read too: new partitions start
+        # at their earliest offset.
+        second = produce(spark_broker.bootstrap, new, 20, partitions=2)
+        query.processAllAvailable()
+    finally:
+        query.stop()
+    assert sorted(rows) == sorted((r.topic, r.partition, r.offset) for r in first + second)

@@ -234,6 +234,9 @@ def parse_source(options: Mapping[str, str], *, streaming: bool) -> SourceOption
     client = client_settings(opts)
     subscription = parse_subscription(opts)
     starting = parse_starting(opts, "latest" if streaming else "earliest")
+    for name in ("minOffsetsPerTrigger", "maxTriggerDelay"):
+        if streaming and name.lower() in opts:
+            raise OptionError(f"option '{name}' is not supported yet by format(\"odradek\")")
     if streaming:
         for name in ("endingOffsets", "endingOffsetsByTimestamp", "endingTimestamp"):
             if name.lower() in opts:

@@ -8,9 +8,10 @@ latest offset under read_committed is the last stable offset).
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Iterable, Mapping
 
-from confluent_kafka import IsolationLevel, KafkaException, TopicPartition
+from confluent_kafka import IsolationLevel, KafkaError, KafkaException, TopicPartition
 from confluent_kafka.admin import AdminClient, OffsetSpec
 
 from odradek.spark.options import EARLIEST, LATEST, OptionError, Subscription
@@ -22,6 +23,13 @@ LOG = logging.getLogger("odradek.spark")
 _CONSUMER_ONLY = ("isolation.level", "fetch.", "max.partition.fetch.bytes", "queued.",
                   "enable.partition.eof", "check.crcs", "session.timeout.ms",
                   "heartbeat.interval.ms", "max.poll.interval.ms", "auto.commit", "partition.assignment")
+
+
+# Errors a partition shows between its creation and its leader being ready.
+_TRANSIENT = {KafkaError.UNKNOWN_TOPIC_OR_PART, KafkaError.LEADER_NOT_AVAILABLE,
+              KafkaError.NOT_LEADER_FOR_PARTITION, KafkaError._UNKNOWN_PARTITION,
+              KafkaError._UNKNOWN_TOPIC}
+_ATTEMPTS = 5
 
 
 class DataLossError(RuntimeError):
@@ -54,26 +62,41 @@ class Planner:
             out.extend((name, p) for p in topic.partitions)
         return sorted(out)
 
-    def _list(self, specs: Mapping[TP, OffsetSpec]) -> dict[TP, int]:
-        if not specs:
-            return {}
-        futures = self._admin.list_offsets(
-            {TopicPartition(t, p): spec for (t, p), spec in specs.items()},
-            isolation_level=self._isolation, request_timeout=self._timeout)
+    def _list(self, specs: Mapping[TP, OffsetSpec], *, skip_unready: bool = False) -> dict[TP, int]:
+        """ListOffsets; a partition whose leader is not ready yet (a topic just created) is
+        retried a few times, then dropped when `skip_unready`, else an error."""
         out: dict[TP, int] = {}
-        for tp, fut in futures.items():
-            try:
-                out[(tp.topic, tp.partition)] = int(fut.result().offset)
-            except KafkaException as exc:
-                raise RuntimeError(f"listing offsets of {tp.topic}-{tp.partition} failed: "
-                                   f"{exc.args[0]}") from None
+        pending = dict(specs)
+        for attempt in range(_ATTEMPTS):
+            if not pending:
+                break
+            futures = self._admin.list_offsets(
+                {TopicPartition(t, p): spec for (t, p), spec in pending.items()},
+                isolation_level=self._isolation, request_timeout=self._timeout)
+            failed: dict[TP, str] = {}
+            for tp, fut in futures.items():
+                key = (tp.topic, tp.partition)
+                try:
+                    out[key] = int(fut.result().offset)
+                    pending.pop(key)
+                except KafkaException as exc:
+                    err = exc.args[0]
+                    if err.code() not in _TRANSIENT:
+                        raise RuntimeError(f"listing offsets of {tp.topic}-{tp.partition} failed: "
+                                           f"{err}") from None
+                    failed[key] = str(err)
+            if failed and attempt + 1 < _ATTEMPTS:
+                time.sleep(0.2 * (attempt + 1))
+            elif failed and not skip_unready:
+                (t, p), why = next(iter(failed.items()))
+                raise RuntimeError(f"listing offsets of {t}-{p} failed: {why}")
         return out
 
     def earliest(self, tps: Iterable[TP]) -> dict[TP, int]:
         return self._list({tp: OffsetSpec.earliest() for tp in tps})
 
-    def latest(self, tps: Iterable[TP]) -> dict[TP, int]:
-        return self._list({tp: OffsetSpec.latest() for tp in tps})
+    def latest(self, tps: Iterable[TP], *, skip_unready: bool = False) -> dict[TP, int]:
+        return self._list({tp: OffsetSpec.latest() for tp in tps}, skip_unready=skip_unready)
 
     def for_times(self, times: Mapping[TP, int]) -> dict[TP, int]:
         """The first offset whose timestamp is >= the given one; -1 when there is none."""

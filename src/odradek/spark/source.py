@@ -110,7 +110,8 @@ class StreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         if self._target is not None:
             return dict(self._target)
         tps = self.planner.partitions(self.opts.subscription)
-        return self.planner.latest(tps)
+        # A partition that is not ready yet is left for the next micro-batch.
+        return self.planner.latest(tps, skip_unready=True)
 
     def latestOffset(self, start: Offsets, limit: ReadLimit) -> Offsets:
         begin = from_json(start)
@@ -118,6 +119,7 @@ class StreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         new = [tp for tp in latest if tp not in begin]
         # Partitions that appeared since the last batch are read from their beginning.
         begin.update(self.planner.earliest(new))
+        latest = {tp: off for tp, off in latest.items() if tp in begin}
         # An end below the start (topic recreated) is kept: partitions() reports it as data loss.
         end = dict(latest)
         if isinstance(limit, ReadMaxRows):

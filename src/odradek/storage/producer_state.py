@@ -126,6 +126,7 @@ class ProducerStateManager:
         self.last_snapshot_offset = -1
         # where the state stands: every batch below this offset has been applied
         self.map_end_offset = 0
+        self._had_snapshots = False
         # producer id -> epoch the transaction coordinator added this partition for (KIP-890):
         # a transaction's first batch here must be expected
         self.verified: dict[int, int] = {}
@@ -262,6 +263,8 @@ class ProducerStateManager:
             return None
         # producer.id.expiration.ms: idle producers leave with the next snapshot
         self.remove_expired()
+        if not self.producers and self.last_snapshot_offset < 0 and not self._had_snapshots:
+            return None  # a log that never saw a producer id keeps no snapshot files
         path = snapshot_path(self.dir, offset)
         try:
             atomic_write(path, self.encode_snapshot())
@@ -269,6 +272,7 @@ class ProducerStateManager:
             log.exception("%s: writing producer state snapshot %s failed", self.dir, path.name)
             return None
         self.last_snapshot_offset = offset
+        self._had_snapshots = True
         return path
 
     def load_snapshot(self, data: bytes) -> None:
@@ -314,6 +318,7 @@ class ProducerStateManager:
         stands at (where a scan must resume), log_start_offset when there is none."""
         self.producers, self.ongoing = {}, {}
         offsets = self.snapshot_offsets()
+        self._had_snapshots = bool(offsets)
         for off in offsets:
             if off > log_end_offset:
                 with contextlib.suppress(FileNotFoundError):

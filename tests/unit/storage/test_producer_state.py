@@ -179,3 +179,30 @@ def test_idle_producers_expire(tmp_path: Path) -> None:
     assert s.remove_expired(now_ms=h.max_timestamp + 10) == 0
     assert s.remove_expired(now_ms=h.max_timestamp + 1000) == 1
     assert 8 not in s.producers
+
+
+def test_txn_index_collect_truncate_and_reload(tmp_path: Path) -> None:
+    from odradek.storage.txn_index import AbortedTxn, TxnIndex, index_path
+
+    (tmp_path / f"{0:020d}.log").touch()
+    (tmp_path / f"{100:020d}.log").touch()
+    idx = TxnIndex(tmp_path)
+    idx.append(0, AbortedTxn(1, 10, 20, 21))
+    idx.append(0, AbortedTxn(2, 15, 40, 41))
+    idx.append(100, AbortedTxn(3, 105, 110, 111))
+    idx.append(100, AbortedTxn(3, 105, 110, 111))  # met again by a rebuild: ignored
+    assert idx.collect(0, 12) == [(1, 10)]
+    assert idx.collect(21, 200) == [(2, 15), (3, 105)]
+    assert idx.collect(111, 200) == []
+    # a torn tail (crash mid-append) is ignored on load
+    with open(index_path(tmp_path, 100), "ab") as f:
+        f.write(b"\0\0\0")
+    again = TxnIndex.load(tmp_path)
+    assert again.collect(0, 200) == [(1, 10), (2, 15), (3, 105)]
+    again.truncate_from(40)
+    assert again.collect(0, 200) == [(1, 10)]
+    assert not index_path(tmp_path, 100).exists()
+    # an index without its segment is a leftover
+    (tmp_path / f"{0:020d}.log").unlink()
+    assert TxnIndex.load(tmp_path).collect(0, 200) == []
+    assert not index_path(tmp_path, 0).exists()
