@@ -13,6 +13,7 @@ import time
 from collections.abc import Iterator
 from typing import Any
 
+from odradek.coordinator.internal_topic import committed_batches
 from odradek.coordinator.offsets_topic import (
     TOPIC,
     RecordKey,
@@ -21,11 +22,10 @@ from odradek.coordinator.offsets_topic import (
     partition_for,
 )
 from odradek.protocol.errors import ErrorCode, ProtocolError
-from odradek.protocol.records import Record, build_batch, decode_records, iter_batches
+from odradek.protocol.records import Record, build_batch, decode_records
 
 log = logging.getLogger(__name__)
 
-REPLAY_CHUNK_BYTES = 4 * 1024 * 1024
 
 
 class OffsetsTopicStore:
@@ -65,34 +65,19 @@ class OffsetsTopicStore:
             yield from self._replay_partition(part)
 
     def _replay_partition(self, part: Any) -> Iterator[tuple[RecordKey, dict[str, Any] | None, int]]:
-        the_log = part.log
-        offset = the_log.log_start_offset
-        end = part.high_watermark
-        while offset < end:
-            result = the_log.read(offset, REPLAY_CHUNK_BYTES, end)
-            if result.region is None:
-                break
-            data = the_log.read_bytes(result.region)
-            moved = False
-            for header, view in iter_batches(data):
-                if header.last_offset < offset:
+        for header, view in committed_batches(part):
+            if header.is_control:
+                continue
+            for rec in decode_records(header, view):
+                if rec.key is None:
                     continue
-                moved = True
-                offset = header.last_offset + 1
-                if header.is_control:
+                try:
+                    key = decode_key(rec.key)
+                    if key is None:
+                        continue
+                    value = decode_value(key.kind, rec.value)
+                except (ProtocolError, UnicodeDecodeError) as exc:
+                    log.warning("skipping unreadable record at %s-%d offset %d: %s",
+                                TOPIC, part.index, rec.offset, exc)
                     continue
-                for rec in decode_records(header, view):
-                    if rec.key is None:
-                        continue
-                    try:
-                        key = decode_key(rec.key)
-                        if key is None:
-                            continue
-                        value = decode_value(key.kind, rec.value)
-                    except (ProtocolError, UnicodeDecodeError) as exc:
-                        log.warning("skipping unreadable record at %s-%d offset %d: %s",
-                                    TOPIC, part.index, rec.offset, exc)
-                        continue
-                    yield key, value, rec.timestamp
-            if not moved:
-                break
+                yield key, value, rec.timestamp

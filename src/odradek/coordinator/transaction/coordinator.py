@@ -20,6 +20,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
+from odradek.coordinator.internal_topic import committed_batches
 from odradek.coordinator.transaction.producer_ids import ProducerIdManager
 from odradek.coordinator.transaction.state_log import (
     TOPIC,
@@ -39,7 +40,6 @@ from odradek.protocol.records import (
     build_batch,
     build_control_batch,
     decode_records,
-    iter_batches,
 )
 from odradek.storage.producer_state import control_marker
 
@@ -47,7 +47,6 @@ log = logging.getLogger(__name__)
 
 E = ErrorCode
 MAX_EPOCH = 32767
-REPLAY_CHUNK_BYTES = 4 * 1024 * 1024
 S = TxnState
 
 
@@ -141,34 +140,20 @@ class TransactionCoordinator:
         return count
 
     def _replay(self, part: Any) -> Iterator[tuple[str, TxnMetadata | None]]:
-        the_log = part.log
-        offset, end = the_log.log_start_offset, part.high_watermark
-        while offset < end:
-            result = the_log.read(offset, REPLAY_CHUNK_BYTES, end)
-            if result.region is None:
-                break
-            data = the_log.read_bytes(result.region)
-            moved = False
-            for header, view in iter_batches(data):
-                if header.last_offset < offset:
+        for header, view in committed_batches(part):
+            if header.is_control:
+                continue
+            for rec in decode_records(header, view):
+                if rec.key is None:
                     continue
-                moved = True
-                offset = header.last_offset + 1
-                if header.is_control:
-                    continue
-                for rec in decode_records(header, view):
-                    if rec.key is None:
+                try:
+                    tid = decode_key(rec.key)
+                    if tid is None:
                         continue
-                    try:
-                        tid = decode_key(rec.key)
-                        if tid is None:
-                            continue
-                        yield tid, None if rec.value is None else decode_value(tid, rec.value)
-                    except (ProtocolError, ValueError) as exc:
-                        log.warning("skipping unreadable %s record at offset %d: %s", TOPIC,
-                                    rec.offset, exc)
-            if not moved:
-                break
+                    yield tid, None if rec.value is None else decode_value(tid, rec.value)
+                except (ProtocolError, ValueError) as exc:
+                    log.warning("skipping unreadable %s record at offset %d: %s", TOPIC,
+                                rec.offset, exc)
 
     def load_offsets(self) -> int:
         """Transactional offsets in `__consumer_offsets` (blocking, after the group
@@ -238,25 +223,11 @@ class TransactionCoordinator:
         return False
 
     def _batches(self, part: Any) -> Iterator[tuple[BatchHeader, tuple[list[Record], bytes]]]:
-        the_log = part.log
-        offset, end = the_log.log_start_offset, part.high_watermark
-        while offset < end:
-            result = the_log.read(offset, REPLAY_CHUNK_BYTES, end)
-            if result.region is None:
-                break
-            data = the_log.read_bytes(result.region)
-            moved = False
-            for header, view in iter_batches(data):
-                if header.last_offset < offset:
-                    continue
-                moved = True
-                offset = header.last_offset + 1
-                if header.is_control:
-                    yield header, ([], bytes(view))
-                else:
-                    yield header, (decode_records(header, view), b"")
-            if not moved:
-                break
+        for header, view in committed_batches(part):
+            if header.is_control:
+                yield header, ([], bytes(view))
+            else:
+                yield header, (decode_records(header, view), b"")
 
     def recover(self) -> None:
         """After load: finish the transactions a crash left half-ended."""
