@@ -129,7 +129,8 @@ class CreatePartitionsResult:
 class AlterConfigsResource:
     resource_type: int
     resource_name: str
-    configs: dict[str, str | None]
+    # pairs as the request lists them, so a key given twice can be refused as Kafka does
+    configs: dict[str, str | None] | list[tuple[str, str | None]]
 
 
 @dataclass
@@ -602,18 +603,23 @@ class Controller:
         self, resources: Sequence[AlterConfigsResource], validate_only: bool = False
     ) -> list[AlterConfigsResult]:
         """Legacy AlterConfigs: the given configs replace every override of the resource."""
+        return self._alter(resources, self._replacement_changes, validate_only)
+
+    def incremental_alter_configs(
+        self, resources: Sequence[IncrementalAlterConfigsResource], validate_only: bool = False
+    ) -> list[AlterConfigsResult]:
+        return self._alter(resources, self._incremental_changes, validate_only)
+
+    def _alter(self, resources: Sequence[Any], changes_of: Any,
+               validate_only: bool) -> list[AlterConfigsResult]:
+        """Each resource validated on its own (a bad one fails alone); what passed is written
+        as one batch of ConfigRecords, or not at all with validate_only."""
         with self._lock:
             results: list[AlterConfigsResult] = []
             records: list[MetadataRecord] = []
             for res in resources:
                 try:
-                    current = self._current_configs(res.resource_type, res.resource_name)
-                    if len(set(res.configs)) != len(res.configs):
-                        raise KafkaError(ErrorCode.invalid_request, "Error due to duplicate config keys")
-                    new = dict(res.configs)
-                    self._validate_configs(res.resource_type, new, current)
-                    changes = {k: None for k in current if k not in new}
-                    changes.update({k: v for k, v in new.items() if current.get(k) != v})
+                    changes = changes_of(res)
                 except KafkaError as exc:
                     results.append(
                         AlterConfigsResult(res.resource_type, res.resource_name, exc.code, exc.message)
@@ -628,28 +634,16 @@ class Controller:
                 self._commit(records)
             return results
 
-    def incremental_alter_configs(
-        self, resources: Sequence[IncrementalAlterConfigsResource], validate_only: bool = False
-    ) -> list[AlterConfigsResult]:
-        with self._lock:
-            results: list[AlterConfigsResult] = []
-            records: list[MetadataRecord] = []
-            for res in resources:
-                try:
-                    changes = self._incremental_changes(res)
-                except KafkaError as exc:
-                    results.append(
-                        AlterConfigsResult(res.resource_type, res.resource_name, exc.code, exc.message)
-                    )
-                    continue
-                records += [
-                    ConfigRecord(res.resource_type, res.resource_name, k, v)
-                    for k, v in changes.items()
-                ]
-                results.append(AlterConfigsResult(res.resource_type, res.resource_name))
-            if not validate_only:
-                self._commit(records)
-            return results
+    def _replacement_changes(self, res: AlterConfigsResource) -> dict[str, str | None]:
+        current = self._current_configs(res.resource_type, res.resource_name)
+        pairs = list(res.configs.items()) if isinstance(res.configs, dict) else list(res.configs)
+        new = dict(pairs)
+        if len(new) != len(pairs):
+            raise KafkaError(ErrorCode.invalid_request, "Error due to duplicate config keys")
+        self._validate_configs(res.resource_type, new, current)
+        changes: dict[str, str | None] = {k: None for k in current if k not in new}
+        changes.update({k: v for k, v in new.items() if current.get(k) != v})
+        return changes
 
     def _incremental_changes(self, res: IncrementalAlterConfigsResource) -> dict[str, str | None]:
         current = self._current_configs(res.resource_type, res.resource_name)

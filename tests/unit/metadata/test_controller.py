@@ -239,6 +239,15 @@ def test_alter_configs_replaces_all_overrides(controller):
     assert controller.image.topic_configs("t") == {"retention.ms": "2000"}  # nothing half-applied
 
 
+def test_alter_configs_refuses_a_key_given_twice(controller):
+    create(controller, CreatableTopic("t", configs={"retention.ms": "1000"}))
+    [res] = controller.alter_configs(
+        [AlterConfigsResource(RESOURCE_TOPIC, "t", [("retention.ms", "2000"), ("retention.ms", "3000")])]
+    )
+    assert res.error_code == E.invalid_request
+    assert controller.image.topic_configs("t") == {"retention.ms": "1000"}
+
+
 def test_incremental_alter_configs(controller):
     create(controller, CreatableTopic("t"))
     deltas = []

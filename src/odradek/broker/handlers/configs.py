@@ -89,7 +89,7 @@ def _responses(results: list[Any]) -> list[dict[str, Any]]:
 def handle_alter_configs(ctx: Any, header: Any, frame: memoryview) -> Any:
     req = decode(header, frame)
     resources = [AlterConfigsResource(int(r.resource_type), r.resource_name,
-                                      {c.name: c.value for c in r.configs})
+                                      [(c.name, c.value) for c in r.configs])
                  for r in req.resources]
     return _alter(ctx, header, ctx.controller.alter_configs, resources, bool(req.validate_only))
 
