@@ -131,3 +131,28 @@ def test_bad_group_requests_get_kafka_errors_and_group_keeps_working(node):
         assert not [e for e in member.errors if "commit" in e]
     finally:
         member.stop()
+
+
+def test_clients_cannot_produce_to_internal_topics(node):
+    from confluent_kafka import KafkaError, Producer
+
+    topic = new_topic(node.bootstrap, "e-internal", partitions=1)
+    produce(node.bootstrap, topic, 5)
+    member = Member(confluent_conf(node.bootstrap, "e-internal-group"), [topic]).start()
+    try:
+        wait_until(lambda: member.count() >= 5)
+    finally:
+        member.stop()
+    errors: list[int] = []
+    producer = Producer({"bootstrap.servers": node.bootstrap, "message.send.max.retries": 0})
+    for internal in ("__consumer_offsets", "__transaction_state"):
+        producer.produce(internal, value=b"not a coordinator record", key=b"k", partition=0,
+                         on_delivery=lambda err, _msg: errors.append(err.code() if err else 0))
+    assert producer.flush(30) == 0
+    assert errors == [KafkaError.TOPIC_EXCEPTION, KafkaError.TOPIC_EXCEPTION]
+    # the coordinator's own writes still work: the group's commit is there
+    admin = AdminClient({"bootstrap.servers": node.bootstrap})
+    [fut] = admin.list_consumer_group_offsets(
+        [ConsumerGroupTopicPartitions("e-internal-group")]).values()
+    committed = {tp.partition: tp.offset for tp in fut.result(30).topic_partitions}
+    assert committed == {0: 5}

@@ -13,6 +13,8 @@ Response = tuple[int, list[Any]]
 
 # Kafka's Topic.validate: 1-249 chars of [a-zA-Z0-9._-], not "." or ".."
 _LEGAL = re.compile(r"[a-zA-Z0-9._-]{1,249}")
+# Kafka's internal topics: shown as internal in Metadata, written only by their coordinators
+INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state"})
 
 
 def valid_topic_name(name: str | None) -> bool:

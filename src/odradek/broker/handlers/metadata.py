@@ -11,13 +11,18 @@ import logging
 from typing import Any
 
 from odradek.broker.handlers import admin
-from odradek.broker.handlers.common import Response, decode, respond, valid_topic_name
+from odradek.broker.handlers.common import (
+    INTERNAL_TOPICS,
+    Response,
+    decode,
+    respond,
+    valid_topic_name,
+)
 from odradek.protocol.errors import ErrorCode
 
 log = logging.getLogger(__name__)
 
 NO_AUTHORIZED_OPS = -2147483648
-INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state"})
 
 
 def brokers(ctx: Any) -> list[dict[str, Any]]:

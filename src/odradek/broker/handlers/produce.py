@@ -9,7 +9,7 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from odradek.broker.handlers.common import Response, valid_topic_name
+from odradek.broker.handlers.common import INTERNAL_TOPICS, Response, valid_topic_name
 from odradek.broker.server import Disconnect
 from odradek.protocol.apis import response_header_version
 from odradek.protocol.errors import ErrorCode
@@ -48,6 +48,14 @@ def handle(ctx: Any, header: Any, frame: memoryview) -> Response | None:
                 failed = True
                 log.info("produce to %s-%d from client %r: %s", name, index, header.client_id,
                          code.name.upper())
+                continue
+            if name in INTERNAL_TOPICS:
+                # as Kafka: clients never append to a coordinator's log
+                out.append(PartitionResult(index, ErrorCode.invalid_topic_exception, -1,
+                                           error_message=f"Cannot append to internal topic {name}"))
+                failed = True
+                log.warning("produce to internal topic %s-%d from client %r refused", name,
+                            index, header.client_id)
                 continue
             r = rm.append_to(part, records, acks, single_batch)
             if r.error:
