@@ -17,6 +17,7 @@ from kafka import TopicPartition as KTopicPartition
 
 from tests.support.background import create_topic
 from tests.support.broker import BrokerProcess
+from tests.support.partition_reader import read_partition
 
 SETTINGS = {
     "log.retention.check.interval.ms": "300",
@@ -66,25 +67,7 @@ def workload() -> Iterator[tuple[bytes, bytes | None]]:
 
 
 def read_confluent(bootstrap: str, topic: str, end: int) -> list[Rec]:
-    c = Consumer({"bootstrap.servers": bootstrap, "group.id": "rd", "enable.auto.commit": False,
-                  "auto.offset.reset": "earliest"})
-    c.assign([TopicPartition(topic, 0, 0)])
-    out: list[Rec] = []
-    deadline = time.monotonic() + 60
-    try:
-        while time.monotonic() < deadline:
-            m = c.poll(0.2)
-            if m is None:
-                if c.position([TopicPartition(topic, 0)])[0].offset >= end:
-                    break
-                continue
-            assert m.error() is None, m.error()
-            out.append((m.offset(), m.key(), m.value()))
-            if m.offset() >= end - 1:
-                break
-    finally:
-        c.close()
-    return out
+    return read_partition(bootstrap, topic, end, group="rd")
 
 
 def read_kafka_python(bootstrap: str, topic: str, end: int) -> list[Rec]:

@@ -8,10 +8,11 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from confluent_kafka import Consumer, Producer, TopicPartition
+from confluent_kafka import Producer
 
 from tests.support.background import create_topic
 from tests.support.broker import BrokerProcess
+from tests.support.partition_reader import read_partition
 
 TOPIC = "crash-compact"
 KEYS = 2_000
@@ -39,26 +40,8 @@ def produce_round(bootstrap: str, r: int, produced: dict[int, tuple[bytes, bytes
     assert p.flush(60) == 0 and not errors, errors
 
 
-def read_all(bootstrap: str, end: int) -> list[tuple[int, bytes, bytes | None]]:
-    c = Consumer({"bootstrap.servers": bootstrap, "group.id": "crash-check",
-                  "enable.auto.commit": False, "auto.offset.reset": "earliest"})
-    c.assign([TopicPartition(TOPIC, 0, 0)])
-    out: list[tuple[int, bytes, bytes | None]] = []
-    deadline = time.monotonic() + 120
-    try:
-        while time.monotonic() < deadline:
-            m = c.poll(0.5)
-            if m is None:
-                if c.position([TopicPartition(TOPIC, 0)])[0].offset >= end:
-                    break
-                continue
-            assert m.error() is None, m.error()
-            out.append((m.offset(), m.key(), m.value()))
-            if m.offset() >= end - 1:
-                break
-    finally:
-        c.close()
-    return out
+def read_all(bootstrap: str, end: int) -> list[tuple[int, bytes | None, bytes | None]]:
+    return read_partition(bootstrap, TOPIC, end, group="crash-check", timeout=120)
 
 
 def files(d: Path) -> list[str]:
