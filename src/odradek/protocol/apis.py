@@ -256,7 +256,7 @@ KAFKA_39_VERSIONS: Mapping[ApiKey, tuple[int, int]] = {
 # SaslHandshake, ...) when their handler exists; the broker may also build its
 # own table from registered handlers with `supported_versions`.
 SUPPORTED: dict[ApiKey, tuple[int, int]] = {
-    _K.PRODUCE: (0, 11),
+    _K.PRODUCE: (0, 12),
     _K.FETCH: (4, 17),
     _K.LIST_OFFSETS: (1, 9),
     _K.METADATA: (0, 12),
@@ -291,8 +291,11 @@ SUPPORTED: dict[ApiKey, tuple[int, int]] = {
     _K.INIT_PRODUCER_ID: (0, 5),
     _K.ADD_PARTITIONS_TO_TXN: (0, 5),
     _K.ADD_OFFSETS_TO_TXN: (0, 4),
-    _K.END_TXN: (0, 4),
-    _K.TXN_OFFSET_COMMIT: (0, 4),
+    # Produce v12, EndTxn v5, TxnOffsetCommit v5: KIP-890 part 2 (Kafka 4.0, in
+    # BEYOND_KAFKA_39): epoch bumped at the end of every transaction, partitions added by
+    # the produce itself, TxnOffsetCommit doing AddOffsetsToTxn's work
+    _K.END_TXN: (0, 5),
+    _K.TXN_OFFSET_COMMIT: (0, 5),
     _K.DESCRIBE_TRANSACTIONS: (0, 0),
     _K.LIST_TRANSACTIONS: (0, 1),
     _K.DESCRIBE_PRODUCERS: (0, 0),
@@ -302,6 +305,9 @@ SUPPORTED: dict[ApiKey, tuple[int, int]] = {
 BEYOND_KAFKA_39: Mapping[ApiKey, int] = {
     _K.CONSUMER_GROUP_HEARTBEAT: 1,
     _K.CONSUMER_GROUP_DESCRIBE: 1,
+    _K.PRODUCE: 12,
+    _K.END_TXN: 5,
+    _K.TXN_OFFSET_COMMIT: 5,
 }
 
 # The lowest version our codecs (kio, or the hand-written produce decoder) can read.

@@ -4,6 +4,11 @@ A fetch that found fewer than `min_bytes` registers one watcher on each of its
 partitions. Appends add their size to a shared tally; the first append that
 takes the tally to `min_bytes` resolves one future, so many appends cost one
 wake-up. The handler then reads again and answers with what is there.
+
+A read_committed fetch (isolation_level=1) can only be given what lies below the last stable
+offset, so appends inside an open transaction do not count until a marker moves the LSO
+past them (as Kafka's DelayedFetch measures up to the LSO for TXN_COMMITTED); otherwise every
+transactional append would wake it to answer nothing.
 """
 
 from __future__ import annotations
@@ -15,15 +20,39 @@ from odradek.replication.partition import Partition
 
 
 class DelayedFetch:
-    __slots__ = ("_future", "_partitions", "accumulated", "min_bytes")
+    __slots__ = ("_future", "_lso", "_partitions", "_unstable", "accumulated", "min_bytes",
+                 "read_committed")
 
-    def __init__(self, partitions: Iterable[Partition], min_bytes: int, accumulated: int) -> None:
+    def __init__(self, partitions: Iterable[Partition], min_bytes: int, accumulated: int,
+                 read_committed: bool = False,
+                 stable_offsets: dict[Partition, int] | None = None) -> None:
+        """`stable_offsets`: for read_committed, the LSO of each partition as the fetch read
+        it (default: as it is now); an LSO past it wakes the fetch."""
         self._partitions = list(partitions)
         self.min_bytes = min_bytes
         self.accumulated = accumulated
+        self.read_committed = read_committed
         self._future: asyncio.Future[None] | None = None
+        # read_committed: LSO per partition when last looked, bytes appended above it since
+        self._lso: dict[Partition, int] = {}
+        self._unstable: dict[Partition, int] = {}
+        if read_committed:
+            seen = stable_offsets or {}
+            for p in self._partitions:
+                self._lso[p] = seen.get(p, p.last_stable_offset)
 
     def _on_append(self, partition: Partition, size: int) -> None:
+        if self.read_committed:
+            lso = partition.last_stable_offset
+            waiting = self._unstable.get(partition, 0) + size
+            if lso <= self._lso.get(partition, lso):
+                self._unstable[partition] = waiting
+                return
+            # the LSO moved: what was appended meanwhile may be readable now (an upper bound:
+            # the handler reads again and answers with what is really there)
+            self._lso[partition] = lso
+            self._unstable[partition] = 0
+            size = waiting
         self.accumulated += size
         fut = self._future
         if fut is not None and not fut.done() and self.accumulated >= self.min_bytes:
@@ -33,6 +62,9 @@ class DelayedFetch:
         """True when min_bytes arrived, False on timeout (either way: read again)."""
         if self.accumulated >= self.min_bytes or max_wait_ms <= 0 or not self._partitions:
             return self.accumulated >= self.min_bytes
+        if self.read_committed and any(p.last_stable_offset > self._lso[p]
+                                       for p in self._partitions):
+            return True  # a marker landed since the read: read again now
         loop = asyncio.get_running_loop()
         fut = self._future = loop.create_future()
         timer = loop.call_later(max_wait_ms / 1000.0, _resolve, fut)

@@ -78,6 +78,8 @@ class ReplicaManager:
         # producer id -> its current epoch at the transaction coordinator (set by the node
         # when it has one): tells a fenced zombie's unverified write from a misrouted one
         self.producer_epoch_of: Any = None
+        # producer.id.expiration.ms for every hosted log (None: storage's default, 1 day)
+        self.producer_id_expiration_ms: int | None = None
 
     # --- lookups ---------------------------------------------------------
 
@@ -153,6 +155,8 @@ class ReplicaManager:
                 w.topic, w.partition, w.topic_id, the_log, leader=w.leader,
                 leader_epoch=w.leader_epoch, replicas=w.replicas, isr=w.isr)
             self._note_epoch(the_log, w.leader_epoch)
+            if self.producer_id_expiration_ms is not None:
+                the_log.producer_state.expiration_ms = self.producer_id_expiration_ms
         for w in update:
             part = self.partitions[(w.topic, w.partition)]
             part.leader, part.replicas, part.isr = w.leader, w.replicas, w.isr
@@ -285,6 +289,26 @@ class ReplicaManager:
         if current is not None and h.producer_epoch < current:
             return ErrorCode.invalid_producer_epoch
         return code
+
+    # --- producer state --------------------------------------------------
+
+    def set_producer_id_expiration(self, expiration_ms: int) -> None:
+        """producer.id.expiration.ms for the hosted logs and those created later."""
+        self.producer_id_expiration_ms = expiration_ms
+        for part in list(self.partitions.values()):
+            part.log.producer_state.expiration_ms = expiration_ms
+
+    def remove_expired_producers(self, now_ms: int | None = None) -> int:
+        """Kafka's periodic producer expiration check (producer.id.expiration.check.interval.ms):
+        forget producers idle longer than producer.id.expiration.ms on every partition. A
+        producer with an open transaction stays. Returns how many went."""
+        now = int(time.time() * 1000) if now_ms is None else now_ms
+        gone = 0
+        for part in list(self.partitions.values()):
+            the_log = part.log
+            with the_log.lock:
+                gone += the_log.producer_state.remove_expired(now)
+        return gone
 
     # --- checkpoints -----------------------------------------------------
 

@@ -10,6 +10,7 @@ import logging
 from typing import Any
 
 from odradek.broker.handlers.common import INTERNAL_TOPICS, Response, valid_topic_name
+from odradek.broker.handlers.transactions import implicit_add_partition
 from odradek.broker.server import Disconnect
 from odradek.protocol.apis import response_header_version
 from odradek.protocol.errors import ErrorCode
@@ -18,6 +19,7 @@ from odradek.protocol.produce import (
     decode_produce_request,
     encode_produce_response,
 )
+from odradek.protocol.records import ATTR_TRANSACTIONAL, BATCH_HEADER_SIZE, BatchHeader
 
 log = logging.getLogger(__name__)
 
@@ -57,6 +59,14 @@ def handle(ctx: Any, header: Any, frame: memoryview) -> Response | None:
                 log.warning("produce to internal topic %s-%d from client %r refused", name,
                             index, header.client_id)
                 continue
+            if version >= 12 and req.transactional_id is not None and records is not None:
+                code = _implicit_add(ctx, req.transactional_id, name, index, records)
+                if code != ErrorCode.none:
+                    out.append(PartitionResult(index, code, -1))
+                    failed = True
+                    log.info("produce v%d to %s-%d of transaction %r refused: %s", version,
+                             name, index, req.transactional_id, code.name.upper())
+                    continue
             r = rm.append_to(part, records, acks, single_batch)
             if r.error:
                 failed = True
@@ -72,3 +82,18 @@ def handle(ctx: Any, header: Any, frame: memoryview) -> Response | None:
             raise Disconnect("acks=0 produce request had partition errors")
         return None
     return response_header_version(0, version), [encode_produce_response(version, results)]
+
+
+def _implicit_add(ctx: Any, transactional_id: str, topic: str, partition: int,
+                  records: memoryview) -> ErrorCode:
+    # only the fixed header is read: is it a transactional batch, and whose
+    if len(records) < BATCH_HEADER_SIZE:
+        return ErrorCode.none  # the append refuses it with the right error
+    try:
+        h = BatchHeader.parse(records)
+    except Exception:
+        return ErrorCode.none
+    if not h.attributes & ATTR_TRANSACTIONAL or h.producer_id < 0:
+        return ErrorCode.none
+    return implicit_add_partition(ctx, transactional_id, h.producer_id, h.producer_epoch,
+                                  topic, partition)

@@ -7,8 +7,8 @@ import uuid
 from typing import Any
 
 from odradek.broker.handlers import admin
-from odradek.broker.handlers.common import Response, decode, respond
-from odradek.metadata.controller import CreatableTopic, CreatePartitionsTopic
+from odradek.broker.handlers.common import INTERNAL_TOPICS, Response, decode, respond
+from odradek.metadata.controller import CreatableTopic, CreatePartitionsTopic, DeleteTopicResult
 from odradek.protocol.errors import ErrorCode
 
 log = logging.getLogger(__name__)
@@ -71,8 +71,42 @@ def handle_delete_topics(ctx: Any, header: Any, frame: memoryview) -> Any:
     return _delete_topics(ctx, header, names, ids)
 
 
+def _refuse_internal(ctx: Any, names: list[str], ids: list[uuid.UUID]
+                     ) -> tuple[list[str], list[uuid.UUID], list[DeleteTopicResult]]:
+    """The coordinators' topics are never deleted: their loss would drop every group's
+    offsets and every transaction's state. Kafka's own tools refuse it ("is a kafka internal
+    topic and is not allowed to be marked for deletion"); on the wire the answer is
+    INVALID_TOPIC_EXCEPTION, as Kafka gives for records deleted from an internal topic."""
+    refused: list[DeleteTopicResult] = []
+    keep_names = []
+    for name in names:
+        if name in INTERNAL_TOPICS:
+            topic = ctx.image.topics_by_name.get(name)
+            refused.append(DeleteTopicResult(
+                name, topic.topic_id if topic is not None else _ZERO,
+                ErrorCode.invalid_topic_exception,
+                f"Topic {name} is an internal topic and cannot be deleted."))
+        else:
+            keep_names.append(name)
+    keep_ids = []
+    for tid in ids:
+        topic = ctx.image.topics_by_id.get(tid)
+        if topic is not None and topic.name in INTERNAL_TOPICS:
+            refused.append(DeleteTopicResult(
+                topic.name, tid, ErrorCode.invalid_topic_exception,
+                f"Topic {topic.name} is an internal topic and cannot be deleted."))
+        else:
+            keep_ids.append(tid)
+    for r in refused:
+        log.warning("DeleteTopics of internal topic %s refused", r.name)
+    return keep_names, keep_ids, refused
+
+
 async def _delete_topics(ctx: Any, header: Any, names: list[str], ids: list[uuid.UUID]) -> Response:
-    results = await admin.run(ctx, ctx.controller.delete_topics, names, ids)
+    names, ids, refused = _refuse_internal(ctx, names, ids)
+    results = (await admin.run(ctx, ctx.controller.delete_topics, names, ids)
+               if names or ids else [])
+    results = refused + list(results)
     for r in results:
         if r.error_code == 0:
             log.info("deleted topic %r (id %s)", r.name, r.topic_id)

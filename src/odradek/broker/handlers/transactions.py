@@ -19,7 +19,11 @@ from odradek.broker.handlers import admin
 from odradek.broker.handlers.common import Response, decode, respond
 from odradek.coordinator import offsets_topic as ot
 from odradek.coordinator.internal_topic import internal_topic_spec
-from odradek.coordinator.transaction.coordinator import TransactionCoordinator, TxnConfig
+from odradek.coordinator.transaction.coordinator import (
+    InitResult,
+    TransactionCoordinator,
+    TxnConfig,
+)
 from odradek.coordinator.transaction.producer_ids import BLOCK_SIZE, ProducerIdManager
 from odradek.coordinator.transaction.state_log import TOPIC as TXN_TOPIC
 from odradek.protocol.errors import ErrorCode
@@ -33,6 +37,7 @@ TXN_SEGMENT_BYTES = 104857600
 # BrokerContext has slots: the node's producer id manager lives here, one per context
 _MANAGERS: dict[int, ProducerIdManager] = {}
 _TASKS: dict[int, asyncio.Task[None]] = {}
+_EXPIRY_TASKS: dict[int, asyncio.Task[None]] = {}
 
 
 def _manager(ctx: Any) -> ProducerIdManager:
@@ -88,16 +93,33 @@ async def start_transaction_coordinator(ctx: Any) -> TransactionCoordinator:
     log.info("transaction coordinator loaded %d records of %s (%d transactional ids)", count,
              TXN_TOPIC, len(coord.txns))
     ctx.replica_manager.producer_epoch_of = coord.epoch_of
+    rm = ctx.replica_manager
+    rm.set_producer_id_expiration(tconf.producer_id_expiration_ms)
     _TASKS[id(ctx)] = asyncio.ensure_future(_sweep(coord))
+    _EXPIRY_TASKS[id(ctx)] = asyncio.ensure_future(
+        _expire_producers(rm, tconf.producer_id_expiration_check_ms))
     return coord
 
 
 async def stop_transaction_coordinator(ctx: Any) -> None:
-    task = _TASKS.pop(id(ctx), None)
-    if task is not None:
-        task.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await task
+    for tasks in (_TASKS, _EXPIRY_TASKS):
+        task = tasks.pop(id(ctx), None)
+        if task is not None:
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+
+
+async def _expire_producers(rm: Any, every_ms: int) -> None:
+    # producer.id.expiration.check.interval.ms, as Kafka's LogManager schedules it
+    while True:
+        await asyncio.sleep(max(0.05, every_ms / 1000))
+        try:
+            gone = rm.remove_expired_producers()
+            if gone:
+                log.info("%d idle producer ids expired (producer.id.expiration.ms)", gone)
+        except Exception:
+            log.exception("producer id expiration failed")
 
 
 async def _sweep(coord: TransactionCoordinator) -> None:
@@ -193,10 +215,46 @@ def handle_add_offsets_to_txn(ctx: Any, header: Any, frame: memoryview) -> Respo
 def handle_end_txn(ctx: Any, header: Any, frame: memoryview) -> Response:
     req = decode(header, frame)
     tc = _tc(ctx)
+    if header.api_version >= 5:
+        # KIP-890 part 2: the epoch is bumped and the new producer id/epoch answered
+        r = (InitResult(E.coordinator_not_available) if tc is None else tc.end_txn_v2(
+            req.transactional_id, int(req.producer_id), int(req.producer_epoch),
+            bool(req.committed)))
+        if r.error != E.none:
+            log.info("EndTxn v%d of %r (producer %d epoch %d): %s", header.api_version,
+                     req.transactional_id, int(req.producer_id), int(req.producer_epoch),
+                     ErrorCode(r.error).name.upper())
+        return respond(header, {"throttle_time": 0, "error_code": r.error,
+                                "producer_id": r.producer_id, "producer_epoch": r.producer_epoch})
     code = E.coordinator_not_available if tc is None else tc.end_txn(
         req.transactional_id, int(req.producer_id), int(req.producer_epoch), bool(req.committed))
     return respond(header, {"throttle_time": 0,
                             "error_code": _fenced(code, header.api_version, 2)})
+
+
+# AddPartitionsToTxn answers that a produce cannot pass on as they are (Kafka's
+# AddPartitionsToTxnManager): coordinator trouble is retriable for the producer
+_PRODUCE_RETRIABLE = frozenset({E.not_coordinator, E.coordinator_not_available,
+                                E.coordinator_load_in_progress, E.concurrent_transactions})
+
+
+def implicit_add_partition(ctx: Any, transactional_id: str, producer_id: int, epoch: int,
+                           topic: str, partition: int) -> ErrorCode:
+    """Produce v12+ (KIP-890 part 2): the partition joins the producer's transaction with its
+    first transactional batch, no AddPartitionsToTxn from the client. Returns the error the
+    produce answers with (NONE: append)."""
+    tc = _tc(ctx)
+    if tc is None:
+        return E.not_enough_replicas
+    code = tc.add_partitions(transactional_id, producer_id, epoch, [(topic, partition)])[
+        (topic, partition)]
+    if code == E.none:
+        return code
+    if code in (E.producer_fenced, E.invalid_producer_epoch):
+        return E.invalid_producer_epoch
+    if code in _PRODUCE_RETRIABLE:
+        return E.not_enough_replicas
+    return code
 
 
 def _encode_offset(group: str, topic: str, p: int, offset: int, leader_epoch: int, meta: str,
@@ -221,8 +279,8 @@ def handle_txn_offset_commit(ctx: Any, header: Any, frame: memoryview) -> Respon
     code = E.none
     if tc is None or gc is None:
         code = E.coordinator_not_available
-    elif not gc.is_coordinator_for(req.group_id):
-        code = E.not_coordinator
+    elif (cerr := gc.coordinator_error(req.group_id)) != E.none:
+        code = cerr  # NOT_COORDINATOR / COORDINATOR_LOAD_IN_PROGRESS, before anything else
     else:
         generation = int(getattr(req, "generation_id", -1))
         if generation >= 0:
@@ -232,6 +290,11 @@ def handle_txn_offset_commit(ctx: Any, header: Any, frame: memoryview) -> Respon
             unknown = [tp for tp in offsets if ctx.image.topics_by_name.get(tp[0]) is None]
             if unknown:
                 code = E.unknown_topic_or_partition
+        if code == E.none and header.api_version >= 5:
+            # KIP-890 part 2: TxnOffsetCommit v5 does AddOffsetsToTxn's work too
+            code = tc.add_offsets(req.transactional_id, int(req.producer_id),
+                                  int(req.producer_epoch), req.group_id, OFFSETS_TOPIC,
+                                  _offsets_partitions(ctx))
         if code == E.none:
             code = tc.txn_offset_commit(req.transactional_id, int(req.producer_id),
                                         int(req.producer_epoch), req.group_id, offsets,

@@ -177,22 +177,31 @@ class GroupCoordinator:
         self._sweeper: asyncio.Task[None] | None = None
         self._next_expiry_check = 0.0
         self.loaded = False
+        # __consumer_offsets partitions this node coordinates (led and replayed), and those it
+        # leads but is still replaying
+        self.owned: set[int] = set()
+        self.loading: set[int] = set()
 
     # ------------------------------------------------------------------ life
 
-    def load(self) -> int:
-        """Replay __consumer_offsets into memory. Blocking: call from a thread at start."""
+    def load(self, partitions: Iterable[int] | None = None) -> int:
+        """Replay `__consumer_offsets` partitions (default: every one this node leads) into
+        memory; they are owned afterwards. Blocking: call from a thread at start."""
+        ps = self.led_partitions() if partitions is None else set(partitions)
+        self.loading |= ps
         count = 0
         members: dict[str, dict[str, dict[str, Any]]] = {}
         current: dict[str, dict[str, dict[str, Any]]] = {}
         targets: dict[str, dict[str, dict[str, Any]]] = {}
-        for key, value, _ts in self.store.replay():
+        for key, value, _ts in self.store.replay(sorted(ps)):
             count += 1
             self._apply_record(key, value, members, current, targets)
         for gid, g in self.groups.items():
-            if isinstance(g, ConsumerGroup):
+            if isinstance(g, ConsumerGroup) and self.store.partition_for(gid) in ps:
                 self._restore_consumer_group(g, members.get(gid, {}), current.get(gid, {}),
                                              targets.get(gid, {}))
+        self.owned |= ps
+        self.loading -= ps
         self.loaded = True
         return count
 
@@ -345,7 +354,47 @@ class GroupCoordinator:
     # ------------------------------------------------------------ helpers
 
     def is_coordinator_for(self, group_id: str) -> bool:
-        return self.loaded and self.rm.get(ot.TOPIC, self.store.partition_for(group_id)) is not None
+        """This node is the group's coordinator (its `__consumer_offsets` partition is led
+        here), loaded or still loading: what FindCoordinator answers."""
+        p = self.store.partition_for(group_id)
+        return p in self.owned or p in self.loading
+
+    def coordinator_error(self, group_id: str) -> ErrorCode:
+        """Kafka's coordinator checks for a request about a group: COORDINATOR_LOAD_IN_PROGRESS
+        while its partition is being replayed, NOT_COORDINATOR when another node (or none)
+        leads it, NONE when this node serves it."""
+        p = self.store.partition_for(group_id)
+        if p in self.loading:
+            return E.coordinator_load_in_progress
+        if p not in self.owned:
+            return E.not_coordinator
+        return E.none
+
+    def led_partitions(self) -> set[int]:
+        """The `__consumer_offsets` partitions hosted and led by this node."""
+        out = set()
+        for p in range(self.store.num_partitions):
+            part = self.rm.get(ot.TOPIC, p)
+            if part is not None and part.leader == self.rm.node_id:
+                out.add(p)
+        return out
+
+    def begin_loading(self, partitions: Iterable[int]) -> None:
+        """This node became the leader of these partitions: requests for their groups get
+        COORDINATOR_LOAD_IN_PROGRESS until `load(partitions)` has replayed them."""
+        self.loading |= set(partitions)
+
+    def resign(self, partitions: Iterable[int]) -> None:
+        """This node no longer leads these partitions: forget their groups and offsets
+        (Kafka's onResignation); their requests get NOT_COORDINATOR."""
+        ps = set(partitions)
+        self.owned -= ps
+        self.loading -= ps
+        for gid in [g for g in self.groups if self.store.partition_for(g) in ps]:
+            del self.groups[gid]
+        for gid in self.offsets.groups():
+            if self.store.partition_for(gid) in ps:
+                self.offsets.remove_group(gid)
 
     def _classic(self, group_id: str) -> ClassicGroup | None:
         g = self.groups.get(group_id)
@@ -376,8 +425,8 @@ class GroupCoordinator:
     async def join_group(self, req: JoinRequest) -> JoinResult:
         if not req.group_id:
             return JoinResult(E.invalid_group_id, req.member_id)
-        if not self.is_coordinator_for(req.group_id):
-            return JoinResult(E.not_coordinator, req.member_id)
+        if (cerr := self.coordinator_error(req.group_id)) != E.none:
+            return JoinResult(cerr, req.member_id)
         if not (self.config.min_session_timeout_ms <= req.session_timeout_ms
                 <= self.config.max_session_timeout_ms):
             return JoinResult(E.invalid_session_timeout, req.member_id)
@@ -627,8 +676,8 @@ class GroupCoordinator:
                          instance_id: str | None, protocol_type: str | None,
                          protocol_name: str | None,
                          assignments: dict[str, bytes]) -> SyncResult:
-        if not self.is_coordinator_for(group_id):
-            return SyncResult(E.not_coordinator)
+        if (cerr := self.coordinator_error(group_id)) != E.none:
+            return SyncResult(cerr)
         group = self._classic(group_id)
         if group is None:
             return SyncResult(E.unknown_member_id)
@@ -673,8 +722,8 @@ class GroupCoordinator:
 
     def heartbeat(self, group_id: str, generation: int, member_id: str,
                   instance_id: str | None) -> ErrorCode:
-        if not self.is_coordinator_for(group_id):
-            return E.not_coordinator
+        if (cerr := self.coordinator_error(group_id)) != E.none:
+            return cerr
         group = self._classic(group_id)
         if group is None:
             return E.unknown_member_id
@@ -695,8 +744,8 @@ class GroupCoordinator:
 
     def leave_group(self, group_id: str, members: list[tuple[str, str | None]]
                     ) -> tuple[ErrorCode, list[tuple[str, str | None, ErrorCode]]]:
-        if not self.is_coordinator_for(group_id):
-            return E.not_coordinator, []
+        if (cerr := self.coordinator_error(group_id)) != E.none:
+            return cerr, []
         group = self.groups.get(group_id)
         if isinstance(group, ConsumerGroup):
             return E.none, [(mid, iid, E.unknown_member_id) for mid, iid in members]
@@ -809,8 +858,8 @@ class GroupCoordinator:
                          instance_id: str | None, kip848_errors: bool) -> ErrorCode:
         if not group_id:
             return E.invalid_group_id
-        if not self.is_coordinator_for(group_id):
-            return E.not_coordinator
+        if (cerr := self.coordinator_error(group_id)) != E.none:
+            return cerr
         group = self.groups.get(group_id)
         if group is None:
             return E.none if generation < 0 else E.illegal_generation
@@ -845,8 +894,8 @@ class GroupCoordinator:
                       member_id: str | None = None, member_epoch: int = -1
                       ) -> tuple[ErrorCode, list[tuple[str, int, CommittedOffset | None]]]:
         """OffsetFetch of one group: (error, [(topic, partition, offset or None)])."""
-        if not self.is_coordinator_for(group_id):
-            return E.not_coordinator, []
+        if (cerr := self.coordinator_error(group_id)) != E.none:
+            return cerr, []
         group = self.groups.get(group_id)
         if member_id is not None and isinstance(group, ConsumerGroup):
             member = group.members.get(member_id)
@@ -865,8 +914,8 @@ class GroupCoordinator:
 
     def delete_offsets(self, group_id: str, topics: list[tuple[str, list[int]]]
                        ) -> tuple[ErrorCode, dict[tuple[str, int], ErrorCode]]:
-        if not self.is_coordinator_for(group_id):
-            return E.not_coordinator, {}
+        if (cerr := self.coordinator_error(group_id)) != E.none:
+            return cerr, {}
         group = self.groups.get(group_id)
         if group is None:
             return E.group_id_not_found, {}
@@ -946,8 +995,8 @@ class GroupCoordinator:
     # ================================================================ admin
 
     def describe_group(self, group_id: str) -> tuple[ErrorCode, Group | None]:
-        if not self.is_coordinator_for(group_id):
-            return E.not_coordinator, None
+        if (cerr := self.coordinator_error(group_id)) != E.none:
+            return cerr, None
         return E.none, self.groups.get(group_id)
 
     def list_groups(self, states: set[str] | None = None,
@@ -971,8 +1020,8 @@ class GroupCoordinator:
     def delete_groups(self, group_ids: list[str]) -> dict[str, ErrorCode]:
         out: dict[str, ErrorCode] = {}
         for gid in group_ids:
-            if not self.is_coordinator_for(gid):
-                out[gid] = E.not_coordinator
+            if (cerr := self.coordinator_error(gid)) != E.none:
+                out[gid] = cerr
                 continue
             g = self.groups.get(gid)
             if g is None or (isinstance(g, ClassicGroup) and g.state is GroupState.DEAD):
@@ -1061,8 +1110,8 @@ class GroupCoordinator:
         interval = self.config.consumer_heartbeat_interval_ms
         if not group_id:
             return HeartbeatResult(E.invalid_request, "GroupId can't be empty.")
-        if not self.is_coordinator_for(group_id):
-            return HeartbeatResult(E.not_coordinator)
+        if (cerr := self.coordinator_error(group_id)) != E.none:
+            return HeartbeatResult(cerr)
         # librdkafka sends "" for "no regex"
         subscribed_regex = subscribed_regex or None
         server_assignor = server_assignor or None

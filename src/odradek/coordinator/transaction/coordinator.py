@@ -41,7 +41,6 @@ from odradek.protocol.records import (
     build_control_batch,
     decode_records,
 )
-from odradek.storage.producer_state import control_marker
 
 log = logging.getLogger(__name__)
 
@@ -60,6 +59,8 @@ class TxnConfig:
     max_timeout_ms: int = 900000
     abort_check_interval_ms: int = 10000
     id_expiration_ms: int = 604800000
+    producer_id_expiration_ms: int = 86400000
+    producer_id_expiration_check_ms: int = 600000
 
     @classmethod
     def from_broker_config(cls, config: Any) -> TxnConfig:
@@ -73,7 +74,9 @@ class TxnConfig:
         return cls(get("transaction.state.log.num.partitions", 50),
                    get("transaction.max.timeout.ms", 900000),
                    get("transaction.abort.timed.out.transaction.cleanup.interval.ms", 10000),
-                   get("transactional.id.expiration.ms", 604800000))
+                   get("transactional.id.expiration.ms", 604800000),
+                   get("producer.id.expiration.ms", 86400000),
+                   get("producer.id.expiration.check.interval.ms", 600000))
 
 
 @dataclass
@@ -94,8 +97,6 @@ class TransactionCoordinator:
         self.partition_exists = partition_exists or (lambda t, p: replica_manager.get(t, p) is not None)
         self.txns: dict[str, TxnMetadata] = {}
         self._epochs: dict[int, TxnMetadata] | None = None  # producer id -> txn, a cache
-        # producer id -> {group: {(topic, partition): (offset, leader epoch, metadata)}}
-        self.pending_offsets: dict[int, dict[str, dict[tuple[str, int], tuple[int, int, str]]]] = {}
 
     # ------------------------------------------------------------------ storage
 
@@ -156,78 +157,13 @@ class TransactionCoordinator:
                                 rec.offset, exc)
 
     def load_offsets(self) -> int:
-        """Transactional offsets in `__consumer_offsets` (blocking, after the group
-        coordinator's own replay, which applies every offset record as it comes): those of
-        aborted transactions are taken back out, those of transactions still open become
-        pending again (visible with their commit marker). Returns the keys corrected."""
-        from odradek.coordinator import offsets_topic as ot
-
-        if self.groups is None:
-            return 0
-        final: dict[tuple[str, str, int], tuple[int, int, str] | None] = {}
-        pending: dict[int, dict[tuple[str, str, int], tuple[int, int, str]]] = {}
-        touched: set[tuple[str, str, int]] = set()
-        p = 0
-        while (part := self.rm.get(ot.TOPIC, p)) is not None:
-            p += 1
-            if not self._has_transactional(part):
-                continue
-            for header, records in self._batches(part):
-                pid = header.producer_id
-                if header.is_control:
-                    entries = pending.pop(pid, {})
-                    if control_marker(records[1])[0] == ControlRecordType.COMMIT:
-                        final.update(entries)
-                    continue
-                for rec in records[0]:
-                    try:
-                        key = ot.decode_key(rec.key) if rec.key is not None else None
-                        if key is None or key.kind not in (0, ot.OFFSET_COMMIT_KEY):
-                            continue
-                        value = ot.decode_value(key.kind, rec.value)
-                    except (ProtocolError, UnicodeDecodeError, ValueError):
-                        continue
-                    k = (key.group, key.topic or "", key.partition)
-                    v = None if value is None else (int(value["offset"]),
-                                                    int(value.get("leader_epoch", -1)),
-                                                    value.get("metadata") or "")
-                    if header.is_transactional:
-                        touched.add(k)
-                        if v is not None:
-                            pending.setdefault(pid, {})[k] = v
-                    else:
-                        final[k] = v
-        from odradek.coordinator.group.offsets import CommittedOffset
-
-        store = self.groups.offsets
-        now = now_ms()
-        for k in touched:
-            group, t, part_index = k
-            v = final.get(k)
-            if v is None:
-                store.remove(group, (t, part_index))
-            else:
-                store.put(group, (t, part_index), CommittedOffset(v[0], v[1], v[2], now))
-        for pid, entries in pending.items():
-            for (group, t, part_index), v in entries.items():
-                self.pending_offsets.setdefault(pid, {}).setdefault(group, {})[(t, part_index)] = v
-        return len(touched)
-
-    @staticmethod
-    def _has_transactional(part: Any) -> bool:
-        # header-only pass: most logs hold no transactional offsets at all
-        for seg in part.log.segments:
-            for _, h in seg.headers(0):
-                if h[5] & 0x10:
-                    return True
-        return False
-
-    def _batches(self, part: Any) -> Iterator[tuple[BatchHeader, tuple[list[Record], bytes]]]:
-        for header, view in committed_batches(part):
-            if header.is_control:
-                yield header, ([], bytes(view))
-            else:
-                yield header, (decode_records(header, view), b"")
+        """Transactional offsets in `__consumer_offsets` are the group store's business: its
+        replay applies them at their commit marker and keeps those of open transactions
+        pending (`OffsetsTopicStore.txn`), where this coordinator's markers complete them.
+        Kept for callers; returns how many offsets wait for an open transaction."""
+        store = getattr(self.groups, "store", None)
+        txn = getattr(store, "txn", None)
+        return 0 if txn is None else int(txn.pending_count())
 
     def recover(self) -> None:
         """After load: finish the transactions a crash left half-ended."""
@@ -284,6 +220,8 @@ class TransactionCoordinator:
         m.timeout_ms = timeout_ms
         m.state = S.EMPTY
         m.partitions = set()
+        m.ended_by_v2 = False
+        self._epochs = None
         err = self._persist(m)
         if err != E.none:
             return InitResult(err)
@@ -345,6 +283,9 @@ class TransactionCoordinator:
         partition; they become the group's committed offsets with the commit marker."""
         from odradek.coordinator.offsets_topic import partition_for as group_partition
 
+        check = getattr(self.groups, "coordinator_error", None)
+        if check is not None and (cerr := check(group_id)) != E.none:
+            return cerr  # the group's coordinator is elsewhere, or still loading
         m = self.txns.get(tid)
         if m is None or m.producer_id != producer_id:
             return E.invalid_producer_id_mapping
@@ -364,9 +305,20 @@ class TransactionCoordinator:
         if part is None:
             return E.coordinator_not_available
         view = memoryview(batch)
-        part.append(view, BatchHeader.parse(view), None)
-        self.pending_offsets.setdefault(producer_id, {}).setdefault(group_id, {}).update(offsets)
+        info = part.append(view, BatchHeader.parse(view), None)
+        tracker = self._txn_offsets()
+        if tracker is not None:
+            from odradek.coordinator.group.store import PendingTxnOffset
+
+            for i, ((t, p), (off, lep, meta)) in enumerate(offsets.items()):
+                tracker.add(producer_id, (group_id, t, p), PendingTxnOffset(
+                    {"offset": off, "leader_epoch": lep, "metadata": meta,
+                     "commit_timestamp": now}, now, info.first_offset + i))
         return E.none
+
+    def _txn_offsets(self) -> Any:
+        """The group store's pending transactional offsets (None without a group coordinator)."""
+        return getattr(getattr(self.groups, "store", None), "txn", None)
 
     def end_txn(self, tid: str, producer_id: int, epoch: int, commit: bool) -> ErrorCode:
         if not self.is_coordinator_for(tid):
@@ -382,12 +334,72 @@ class TransactionCoordinator:
             if err != E.none:
                 m.state = S.ONGOING
                 return err
+            m.ended_by_v2 = False
             self._complete(m, commit)
             return E.none
         # a retried EndTxn of the transaction that just ended gets its answer again
         if (m.state == S.COMPLETE_COMMIT and commit) or (m.state == S.COMPLETE_ABORT and not commit):
             return E.none
         return E.invalid_txn_state
+
+    def end_txn_v2(self, tid: str, producer_id: int, epoch: int, commit: bool) -> InitResult:
+        """EndTxn v5+ (KIP-890 part 2, transaction version 2): the coordinator bumps the
+        producer epoch as it ends every transaction and answers with the new producer id and
+        epoch. The markers carry the bumped epoch, so anything the producer sent in the
+        transaction that arrives late (a produce, a retried EndTxn once the next transaction
+        runs) is fenced instead of joining the next transaction."""
+        if not self.is_coordinator_for(tid):
+            return InitResult(E.not_coordinator)
+        m = self.txns.get(tid)
+        if m is None:
+            return InitResult(E.invalid_producer_id_mapping)
+        retry = (m.ended_by_v2 and (producer_id, epoch) == (m.last_producer_id, m.last_producer_epoch)
+                 and m.state in (S.PREPARE_COMMIT, S.PREPARE_ABORT, S.COMPLETE_COMMIT,
+                                 S.COMPLETE_ABORT))
+        if retry:
+            # the answer to an EndTxn that already ended this transaction was lost: give it
+            # again; a retry asking for the other outcome is refused
+            committed = m.state in (S.PREPARE_COMMIT, S.COMPLETE_COMMIT)
+            if committed != commit:
+                return InitResult(E.invalid_txn_state)
+            return InitResult(E.none, m.producer_id, m.producer_epoch)
+        if m.producer_id != producer_id:
+            return InitResult(E.invalid_producer_id_mapping)
+        if m.producer_epoch != epoch:
+            return InitResult(E.producer_fenced)
+        if m.state in (S.PREPARE_COMMIT, S.PREPARE_ABORT, S.PREPARE_EPOCH_FENCE):
+            return InitResult(E.concurrent_transactions)
+        if m.state != S.ONGOING and commit:
+            return InitResult(E.invalid_txn_state)
+        # ONGOING, or an abort with no transaction open (a v2 client aborts when it cannot
+        # know whether its produce added a partition): end it with the epoch bumped
+        previous = (m.state, m.producer_epoch, m.last_producer_id, m.last_producer_epoch,
+                    m.ended_by_v2)
+        m.last_producer_id, m.last_producer_epoch = m.producer_id, m.producer_epoch
+        m.producer_epoch += 1
+        m.ended_by_v2 = True
+        if m.state == S.ONGOING:
+            m.state = S.PREPARE_COMMIT if commit else S.PREPARE_ABORT
+            err = self._persist(m)
+            if err != E.none:
+                (m.state, m.producer_epoch, m.last_producer_id, m.last_producer_epoch,
+                 m.ended_by_v2) = previous
+                return InitResult(err)
+            self._complete(m, commit)
+        else:
+            m.state = S.COMPLETE_ABORT
+            m.partitions = set()
+            err = self._persist(m)
+            if err != E.none:
+                (m.state, m.producer_epoch, m.last_producer_id, m.last_producer_epoch,
+                 m.ended_by_v2) = previous
+                return InitResult(err)
+        if m.producer_epoch >= MAX_EPOCH:
+            # the epoch is spent: the producer goes on with a fresh producer id
+            m.producer_id, m.producer_epoch = self.producer_ids.generate(), 0
+            self._epochs = None
+            self._persist(m)
+        return InitResult(E.none, m.producer_id, m.producer_epoch)
 
     def _write_markers(self, m: TxnMetadata, commit: bool) -> None:
         ctype = ControlRecordType.COMMIT if commit else ControlRecordType.ABORT
@@ -406,21 +418,24 @@ class TransactionCoordinator:
             if m.producer_id not in state.ongoing and tp[0] != "__consumer_offsets":
                 continue  # nothing was written there in this transaction
             part.append(view, header, None)
-        groups = self.pending_offsets.pop(m.producer_id, None)
-        if groups and commit and self.groups is not None:
-            for group_id, offsets in groups.items():
-                self._materialize(group_id, offsets)
+        tracker = self._txn_offsets()
+        if tracker is not None:
+            # the marker is in __consumer_offsets: the offsets take effect (commit) or go
+            self._materialize(tracker.complete(m.producer_id, commit))
 
-    def _materialize(self, group_id: str, offsets: dict[tuple[str, int], tuple[int, int, str]]) -> None:
+    def _materialize(self, applied: list[tuple[tuple[str, str, int], Any]]) -> None:
         from odradek.coordinator.group.offsets import CommittedOffset
 
         g = self.groups
-        now = now_ms()
-        try:
-            for tp, (off, lep, meta) in offsets.items():
-                g.offsets.put(group_id, tp, CommittedOffset(off, lep, meta, now))
-        except Exception:
-            log.exception("making transactional offsets of group %r visible failed", group_id)
+        for (group_id, t, p), pending in applied:
+            try:
+                v = pending.value
+                g.offsets.put(group_id, (t, p), CommittedOffset(
+                    int(v["offset"]), int(v.get("leader_epoch", -1)), v.get("metadata") or "",
+                    int(v.get("commit_timestamp", pending.timestamp))))
+            except Exception:
+                log.exception("making transactional offsets of group %r visible failed",
+                              group_id)
 
     def _complete(self, m: TxnMetadata, commit: bool) -> None:
         self._write_markers(m, commit)
@@ -432,6 +447,7 @@ class TransactionCoordinator:
         """Fence the current producer and abort its transaction (timeout, or a new
         instance): the markers carry the bumped epoch so late writes of the old one fail."""
         m.state = S.PREPARE_EPOCH_FENCE
+        m.ended_by_v2 = False  # the fenced producer's EndTxn is no retry to be answered
         if m.producer_epoch < MAX_EPOCH - 1:
             m.last_producer_id, m.last_producer_epoch = m.producer_id, m.producer_epoch
             m.producer_epoch += 1

@@ -42,6 +42,10 @@ class TxnMetadata:
     start_ms: int = -1
     last_producer_id: int = -1
     last_producer_epoch: int = -1
+    # the last transaction was ended by an EndTxn v5+ (KIP-890 part 2), which bumped the
+    # epoch: a retry of that EndTxn comes with the previous epoch. Not persisted (value v0
+    # has no place for it): after a restart such a retry is answered PRODUCER_FENCED.
+    ended_by_v2: bool = False
 
 
 def partition_for(transactional_id: str, partitions: int) -> int:
