@@ -47,10 +47,11 @@ CTX = mp.get_context("spawn")
 SYSTEM_NAMES = ("odradek", "redis", "nats", "rabbitmq")
 
 
-def make_system(name: str) -> Any:
+def make_system(name: str, args: argparse.Namespace | None = None) -> Any:
     if name == "odradek":
         from bench.peers.odradek_node import OdradekSystem
-        return OdradekSystem()
+        procs = args.odradek_processes if args is not None else (1, 1)
+        return OdradekSystem(producer_processes=procs[0], consumer_processes=procs[1])
     if name == "redis":
         from bench.peers.redis_streams import RedisSystem
         return RedisSystem()
@@ -83,8 +84,8 @@ class Call:
     def __init__(self, module: str, fn: str, args: tuple[Any, ...], go: Any = None) -> None:
         self.out = CTX.Queue()
         self.armed = CTX.Event() if go is not None else None
-        self.proc = CTX.Process(target=_child, args=(module, fn, args, self.out, self.armed, go),
-                                daemon=True)
+        # not a daemon: odradek's multi-process perf tools start client processes of their own
+        self.proc = CTX.Process(target=_child, args=(module, fn, args, self.out, self.armed, go))
         self.proc.start()
 
     def wait_armed(self, timeout: float = 120) -> None:
@@ -156,10 +157,13 @@ class Runner:
         ep = system.endpoint
         stream = self.fresh(system, partitions)
         cpu0 = system.cpu_seconds()
-        prod = call(client, "produce", ep, stream, partitions, size, a.max_records, a.max_seconds)
+        nprod = getattr(system, "producer_processes", 1)
+        ncons = getattr(system, "consumer_processes", 1)
+        prod = call(client, "produce", ep, stream, partitions, size, a.max_records, a.max_seconds,
+                    *((nprod,) if nprod > 1 else ()))
         cpu1 = system.cpu_seconds()
         cons = call(client, "consume", ep, stream, partitions, size, prod.records, None, None,
-                    None, a.idle_timeout)
+                    None, a.idle_timeout, *((ncons,) if ncons > 1 else ()))
         cpu2 = system.cpu_seconds()
         self.add(system.name, "produce", run, size, partitions, prod, cpu1 - cpu0)
         self.add(system.name, "consume", run, size, partitions, cons, cpu2 - cpu1)
@@ -277,6 +281,14 @@ def fmt_ms(agg: dict[str, Any] | None) -> str:
             f"{agg['p999_ms']['median']:.2f}")
 
 
+def _process_line(a: dict[str, Any]) -> str:
+    procs = a.get("odradek_processes") or (1, 1)
+    return (f"- client processes: odradek produce-only {procs[0]}, consume-only {procs[1]} "
+            "(each its own confluent-kafka client, started together, rate = all records / "
+            "(start barrier to last finish)); every other phase and every peer: one producer "
+            "and one consumer process")
+
+
 def render(data: dict[str, Any]) -> str:
     rows = data["rows"]
     agg = aggregate(rows)
@@ -297,6 +309,7 @@ def render(data: dict[str, Any]) -> str:
         f"{a['e2e_partitions']} partitions",
         "- each cell: median (min-max) over the runs; ratios: odradek / peer, median of the "
         "per-run ratios",
+        _process_line(a),
         "- physical limits, same run: " + "; ".join(lim["lines"]),
         "",
         "![throughput and latency per system](compare.png)",
@@ -436,6 +449,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--warmup", type=float, default=0.5)
     parser.add_argument("--idle-timeout", type=float, default=5.0,
                         help="A consumer stops after this many seconds without a record.")
+    parser.add_argument("--odradek-processes", default="2,1", metavar="PRODUCERS,CONSUMERS",
+                        help="Client processes for odradek's produce-only and consume-only "
+                             "phases (each its own confluent-kafka client).")
     parser.add_argument("--no-native", action="store_true", help="Skip redis-benchmark.")
     parser.add_argument("--note", default="",
                         help="A line for RESULTS.md, e.g. that the machine was busy.")
@@ -455,6 +471,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     args.partitions = [int(s) for s in args.partitions.split(",")]
     args.rates = [float(s) for s in args.rates.split(",")]
     args.systems = [s.strip() for s in args.systems.split(",") if s.strip()]
+    nprod, _, ncons = args.odradek_processes.partition(",")
+    args.odradek_processes = (int(nprod), int(ncons or nprod))
     return args
 
 
@@ -467,7 +485,7 @@ def load_average() -> str:
 def run_system(runner: Runner, name: str, workdir: Path, run: int,
                log: Callable[[str], None]) -> str:
     a = runner.args
-    system = make_system(name)
+    system = make_system(name, a)
     log(f"# {name}, run {run}: starting")
     system.start(workdir)
     try:

@@ -37,10 +37,12 @@ def main(argv: list[str] | None = None) -> int:
                         help="A librdkafka consumer setting key=value (repeatable).")
     parser.add_argument("--processes", type=int, default=1,
                         help="Consumer processes splitting the partitions (default 1).")
+    parser.add_argument("--batch", type=int, default=10000,
+                        help="Records per consume(num_messages=...) call.")
     args = parser.parse_args(argv)
     extra = dict(kv.split("=", 1) for kv in args.extra)
     result = run_consumer(args.bootstrap, args.topic, args.num_records, args.timeout, extra,
-                          processes=args.processes)
+                          processes=args.processes, batch=args.batch)
     return 0 if result.records >= args.num_records else 1
 
 

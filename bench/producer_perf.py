@@ -40,6 +40,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--acks", default="1")
     parser.add_argument("--throughput", type=float, default=-1,
                         help="At most this many records/s (-1: unlimited).")
+    parser.add_argument("--processes", type=int, default=1,
+                        help="Producer processes sharing the records (default 1).")
     parser.add_argument("-X", dest="extra", action="append", default=[],
                         help="A librdkafka producer setting key=value (repeatable).")
     args = parser.parse_args(argv)
@@ -48,7 +50,8 @@ def main(argv: list[str] | None = None) -> int:
     ensure_topic(args.bootstrap, args.topic, args.partitions)
     extra = dict(kv.split("=", 1) for kv in args.extra)
     result = run_producer(args.bootstrap, args.topic, args.num_records, args.record_size,
-                          args.acks, extra, throughput=args.throughput)
+                          args.acks, extra, throughput=args.throughput,
+                          processes=args.processes)
     return 1 if result.errors else 0
 
 

@@ -1,6 +1,7 @@
 """`make bench`: a fresh node, the producer then the consumer benchmark, numbers into RESULTS.md.
 
     python -m bench.run [--num-records 1000000] [--record-size 100] [--partitions 6] [--acks 1]
+                        [--producer-processes 1,2] [--consumer-processes 1,2] [--profile DIR]
 
 The node runs as its own process (tests/support/broker.py); its CPU seconds are read with
 psutil before and after each phase and reported per GB of record bytes moved.
@@ -14,17 +15,19 @@ import io
 import os
 import platform
 import re
+import signal
 import subprocess
 import sys
 import tempfile
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
 import psutil
 from tests.support.broker import BrokerProcess
 
-from bench import consumer_perf, producer_perf
 from bench.topics import ensure_topic
+from odradek.client import perf
 
 RESULTS = Path(__file__).with_name("RESULTS.md")
 BEGIN = "<!-- issue-2 results: begin (written by `python -m bench.run`) -->"
@@ -97,16 +100,77 @@ def update_results(section: str, path: Path = RESULTS) -> None:
     path.write_text(text)
 
 
-def _multi_row(multi: consumer_perf.ConsumerResult | None, processes: int, cpu: float) -> str:
-    if multi is None:
-        return ""
-    gb = multi.bytes / GB
-    return (f"| consume ({processes} processes) | {multi.records_per_sec:,.0f} | "
-            f"{multi.mb_per_sec:.1f} | | {cpu:.2f} | {cpu / max(gb, 1e-12):.1f} |")
-
-
 def _settings(values: dict[str, str]) -> str:
     return ", ".join(f"`{k}={v}`" for k, v in values.items()) or "none"
+
+
+def _counts(text: str) -> list[int]:
+    return [int(x) for x in text.split(",") if x.strip()]
+
+
+def _per_gb(cpu: float, nbytes: int) -> float:
+    return cpu / max(nbytes / GB, 1e-12)
+
+
+def _procs(n: int) -> str:
+    return f"{n} process" + ("es" if n > 1 else "")
+
+
+class Profiler:
+    """py-spy on the node for one phase: collapsed stacks of the thread holding the GIL (so a
+    node preempted by its clients on a busy machine is not counted as busy) and the hottest
+    frames as text."""
+
+    def __init__(self, out_dir: Path | None, pid: int) -> None:
+        self.out_dir = out_dir
+        self.pid = pid
+        self.proc: subprocess.Popen[bytes] | None = None
+        self.raw: Path | None = None
+
+    def start(self, name: str) -> None:
+        if self.out_dir is None:
+            return
+        self.out_dir.mkdir(parents=True, exist_ok=True)
+        self.raw = self.out_dir / f"{name}.txt"
+        # raw (collapsed stacks): turned into an SVG and a top-frames table afterwards
+        self.proc = subprocess.Popen(
+            [str(Path(sys.executable).with_name("py-spy")), "record", "--pid", str(self.pid),
+             "--format", "raw", "--output", str(self.raw), "--rate", "200", "--gil"],
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        time.sleep(0.5)  # py-spy attaches
+
+    def stop(self) -> str:
+        if self.proc is None or self.raw is None:
+            return ""
+        self.proc.send_signal(signal.SIGINT)
+        try:
+            self.proc.wait(30)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+        self.proc = None
+        return top_frames(self.raw)
+
+
+def top_frames(raw: Path, n: int = 15) -> str:
+    """Self time per frame from py-spy's collapsed stacks, idle waits left out."""
+    own: dict[str, int] = {}
+    total = 0
+    try:
+        lines = raw.read_text().splitlines()
+    except OSError:
+        return ""
+    for line in lines:
+        stack, _, count = line.rpartition(" ")
+        if not stack or not count.isdigit():
+            continue
+        leaf = stack.rsplit(";", 1)[-1]
+        if any(idle in leaf for idle in ("select (selectors", "wait (threading", "_worker (")):
+            continue
+        own[leaf] = own.get(leaf, 0) + int(count)
+        total += int(count)
+    rows = sorted(own.items(), key=lambda kv: -kv[1])[:n]
+    return "\n".join(f"{100 * c / max(total, 1):5.1f}%  {frame}" for frame, c in rows)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -122,9 +186,16 @@ def main(argv: list[str] | None = None) -> int:
                         help="A librdkafka producer setting for the benchmark (repeatable).")
     parser.add_argument("--consumer-config", action="append", default=[], metavar="KEY=VALUE",
                         help="A librdkafka consumer setting for the benchmark (repeatable).")
-    parser.add_argument("--consumer-processes", type=int, default=2,
-                        help="After the one-process consumer run, also read with this many "
-                             "consumer processes splitting the partitions (1: skip).")
+    parser.add_argument("--producer-processes", default="1,2", metavar="N[,N...]",
+                        help="Produce runs, one per count of producer processes sharing the "
+                             "records (each run into its own topic).")
+    parser.add_argument("--consumer-processes", default="1,2", metavar="N[,N...]",
+                        help="Consume runs (of the first produce run's topic), one per count "
+                             "of consumer processes splitting the partitions.")
+    parser.add_argument("--consumer-batch", type=int, default=perf.DEFAULT_BATCH,
+                        help="consume(num_messages=...) per call.")
+    parser.add_argument("--profile", type=Path, default=None, metavar="DIR",
+                        help="Record the node with py-spy during every phase into DIR.")
     parser.add_argument("--no-write", action="store_true", help="Do not touch RESULTS.md.")
     args = parser.parse_args(argv)
     settings = dict(kv.split("=", 1) for kv in args.node_set)
@@ -132,51 +203,76 @@ def main(argv: list[str] | None = None) -> int:
     consumer_extra = dict(kv.split("=", 1) for kv in args.consumer_config)
 
     tee = Tee()
+    load_start = " ".join(f"{x:.2f}" for x in os.getloadavg())
+    produced: list[tuple[int, perf.ProducerResult, float]] = []
+    consumed: list[tuple[int, perf.ConsumerResult, float]] = []
+    profiles: list[tuple[str, str]] = []
     with tempfile.TemporaryDirectory(prefix="odradek-bench-") as tmp:
         node = BrokerProcess(Path(tmp) / "data", settings=settings)
         node.start()
         try:
             proc = psutil.Process(node.proc.pid)  # type: ignore[union-attr]
-            ensure_topic(node.bootstrap, args.topic, args.partitions)
-            cpu0 = cpu_seconds(proc)
-            prod = producer_perf.run(node.bootstrap, args.topic, args.num_records,
-                                     args.record_size, args.acks, producer_extra, out=tee)
-            cpu1 = cpu_seconds(proc)
-            cons = consumer_perf.run(node.bootstrap, args.topic, prod.records,
-                                     extra=consumer_extra, out=tee)
-            cpu2 = cpu_seconds(proc)
-            multi = None
-            if args.consumer_processes > 1:
-                print(f"# {args.consumer_processes} consumer processes", file=tee)
-                multi = consumer_perf.run(node.bootstrap, args.topic, prod.records,
-                                          extra=consumer_extra, out=tee,
-                                          processes=args.consumer_processes)
-            cpu3 = cpu_seconds(proc)
+            profiler = Profiler(args.profile, proc.pid)
+            first_topic = ""
+            for n in _counts(args.producer_processes):
+                topic = f"{args.topic}-{n}p"
+                first_topic = first_topic or topic
+                ensure_topic(node.bootstrap, topic, args.partitions)
+                profiler.start(f"produce-{n}p")
+                cpu0 = cpu_seconds(proc)
+                prod = perf.run_producer(node.bootstrap, topic, args.num_records,
+                                         args.record_size, args.acks, producer_extra, out=tee,
+                                         processes=n)
+                produced.append((n, prod, cpu_seconds(proc) - cpu0))
+                if args.profile:
+                    profiles.append((f"produce, {_procs(n)}", profiler.stop()))
+            expected = produced[0][1].records
+            for n in _counts(args.consumer_processes):
+                profiler.start(f"consume-{n}p")
+                cpu0 = cpu_seconds(proc)
+                cons = perf.run_consumer(node.bootstrap, first_topic, expected,
+                                         extra=consumer_extra, out=tee, processes=n,
+                                         batch=args.consumer_batch)
+                consumed.append((n, cons, cpu_seconds(proc) - cpu0))
+                if args.profile:
+                    profiles.append((f"consume, {_procs(n)}", profiler.stop()))
         finally:
             node.stop()
-    produced_gb = prod.records * args.record_size / GB
-    consumed_gb = cons.bytes / GB
-    produce_cpu = cpu1 - cpu0
-    consume_cpu = cpu2 - cpu1
+    load_end = " ".join(f"{x:.2f}" for x in os.getloadavg())
+    for n, prod, cpu in produced:
+        print(f"node CPU, produce with {_procs(n)}: {cpu:.2f} s "
+              f"({_per_gb(cpu, prod.bytes):.2f} CPU s/GB)")
+    for n, cons, cpu in consumed:
+        print(f"node CPU, consume with {_procs(n)}: {cpu:.2f} s "
+              f"({_per_gb(cpu, cons.bytes):.2f} CPU s/GB)")
+    print(f"load average at start / end: {load_start} / {load_end}")
+    for name, table in profiles:
+        print(f"# node's busiest frames, {name}\n{table}")
     m = machine()
-    summary = (
-        f"node CPU: produce {produce_cpu:.2f} s ({produce_cpu / max(produced_gb, 1e-12):.1f} "
-        f"CPU s/GB), consume {consume_cpu:.2f} s "
-        f"({consume_cpu / max(consumed_gb, 1e-12):.1f} CPU s/GB)"
-    )
-    print(summary)
+    rows = []
+    for n, prod, cpu in produced:
+        p = prod.percentiles_ms
+        rows.append(f"| produce ({_procs(n)}) | {prod.records_per_sec:,.0f} | "
+                    f"{prod.mb_per_sec:.1f} | {prod.avg_latency_ms:.1f} / {p['50']:.0f} / "
+                    f"{p['99']:.0f} / {p['99.9']:.0f} / {prod.max_latency_ms:.0f} | {cpu:.2f} | "
+                    f"{_per_gb(cpu, prod.bytes):.1f} |")
+    for n, cons, cpu in consumed:
+        rows.append(f"| consume ({_procs(n)}) | {cons.records_per_sec:,.0f} | "
+                    f"{cons.mb_per_sec:.1f} | | {cpu:.2f} | {_per_gb(cpu, cons.bytes):.1f} |")
+    table = "\n".join(rows)
+    consumer_conf = {k: v for k, v in perf.consumer_config(None, consumer_extra).items()
+                     if k not in ("bootstrap.servers", "group.id")}
     section = f"""## Issue 2: one node, confluent-kafka, {args.num_records:,} records of {args.record_size} B, {args.partitions} partitions, acks={args.acks}
 
 - date: {dt.datetime.now().astimezone().strftime("%Y-%m-%d %H:%M %Z")}, revision {git_revision()}
-- node settings: {_settings(settings)}; producer overrides: {_settings(producer_extra)}; consumer overrides: {_settings(consumer_extra)}
-- machine: {m.cores} cores ({m.cpu_model}), Linux {m.kernel}, Python {m.python}; node, producer and consumer share the machine
+- node settings: {_settings(settings)}; producer overrides: {_settings(producer_extra)}; consumer settings: {_settings({k: str(v) for k, v in consumer_conf.items()})}, consume(num_messages={args.consumer_batch})
+- machine: {m.cores} cores ({m.cpu_model}), Linux {m.kernel}, Python {m.python}; node, producers and consumers share the machine; load average at start / end: {load_start} / {load_end}
 - bar for issue 2: >= 500,000 records/s produced, >= 1,000,000 records/s consumed
+- N processes = N client processes, each with its own confluent-kafka client, started together; rate = all records / (barrier to last finish)
 
 | | records/s | MB/s | latency avg / p50 / p99 / p99.9 / max (ms) | node CPU s | node CPU s per GB |
 |---|---:|---:|---|---:|---:|
-| produce | {prod.records_per_sec:,.0f} | {prod.mb_per_sec:.1f} | {prod.avg_latency_ms:.1f} / {prod.percentiles_ms['50']:.0f} / {prod.percentiles_ms['99']:.0f} / {prod.percentiles_ms['99.9']:.0f} / {prod.max_latency_ms:.0f} | {produce_cpu:.2f} | {produce_cpu / max(produced_gb, 1e-12):.1f} |
-| consume (1 process) | {cons.records_per_sec:,.0f} | {cons.mb_per_sec:.1f} | | {consume_cpu:.2f} | {consume_cpu / max(consumed_gb, 1e-12):.1f} |
-{_multi_row(multi, args.consumer_processes, cpu3 - cpu2)}
+{table}
 
 Tool output:
 
@@ -187,8 +283,8 @@ Tool output:
     if not args.no_write:
         update_results(section)
         print(f"wrote {RESULTS}")
-    failed = prod.errors or cons.records < prod.records or (
-        multi is not None and multi.records < prod.records)
+    failed = any(prod.errors for _, prod, _ in produced) or any(
+        cons.records < expected or cons.errors for _, cons, _ in consumed)
     return 1 if failed else 0
 
 

@@ -18,10 +18,14 @@ CLIENT = "bench.peers.odradek_node"
 class OdradekSystem:
     name = "odradek"
     client = CLIENT
-    description = "odradek node, confluent-kafka client, acks=1, linger.ms=5"
-
-    def __init__(self, settings: dict[str, str] | None = None) -> None:
+    def __init__(self, settings: dict[str, str] | None = None, producer_processes: int = 1,
+                 consumer_processes: int = 1) -> None:
         self.settings = settings or {}
+        # produce-only and consume-only phases: this many client processes, each its own
+        # confluent-kafka client (one Python process tops out near one core); "together"
+        # and end-to-end phases use one producer and one consumer process
+        self.producer_processes = producer_processes
+        self.consumer_processes = consumer_processes
         self.node: BrokerProcess | None = None
         self._ps: psutil.Process | None = None
 
@@ -30,6 +34,13 @@ class OdradekSystem:
                                   settings=self.settings)
         self.node.start()
         self._ps = psutil.Process(self.node.proc.pid)  # type: ignore[union-attr]
+
+    @property
+    def description(self) -> str:
+        return ("odradek node, confluent-kafka client, acks=1, linger.ms=5; produce-only phases "
+                f"with {self.producer_processes} producer process(es), consume-only phases with "
+                f"{self.consumer_processes} consumer process(es) splitting the partitions; "
+                "together and end to end: one producer and one consumer process")
 
     @property
     def endpoint(self) -> str:
@@ -57,14 +68,18 @@ class OdradekSystem:
 
 
 def produce(endpoint: str, stream: str, partitions: int, size: int, max_records: int,
-            max_seconds: float) -> Phase:
+            max_seconds: float, processes: int = 1) -> Phase:
     res = perf.run_producer(endpoint, stream, max_records, size, "1", out=None,
-                            max_seconds=max_seconds)
+                            max_seconds=max_seconds, processes=processes)
     return Phase(res.records, res.records * size, res.seconds)
 
 
 def consume(endpoint: str, stream: str, partitions: int, size: int, expected: int, total: Any,
-            ready: Any, go: Any, timeout_s: float) -> Phase:
+            ready: Any, go: Any, timeout_s: float, processes: int = 1) -> Phase:
+    if processes > 1 and total is None and ready is None:
+        res = perf.run_consumer(endpoint, stream, expected, timeout_s, out=None,
+                                processes=processes)
+        return Phase(res.records, res.bytes, res.seconds)
     count, nbytes, start, end = perf.consume_records(endpoint, stream, None, expected, timeout_s,
                                                      None, ready, go, total)
     return Phase(count, nbytes, end - start)

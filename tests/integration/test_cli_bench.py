@@ -66,12 +66,29 @@ def test_produce_at_a_throughput_and_with_acks_all(broker: BrokerProcess) -> Non
     assert stored_records(broker.bootstrap, "paced") == (1, 3000)
 
 
-def test_consume_with_two_processes_reads_every_record(broker: BrokerProcess) -> None:
-    ok("bench", "produce", "-t", "split", "-n", "6000", "-p", "4", bootstrap=broker.bootstrap)
-    out = ok("bench", "consume", "-t", "split", "-n", "6000", "--processes", "2",
+def test_two_producer_and_two_consumer_processes_count_exactly(broker: BrokerProcess) -> None:
+    # An odd count over 5 partitions: uneven shares for both the producers and the consumers.
+    produced = 6001
+    out = ok("bench", "produce", "-t", "split", "-n", str(produced), "-p", "5", "-s", "37",
+             "--processes", "2", bootstrap=broker.bootstrap)
+    assert "# 2 producer processes" in out, out
+    summary = PRODUCER_SUMMARY.search(out)
+    assert summary and int(summary.group(1)) == produced, out
+    assert stored_records(broker.bootstrap, "split") == (5, produced)
+
+    out = ok("bench", "consume", "-t", "split", "-n", str(produced), "--processes", "2",
+             bootstrap=broker.bootstrap)
+    assert "# 2 consumer processes" in out, out
+    line = CONSUMER_LINE.search(out)
+    assert line and int(line.group(2)) == produced, out
+    assert float(line.group(1)) == round(produced * 37 / (1024 * 1024), 4)
+
+    # Fewer than stored: the processes together stop at exactly the number asked for.
+    out = ok("bench", "consume", "-t", "split", "-n", "4999", "--processes", "3", "--batch", "64",
              bootstrap=broker.bootstrap)
     line = CONSUMER_LINE.search(out)
-    assert line and int(line.group(2)) == 6000, out
+    assert line and int(line.group(2)) == 4999, out
+    assert float(line.group(1)) == round(4999 * 37 / (1024 * 1024), 4)
 
 
 def test_consume_fails_when_fewer_records_than_asked(broker: BrokerProcess) -> None:

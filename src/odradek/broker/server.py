@@ -1,9 +1,14 @@
 """The Kafka listener: one asyncio.Protocol per connection.
 
-Bytes arrive, the FrameDecoder cuts them into frames, each frame's header is
-parsed and its handler called. Handlers of one connection may run
+Bytes are received straight into buffers the FrameReceiver hands out (a
+large request into one buffer of its own size, no concatenation), each
+frame's header is parsed and its handler called. Handlers of one connection may run
 concurrently (pipelining) but responses leave in request order: each request
 takes a slot in a queue and the queue is written from its head as slots fill.
+
+Responses that complete within one pass of the event loop leave together:
+their parts are collected and written with one writelines at the end of the
+pass (one send for many small responses).
 
 A response is a list of parts: bytes, memoryviews and FileRegions. FileRegions
 go out with os.sendfile straight from the segment file when the socket buffer
@@ -25,7 +30,7 @@ from typing import Any
 
 from odradek.protocol.errors import FrameTooLarge, ProtocolError
 from odradek.protocol.fetch import FileRegion
-from odradek.protocol.framing import FrameDecoder
+from odradek.protocol.framing import FrameReceiver
 from odradek.protocol.headers import encode_response_header, parse_request_header
 
 log = logging.getLogger(__name__)
@@ -54,10 +59,12 @@ class _Slot:
         self.done = False
 
 
-class Connection(asyncio.Protocol):
+class Connection(asyncio.BufferedProtocol):
     def __init__(self, server: Server) -> None:
         self.server = server
-        self.decoder = FrameDecoder(server.max_request_bytes)
+        self.receiver = FrameReceiver(server.max_request_bytes)
+        self._out: list[Any] = []  # response parts waiting for the end of this loop pass
+        self._out_scheduled = False
         self.transport: asyncio.Transport | None = None
         self.peer = "?"
         self.closed = False
@@ -93,9 +100,10 @@ class Connection(asyncio.Protocol):
 
     def connection_lost(self, exc: Exception | None) -> None:
         self._drop_writer()
-        if not self.closed and self.decoder.buffered:
+        if not self.closed and self.receiver.buffered:
             log.warning("connection from %s closed mid-frame: %d bytes of a truncated request "
-                        "dropped", self.peer, self.decoder.buffered)
+                        "dropped", self.peer, self.receiver.buffered)
+        self._out.clear()
         self.closed = True
         self.server.connections.discard(self)
         if self._drain_waiter is not None and not self._drain_waiter.done():
@@ -109,11 +117,14 @@ class Connection(asyncio.Protocol):
         if self._drain_waiter is not None and not self._drain_waiter.done():
             self._drain_waiter.set_result(None)
 
-    def data_received(self, data: bytes) -> None:
+    def get_buffer(self, sizehint: int) -> memoryview:
+        return self.receiver.get_buffer()
+
+    def buffer_updated(self, nbytes: int) -> None:
         if self.closed:
             return
         try:
-            frames = self.decoder.feed(data)
+            frames = self.receiver.buffer_updated(nbytes)
         except FrameTooLarge as exc:
             self.abort(f"request of {exc.size} bytes exceeds socket.request.max.bytes "
                        f"({exc.max_size})")
@@ -215,12 +226,23 @@ class Connection(asyncio.Protocol):
             else:
                 size += len(part)
         if not has_region:
-            self.transport.writelines([_SIZE.pack(size), header, *parts])  # type: ignore[union-attr]
+            self._out += (_SIZE.pack(size), header, *parts)
+            if not self._out_scheduled:
+                self._out_scheduled = True
+                asyncio.get_running_loop().call_soon(self.flush_output)
             return
+        self.flush_output()  # what was answered before goes out before this response
         self._sending = True
         task = asyncio.ensure_future(self._send_with_regions([_SIZE.pack(size), header, *parts]))
         self.server.tasks.add(task)
         task.add_done_callback(self._regions_sent)
+
+    def flush_output(self) -> None:
+        """Write the collected response parts with one writelines."""
+        self._out_scheduled = False
+        if self._out and not self.closed:
+            out, self._out = self._out, []
+            self.transport.writelines(out)  # type: ignore[union-attr]
 
     def _regions_sent(self, task: asyncio.Future[None]) -> None:
         self.server.tasks.discard(task)
@@ -316,6 +338,7 @@ class Connection(asyncio.Protocol):
     def abort(self, reason: str | None) -> None:
         if reason:
             log.warning("closing connection from %s: %s", self.peer, reason)
+        self._out.clear()
         if not self.closed:
             self.closed = True
             self._drop_writer()
@@ -376,6 +399,7 @@ class Server:
             await asyncio.wait(list(self.tasks), timeout=left)
         for conn in list(self.connections):
             if conn.transport is not None:
+                conn.flush_output()
                 conn.closed = True
                 conn.transport.close()
         for srv in self._servers:

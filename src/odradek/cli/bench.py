@@ -56,6 +56,9 @@ def produce(
         -1, "--throughput", help="At most this many records/s; -1 for no limit."),
     acks: str = typer.Option("1", "--acks", help="0, 1 or all (-1)."),
     partitions: int = PartitionsOption,
+    processes: int = typer.Option(
+        1, "--processes", min=1,
+        help="Producer processes, each with its own client, sharing the records and the rate."),
     bootstrap: str = BootstrapOption,
     client_config: list[str] = ClientConfigOption,
 ) -> None:
@@ -63,8 +66,12 @@ def produce(
     overrides = client_overrides(client_config)
     with kafka_errors():
         ensure_topic(bootstrap, topic, partitions)
-        result = perf.run_producer(bootstrap, topic, num_records, record_size, acks,
-                                   _strings(overrides), throughput=throughput)
+        try:
+            result = perf.run_producer(bootstrap, topic, num_records, record_size, acks,
+                                       _strings(overrides), throughput=throughput,
+                                       processes=processes)
+        except RuntimeError as exc:
+            fail(str(exc))
     if result.errors:
         raise typer.Exit(1)
 
@@ -76,8 +83,12 @@ def consume(
                                  help="Stop after this many records."),
     timeout: float = typer.Option(10.0, "--timeout",
                                   help="Stop after this many seconds without a record."),
-    processes: int = typer.Option(1, "--processes",
-                                  help="Consumer processes splitting the partitions."),
+    processes: int = typer.Option(
+        1, "--processes", min=1,
+        help="Consumer processes, each with its own client, splitting the partitions."),
+    batch: int = typer.Option(
+        perf.DEFAULT_BATCH, "--batch", min=1,
+        help="Records asked for per consume(num_messages=...) call."),
     bootstrap: str = BootstrapOption,
     client_config: list[str] = ClientConfigOption,
 ) -> None:
@@ -86,10 +97,10 @@ def consume(
     with kafka_errors():
         try:
             result = perf.run_consumer(bootstrap, topic, messages, timeout, _strings(overrides),
-                                       processes=processes)
+                                       processes=processes, batch=batch)
         except RuntimeError as exc:
             fail(str(exc))
-    if result.records < messages:
+    if result.records < messages or result.errors:
         raise typer.Exit(1)
 
 

@@ -169,19 +169,36 @@ def high_watermarks(bootstrap: str | None, topic: str) -> int:
         consumer.close()
 
 
-def run_producer(bootstrap: str | None, topic: str, num_records: int, record_size: int,
-                 acks: str = "1", extra: dict[str, str] | None = None,
-                 out: TextIO | None = sys.stdout, throughput: float = -1,
-                 max_seconds: float | None = None) -> ProducerResult:
-    """Produce `num_records` records (fewer if `max_seconds` runs out), at most `throughput`
-    records/s when it is positive (kafka-producer-perf-test's --throughput, -1 = unlimited)."""
+@dataclass
+class ProduceRun:
+    """What one producer (process) did: records handed to produce(), sampled latencies (ms),
+    sampled delivery errors, and its start and end on CLOCK_MONOTONIC (system wide)."""
+
+    sent: int
+    samples: list[float]
+    errors: int
+    first_error: str | None
+    start: float
+    end: float
+
+
+def produce_records(bootstrap: str | None, topic: str, num_records: int, record_size: int,
+                    acks: str = "1", extra: dict[str, str] | None = None,
+                    out: TextIO | None = None, throughput: float = -1,
+                    max_seconds: float | None = None, ready: Any = None,
+                    go: Any = None) -> ProduceRun:
+    """The produce loop of one process. With `ready`/`go` (multi-process runs) the producer
+    connects and loads the topic's metadata first, sets `ready`, and starts on `go`."""
     payload = make_payload(record_size)
     stats = Stats(record_size, out)
-    before = high_watermarks(bootstrap, topic)
     producer = Producer(producer_config(bootstrap, acks, extra))
     produce = producer.produce
     poll = producer.poll
     callback = stats.on_delivery
+    if ready is not None:
+        producer.list_topics(topic, timeout=30)
+        ready.set()
+        go.wait()
     start = time.monotonic()
     deadline = start + max_seconds if max_seconds else float("inf")
     stats.total.start = stats.window.start = start
@@ -209,14 +226,17 @@ def run_producer(bootstrap: str | None, topic: str, num_records: int, record_siz
         stats.maybe_report()
     end = time.monotonic()
     producer.flush()
-    # Watermarks count every producer's records: with others writing to the topic at the same
-    # time the count is capped at what this run sent (and is then only an upper bound).
-    acknowledged = min(high_watermarks(bootstrap, topic) - before, sent)
-    elapsed = max(end - start, 1e-9)
-    samples = sorted(stats.samples)
-    result = ProducerResult(
+    return ProduceRun(sent, stats.samples, stats.errors, stats.first_error, start, end)
+
+
+def producer_result(acknowledged: int, seconds: float, record_size: int,
+                    samples: list[float]) -> ProducerResult:
+    """Totals and latency percentiles (over the sampled records of every process)."""
+    samples = sorted(samples)
+    elapsed = max(seconds, 1e-9)
+    return ProducerResult(
         records=acknowledged,
-        errors=sent - acknowledged,
+        errors=0,
         seconds=elapsed,
         records_per_sec=acknowledged / elapsed,
         mb_per_sec=acknowledged * record_size / elapsed / (1024 * 1024),
@@ -225,12 +245,41 @@ def run_producer(bootstrap: str | None, topic: str, num_records: int, record_siz
         percentiles_ms={name: percentile(samples, q) for name, q in PERCENTILES},
         record_size=record_size,
     )
+
+
+def run_producer(bootstrap: str | None, topic: str, num_records: int, record_size: int,
+                 acks: str = "1", extra: dict[str, str] | None = None,
+                 out: TextIO | None = sys.stdout, throughput: float = -1,
+                 max_seconds: float | None = None, processes: int = 1) -> ProducerResult:
+    """Produce `num_records` records (fewer if `max_seconds` runs out), at most `throughput`
+    records/s when it is positive (kafka-producer-perf-test's --throughput, -1 = unlimited).
+    With `processes` > 1 that many producer processes share the records (and the rate)."""
+    if processes > 1:
+        from odradek.client.perf_parallel import run_producers
+
+        return run_producers(bootstrap, topic, num_records, record_size, acks, extra, out,
+                             throughput, max_seconds, processes)
+    before = high_watermarks(bootstrap, topic)
+    run = produce_records(bootstrap, topic, num_records, record_size, acks, extra, out,
+                          throughput, max_seconds)
+    # Watermarks count every producer's records: with others writing to the topic at the same
+    # time the count is capped at what this run sent (and is then only an upper bound).
+    acknowledged = min(high_watermarks(bootstrap, topic) - before, run.sent)
+    result = producer_result(acknowledged, run.end - run.start, record_size, run.samples)
+    result.errors = run.sent - acknowledged
+    report_producer(result, out, run.first_error)
+    return result
+
+
+def report_producer(result: ProducerResult, out: TextIO | None, first_error: str | None,
+                    processes: int = 1) -> None:
     if out is not None:
+        if processes > 1:
+            print(f"# {processes} producer processes", file=out)
         print(result.summary(), file=out, flush=True)
     if result.errors:
         print(f"{result.errors} records not acknowledged; first sampled error: "
-              f"{stats.first_error}", file=sys.stderr)
-    return result
+              f"{first_error}", file=sys.stderr)
 
 
 def _pace(start: float, sent: int, rate: float, poll: Any) -> None:
@@ -255,6 +304,7 @@ class ConsumerResult:
     start_wall: float
     end_wall: float
     seconds: float
+    errors: int = 0
 
     @property
     def mb(self) -> float:
@@ -315,13 +365,34 @@ def _record_bytes(msgs: Any) -> int:
             + sum(map(len, filter(None, map(_key_of, msgs)))))
 
 
-def consume_records(bootstrap: str | None, topic: str, partitions: list[int] | None,
-                    num_records: int, timeout_s: float, extra: dict[str, str] | None,
-                    ready: Any = None, go: Any = None,
-                    total: Any = None) -> tuple[int, int, float, float]:
+DEFAULT_BATCH = 10000
+
+
+@dataclass
+class ConsumeRun:
+    """What one consumer (process) read: records and key + value bytes counted from the
+    messages themselves, errors other than end-of-partition, and its start and end
+    (wall clock, time.time())."""
+
+    records: int
+    bytes: int
+    start: float
+    end: float
+    errors: int = 0
+    first_error: str | None = None
+    processes: int = 1
+
+
+def consume_partitions(bootstrap: str | None, topic: str, partitions: list[int] | None,
+                       num_records: int, timeout_s: float, extra: dict[str, str] | None,
+                       ready: Any = None, go: Any = None, total: Any = None,
+                       batch: int = DEFAULT_BATCH) -> ConsumeRun:
     """Read from the beginning until num_records (or, when `total` is a shared value that is
-    non-negative, that many), or timeout_s without a record: (records, bytes, start, end)."""
+    non-negative, that many), or timeout_s without a record. A last batch that overshoots
+    the target is counted only up to it."""
     consumer = Consumer(consumer_config(bootstrap, extra))
+    errors = 0
+    first_error: str | None = None
     try:
         if partitions is None:
             partitions = _partitions(consumer, topic)
@@ -336,91 +407,70 @@ def consume_records(bootstrap: str | None, topic: str, partitions: list[int] | N
         consume = consumer.consume
         target = num_records
         while count < target:
-            batch = consume(num_messages=10000, timeout=0.5)
+            msgs = consume(num_messages=batch, timeout=0.5)
             if total is not None and total.value >= 0:
                 target = min(num_records, total.value)
-            if not batch:
+            if not msgs:
                 if time.time() - last > timeout_s:
                     break
                 continue
-            if any(map(_error_of, batch)):
-                for msg in batch:
+            if any(map(_error_of, msgs)):
+                good = []
+                for msg in msgs:
                     err = msg.error()
-                    if err is not None:
-                        if err.code() != KafkaError._PARTITION_EOF:
-                            print(f"consumer error: {err.name()}: {err.str()}", file=sys.stderr)
-                        continue
-                    nbytes += _record_bytes((msg,))
-                    count += 1
-            else:
-                # map() over the C accessors: a Python loop per record would cost the
-                # client more than the node spends serving the fetch
-                nbytes += _record_bytes(batch)
-                count += len(batch)
+                    if err is None:
+                        good.append(msg)
+                    elif err.code() != KafkaError._PARTITION_EOF:
+                        errors += 1
+                        if first_error is None:
+                            first_error = f"{err.name()}: {err.str()}"
+                msgs = good
+            if count + len(msgs) > target:
+                msgs = msgs[:target - count]
+            # map() over the C accessors: a Python loop per record would cost the client
+            # more than the node spends serving the fetch
+            nbytes += _record_bytes(msgs)
+            count += len(msgs)
             last = time.time()
     finally:
         consumer.close()
-    return count, nbytes, start, last
+    return ConsumeRun(count, nbytes, start, last, errors, first_error)
 
 
-def _consume_worker(args: tuple[Any, ...], results: Any) -> None:
-    results.put(consume_records(*args))
+def consume_records(bootstrap: str | None, topic: str, partitions: list[int] | None,
+                    num_records: int, timeout_s: float, extra: dict[str, str] | None,
+                    ready: Any = None, go: Any = None,
+                    total: Any = None) -> tuple[int, int, float, float]:
+    """consume_partitions as (records, bytes, start, end); errors go to stderr."""
+    run = consume_partitions(bootstrap, topic, partitions, num_records, timeout_s, extra, ready,
+                             go, total)
+    if run.errors:
+        print(f"consumer: {run.errors} errors, first: {run.first_error}", file=sys.stderr)
+    return run.records, run.bytes, run.start, run.end
 
 
 def run_consumer(bootstrap: str | None, topic: str, num_records: int, timeout_s: float = 10.0,
                  extra: dict[str, str] | None = None, out: TextIO | None = sys.stdout,
-                 processes: int = 1) -> ConsumerResult:
+                 processes: int = 1, batch: int = DEFAULT_BATCH) -> ConsumerResult:
     """One consumer, or `processes` consumers splitting the partitions between them (one
     Python process tops out near one core; kafka-consumer-perf-test had --threads for this)."""
-    if processes <= 1:
-        count, nbytes, start, end = consume_records(bootstrap, topic, None, num_records,
-                                                    timeout_s, extra)
+    if processes > 1:
+        from odradek.client.perf_parallel import run_consumers
+
+        run = run_consumers(bootstrap, topic, num_records, timeout_s, extra, processes, batch)
     else:
-        count, nbytes, start, end = _run_processes(bootstrap, topic, num_records, timeout_s,
-                                                   extra, processes)
-    result = ConsumerResult(count, nbytes, start, end, end - start)
+        run = consume_partitions(bootstrap, topic, None, num_records, timeout_s, extra,
+                                 batch=batch)
+    result = ConsumerResult(run.records, run.bytes, run.start, run.end, run.end - run.start,
+                            run.errors)
     if out is not None:
+        if run.processes > 1:
+            print(f"# {run.processes} consumer processes", file=out)
         print(CONSUMER_HEADER, file=out)
         print(result.line(), file=out, flush=True)
+    if run.errors:
+        print(f"consumer: {run.errors} errors, first: {run.first_error}", file=sys.stderr)
     return result
-
-
-def _run_processes(bootstrap: str | None, topic: str, num_records: int, timeout_s: float,
-                   extra: dict[str, str] | None, processes: int) -> tuple[int, int, float, float]:
-    probe = Consumer(consumer_config(bootstrap, extra))
-    try:
-        partitions = _partitions(probe, topic)
-        per_partition = [probe.get_watermark_offsets(TopicPartition(topic, p), timeout=30)
-                         for p in partitions]
-    finally:
-        probe.close()
-    ctx = mp.get_context("spawn")
-    results = ctx.Queue()
-    go = ctx.Event()
-    workers = []
-    readies = []
-    for i in range(processes):
-        mine = partitions[i::processes]
-        if not mine:
-            continue
-        # Each worker stops at what its partitions held when the run began (or num_records).
-        quota = min(num_records, sum(high - low for p, (low, high)
-                                     in zip(partitions, per_partition, strict=True) if p in mine))
-        ready = ctx.Event()
-        proc = ctx.Process(target=_consume_worker,
-                           args=((bootstrap, topic, mine, quota, timeout_s, extra, ready, go),
-                                 results))
-        proc.start()
-        workers.append(proc)
-        readies.append(ready)
-    for ready in readies:
-        ready.wait(60)
-    go.set()
-    parts = [results.get() for _ in workers]
-    for proc in workers:
-        proc.join()
-    return (sum(p[0] for p in parts), sum(p[1] for p in parts), min(p[2] for p in parts),
-            max(p[3] for p in parts))
 
 
 # ---------------------------------------------------------------------------- end to end

@@ -12,7 +12,7 @@ from typing import Protocol
 
 from odradek.protocol.errors import FrameTooLarge
 
-__all__ = ["FrameDecoder", "frame"]
+__all__ = ["FrameDecoder", "FrameReceiver", "frame"]
 
 _SIZE = struct.Struct(">i")
 
@@ -93,3 +93,113 @@ def frame(payload_parts: list[bytes | memoryview | _Sized]) -> list[bytes | memo
     for part in payload_parts:
         total += len(part) if isinstance(part, bytes | bytearray | memoryview) else part.size
     return [_SIZE.pack(total), *payload_parts]
+
+
+class FrameReceiver:
+    """Frames for a reader that receives into buffers it is handed (asyncio.BufferedProtocol).
+
+    Between frames the socket is read into a 256 KiB buffer (asyncio's own read size: one
+    read serves many small frames in one loop pass). A frame that arrives whole in it is
+    handed out as a view of it when it is large (no copy; the buffer is then never written
+    below that point again, and a fresh one is taken when it is full) and copied out when
+    small (so a few small requests never pin a whole buffer). A frame that does not fit gets
+    a buffer of its own, sized from its checked length, and the socket is read straight into
+    the rest of it. That buffer starts at no more than INITIAL_FRAME_BYTES and doubles as
+    bytes arrive, so a peer that declares 100 MB and sends 10 bytes costs at most
+    INITIAL_FRAME_BYTES.
+
+        buf = receiver.get_buffer()      # fill some prefix of it
+        frames = receiver.buffer_updated(n)
+    """
+
+    SMALL_BYTES = 256 * 1024
+    COPY_BELOW = 16 * 1024
+    INITIAL_FRAME_BYTES = 1024 * 1024
+
+    __slots__ = ("_end", "_frame", "_got", "_need", "_shared", "_small", "_start",
+                 "max_frame_bytes")
+
+    def __init__(self, max_frame_bytes: int) -> None:
+        self.max_frame_bytes = max_frame_bytes
+        self._small = bytearray(self.SMALL_BYTES)
+        self._start = 0  # unparsed bytes of _small are [_start, _end)
+        self._end = 0
+        self._shared = False  # views of _small were handed out: never rewind it
+        self._frame: bytearray | None = None  # a large frame being received
+        self._need = 0  # its declared size
+        self._got = 0  # bytes of it received
+
+    @property
+    def buffered(self) -> int:
+        """Bytes held for an incomplete frame (its size prefix included)."""
+        if self._frame is not None:
+            return 4 + self._got
+        return self._end - self._start
+
+    @property
+    def allocated(self) -> int:
+        """Bytes held in buffers: what a peer can make us allocate."""
+        return len(self._small) + (len(self._frame) if self._frame is not None else 0)
+
+    def get_buffer(self) -> memoryview:
+        frame = self._frame
+        if frame is not None:
+            if self._got == len(frame):
+                # grow geometrically: a liar's declared size never buys memory by itself
+                grown = bytearray(min(self._need, 2 * len(frame)))
+                grown[: self._got] = frame
+                self._frame = frame = grown
+            return memoryview(frame)[self._got:]
+        if self._end == len(self._small):
+            # full: the start of a frame (shorter than _small) is left; move it to the front
+            # of this buffer, or of a fresh one when frames handed out still use this one
+            left = self._end - self._start
+            tail = self._small[self._start : self._end]
+            if self._shared:
+                self._small = bytearray(self.SMALL_BYTES)
+                self._shared = False
+            self._small[:left] = tail
+            self._start, self._end = 0, left
+        return memoryview(self._small)[self._end:]
+
+    def buffer_updated(self, n: int) -> list[memoryview]:
+        if self._frame is not None:
+            self._got += n
+            if self._got < self._need:
+                return []
+            done = memoryview(self._frame)
+            self._frame = None
+            self._got = self._need = 0
+            return [done]
+        self._end += n
+        frames: list[memoryview] = []
+        self._cut(frames)
+        return frames
+
+    def _cut(self, frames: list[memoryview]) -> None:
+        small = self._small
+        pos, end = self._start, self._end
+        while end - pos >= 4:
+            size = _SIZE.unpack_from(small, pos)[0]
+            if size < 0 or size > self.max_frame_bytes:
+                raise FrameTooLarge(size, self.max_frame_bytes)
+            start = pos + 4
+            if end - start >= size:
+                if size < self.COPY_BELOW:
+                    frames.append(memoryview(bytes(small[start : start + size])))
+                else:
+                    frames.append(memoryview(small)[start : start + size])
+                    self._shared = True
+                pos = start + size
+                continue
+            if size > len(small) - 4:
+                # too large for _small: give the frame its own buffer and read into it
+                got = end - start
+                frame = bytearray(min(size, max(self.INITIAL_FRAME_BYTES, got)))
+                frame[:got] = small[start:end]
+                self._frame, self._need, self._got = frame, size, got
+                pos = end
+            break
+        if pos == end and not self._shared:
+            pos = end = 0  # nothing of this buffer is in use: start it over
+        self._start, self._end = pos, end

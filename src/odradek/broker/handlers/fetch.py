@@ -8,6 +8,7 @@ for a session we never handed out gets FETCH_SESSION_ID_NOT_FOUND.
 
 from __future__ import annotations
 
+import os
 import uuid
 from typing import Any
 
@@ -19,6 +20,11 @@ from odradek.protocol.fetch import FetchPartitionResponse, encode_fetch_response
 from odradek.replication.delayed_fetch import DelayedFetch
 
 READ_COMMITTED = 1
+# Records up to this size are read into the response (one pread) instead of being sent with
+# os.sendfile: a small fetch (a consumer at the head of the log) then leaves in the same
+# writelines as the other responses of its loop pass, where a FileRegion costs a send task,
+# a drain wait and a sendfile plus a send per partition.
+INLINE_READ_BYTES = 32 * 1024
 _ZERO_UUID = uuid.UUID(int=0)
 
 
@@ -63,13 +69,18 @@ def handle(ctx: Any, header: Any, frame: memoryview) -> Any:
 
 
 async def _long_poll(ctx: Any, request: _Request, hv: int, accumulated: int,
-                     watched: list[Any]) -> Response:
-    await DelayedFetch(watched, request.min_bytes, accumulated).wait(request.max_wait_ms)
+                     watched: dict[Any, int]) -> Response:
+    # read_committed waits for the LSO to pass what was read, not for appends under it
+    await DelayedFetch(watched, request.min_bytes, accumulated,
+                       read_committed=request.isolation == READ_COMMITTED,
+                       stable_offsets=watched).wait(request.max_wait_ms)
     topics, _, _, _ = _read(ctx, request)
     return hv, encode_fetch_response(request.version, 0, ErrorCode.none, 0, topics)
 
 
-def _read(ctx: Any, request: _Request) -> tuple[list[Any], int, bool, list[Any]]:
+def _read(ctx: Any, request: _Request) -> tuple[list[Any], int, bool, dict[Any, int]]:
+    """The response's topics, bytes read, whether any partition failed, and the partitions a
+    long poll watches with the LSO each was read at."""
     rm = ctx.replica_manager
     version = request.version
     committed = request.isolation == READ_COMMITTED
@@ -78,7 +89,7 @@ def _read(ctx: Any, request: _Request) -> tuple[list[Any], int, bool, list[Any]]
     min_one = True
     accumulated = 0
     errors = False
-    watched = []
+    watched: dict[Any, int] = {}
     out = []
     for name, tid, parts in request.topics:
         results = []
@@ -114,11 +125,18 @@ def _read(ctx: Any, request: _Request) -> tuple[list[Any], int, bool, list[Any]]
                 remaining -= size
                 accumulated += size
                 min_one = False
-            watched.append(part)
+            watched[part] = lso
             # the clients drop the aborted transactions' records themselves
             txns = part.aborted_transactions(offset, lso) if committed and size else aborted
+            records: Any = region if size else None
+            if 0 < size <= INLINE_READ_BYTES:
+                try:
+                    data = os.pread(region.fd, size, region.position)
+                except OSError:  # the segment went away: the region path reports it
+                    data = b""
+                if len(data) == size:
+                    records = data
             results.append(FetchPartitionResponse(index, ErrorCode.none, hw, lso,
-                                                   part.log_start_offset, txns, -1,
-                                                   region if size else None))
+                                                   part.log_start_offset, txns, -1, records))
         out.append((name or "", tid, results))
     return out, accumulated, errors, watched
