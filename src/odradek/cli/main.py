@@ -10,6 +10,7 @@ from odradek.cli import bench as bench_cmd
 from odradek.cli import consume as consume_cmd
 from odradek.cli import dump_log as dump_log_cmd
 from odradek.cli import group as group_cmd
+from odradek.cli import pipeline as pipeline_cmd
 from odradek.cli import produce as produce_cmd
 from odradek.cli import topic as topic_cmd
 from odradek.cli import transaction as transaction_cmd
@@ -34,6 +35,7 @@ app.add_typer(topic_cmd.app, name="topic")
 app.add_typer(group_cmd.app, name="group")
 app.add_typer(bench_cmd.app, name="bench")
 app.add_typer(transaction_cmd.app, name="transaction")
+app.add_typer(pipeline_cmd.app, name="pipeline")
 app.command("produce")(produce_cmd.produce)
 app.command("consume")(consume_cmd.consume)
 app.command("dump-log")(dump_log_cmd.dump_log)

@@ -1,0 +1,52 @@
+"""`odradek pipeline run PATH`: run a pipeline of SQL and Python files on Spark."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import typer
+
+app = typer.Typer(help="Run data pipelines on Spark over odradek topics.", no_args_is_help=True)
+
+
+def _pairs(values: list[str], flag: str) -> dict[str, str]:
+    out: dict[str, str] = {}
+    for item in values:
+        key, sep, value = item.partition("=")
+        if not sep or not key.strip():
+            raise typer.BadParameter(f"expected key=value, got {item!r}", param_hint=flag)
+        out[key.strip()] = value
+    return out
+
+
+@app.command("run")
+def run(
+    path: Path = typer.Argument(..., help="A directory of *.sql / *.py pipeline files, or one file."),
+    master: str = typer.Option("local[2]", "--master", help="Any Spark master URL (local[N], spark://host:port)."),
+    bootstrap_server: str | None = typer.Option(
+        None, "--bootstrap-server", help="host:port of the broker; the default kafka.bootstrap.servers "
+        "of every source and flow."),
+    checkpoint_dir: Path = typer.Option(Path("checkpoints"), "--checkpoint-dir",
+                                        help="Checkpoints go to DIR/<flow name>."),
+    available_now: bool = typer.Option(True, "--available-now/--continuous",
+                                       help="Process what is there and exit, or run until SIGINT/SIGTERM."),
+    trigger_interval: str | None = typer.Option(None, "--trigger-interval",
+                                                help="With --continuous: e.g. '5 seconds'."),
+    conf: list[str] = typer.Option([], "--conf", help="A Spark setting k=v (repeatable)."),
+    var: list[str] = typer.Option([], "--var", help="A pipeline variable name=value, ${name} in SQL "
+                                  "(repeatable)."),
+) -> None:
+    """Run the pipeline's flows until done (--available-now) or stopped (--continuous)."""
+    from odradek.spark.pipeline.model import PipelineError
+    from odradek.spark.pipeline.runner import RunOptions
+    from odradek.spark.pipeline.runner import run as run_pipeline
+
+    opts = RunOptions(master=master, bootstrap=bootstrap_server, checkpoint_dir=checkpoint_dir.resolve(),
+                      available_now=available_now, trigger_interval=trigger_interval,
+                      conf=_pairs(conf, "--conf"), variables=_pairs(var, "--var"))
+    try:
+        code = run_pipeline(path, opts, report=lambda msg: typer.echo(msg, err=True))
+    except PipelineError as e:
+        typer.echo(f"error: {e}", err=True)
+        raise typer.Exit(2) from None
+    raise typer.Exit(code)
