@@ -38,7 +38,9 @@ def spark() -> Iterator[SparkSession]:
 
 @pytest.fixture(scope="session")
 def spark_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
-    node = BrokerProcess(Path(tmp_path_factory.mktemp("spark-node")) / "data")
+    # test data carries fixed 2023 timestamps: time retention would delete it mid-run
+    node = BrokerProcess(Path(tmp_path_factory.mktemp("spark-node")) / "data",
+                         settings={"log.retention.ms": "-1"})
     node.start()
     try:
         yield node
