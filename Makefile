@@ -44,11 +44,11 @@ run: setup
 	$(BIN)/odradek serve --data-dir ./data
 
 test: setup-test
-	$(BIN)/ruff check src tests bench
+	$(BIN)/ruff check src tests bench examples
 	$(BIN)/python -m pytest -p no:cacheprovider tests
 
 lint: setup-test
-	$(BIN)/ruff check src tests bench
+	$(BIN)/ruff check src tests bench examples
 
 setup-bench: $(BENCH_STAMP)
 

@@ -49,7 +49,27 @@ def test_missing_bootstrap_and_stream_only_options() -> None:
     with pytest.raises(OptionError, match="'maxOffsetsPerTrigger'"):
         parse_source({**BOOT, "subscribe": "a", "maxOffsetsPerTrigger": "ten"}, streaming=True)
     with pytest.raises(OptionError, match="'minOffsetsPerTrigger'"):
-        parse_source({**BOOT, "subscribe": "a", "minOffsetsPerTrigger": "10"}, streaming=True)
+        parse_source({**BOOT, "subscribe": "a", "minOffsetsPerTrigger": "10"}, streaming=False)
+    with pytest.raises(OptionError, match="'minOffsetsPerTrigger'"):
+        parse_source({**BOOT, "subscribe": "a", "minOffsetsPerTrigger": "0"}, streaming=True)
+    with pytest.raises(OptionError, match="'maxTriggerDelay'"):
+        parse_source({**BOOT, "subscribe": "a", "maxTriggerDelay": "soon"}, streaming=True)
+    with pytest.raises(OptionError, match="'maxTriggerDelay'"):
+        parse_source({**BOOT, "subscribe": "a", "maxTriggerDelay": "5 fortnights"}, streaming=True)
+    with pytest.raises(OptionError, match="'fetchPath'"):
+        parse_source({**BOOT, "subscribe": "a", "fetchPath": "carrier-pigeon"}, streaming=False)
+
+
+def test_min_offsets_and_trigger_delay_parse_like_spark() -> None:
+    base = {**BOOT, "subscribe": "a"}
+    opts = parse_source({**base, "minOffsetsPerTrigger": "500"}, streaming=True)
+    assert opts.min_offsets_per_trigger == 500
+    assert opts.max_trigger_delay_ms == 15 * 60 * 1000  # Spark's default: 15m
+    for raw, ms in (("30s", 30_000), ("2m", 120_000), ("2min", 120_000), ("250ms", 250),
+                    ("1500", 1500), ("1h", 3_600_000)):
+        got = parse_source({**base, "minOffsetsPerTrigger": "1", "maxTriggerDelay": raw},
+                           streaming=True)
+        assert got.max_trigger_delay_ms == ms, raw
 
 
 def test_good_options_parse_with_spark_defaults() -> None:

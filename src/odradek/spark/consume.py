@@ -17,6 +17,7 @@ import numpy as np
 import pyarrow as pa
 from confluent_kafka import Consumer, KafkaError, Message, TopicPartition
 
+from odradek.client.fetcher import supports
 from odradek.spark.planner import DataLossError
 from odradek.spark.ranges import OffsetRange
 from odradek.spark.schema import source_schema
@@ -85,6 +86,10 @@ def to_batch(msgs: list[Message], topic: str, partition: int, include_headers: b
 
 def read_range(r: OffsetRange) -> Iterator[pa.RecordBatch]:
     if r.size <= 0:
+        return
+    if r.fetch_path == "native" and supports(r.client):
+        from odradek.spark.fetch_read import read_range_native
+        yield from read_range_native(r)
         return
     consumer = Consumer(consumer_conf(r.client))
     try:

@@ -24,6 +24,9 @@ FORBIDDEN_KAFKA_KEYS: dict[str, str] = {
     "interceptor.classes": "interceptors are not supported",
 }
 
+# How tasks read: our own Fetch client decoding batches into Arrow columns ("native", used
+# when the client settings need only plaintext), or confluent-kafka ("librdkafka").
+FETCH_PATHS = ("native", "librdkafka")
 STRATEGIES = ("assign", "subscribe", "subscribepattern")
 EARLIEST, LATEST = -2, -1
 
@@ -215,6 +218,23 @@ def _positive(opts: dict[str, str], name: str) -> int | None:
     return value
 
 
+DEFAULT_MAX_TRIGGER_DELAY_MS = 15 * 60 * 1000
+# Spark reads durations with JavaUtils.timeStringAsMs: a number and a unit, ms when none.
+_UNITS_MS = {"us": 0.001, "ms": 1, "s": 1000, "m": 60_000, "min": 60_000, "h": 3_600_000,
+             "d": 86_400_000}
+
+
+def _duration_ms(opts: dict[str, str], name: str, default: int) -> int:
+    raw = opts.get(name.lower())
+    if raw is None:
+        return default
+    found = re.fullmatch(r"\s*(\d+)\s*([a-z]*)\s*", raw.lower())
+    if not found or (found.group(2) or "ms") not in _UNITS_MS:
+        raise OptionError(f"option '{name}' must be a duration such as '15m', '30s' or '500ms', "
+                          f"got {raw!r}")
+    return int(int(found.group(1)) * _UNITS_MS[found.group(2) or "ms"])
+
+
 @dataclass(frozen=True)
 class SourceOptions:
     client: dict[str, str]
@@ -227,6 +247,10 @@ class SourceOptions:
     include_headers: bool = False
     poll_timeout_ms: int = 120_000
     extra: dict[str, str] = field(default_factory=dict)
+    fetch_path: str = "native"
+    # A micro-batch waits for this many new offsets, or until max_trigger_delay_ms passed.
+    min_offsets_per_trigger: int | None = None
+    max_trigger_delay_ms: int = 15 * 60 * 1000
 
 
 def parse_source(options: Mapping[str, str], *, streaming: bool) -> SourceOptions:
@@ -234,9 +258,6 @@ def parse_source(options: Mapping[str, str], *, streaming: bool) -> SourceOption
     client = client_settings(opts)
     subscription = parse_subscription(opts)
     starting = parse_starting(opts, "latest" if streaming else "earliest")
-    for name in ("minOffsetsPerTrigger", "maxTriggerDelay"):
-        if streaming and name.lower() in opts:
-            raise OptionError(f"option '{name}' is not supported yet by format(\"odradek\")")
     if streaming:
         for name in ("endingOffsets", "endingOffsetsByTimestamp", "endingTimestamp"):
             if name.lower() in opts:
@@ -248,20 +269,27 @@ def parse_source(options: Mapping[str, str], *, streaming: bool) -> SourceOption
             raise OptionError("option 'startingOffsets' cannot be 'latest' for a batch query")
         if starting.kind == "offsets" and any(v == LATEST for _, _, v in starting.per_partition):
             raise OptionError("option 'startingOffsets' cannot use -1 (latest) for a batch query")
-        for name in ("maxOffsetsPerTrigger", "minOffsetsPerTrigger"):
+        for name in ("maxOffsetsPerTrigger", "minOffsetsPerTrigger", "maxTriggerDelay"):
             if name.lower() in opts:
                 raise OptionError(f"option '{name}' is only valid in a streaming query")
     poll = _positive(opts, "kafkaConsumer.pollTimeoutMs") or 120_000
+    fetch_path = opts.get("fetchpath", "native").strip().lower()
+    if fetch_path not in FETCH_PATHS:
+        raise OptionError(f"option 'fetchPath' must be one of {', '.join(FETCH_PATHS)}, "
+                          f"got {fetch_path!r}")
     return SourceOptions(
         client=client,
         subscription=subscription,
         starting=starting,
         ending=ending,
         max_offsets_per_trigger=_positive(opts, "maxOffsetsPerTrigger"),
+        min_offsets_per_trigger=_positive(opts, "minOffsetsPerTrigger"),
+        max_trigger_delay_ms=_duration_ms(opts, "maxTriggerDelay", DEFAULT_MAX_TRIGGER_DELAY_MS),
         min_partitions=_positive(opts, "minPartitions"),
         fail_on_data_loss=flag(opts, "failOnDataLoss", True),
         include_headers=flag(opts, "includeHeaders", False),
         poll_timeout_ms=poll,
+        fetch_path=fetch_path,
     )
 
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from itertools import pairwise
 
 from pyspark.sql.datasource import InputPartition
@@ -24,6 +24,8 @@ class OffsetRange(InputPartition):
     include_headers: bool = False
     fail_on_data_loss: bool = True
     poll_timeout_ms: int = 120_000
+    # "native" (our Fetch client, columnar decoding) or "librdkafka" (confluent-kafka).
+    fetch_path: str = "native"
 
     def __post_init__(self) -> None:
         # InputPartition keeps a `value`; ours is the range itself.
@@ -48,7 +50,5 @@ def split(ranges: list[OffsetRange], min_partitions: int | None) -> list[OffsetR
     for r in ranges:
         pieces = max(1, min(r.size, round(r.size / total * min_partitions)))
         bounds = [r.start + (r.size * i) // pieces for i in range(pieces + 1)]
-        out.extend(OffsetRange(r.topic, r.partition, a, b, r.client, r.include_headers,
-                               r.fail_on_data_loss, r.poll_timeout_ms)
-                   for a, b in pairwise(bounds) if b > a)
+        out.extend(replace(r, start=a, end=b) for a, b in pairwise(bounds) if b > a)
     return out

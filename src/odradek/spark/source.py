@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator, Mapping, Sequence
 
 import pyarrow as pa
@@ -10,6 +11,7 @@ from pyspark.sql.streaming.datasource import (
     ReadAllAvailable,
     ReadLimit,
     ReadMaxRows,
+    ReadMinRows,
     SupportsTriggerAvailableNow,
 )
 from pyspark.sql.types import StructType
@@ -36,7 +38,7 @@ def from_json(offsets: Mapping[str, Mapping[str, int]]) -> dict[TP, int]:
 
 def _ranges(opts: SourceOptions, bounds: Mapping[TP, tuple[int, int]]) -> list[OffsetRange]:
     ranges = [OffsetRange(t, p, s, e, dict(opts.client), opts.include_headers,
-                          opts.fail_on_data_loss, opts.poll_timeout_ms)
+                          opts.fail_on_data_loss, opts.poll_timeout_ms, opts.fetch_path)
               for (t, p), (s, e) in sorted(bounds.items())]
     return split(ranges, opts.min_partitions)
 
@@ -86,6 +88,8 @@ class StreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         self.opts = parse_source(options, streaming=True)
         self._planner: Planner | None = None
         self._target: dict[TP, int] | None = None
+        # When the last micro-batch was admitted; 0 lets the first one run at once (Spark's).
+        self._last_trigger_ms = 0
 
     @property
     def planner(self) -> Planner:
@@ -99,8 +103,14 @@ class StreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         return to_json(self.planner.resolve(self.opts.starting, tps, ending=False))
 
     def getDefaultReadLimit(self) -> ReadLimit:
-        n = self.opts.max_offsets_per_trigger
-        return ReadMaxRows(n) if n else ReadAllAvailable()
+        # pyspark has no composite limit: with both bounds Spark is told the maximum and the
+        # minimum is applied here from the options (latestOffset).
+        opts = self.opts
+        if opts.max_offsets_per_trigger:
+            return ReadMaxRows(opts.max_offsets_per_trigger)
+        if opts.min_offsets_per_trigger:
+            return ReadMinRows(opts.min_offsets_per_trigger)
+        return ReadAllAvailable()
 
     def prepareForTriggerAvailableNow(self) -> None:
         tps = self.planner.partitions(self.opts.subscription)
@@ -122,12 +132,39 @@ class StreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         latest = {tp: off for tp, off in latest.items() if tp in begin}
         # An end below the start (topic recreated) is kept: partitions() reports it as data loss.
         end = dict(latest)
-        if isinstance(limit, ReadMaxRows):
-            end = cap(begin, end, limit.max_rows)
+        # ReadAllAvailable wins over the options, as in Spark's Kafka source.
+        bounded = not isinstance(limit, ReadAllAvailable)
+        if bounded and self._delay(begin, end, limit):
+            return dict(start)  # the same offsets: Spark runs no batch
+        max_rows = (limit.max_rows if isinstance(limit, ReadMaxRows)
+                    else self.opts.max_offsets_per_trigger if bounded else None)
+        if max_rows:
+            end = cap(begin, end, max_rows)
         # Partitions that vanished keep their last offset so partitions() can report them.
         for tp, off in begin.items():
             end.setdefault(tp, off)
         return to_json(end)
+
+    def _delay(self, begin: Mapping[TP, int], latest: Mapping[TP, int], limit: ReadLimit) -> bool:
+        """minOffsetsPerTrigger: skip this trigger while fewer new offsets than the minimum are
+        there and maxTriggerDelay has not passed since the last admitted batch.
+
+        Not under Trigger.AvailableNow: it must end, so it reads what is there (pyspark's
+        ReadMinRows leaves that case to the source).
+        """
+        min_rows = (limit.min_rows if isinstance(limit, ReadMinRows)
+                    else self.opts.min_offsets_per_trigger)
+        if not min_rows or self._target is not None:
+            return False
+        now = int(time.time() * 1000)
+        if now - self._last_trigger_ms >= self.opts.max_trigger_delay_ms:
+            self._last_trigger_ms = now
+            return False
+        new = sum(max(0, off - begin.get(tp, off)) for tp, off in latest.items())
+        if new < min_rows:
+            return True
+        self._last_trigger_ms = now
+        return False
 
     def partitions(self, start: Offsets, end: Offsets) -> Sequence[InputPartition]:
         begin, stop = from_json(start), from_json(end)
