@@ -13,6 +13,8 @@ import argparse
 import sys
 
 from odradek.client.perf import (
+    CLIENTS,
+    CONFLUENT,
     CONSUMER_HEADER,
     ConsumerResult,
     consume_records,
@@ -39,10 +41,13 @@ def main(argv: list[str] | None = None) -> int:
                         help="Consumer processes splitting the partitions (default 1).")
     parser.add_argument("--batch", type=int, default=10000,
                         help="Records per consume(num_messages=...) call.")
+    parser.add_argument("--client", choices=CLIENTS, default=CONFLUENT,
+                        help="confluent-kafka (default) or columnar (odradek's own Fetch "
+                             "client decoding into numpy columns).")
     args = parser.parse_args(argv)
     extra = dict(kv.split("=", 1) for kv in args.extra)
     result = run_consumer(args.bootstrap, args.topic, args.num_records, args.timeout, extra,
-                          processes=args.processes, batch=args.batch)
+                          processes=args.processes, batch=args.batch, client=args.client)
     return 0 if result.records >= args.num_records else 1
 
 

@@ -192,6 +192,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--consumer-processes", default="1,2", metavar="N[,N...]",
                         help="Consume runs (of the first produce run's topic), one per count "
                              "of consumer processes splitting the partitions.")
+    parser.add_argument("--columnar-processes", default="1", metavar="N[,N...]",
+                        help="Extra consume runs on odradek's own columnar Fetch client (not "
+                             "confluent-kafka), one per count of processes; empty for none.")
     parser.add_argument("--consumer-batch", type=int, default=perf.DEFAULT_BATCH,
                         help="consume(num_messages=...) per call.")
     parser.add_argument("--profile", type=Path, default=None, metavar="DIR",
@@ -205,7 +208,7 @@ def main(argv: list[str] | None = None) -> int:
     tee = Tee()
     load_start = " ".join(f"{x:.2f}" for x in os.getloadavg())
     produced: list[tuple[int, perf.ProducerResult, float]] = []
-    consumed: list[tuple[int, perf.ConsumerResult, float]] = []
+    consumed: list[tuple[str, int, perf.ConsumerResult, float]] = []
     profiles: list[tuple[str, str]] = []
     with tempfile.TemporaryDirectory(prefix="odradek-bench-") as tmp:
         node = BrokerProcess(Path(tmp) / "data", settings=settings)
@@ -227,24 +230,27 @@ def main(argv: list[str] | None = None) -> int:
                 if args.profile:
                     profiles.append((f"produce, {_procs(n)}", profiler.stop()))
             expected = produced[0][1].records
-            for n in _counts(args.consumer_processes):
-                profiler.start(f"consume-{n}p")
+            runs = [(perf.CONFLUENT, n) for n in _counts(args.consumer_processes)]
+            runs += [(perf.COLUMNAR, n) for n in _counts(args.columnar_processes)]
+            for client, n in runs:
+                profiler.start(f"consume-{client}-{n}p")
                 cpu0 = cpu_seconds(proc)
                 cons = perf.run_consumer(node.bootstrap, first_topic, expected,
                                          extra=consumer_extra, out=tee, processes=n,
-                                         batch=args.consumer_batch)
-                consumed.append((n, cons, cpu_seconds(proc) - cpu0))
+                                         batch=args.consumer_batch, client=client)
+                consumed.append((client, n, cons, cpu_seconds(proc) - cpu0))
                 if args.profile:
-                    profiles.append((f"consume, {_procs(n)}", profiler.stop()))
+                    profiles.append((f"consume {client}, {_procs(n)}", profiler.stop()))
         finally:
             node.stop()
     load_end = " ".join(f"{x:.2f}" for x in os.getloadavg())
     for n, prod, cpu in produced:
         print(f"node CPU, produce with {_procs(n)}: {cpu:.2f} s "
               f"({_per_gb(cpu, prod.bytes):.2f} CPU s/GB)")
-    for n, cons, cpu in consumed:
-        print(f"node CPU, consume with {_procs(n)}: {cpu:.2f} s "
-              f"({_per_gb(cpu, cons.bytes):.2f} CPU s/GB)")
+    for client, n, cons, cpu in consumed:
+        print(f"node CPU, consume ({client}) with {_procs(n)}: {cpu:.2f} s "
+              f"({_per_gb(cpu, cons.bytes):.2f} CPU s/GB); client CPU "
+              f"{cons.cpu_per_million:.2f} s per 1M records")
     print(f"load average at start / end: {load_start} / {load_end}")
     for name, table in profiles:
         print(f"# node's busiest frames, {name}\n{table}")
@@ -255,10 +261,13 @@ def main(argv: list[str] | None = None) -> int:
         rows.append(f"| produce ({_procs(n)}) | {prod.records_per_sec:,.0f} | "
                     f"{prod.mb_per_sec:.1f} | {prod.avg_latency_ms:.1f} / {p['50']:.0f} / "
                     f"{p['99']:.0f} / {p['99.9']:.0f} / {prod.max_latency_ms:.0f} | {cpu:.2f} | "
-                    f"{_per_gb(cpu, prod.bytes):.1f} |")
-    for n, cons, cpu in consumed:
-        rows.append(f"| consume ({_procs(n)}) | {cons.records_per_sec:,.0f} | "
-                    f"{cons.mb_per_sec:.1f} | | {cpu:.2f} | {_per_gb(cpu, cons.bytes):.1f} |")
+                    f"{_per_gb(cpu, prod.bytes):.1f} | |")
+    for client, n, cons, cpu in consumed:
+        label = (f"consume, odradek's own columnar client, not confluent-kafka ({_procs(n)})"
+                 if client == perf.COLUMNAR else f"consume ({_procs(n)})")
+        rows.append(f"| {label} | {cons.records_per_sec:,.0f} | "
+                    f"{cons.mb_per_sec:.1f} | | {cpu:.2f} | {_per_gb(cpu, cons.bytes):.1f} | "
+                    f"{cons.cpu_per_million:.2f} |")
     table = "\n".join(rows)
     consumer_conf = {k: v for k, v in perf.consumer_config(None, consumer_extra).items()
                      if k not in ("bootstrap.servers", "group.id")}
@@ -269,9 +278,10 @@ def main(argv: list[str] | None = None) -> int:
 - machine: {m.cores} cores ({m.cpu_model}), Linux {m.kernel}, Python {m.python}; node, producers and consumers share the machine; load average at start / end: {load_start} / {load_end}
 - bar for issue 2: >= 500,000 records/s produced, >= 1,000,000 records/s consumed
 - N processes = N client processes, each with its own confluent-kafka client, started together; rate = all records / (barrier to last finish)
+- "odradek's own columnar client" rows are not confluent-kafka: odradek.client.perf_columnar, one Fetch v11 connection per partition, record batches CRC-checked and decoded into numpy columns (no Python object per record); client CPU = CPU seconds of the client process(es), every thread, per million records consumed
 
-| | records/s | MB/s | latency avg / p50 / p99 / p99.9 / max (ms) | node CPU s | node CPU s per GB |
-|---|---:|---:|---|---:|---:|
+| | records/s | MB/s | latency avg / p50 / p99 / p99.9 / max (ms) | node CPU s | node CPU s per GB | client CPU s per 1M records |
+|---|---:|---:|---|---:|---:|---:|
 {table}
 
 Tool output:
@@ -284,7 +294,7 @@ Tool output:
         update_results(section)
         print(f"wrote {RESULTS}")
     failed = any(prod.errors for _, prod, _ in produced) or any(
-        cons.records < expected or cons.errors for _, cons, _ in consumed)
+        cons.records < expected or cons.errors for _, _, cons, _ in consumed)
     return 1 if failed else 0
 
 

@@ -88,16 +88,22 @@ def consume(
         help="Consumer processes, each with its own client, splitting the partitions."),
     batch: int = typer.Option(
         perf.DEFAULT_BATCH, "--batch", min=1,
-        help="Records asked for per consume(num_messages=...) call."),
+        help="Records asked for per consume(num_messages=...) call (confluent-kafka only)."),
+    client: str = typer.Option(
+        perf.CONFLUENT, "--client",
+        help="confluent-kafka, or columnar: odradek's own Fetch client decoding record "
+             "batches into numpy columns (PLAINTEXT only, needs numpy)."),
     bootstrap: str = BootstrapOption,
     client_config: list[str] = ClientConfigOption,
 ) -> None:
     """Read a topic from the beginning as fast as the client goes (kafka-consumer-perf-test)."""
     overrides = client_overrides(client_config)
+    if client not in perf.CLIENTS:
+        fail(f"--client must be one of {', '.join(perf.CLIENTS)}, not {client!r}")
     with kafka_errors():
         try:
             result = perf.run_consumer(bootstrap, topic, messages, timeout, _strings(overrides),
-                                       processes=processes, batch=batch)
+                                       processes=processes, batch=batch, client=client)
         except RuntimeError as exc:
             fail(str(exc))
     if result.records < messages or result.errors:

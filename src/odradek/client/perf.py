@@ -305,6 +305,16 @@ class ConsumerResult:
     end_wall: float
     seconds: float
     errors: int = 0
+    cpu_seconds: float = 0.0  # of the client process(es), all threads
+    client: str = "confluent-kafka"
+
+    @property
+    def cpu_per_million(self) -> float:
+        return self.cpu_seconds / max(self.records / 1e6, 1e-12)
+
+    def client_line(self) -> str:
+        return (f"# client: {self.client}; client CPU {self.cpu_seconds:.2f} s "
+                f"({self.cpu_per_million:.2f} CPU s per 1M records)")
 
     @property
     def mb(self) -> float:
@@ -366,6 +376,15 @@ def _record_bytes(msgs: Any) -> int:
 
 
 DEFAULT_BATCH = 10000
+CONFLUENT = "confluent-kafka"
+COLUMNAR = "columnar"
+CLIENTS = (CONFLUENT, COLUMNAR)
+
+
+def client_label(client: str) -> str:
+    if client == COLUMNAR:
+        return "columnar (odradek's own Fetch v11 client + numpy decoder, not confluent-kafka)"
+    return "confluent-kafka (librdkafka)"
 
 
 @dataclass
@@ -381,6 +400,7 @@ class ConsumeRun:
     errors: int = 0
     first_error: str | None = None
     processes: int = 1
+    cpu_seconds: float = 0.0  # process CPU (every thread) from start to end
 
 
 def consume_partitions(bootstrap: str | None, topic: str, partitions: list[int] | None,
@@ -404,6 +424,7 @@ def consume_partitions(bootstrap: str | None, topic: str, partitions: list[int] 
         nbytes = 0
         start = time.time()
         last = start
+        cpu0 = time.process_time()
         consume = consumer.consume
         target = num_records
         while count < target:
@@ -432,9 +453,10 @@ def consume_partitions(bootstrap: str | None, topic: str, partitions: list[int] 
             nbytes += _record_bytes(msgs)
             count += len(msgs)
             last = time.time()
+        cpu = time.process_time() - cpu0
     finally:
         consumer.close()
-    return ConsumeRun(count, nbytes, start, last, errors, first_error)
+    return ConsumeRun(count, nbytes, start, last, errors, first_error, cpu_seconds=cpu)
 
 
 def consume_records(bootstrap: str | None, topic: str, partitions: list[int] | None,
@@ -451,21 +473,31 @@ def consume_records(bootstrap: str | None, topic: str, partitions: list[int] | N
 
 def run_consumer(bootstrap: str | None, topic: str, num_records: int, timeout_s: float = 10.0,
                  extra: dict[str, str] | None = None, out: TextIO | None = sys.stdout,
-                 processes: int = 1, batch: int = DEFAULT_BATCH) -> ConsumerResult:
+                 processes: int = 1, batch: int = DEFAULT_BATCH,
+                 client: str = CONFLUENT) -> ConsumerResult:
     """One consumer, or `processes` consumers splitting the partitions between them (one
-    Python process tops out near one core; kafka-consumer-perf-test had --threads for this)."""
+    Python process tops out near one core; kafka-consumer-perf-test had --threads for this).
+    `client` is CONFLUENT (confluent-kafka) or COLUMNAR (odradek.client.perf_columnar)."""
+    if client not in CLIENTS:
+        raise ValueError(f"unknown consumer client {client!r} (one of {', '.join(CLIENTS)})")
     if processes > 1:
         from odradek.client.perf_parallel import run_consumers
 
-        run = run_consumers(bootstrap, topic, num_records, timeout_s, extra, processes, batch)
+        run = run_consumers(bootstrap, topic, num_records, timeout_s, extra, processes, batch,
+                            client=client)
+    elif client == COLUMNAR:
+        from odradek.client.perf_columnar import consume_columnar
+
+        run = consume_columnar(bootstrap, topic, None, num_records, timeout_s, extra)
     else:
         run = consume_partitions(bootstrap, topic, None, num_records, timeout_s, extra,
                                  batch=batch)
     result = ConsumerResult(run.records, run.bytes, run.start, run.end, run.end - run.start,
-                            run.errors)
+                            run.errors, run.cpu_seconds, client_label(client))
     if out is not None:
         if run.processes > 1:
             print(f"# {run.processes} consumer processes", file=out)
+        print(result.client_line(), file=out)
         print(CONSUMER_HEADER, file=out)
         print(result.line(), file=out, flush=True)
     if run.errors:

@@ -21,6 +21,8 @@ from typing import Any, TextIO
 from confluent_kafka import Consumer, TopicPartition
 
 from odradek.client.perf import (
+    COLUMNAR,
+    CONFLUENT,
     ConsumeRun,
     ProducerResult,
     ProduceRun,
@@ -32,6 +34,7 @@ from odradek.client.perf import (
     producer_result,
     report_producer,
 )
+from odradek.client.perf_columnar import consume_columnar
 
 START_TIMEOUT_S = 60.0
 
@@ -142,7 +145,10 @@ def consumer_quotas(available: list[int], num_records: int) -> list[int]:
 
 
 def run_consumers(bootstrap: str | None, topic: str, num_records: int, timeout_s: float,
-                  extra: dict[str, str] | None, processes: int, batch: int) -> ConsumeRun:
+                  extra: dict[str, str] | None, processes: int, batch: int,
+                  client: str = CONFLUENT) -> ConsumeRun:
+    """Consumers (confluent-kafka, or the columnar client when `client` is COLUMNAR) in
+    `processes` processes; CPU seconds are summed over them."""
     probe = Consumer(consumer_config(bootstrap, extra))
     try:
         partitions = _partitions(probe, topic)
@@ -154,8 +160,12 @@ def run_consumers(bootstrap: str | None, topic: str, num_records: int, timeout_s
     available = [sum(marks[p][1] - marks[p][0] for p in g) for g in groups]
     pool = _Pool()
     for group, quota in zip(groups, consumer_quotas(available, num_records), strict=True):
-        pool.start(consume_partitions, (bootstrap, topic, group, quota, timeout_s, extra),
-                   {"batch": batch})
+        if client == COLUMNAR:
+            pool.start(consume_columnar, (bootstrap, topic, group, quota, timeout_s, extra),
+                       {"marks": {p: marks[p] for p in group}})
+        else:
+            pool.start(consume_partitions, (bootstrap, topic, group, quota, timeout_s, extra),
+                       {"batch": batch})
     pool.release()
     start = time.time()
     runs: list[ConsumeRun] = pool.collect(timeout=3600)
@@ -167,4 +177,5 @@ def run_consumers(bootstrap: str | None, topic: str, num_records: int, timeout_s
         errors=sum(r.errors for r in runs),
         first_error=next((r.first_error for r in runs if r.first_error), None),
         processes=len(groups),
+        cpu_seconds=sum(r.cpu_seconds for r in runs),
     )
