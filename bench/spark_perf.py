@@ -2,6 +2,7 @@
 
     python -m bench.spark_perf [--num-records 1000000] [--record-size 100] [--runs 3]
                                [--only noop,agg,sink] [--paths native,librdkafka]
+                               [--sink-records 300000] [--sink-modes at-least-once,exactly-once,noop]
 
 A fresh node (tests/support/broker.py), topics filled with confluent-kafka, one local[2]
 SparkSession. Every figure comes with the load average and the CPU seconds the whole
@@ -13,7 +14,8 @@ is shared, so wall-clock rows/s move with the load while CPU seconds mostly do n
   confluent-kafka), after one warm-up run; best and median of the timed runs.
 - agg: streaming AvailableNow, 1-minute tumbling count by key with a watermark, results
   to an odradek topic.
-- sink: streaming AvailableNow source -> odradek sink, at-least-once vs exactly-once.
+- sink: streaming AvailableNow source -> odradek sink, at-least-once vs exactly-once, and the
+  same query into Spark's no-op sink (`--sink-modes`), alternating, `--sink-runs` rounds.
 """
 
 from __future__ import annotations
@@ -128,6 +130,8 @@ def main() -> None:
     ap.add_argument("--sink-records", type=int, default=300_000)
     ap.add_argument("--agg-records", type=int, default=1_000_000)
     ap.add_argument("--runs", type=int, default=3)
+    ap.add_argument("--sink-modes", default="at-least-once,exactly-once,noop")
+    ap.add_argument("--sink-runs", type=int, default=2)
     ap.add_argument("--only", default="noop,agg,sink")
     ap.add_argument("--paths", default="native,librdkafka")
     ap.add_argument("--partitions", default="2,6")
@@ -197,21 +201,28 @@ def main() -> None:
             create(boot, "sink-src")
             fill(boot, "sink-src", m, args.record_size)
             # Alternating runs; the first one also warms up the streaming planner process.
-            for i, delivery in enumerate(("at-least-once", "exactly-once") * 2):
+            # "noop" is the same streaming query into Spark's no-op sink: what the source and
+            # Spark's streaming machinery cost, so the odradek sink's own cost is the difference.
+            modes = args.sink_modes.split(",")
+            for i, mode in enumerate(modes * args.sink_runs):
                 dst = f"dst-{i}"
                 create(boot, dst)
 
-                def sink(i: int = i, delivery: str = delivery, dst: str = dst) -> int:
-                    q = (spark.readStream.format("odradek").option("kafka.bootstrap.servers", boot)
-                         .option("subscribe", "sink-src").option("startingOffsets", "earliest").load()
-                         .select("key", "value")
-                         .writeStream.format("odradek").option("kafka.bootstrap.servers", boot)
-                         .option("topic", dst).option("deliveryGuarantee", delivery)
-                         .option("checkpointLocation", str(work / f"cp-{i}"))
-                         .trigger(availableNow=True).start())
+                def sink(i: int = i, mode: str = mode, dst: str = dst) -> int:
+                    df = (spark.readStream.format("odradek").option("kafka.bootstrap.servers", boot)
+                          .option("subscribe", "sink-src").option("startingOffsets", "earliest").load()
+                          .select("key", "value"))
+                    w = df.writeStream.option("checkpointLocation", str(work / f"cp-{i}"))
+                    if mode == "noop":
+                        w = w.format("noop")
+                    else:
+                        w = (w.format("odradek").option("kafka.bootstrap.servers", boot)
+                             .option("topic", dst).option("deliveryGuarantee", mode))
+                    q = w.trigger(availableNow=True).start()
                     q.awaitTermination()
                     return sum(p["numInputRows"] for p in q.recentProgress)
-                print(f"run {i + 1}: source -> odradek sink ({delivery}), AvailableNow: "
+                what = "no-op sink" if mode == "noop" else f"odradek sink ({mode})"
+                print(f"run {i + 1}: source -> {what}, AvailableNow, {args.record_size} B: "
                       f"{describe(*measure(sink, pid))}", flush=True)
         spark.stop()
     finally:

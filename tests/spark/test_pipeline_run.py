@@ -15,6 +15,7 @@ from examples.sql_pipeline import _generator as gen
 
 from tests.spark.support import create_topic, read_all, topic_name
 from tests.support.broker import BrokerProcess
+from tests.support.spark_cluster import cluster_env, spark_cluster
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLE = ROOT / "examples" / "sql_pipeline"
@@ -62,16 +63,25 @@ def check_outputs(bootstrap: str, topics: dict[str, str], events: list[dict[str,
     assert latest == gen.expected_stats(events)
 
 
-# JVMs and Python workers starting: ~1.5 min on an idle machine, 5+ min at load 15.
-@pytest.mark.timeout(900)
+# JVMs and Python workers starting: ~2.5 min on an idle machine, 8+ min at load 15.
+@pytest.mark.timeout(1200)
 def test_example_pipeline_runs_sql_and_python_flows(spark_broker: BrokerProcess, tmp_path: Path) -> None:
     bootstrap = spark_broker.bootstrap
     variables, topics, events = example_setup(bootstrap, 400)
     assert gen.expected_slow(events) and len(gen.expected_stats(events)) == len(gen.REGIONS)
     common = [str(EXAMPLE.relative_to(ROOT)), "--bootstrap-server", bootstrap,
               "--checkpoint-dir", str(tmp_path / "ck"), *SMALL, *variables]
-    res = run_cli([*common, "--available-now"])
-    assert res.returncode == 0, res.stderr[-5000:]
+    # First on a standalone cluster (a master and a worker from the pyspark installation),
+    # the pipeline unchanged: only --master differs.
+    with spark_cluster(tmp_path / "cluster") as cluster:
+        assert cluster.alive_workers() == 1
+        res = run_cli([*common, "--available-now", "--master", cluster.master_url,
+                       "--conf", "spark.driver.host=127.0.0.1", "--conf", "spark.executor.memory=512m"],
+                      env=cluster_env(tmp_path / "cluster"))
+        assert res.returncode == 0, res.stderr[-5000:] + cluster.log("worker")
+        # The executors ran on the cluster's worker: it made a work directory for the application.
+        apps = list((tmp_path / "cluster" / "worker").glob("app-*"))
+        assert len(apps) == 1, apps
     assert "flow 'slow_views' finished" in res.stderr and "flow 'region_stats' finished" in res.stderr
     check_outputs(bootstrap, topics, events)
 

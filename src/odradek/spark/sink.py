@@ -4,6 +4,9 @@ At-least-once (default): each task produces its rows with an idempotent producer
 before it reports success, so a finished task's rows are in the log; a re-executed task writes
 them again. Exactly-once (deliveryGuarantee=exactly-once): each task writes in a transaction
 that also records the micro-batch id, see write_transactional.
+
+The writers are Arrow writers: Spark hands write() pyarrow RecordBatches (no Row per record),
+and odradek.spark.arrow_produce turns their columns into produce() calls.
 """
 
 from __future__ import annotations
@@ -30,6 +33,7 @@ from pyspark.sql.types import (
     StructType,
 )
 
+from odradek.spark.arrow_produce import produce_batches
 from odradek.spark.options import OptionError, SinkOptions
 
 LOG = logging.getLogger("odradek.spark")
@@ -62,9 +66,12 @@ def check_columns(schema: StructType, opts: SinkOptions) -> None:
 
 
 def producer_conf(client: Mapping[str, str]) -> dict[str, object]:
+    # Throughput defaults for a bulk writer; any kafka.* option overrides them.
     conf: dict[str, object] = {
         "linger.ms": 5,
         "batch.size": 1_000_000,
+        "batch.num.messages": 100_000,
+        "compression.type": "none",
         "queue.buffering.max.messages": 1_000_000,
         "queue.buffering.max.kbytes": 1_048_576,
         "enable.idempotence": True,
@@ -92,49 +99,13 @@ class _Failures:
             self.first = self.first or err
 
 
-def _column(batch: pa.RecordBatch, name: str) -> list[object] | None:
-    idx = batch.schema.get_field_index(name)
-    return None if idx < 0 else batch.column(idx).to_pylist()
-
-
-def _produce_all(producer: Producer, opts: SinkOptions, batches: Iterator[pa.RecordBatch]) -> int:
-    produce, poll = producer.produce, producer.poll
-    rows = 0
-    for batch in batches:
-        n = batch.num_rows
-        values = _column(batch, "value")
-        keys = _column(batch, "key") or [None] * n
-        topics = [opts.topic] * n if opts.topic else _column(batch, "topic")
-        parts = _column(batch, "partition")
-        headers = _column(batch, "headers")
-        assert values is not None and topics is not None
-        for i in range(n):
-            topic = topics[i]
-            if topic is None:
-                raise ValueError("a row has a null 'topic' and no 'topic' option is set")
-            kwargs: dict[str, object] = {}
-            if parts is not None and parts[i] is not None:
-                kwargs["partition"] = parts[i]
-            if headers is not None and headers[i]:
-                kwargs["headers"] = [(h["key"], h["value"]) for h in headers[i]]
-            while True:
-                try:
-                    produce(topic, values[i], keys[i], **kwargs)
-                    break
-                except BufferError:
-                    poll(0.05)
-        rows += n
-        poll(0)
-    return rows
-
-
 def write_rows(opts: SinkOptions, batches: Iterator[pa.RecordBatch]) -> int:
     """At-least-once: produce, flush, fail the task on any delivery error."""
     failures = _Failures()
     conf = producer_conf(opts.client)
     conf.update({"delivery.report.only.error": True, "on_delivery": failures})
     producer = Producer(conf)
-    rows = _produce_all(producer, opts, batches)
+    rows = produce_batches(producer, opts.topic, batches)
     left = producer.flush(120)
     if left:
         raise RuntimeError(f"{left} records were not delivered within 120 s")
@@ -158,6 +129,8 @@ def write_transactional(opts: SinkOptions, batches: Iterator[pa.RecordBatch]) ->
     tag = query_id or f"batch-{uuid.uuid4().hex}"
     conf = producer_conf(opts.client)
     conf["transactional.id"] = f"odradek-spark-{tag}-{part}"
+    # No event per delivered record: a failed one makes commit_transaction fail anyway.
+    conf["delivery.report.only.error"] = True
     producer = Producer(conf)
     producer.init_transactions(60)
     marker_group = f"odradek-spark-eos-{tag}-{part}"
@@ -177,7 +150,7 @@ def write_transactional(opts: SinkOptions, batches: Iterator[pa.RecordBatch]) ->
             return 0
         producer.begin_transaction()
         try:
-            rows = _produce_all(producer, opts, batches)
+            rows = produce_batches(producer, opts.topic, batches)
             if consumer is not None and batch is not None:
                 marker.offset = int(batch) + 1
                 producer.send_offsets_to_transaction([marker], consumer.consumer_group_metadata(), 60)
