@@ -38,9 +38,10 @@ def spark() -> Iterator[SparkSession]:
 
 @pytest.fixture(scope="session")
 def spark_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
-    # test data carries fixed 2023 timestamps: time retention would delete it mid-run
+    # test data carries fixed 2023 timestamps: time retention would delete it mid-run, so it
+    # is off by default; a test that wants it sets retention.ms on its topic (checked often)
     node = BrokerProcess(Path(tmp_path_factory.mktemp("spark-node")) / "data",
-                         settings={"log.retention.ms": "-1"})
+                         settings={"log.retention.ms": "-1", "log.retention.check.interval.ms": "500"})
     node.start()
     try:
         yield node
