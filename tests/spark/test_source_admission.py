@@ -8,6 +8,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+import pytest
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.streaming import StreamingQuery
 
@@ -41,7 +42,8 @@ def _wait(cond: Callable[[], bool], query: StreamingQuery, what: str, timeout: f
     deadline = time.monotonic() + timeout
     while not cond():
         assert query.exception() is None, query.exception()
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        if time.monotonic() >= deadline:
+            pytest.fail(f"timed out waiting for {what}")
         time.sleep(0.2)
 
 
