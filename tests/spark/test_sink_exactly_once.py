@@ -7,6 +7,7 @@ from pathlib import Path
 
 from pyspark.sql import SparkSession
 
+from tests.spark.checkpoints import forget_last_commit
 from tests.spark.support import create_topic, produce, read_all, topic_name
 from tests.support.broker import BrokerProcess
 
@@ -26,23 +27,12 @@ def _pipe(spark: SparkSession, bootstrap: str, src: str, dst: str, checkpoint: P
         query.stop()
 
 
-def _forget_last_commit(checkpoint: Path) -> int:
-    """Make Spark believe the last micro-batch never finished: it re-executes it on restart."""
-    commits = sorted((p for p in (checkpoint / "commits").iterdir() if p.name.isdigit()), key=lambda p: int(p.name))
-    last = commits[-1]
-    last.unlink()
-    crc = last.with_name(f".{last.name}.crc")
-    if crc.exists():
-        crc.unlink()
-    return int(last.name)
-
-
 def _rerun_last_batch(spark: SparkSession, bootstrap: str, delivery: str, tmp: Path) -> tuple[Counter, Counter]:
     src = create_topic(bootstrap, topic_name(f"eos-in-{delivery}"), 3)
     dst = create_topic(bootstrap, topic_name(f"eos-out-{delivery}"), 2)
     produced = produce(bootstrap, src, 600)
     _pipe(spark, bootstrap, src, dst, tmp / "cp", delivery)
-    assert _forget_last_commit(tmp / "cp") >= 2  # 600 records at 200 per batch: batches 0..2
+    assert forget_last_commit(tmp / "cp") >= 2  # 600 records at 200 per batch: batches 0..2
     _pipe(spark, bootstrap, src, dst, tmp / "cp", delivery)
     return Counter(read_all(bootstrap, dst, 2)), Counter((r.key, r.value) for r in produced)
 

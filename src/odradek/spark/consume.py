@@ -18,7 +18,7 @@ import pyarrow as pa
 from confluent_kafka import Consumer, KafkaError, Message, TopicPartition
 
 from odradek.client.fetcher import supports
-from odradek.spark.planner import DataLossError
+from odradek.spark.data_loss import resume_after_loss
 from odradek.spark.ranges import OffsetRange
 from odradek.spark.schema import source_schema
 
@@ -122,7 +122,7 @@ def _read(consumer: Consumer, r: OffsetRange) -> Iterator[pa.RecordBatch]:
                     if m.offset() >= r.end:
                         pos = r.end
                 elif err.code() in _LOSS_CODES:
-                    pos = _data_loss(consumer, r, pos, err)
+                    pos = _data_loss(consumer, r, pos)
                     good = []
                     break
                 elif not err.retriable() and err.fatal():
@@ -138,18 +138,10 @@ def _read(consumer: Consumer, r: OffsetRange) -> Iterator[pa.RecordBatch]:
             pos = max(pos, last + 1)
 
 
-def _data_loss(consumer: Consumer, r: OffsetRange, pos: int, err: KafkaError) -> int:
-    """The records at `pos` are gone: fail, or move to the earliest one still there."""
-    where = f"{r.topic}-{r.partition}"
-    low, _high = consumer.get_watermark_offsets(TopicPartition(r.topic, r.partition), timeout=30)
-    if r.fail_on_data_loss:
-        raise DataLossError(
-            f"data loss on {where}: offset {pos} is no longer available (log start offset is "
-            f"{low}); records were deleted by retention or DeleteRecords before they were read. "
-            "Set failOnDataLoss=false to continue from the earliest available offset.")
-    LOG.warning("data loss on %s: offsets %d..%d are gone, continuing (failOnDataLoss=false)",
-                where, pos, low - 1)
-    if low >= r.end:
-        return r.end
-    consumer.assign([TopicPartition(r.topic, r.partition, low)])
-    return low
+def _data_loss(consumer: Consumer, r: OffsetRange, pos: int) -> int:
+    """The records at `pos` are gone: fail, or the offset to go on from (assigned)."""
+    low, high = consumer.get_watermark_offsets(TopicPartition(r.topic, r.partition), timeout=30)
+    pos = resume_after_loss(r, pos, low, high)
+    if pos < r.end:
+        consumer.assign([TopicPartition(r.topic, r.partition, pos)])
+    return pos

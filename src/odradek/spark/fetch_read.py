@@ -18,7 +18,8 @@ import pyarrow as pa
 from odradek.client.columnar import columns, select
 from odradek.client.fetcher import PartitionFetcher
 from odradek.spark.arrow_columns import to_record_batch
-from odradek.spark.planner import DataLossError, Planner, isolation
+from odradek.spark.data_loss import resume_after_loss
+from odradek.spark.planner import Planner, isolation
 from odradek.spark.ranges import OffsetRange
 
 LOG = logging.getLogger("odradek.spark")
@@ -84,22 +85,7 @@ def _read(fetcher: PartitionFetcher, r: OffsetRange, committed: bool) -> Iterato
 
 
 def _data_loss(r: OffsetRange, pos: int) -> int:
-    """The records at `pos` are gone: fail, or move to the earliest one still there."""
-    where = f"{r.topic}-{r.partition}"
-    low = Planner(r.client).earliest([(r.topic, r.partition)])[(r.topic, r.partition)]
-    if low <= pos:
-        # Out of range above the log end: the topic was recreated smaller than our range.
-        message = (f"data loss on {where}: offset {pos} is beyond the end of the log (the topic "
-                   "was deleted and recreated?).")
-        if r.fail_on_data_loss:
-            raise DataLossError(message + " Set failOnDataLoss=false to continue past it.")
-        LOG.warning("%s (continuing: failOnDataLoss=false)", message)
-        return r.end
-    if r.fail_on_data_loss:
-        raise DataLossError(
-            f"data loss on {where}: offset {pos} is no longer available (log start offset is "
-            f"{low}); records were deleted by retention or DeleteRecords before they were read. "
-            "Set failOnDataLoss=false to continue from the earliest available offset.")
-    LOG.warning("data loss on %s: offsets %d..%d are gone, continuing (failOnDataLoss=false)",
-                where, pos, low - 1)
-    return min(low, r.end)
+    """The records at `pos` are gone: fail, or the offset to go on from."""
+    tp = (r.topic, r.partition)
+    planner = Planner(r.client)
+    return resume_after_loss(r, pos, planner.earliest([tp])[tp], planner.latest([tp])[tp])
