@@ -44,7 +44,9 @@ END = "<!-- issue-3 results: end -->"
 GB = 1e9
 CTX = mp.get_context("spawn")
 
-SYSTEM_NAMES = ("odradek", "redis", "nats", "rabbitmq")
+SYSTEM_NAMES = ("odradek", "odradek-columnar", "redis", "nats", "rabbitmq")
+# odradek under each client; the rest are peers
+OURS = ("odradek", "odradek-columnar")
 
 
 def make_system(name: str, args: argparse.Namespace | None = None) -> Any:
@@ -52,6 +54,10 @@ def make_system(name: str, args: argparse.Namespace | None = None) -> Any:
         from bench.peers.odradek_node import OdradekSystem
         procs = args.odradek_processes if args is not None else (1, 1)
         return OdradekSystem(producer_processes=procs[0], consumer_processes=procs[1])
+    if name == "odradek-columnar":
+        from bench.peers.odradek_columnar import OdradekColumnarSystem
+        procs = args.columnar_processes if args is not None else (1, 1)
+        return OdradekColumnarSystem(producer_processes=procs[0], consumer_processes=procs[1])
     if name == "redis":
         from bench.peers.redis_streams import RedisSystem
         return RedisSystem()
@@ -171,6 +177,8 @@ class Runner:
             print(f"  warning: {system.name} consumed {cons.records} of {prod.records}",
                   flush=True)
 
+        if not getattr(system, "together", True):
+            return
         # Produce and consume together: both clients imported and connected, then go.
         stream = self.fresh(system, partitions)
         go = CTX.Event()
@@ -252,11 +260,11 @@ def aggregate(rows: list[dict[str, Any]]) -> dict[tuple[str, str, int, int], dic
 
 
 def _ratio_by_run(rows: list[dict[str, Any]], peer: str, workload: str, size: int,
-                  partitions: int, field: str) -> list[float]:
-    """odradek / peer for each run in which both were measured (same run, same machine state)."""
+                  partitions: int, field: str, ours: str = "odradek") -> list[float]:
+    """ours / peer for each run in which both were measured (same run, same machine state)."""
     mine = {r["run"]: r[field] for r in rows
             if (r["system"], r["workload"], r["size"], r["partitions"]) ==
-            ("odradek", workload, size, partitions) and field in r}
+            (ours, workload, size, partitions) and field in r}
     theirs = {r["run"]: r[field] for r in rows
               if (r["system"], r["workload"], r["size"], r["partitions"]) ==
               (peer, workload, size, partitions) and field in r}
@@ -283,17 +291,35 @@ def fmt_ms(agg: dict[str, Any] | None) -> str:
 
 def _process_line(a: dict[str, Any]) -> str:
     procs = a.get("odradek_processes") or (1, 1)
+    columnar = a.get("columnar_processes")
+    more = (f"; odradek-columnar produce-only {columnar[0]}, consume-only {columnar[1]} "
+            "(no together or end-to-end phases)" if columnar and
+            "odradek-columnar" in a.get("systems", ()) else "")
     return (f"- client processes: odradek produce-only {procs[0]}, consume-only {procs[1]} "
             "(each its own confluent-kafka client, started together, rate = all records / "
-            "(start barrier to last finish)); every other phase and every peer: one producer "
-            "and one consumer process")
+            f"(start barrier to last finish)){more}; every other phase and every peer: one "
+            "producer and one consumer process")
+
+
+def _ratio_cell(rows: list[dict[str, Any]], agg: dict[tuple[str, str, int, int], dict[str, Any]],
+                ours: str, peer: str, workload: str, size: int, partitions: int) -> str:
+    if peer.endswith("-benchmark"):
+        # a peer's own tool ran once per run on one stream: medians against medians
+        mine = agg.get((ours, workload, size, partitions))
+        theirs = agg.get((peer, workload, size, 1))
+        rs = ([mine["records_per_sec"]["median"] / theirs["records_per_sec"]["median"]]
+              if mine and theirs and theirs["records_per_sec"]["median"] else [])
+    else:
+        rs = _ratio_by_run(rows, peer, workload, size, partitions, "records_per_sec", ours)
+    return f"{statistics.median(rs):.2f}x" if rs else "—"
 
 
 def render(data: dict[str, Any]) -> str:
     rows = data["rows"]
     agg = aggregate(rows)
     systems = [s for s in data["systems_order"] if any(r["system"] == s for r in rows)]
-    peers = [s for s in systems if s != "odradek"]
+    peers = [s for s in systems if s not in OURS]
+    ours = [s for s in systems if s in OURS]
     lim = data["limits"]
     a = data["args"]
     lines = [
@@ -307,8 +333,8 @@ def render(data: dict[str, Any]) -> str:
         f"- per phase: at most {a['max_records']:,} records or {a['max_seconds']} s; "
         f"end to end: {a['e2e_seconds']} s measured after {a['warmup']} s warm-up, 100 B, "
         f"{a['e2e_partitions']} partitions",
-        "- each cell: median (min-max) over the runs; ratios: odradek / peer, median of the "
-        "per-run ratios",
+        "- each cell: median (min-max) over the runs; ratios: odradek (under each client) / "
+        "peer, median of the per-run ratios",
         _process_line(a),
         "- physical limits, same run: " + "; ".join(lim["lines"]),
         "",
@@ -321,8 +347,8 @@ def render(data: dict[str, Any]) -> str:
         "### Throughput, records/s",
         "",
         "| workload | size | partitions | "
-        + " | ".join([*systems, *(f"odradek / {p}" for p in peers)]) + " |",
-        "|---|---:|---:|" + "---:|" * (len(systems) + len(peers)),
+        + " | ".join([*systems, *(f"{o} / {p}" for o in ours for p in peers)]) + " |",
+        "|---|---:|---:|" + "---:|" * (len(systems) + len(ours) * len(peers)),
     ]
     workloads = ["produce", "consume", "together-produce", "together-consume"]
     for workload in workloads:
@@ -334,18 +360,8 @@ def render(data: dict[str, Any]) -> str:
                     if s.endswith("-benchmark"):
                         part = 1
                     cells.append(fmt_rate(agg.get((s, workload, size, part))))
-                ratios = []
-                for p in peers:
-                    part = 1 if p.endswith("-benchmark") else partitions
-                    rs = _ratio_by_run(rows, p, workload, size, partitions, "records_per_sec") \
-                        if part == partitions else []
-                    if p.endswith("-benchmark"):
-                        mine = agg.get(("odradek", workload, size, partitions))
-                        theirs = agg.get((p, workload, size, 1))
-                        rs = ([mine["records_per_sec"]["median"] /
-                               theirs["records_per_sec"]["median"]]
-                              if mine and theirs and theirs["records_per_sec"]["median"] else [])
-                    ratios.append(f"{statistics.median(rs):.2f}x" if rs else "—")
+                ratios = [_ratio_cell(rows, agg, o, p, workload, size, partitions)
+                          for o in ours for p in peers]
                 lines.append(f"| {workload} | {size} B | {partitions} | "
                              + " | ".join([*cells, *ratios]) + " |")
     lines += ["", "### Throughput, MiB/s (record bytes)", "",
@@ -382,41 +398,63 @@ def render(data: dict[str, Any]) -> str:
                     cells.append(f"{g['cpu_s_per_gb']['median']:.1f}"
                                  if g and "cpu_s_per_gb" in g else "—")
                 lines.append(f"| {workload} | {size} B | {partitions} | " + " | ".join(cells) + " |")
-    lines += ["", "### Issue 3 targets (2-core machine)", "", *targets(agg, rows, peers), ""]
+    lines += ["", "### Issue 3 targets (2-core machine)", "", *targets(agg, rows, peers, ours), ""]
     return "\n".join(line for line in lines if line is not None) + "\n"
 
 
 def targets(agg: dict[tuple[str, str, int, int], dict[str, Any]], rows: list[dict[str, Any]],
-            peers: list[str]) -> list[str]:
+            peers: list[str], ours: list[str] | None = None) -> list[str]:
+    """One row per target, one column per client odradek was driven by."""
+    ours = ours or ["odradek"]
+
     def med(key: tuple[str, str, int, int], field: str = "records_per_sec") -> float | None:
         g = agg.get(key)
         return g[field]["median"] if g and field in g else None
 
-    out = ["| target | measured (median) | holds |", "|---|---:|---|"]
+    def shown(value: float | None, ok: bool | None, unit: str) -> str:
+        if value is None:
+            return "not measured"
+        text = f"{value:,.2f}{unit}" if value < 100 else f"{value:,.0f}{unit}"
+        return text if ok is None else f"{text} ({'holds' if ok else 'no'})"
 
-    def line(name: str, value: float | None, ok: bool | None, unit: str = "") -> None:
-        shown = "not measured" if value is None else f"{value:,.2f}{unit}" if value < 100 \
-            else f"{value:,.0f}{unit}"
-        out.append(f"| {name} | {shown} | {'—' if ok is None else 'yes' if ok else 'no'} |")
-
-    p = med(("odradek", "produce", 100, 6))
-    line("produce 100 B, 6 partitions, acks=1 >= 1,000,000 records/s", p,
-         None if p is None else p >= 1_000_000)
+    out = ["| target | " + " | ".join(f"`{o}`" for o in ours) + " |",
+           "|---|" + "---:|" * len(ours)]
     best = [med((s, "produce", 100, 1 if s.endswith("-benchmark") else 6)) for s in peers]
     best_v = max((b for b in best if b), default=None)
-    ratio = p / best_v if p and best_v else None
-    line("produce 100 B >= 2.5x the best peer measured in the same run", ratio,
-         None if ratio is None else ratio >= 2.5, "x")
-    c = med(("odradek", "consume", 100, 6))
-    line("consume 100 B >= 2,000,000 records/s", c, None if c is None else c >= 2_000_000)
-    mb = med(("odradek", "produce", 1024, 6), "mb_per_sec")
-    mb = None if mb is None else mb * 1.048576  # MiB/s -> MB/s
-    line("produce 1 KB >= 800 MB/s", mb, None if mb is None else mb >= 800, " MB/s")
-    lat = med(("odradek", "e2e@100k", 100, 6), "p99_ms")
-    line("end to end at 100k records/s: p99 <= 5 ms", lat, None if lat is None else lat <= 5,
-         " ms")
-    cpu = med(("odradek", "produce", 100, 6), "cpu_s_per_gb")
-    line("node CPU per GB produced (100 B, 6 partitions), reported", cpu, None, " CPU s/GB")
+
+    def produce(o: str) -> tuple[float | None, bool | None]:
+        v = med((o, "produce", 100, 6))
+        return v, None if v is None else v >= 1_000_000
+
+    def ratio(o: str) -> tuple[float | None, bool | None]:
+        v = med((o, "produce", 100, 6))
+        r = v / best_v if v and best_v else None
+        return r, None if r is None else r >= 2.5
+
+    def consume(o: str) -> tuple[float | None, bool | None]:
+        v = med((o, "consume", 100, 6))
+        return v, None if v is None else v >= 2_000_000
+
+    def kb(o: str) -> tuple[float | None, bool | None]:
+        v = med((o, "produce", 1024, 6), "mb_per_sec")
+        v = None if v is None else v * 1.048576  # MiB/s -> MB/s
+        return v, None if v is None else v >= 800
+
+    def e2e(o: str) -> tuple[float | None, bool | None]:
+        v = med((o, "e2e@100k", 100, 6), "p99_ms")
+        return v, None if v is None else v <= 5
+
+    def cpu(o: str) -> tuple[float | None, bool | None]:
+        return med((o, "produce", 100, 6), "cpu_s_per_gb"), None
+
+    for name, fn, unit in (
+            ("produce 100 B, 6 partitions, acks=1 >= 1,000,000 records/s", produce, ""),
+            ("produce 100 B >= 2.5x the best peer measured in the same run", ratio, "x"),
+            ("consume 100 B >= 2,000,000 records/s", consume, ""),
+            ("produce 1 KB >= 800 MB/s", kb, " MB/s"),
+            ("end to end at 100k records/s: p99 <= 5 ms", e2e, " ms"),
+            ("node CPU per GB produced (100 B, 6 partitions), reported", cpu, " CPU s/GB")):
+        out.append(f"| {name} | " + " | ".join(shown(*fn(o), unit) for o in ours) + " |")
     return out
 
 
@@ -452,6 +490,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--odradek-processes", default="2,1", metavar="PRODUCERS,CONSUMERS",
                         help="Client processes for odradek's produce-only and consume-only "
                              "phases (each its own confluent-kafka client).")
+    parser.add_argument("--columnar-processes", default="1,2", metavar="PRODUCERS,CONSUMERS",
+                        help="Client processes for odradek-columnar's produce-only and "
+                             "consume-only phases.")
     parser.add_argument("--no-native", action="store_true", help="Skip redis-benchmark.")
     parser.add_argument("--note", default="",
                         help="A line for RESULTS.md, e.g. that the machine was busy.")
@@ -471,9 +512,14 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     args.partitions = [int(s) for s in args.partitions.split(",")]
     args.rates = [float(s) for s in args.rates.split(",")]
     args.systems = [s.strip() for s in args.systems.split(",") if s.strip()]
-    nprod, _, ncons = args.odradek_processes.partition(",")
-    args.odradek_processes = (int(nprod), int(ncons or nprod))
+    args.odradek_processes = _pair(args.odradek_processes)
+    args.columnar_processes = _pair(args.columnar_processes)
     return args
+
+
+def _pair(text: str) -> tuple[int, int]:
+    first, _, second = text.partition(",")
+    return int(first), int(second or first)
 
 
 def load_average() -> str:
@@ -492,7 +538,7 @@ def run_system(runner: Runner, name: str, workdir: Path, run: int,
         for size in a.sizes:
             for partitions in a.partitions:
                 runner.throughput(system, run, size, partitions)
-        for rate in a.rates:
+        for rate in a.rates if getattr(system, "latency", True) else ():
             runner.latency(system, run, rate)
         if hasattr(system, "native_benchmark") and not a.no_native:
             runner.native(system, run)

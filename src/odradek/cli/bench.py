@@ -59,18 +59,32 @@ def produce(
     processes: int = typer.Option(
         1, "--processes", min=1,
         help="Producer processes, each with its own client, sharing the records and the rate."),
+    client: str = typer.Option(
+        perf.CONFLUENT, "--client",
+        help="confluent-kafka, or columnar: odradek's own Produce client building record "
+             "batches from numpy columns (PLAINTEXT only, needs numpy; -X batch.num.messages, "
+             "batch.size, max.in.flight, batches.per.request, compression.type)."),
     bootstrap: str = BootstrapOption,
     client_config: list[str] = ClientConfigOption,
 ) -> None:
     """Produce records as fast as the client goes (kafka-producer-perf-test)."""
     overrides = client_overrides(client_config)
+    if client not in perf.CLIENTS:
+        fail(f"--client must be one of {', '.join(perf.CLIENTS)}, not {client!r}")
     with kafka_errors():
         ensure_topic(bootstrap, topic, partitions)
         try:
-            result = perf.run_producer(bootstrap, topic, num_records, record_size, acks,
-                                       _strings(overrides), throughput=throughput,
-                                       processes=processes)
-        except RuntimeError as exc:
+            if client == perf.COLUMNAR:
+                from odradek.client.producer_columnar import run_producer_columnar
+
+                result = run_producer_columnar(bootstrap, topic, num_records, record_size,
+                                               acks, _strings(overrides),
+                                               throughput=throughput, processes=processes)
+            else:
+                result = perf.run_producer(bootstrap, topic, num_records, record_size, acks,
+                                           _strings(overrides), throughput=throughput,
+                                           processes=processes)
+        except (RuntimeError, ValueError) as exc:
             fail(str(exc))
     if result.errors:
         raise typer.Exit(1)

@@ -107,15 +107,28 @@ def shares(total: int, n: int) -> list[int]:
 def run_producers(bootstrap: str | None, topic: str, num_records: int, record_size: int,
                   acks: str, extra: dict[str, str] | None, out: TextIO | None,
                   throughput: float, max_seconds: float | None,
-                  processes: int) -> ProducerResult:
+                  processes: int, columnar: bool = False) -> ProducerResult:
+    """Producers in `processes` processes: confluent-kafka, or with `columnar` odradek's
+    own columnar Produce client (odradek.client.producer_columnar)."""
     before = high_watermarks(bootstrap, topic)
     pool = _Pool()
     rate = throughput / processes if throughput > 0 else throughput
+    fn: Any = produce_records
+    if columnar:
+        from odradek.client.producer_columnar import produce_columnar
+
+        fn = produce_columnar
     for count in shares(num_records, processes):
-        pool.start(produce_records,
+        pool.start(fn,
                    (bootstrap, topic, count, record_size, acks, extra, None, rate, max_seconds),
                    {})
     pool.release()
+    if columnar:
+        from odradek.client.producer_columnar import finish_columnar
+
+        runs_c = pool.collect(timeout=(max_seconds or 3600) + 300)
+        return finish_columnar(bootstrap, topic, before, runs_c, record_size, acks, out,
+                               processes)
     start = time.monotonic()
     runs: list[ProduceRun] = pool.collect(timeout=(max_seconds or 3600) + 300)
     end = max(run.end for run in runs)

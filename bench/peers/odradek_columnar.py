@@ -1,0 +1,52 @@
+"""odradek driven by its own columnar client instead of confluent-kafka.
+
+The producer builds magic-2 record batches straight from numpy columns
+(odradek.client.producer_columnar) and the consumer decodes fetched batches into numpy
+columns (odradek.client.perf_columnar): neither makes a Python object per record, so the
+figures show what the node takes when the client is not the bound. Same node, same
+settings, acks=1. Produce-only and consume-only phases only: the columnar consumer reads up
+to the high watermark it sees at the start, so it has no "together" or end-to-end mode.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from bench.peers.base import Phase
+from bench.peers.odradek_node import OdradekSystem
+from odradek.client import perf
+
+CLIENT = "bench.peers.odradek_columnar"
+
+
+class OdradekColumnarSystem(OdradekSystem):
+    name = "odradek-columnar"
+    client = CLIENT
+    # no "together" or end-to-end phases (see the module docstring)
+    together = False
+    latency = False
+
+    @property
+    def description(self) -> str:
+        return ("the same odradek node, driven by odradek's own columnar client (record "
+                "batches built from and decoded into numpy columns, no Python object per "
+                f"record), acks=1; produce-only phases with {self.producer_processes} and "
+                f"consume-only phases with {self.consumer_processes} client process(es)")
+
+
+def produce(endpoint: str, stream: str, partitions: int, size: int, max_records: int,
+            max_seconds: float, processes: int = 1) -> Phase:
+    from odradek.client.producer_columnar import run_producer_columnar
+
+    res = run_producer_columnar(endpoint, stream, max_records, size, "1", out=None,
+                                max_seconds=max_seconds, processes=processes)
+    return Phase(res.records, res.records * size, res.seconds)
+
+
+def consume(endpoint: str, stream: str, partitions: int, size: int, expected: int, total: Any,
+            ready: Any, go: Any, timeout_s: float, processes: int = 1) -> Phase:
+    if total is not None or ready is not None:
+        raise ValueError("the columnar consumer has no follow mode (together phases)")
+    res = perf.run_consumer(endpoint, stream, expected, timeout_s, out=None,
+                            processes=processes, client=perf.COLUMNAR)
+    return Phase(res.records, res.bytes, res.seconds)
