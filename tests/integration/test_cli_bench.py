@@ -105,6 +105,10 @@ def test_e2e_measures_every_record_after_warm_up(broker: BrokerProcess) -> None:
              "--partitions", "2", bootstrap=broker.bootstrap)
     m = E2E.search(out)
     assert m, out
+    # The client settings that shape the latency are printed first, with the acks asked for.
+    settings = out.splitlines()[0]
+    assert settings.startswith("# producer: acks=1, linger.ms=1; consumer: fetch.wait.max.ms=10, "
+                               "fetch.min.bytes=1;"), out
     measured = int(m.group(1))
     p50, p99, p999 = (float(m.group(i)) for i in (2, 3, 4))
     assert measured > 0

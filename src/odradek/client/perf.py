@@ -9,19 +9,29 @@ cost the client about a third of its throughput. How many records the node ackno
 counted exactly, from the partitions' high watermarks before and after the run.
 
 End-to-end latency: each record carries the producer's CLOCK_MONOTONIC time (system wide on
-Linux, so producer and consumer may be separate processes on one machine) in its first 8 bytes;
-the consumer, in its own process so the two do not share a GIL, subtracts it from the time
-the record reached it.
+Linux, so producer and consumer may be separate processes on one machine) in its first 8 bytes,
+written just before its produce() call; the consumer, in its own process so the two do not share
+a GIL, subtracts it from the time the record reached the application. Every record after the
+warm-up is measured, none is discarded. Client settings (printed by the tool): producer
+linger.ms=1 (Kafka's EndToEndLatency uses 0, but one request per few records costs the node more
+CPU than the machine has to spare at 100k records/s), consumer fetch.wait.max.ms=10 with
+fetch.min.bytes=1 (the node answers a waiting fetch on the first append, so the wait bounds only
+an idle consumer's polling). While measuring, both sides run with Python's cyclic GC off (after a
+collect and gc.freeze()): a full collection in the consumer, which allocates one tracked Message
+per record, stalls it for tens of ms. The producer is paced in ticks of at least PACE_TICK_S.
 """
 
 from __future__ import annotations
 
+import contextlib
+import gc
 import multiprocessing as mp
 import os
 import random
 import string
 import sys
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, TextIO
@@ -508,6 +518,9 @@ def run_consumer(bootstrap: str | None, topic: str, num_records: int, timeout_s:
 # ---------------------------------------------------------------------------- end to end
 
 E2E_LINGER_MS = "1"
+E2E_FETCH_WAIT_MS = "10"
+# The producer's shortest sleep between bursts (see Pacer).
+PACE_TICK_S = 0.0005
 
 
 @dataclass
@@ -552,10 +565,16 @@ def latency_of(value: bytes, now_ns: int) -> float | None:
 
 
 class Pacer:
-    """Due-count pacing: at `rate` records/s (0 = as fast as possible) since the first call."""
+    """Due-count pacing: at `rate` records/s (0 = as fast as possible) since the first call.
 
-    def __init__(self, rate: float) -> None:
+    Between bursts it sleeps until the next record is due, but at least PACE_TICK_S: sleeping
+    one record's interval (10 us at 100k/s) spun the producer's thread at thousands of wake-ups
+    a second, CPU the node and the consumer need on a small machine. Records are stamped as they
+    are handed to the client, so a burst does not add to the latency measured."""
+
+    def __init__(self, rate: float, tick_s: float | None = None) -> None:
         self.rate = rate
+        self.tick_s = PACE_TICK_S if tick_s is None else tick_s
         self.start = time.monotonic()
 
     def due(self, sent: int, batch: int) -> int:
@@ -563,17 +582,35 @@ class Pacer:
         if self.rate <= 0:
             return batch
         while True:
-            n = int((time.monotonic() - self.start) * self.rate) - sent
+            elapsed = time.monotonic() - self.start
+            n = int(elapsed * self.rate) - sent
             if n > 0:
                 return min(n, batch)
-            time.sleep(min(0.0005, 1.0 / self.rate))
+            time.sleep(max(self.tick_s, (sent + 1) / self.rate - elapsed))
+
+
+@contextlib.contextmanager
+def gc_paused() -> Iterator[None]:
+    """No cyclic GC while measuring: what exists now is frozen out of it, nothing new is
+    collected until the block ends (the measured phase is seconds long, so garbage is bounded)."""
+    was_enabled = gc.isenabled()
+    gc.collect()
+    gc.freeze()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was_enabled:
+            gc.enable()
+        gc.unfreeze()
 
 
 def e2e_consume(bootstrap: str | None, topic: str, expected: Any, timeout_s: float,
                 extra: dict[str, str] | None, ready: Any) -> tuple[int, list[float]]:
     """Consumer side (its own process): latencies until `expected` (a shared value, -1 while
     the producer runs) records were seen, or timeout_s without a record."""
-    consumer = Consumer(consumer_config(bootstrap, {"fetch.wait.max.ms": "10", **(extra or {})}))
+    consumer = Consumer(consumer_config(bootstrap, {"fetch.wait.max.ms": E2E_FETCH_WAIT_MS,
+                                                    **(extra or {})}))
     latencies: list[float] = []
     count = 0
     try:
@@ -581,29 +618,32 @@ def e2e_consume(bootstrap: str | None, topic: str, expected: Any, timeout_s: flo
                          for p in _partitions(consumer, topic)])
         # One empty poll so the connection and fetch session exist before the producer starts.
         consumer.consume(num_messages=1, timeout=0.5)
-        ready.set()
-        last = time.monotonic()
-        consume = consumer.consume
-        poll = consumer.poll
-        while expected.value < 0 or count < expected.value:
-            # consume() waits for num_messages or its timeout, whichever is later to come:
-            # block in poll() for the first record, then take what is already there.
-            first = poll(0.2)
-            now = time.monotonic_ns()
-            batch = [first, *consume(num_messages=10000, timeout=0)] if first is not None else []
-            if not batch:
-                if time.monotonic() - last > timeout_s:
-                    break
-                continue
+        with gc_paused():
+            ready.set()
             last = time.monotonic()
-            for msg in batch:
-                value = msg.value()
-                if value is None:
+            consume = consumer.consume
+            poll = consumer.poll
+            clock = time.monotonic_ns
+            while expected.value < 0 or count < expected.value:
+                # consume() waits for num_messages or its timeout, whichever is later to come:
+                # block in poll() for the first record, then take what is already there.
+                first = poll(0.2)
+                if first is None:
+                    if time.monotonic() - last > timeout_s:
+                        break
                     continue
-                count += 1
-                ms = latency_of(value, now)
-                if ms is not None:
-                    latencies.append(ms)
+                batch = consume(num_messages=10000, timeout=0)
+                # every record of the batch has reached the application by now
+                now = clock()
+                last = time.monotonic()
+                for msg in (first, *batch):
+                    value = msg.value()
+                    if value is None:
+                        continue
+                    count += 1
+                    ms = latency_of(value, now)
+                    if ms is not None:
+                        latencies.append(ms)
     finally:
         consumer.close()
     return count, latencies
@@ -625,32 +665,48 @@ def e2e_produce(bootstrap: str | None, topic: str, rate: float, seconds: float, 
     producer = Producer(conf)
     payload = bytearray(make_payload(max(record_size, 9)))
     sent = 0
+    measured = 0
     produce = producer.produce
     poll = producer.poll
-    pacer = Pacer(rate)
-    begin = time.monotonic()
-    measured_start = begin + warmup_s
-    end = measured_start + seconds
-    measured = 0
-    while True:
-        now = time.monotonic()
-        if now >= end:
-            break
-        warm = now < measured_start
-        for _ in range(pacer.due(sent, 256)):
-            stamp_payload(payload, warm)
-            while True:
-                try:
-                    produce(topic, bytes(payload))
-                    break
-                except BufferError:
-                    poll(0.001)
-            sent += 1
+    with gc_paused():
+        pacer = Pacer(rate)
+        begin = time.monotonic()
+        measured_start = begin + warmup_s
+        end = measured_start + seconds
+        while True:
+            now = time.monotonic()
+            if now >= end:
+                break
+            warm = now < measured_start
+            n = pacer.due(sent, 256)
+            for _ in range(n):
+                stamp_payload(payload, warm)
+                while True:
+                    try:
+                        produce(topic, bytes(payload))
+                        break
+                    except BufferError:
+                        poll(0.001)
+            sent += n
             if not warm:
-                measured += 1
-        poll(0)
+                measured += n
+            poll(0)
     producer.flush(60)
     return sent, max(time.monotonic() - measured_start, 1e-9) if measured else 0.0
+
+
+def e2e_settings(acks: str, producer_extra: dict[str, str] | None = None,
+                 consumer_extra: dict[str, str] | None = None) -> str:
+    """The one '#' line the tool prints first: the client settings that shape the latency."""
+    prod = {"acks": acks, "linger.ms": E2E_LINGER_MS, **(producer_extra or {})}
+    cons = {"fetch.wait.max.ms": E2E_FETCH_WAIT_MS, "fetch.min.bytes": "1",
+            **(consumer_extra or {})}
+
+    def show(conf: dict[str, str]) -> str:
+        return ", ".join(f"{k}={v}" for k, v in conf.items())
+
+    return (f"# producer: {show(prod)}; consumer: {show(cons)}; paced in ticks of >= "
+            f"{PACE_TICK_S * 1000:g} ms; Python GC paused while measuring")
 
 
 def run_e2e(bootstrap: str | None, topic: str, rate: float, seconds: float, record_size: int = 100,
@@ -660,6 +716,8 @@ def run_e2e(bootstrap: str | None, topic: str, rate: float, seconds: float, reco
     """Produce at `rate` records/s (0 = as fast as the producer goes) to a topic that a
     consumer in another process reads from the beginning; latencies of every record after the
     warm-up. The topic should be fresh (or empty) so only this run's records are measured."""
+    if out is not None:
+        print(e2e_settings(acks, producer_extra, consumer_extra), file=out, flush=True)
     ctx = mp.get_context("spawn")
     expected = ctx.Value("q", -1)
     ready = ctx.Event()

@@ -9,6 +9,10 @@ A read_committed fetch (isolation_level=1) can only be given what lies below the
 offset, so appends inside an open transaction do not count until a marker moves the LSO
 past them (as Kafka's DelayedFetch measures up to the LSO for TXN_COMMITTED); otherwise every
 transactional append would wake it to answer nothing.
+
+`complete_all()` answers every fetch waiting now (each reads again and returns what is there),
+as Kafka completes its delayed fetches at shutdown: a node that is stopping need not wait out
+consumers' fetch.wait.max.ms.
 """
 
 from __future__ import annotations
@@ -17,6 +21,17 @@ import asyncio
 from collections.abc import Iterable
 
 from odradek.replication.partition import Partition
+
+# the fetches waiting right now (complete_all)
+_WAITING: set[DelayedFetch] = set()
+
+
+def complete_all() -> int:
+    """Wake every waiting fetch at once; how many there were."""
+    waiting = list(_WAITING)
+    for fetch in waiting:
+        fetch.complete()
+    return len(waiting)
 
 
 class DelayedFetch:
@@ -58,6 +73,12 @@ class DelayedFetch:
         if fut is not None and not fut.done() and self.accumulated >= self.min_bytes:
             fut.set_result(None)
 
+    def complete(self) -> None:
+        """Stop waiting now (the caller reads again and answers with what is there)."""
+        fut = self._future
+        if fut is not None and not fut.done():
+            fut.set_result(None)
+
     async def wait(self, max_wait_ms: int) -> bool:
         """True when min_bytes arrived, False on timeout (either way: read again)."""
         if self.accumulated >= self.min_bytes or max_wait_ms <= 0 or not self._partitions:
@@ -70,9 +91,11 @@ class DelayedFetch:
         timer = loop.call_later(max_wait_ms / 1000.0, _resolve, fut)
         for p in self._partitions:
             p.add_watcher(self._on_append)
+        _WAITING.add(self)
         try:
             await fut
         finally:
+            _WAITING.discard(self)
             timer.cancel()
             for p in self._partitions:
                 p.remove_watcher(self._on_append)
