@@ -4,10 +4,15 @@
 flight) per partition, each response decoded into numpy columns by odradek.client.columnar,
 so no Python object is made per record. The next fetch of a partition is sent before its
 records are decoded, and the partitions take turns, so the node serves some while we decode
-others.
+others. Responses are not copied: each stays in its fetcher's receive buffer
+(`receive(copy=False)`, `select(borrow=True)`) until that fetcher's next receive, which comes
+after the round's decode. (`merged`, one pass over all partitions' responses joined, is kept
+for callers that want one set of columns.)
 
 Counting is honest: a record counts only once its batch passed the CRC check and the record
-itself was decoded into the columns (offsets, key and value positions and lengths); bytes are
+itself was decoded into the columns (offsets, key and value positions and lengths; for runs
+of equal-sized records too, whose every record's bytes are checked against the run's
+layout, see columnar._same_layout); bytes are
 key plus value lengths from those columns (null counts 0), as kafka-consumer-perf-test counts
 them. Each partition is read from its log start to the high watermark it had when the run
 began. Needs numpy (the `spark` extra) and a PLAINTEXT listener without SASL. Under
@@ -94,19 +99,20 @@ def consume_columnar(bootstrap: str | None, topic: str, partitions: list[int] | 
         for p in live:
             fetchers[p].send(offsets[p])
         while live and count < num_records:
-            # One response from every live partition, the next fetches sent, then all of
-            # them decoded at once: the decoder walks many batches side by side, cheaper
-            # per record the more batches it gets.
+            # One response from every live partition and the next fetches sent before any
+            # is decoded, so the node serves them while we decode.
             sels: list[Any] = []
             for p in list(live):
-                got = fetchers[p].receive()
+                # No copy of the records: they stay in the fetcher's buffer, which only
+                # its next receive overwrites, after this round's decode below.
+                got = fetchers[p].receive(copy=False)
                 if got.error_code:
                     errors += 1
                     first_error = first_error or f"{topic}-{p}: Kafka error {got.error_code}"
                     live.remove(p)
                     continue
                 sel = select(got.records, start=offsets[p], end=ends[p],
-                             read_committed=read_committed, aborted=got.aborted)
+                             read_committed=read_committed, aborted=got.aborted, borrow=True)
                 if sel.segments:
                     sels.append(sel)
                 offsets[p] = sel.next_offset
@@ -114,15 +120,16 @@ def consume_columnar(bootstrap: str | None, topic: str, partitions: list[int] | 
                     fetchers[p].send(offsets[p])
                 else:
                     live.remove(p)
-            one, lo, hi = merged(sels)
-            cols = columns(one) if sels else None
-            if cols is not None:
-                # `columns` keeps whole batches: records outside each partition's
-                # [start, end) go here.
-                keep = (cols.offsets >= lo) & (cols.offsets < hi)
-                key_len, value_len = cols.key_len[keep], cols.value_len[keep]
-                take = min(len(key_len), num_records - count)
-                nbytes += int(key_len[:take].clip(0).sum() + value_len[:take].clip(0).sum())
+            # Each response decoded alone: equal-sized records are read a whole run at a
+            # time (columnar._same_layout), so joining the responses into one buffer for one
+            # pass (`merged`) would only add a copy.
+            for sel in sels:
+                cols = columns(sel)  # only records in the selection's [start, end)
+                if cols is None or count >= num_records:
+                    continue
+                take = min(len(cols), num_records - count)
+                nbytes += int(cols.key_len[:take].clip(0).sum()
+                              + cols.value_len[:take].clip(0).sum())
                 count += take
                 last = time.time()
             if time.time() - last > timeout_s:
