@@ -4,8 +4,9 @@ The producer builds magic-2 record batches straight from numpy columns
 (odradek.client.producer_columnar) and the consumer decodes fetched batches into numpy
 columns (odradek.client.perf_columnar): neither makes a Python object per record, so the
 figures show what the node takes when the client is not the bound. Same node, same
-settings, acks=1. Produce-only and consume-only phases only: the columnar consumer reads up
-to the high watermark it sees at the start, so it has no "together" or end-to-end mode.
+settings, acks=1. No "together" phase: the columnar perf consumer reads up to the high
+watermark it sees at the start. End to end uses odradek.client.e2e_columnar (records stamped
+with their scheduled send time, one long-poll fetch per partition).
 """
 
 from __future__ import annotations
@@ -22,9 +23,9 @@ CLIENT = "bench.peers.odradek_columnar"
 class OdradekColumnarSystem(OdradekSystem):
     name = "odradek-columnar"
     client = CLIENT
-    # no "together" or end-to-end phases (see the module docstring)
+    # no "together" phase (see the module docstring)
     together = False
-    latency = False
+    latency = True
 
     @property
     def description(self) -> str:
@@ -50,3 +51,17 @@ def consume(endpoint: str, stream: str, partitions: int, size: int, expected: in
     res = perf.run_consumer(endpoint, stream, expected, timeout_s, out=None,
                             processes=processes, client=perf.COLUMNAR)
     return Phase(res.records, res.bytes, res.seconds)
+
+
+def e2e_produce(endpoint: str, stream: str, partitions: int, size: int, rate: float,
+                seconds: float, warmup_s: float) -> tuple[int, float]:
+    from odradek.client.e2e_columnar import e2e_produce_columnar
+
+    return e2e_produce_columnar(endpoint, stream, rate, seconds, size, "1", None, warmup_s)
+
+
+def e2e_consume(endpoint: str, stream: str, partitions: int, expected: Any, timeout_s: float,
+                ready: Any) -> tuple[int, list[float]]:
+    from odradek.client.e2e_columnar import e2e_consume_columnar
+
+    return e2e_consume_columnar(endpoint, stream, expected, timeout_s, ready)

@@ -133,16 +133,37 @@ def e2e(
     record_size: int = typer.Option(100, "--record-size", "-s", min=9),
     acks: str = typer.Option("1", "--acks"),
     partitions: int = PartitionsOption,
+    client: str = typer.Option(
+        perf.CONFLUENT, "--client",
+        help="confluent-kafka, or columnar: odradek's own Produce and Fetch clients (PLAINTEXT "
+             "only, needs numpy); records are stamped with their scheduled send time, so the "
+             "wait for a batch counts (-X pace.tick.ms: shortest producer sleep, "
+             "-X fetch.wait.max.ms: the consumer's long poll)."),
     bootstrap: str = BootstrapOption,
     client_config: list[str] = ClientConfigOption,
 ) -> None:
     """End-to-end latency, produce call to consumer, at a fixed rate (EndToEndLatency)."""
     overrides = client_overrides(client_config)
+    if client not in perf.CLIENTS:
+        fail(f"--client must be one of {', '.join(perf.CLIENTS)}, not {client!r}")
     # Only this run's records may be measured: a fresh topic unless the user names one.
     name = topic or f"odradek-e2e-{int(time.time() * 1000)}"
     with kafka_errors():
         ensure_topic(bootstrap, name, partitions)
-        result = perf.run_e2e(bootstrap, name, rate, seconds, record_size, acks,
-                              producer_extra=_strings(overrides))
+        if client == perf.COLUMNAR:
+            from odradek.client import e2e_columnar
+
+            extra = _strings(overrides)
+            try:
+                tick_s = float(extra.pop("pace.tick.ms", e2e_columnar.DEFAULT_TICK_S * 1000)) / 1000
+                wait_ms = int(extra.pop("fetch.wait.max.ms", e2e_columnar.DEFAULT_FETCH_WAIT_MS))
+                result = e2e_columnar.run_e2e_columnar(bootstrap, name, rate, seconds,
+                                                       record_size, acks, extra,
+                                                       tick_s=tick_s, max_wait_ms=wait_ms)
+            except (RuntimeError, ValueError) as exc:
+                fail(str(exc))
+        else:
+            result = perf.run_e2e(bootstrap, name, rate, seconds, record_size, acks,
+                                  producer_extra=_strings(overrides))
     if not result.records:
         raise typer.Exit(1)
