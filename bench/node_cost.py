@@ -1,13 +1,16 @@
 """The node's CPU per request, from a raw-socket client that sends fixed requests.
 
-    python -m bench.node_cost [--requests 20000] [--records-per-batch 1,1000] [--fetch-bytes 1000,20000]
+    python -m bench.node_cost [--requests 20000] [--records-per-batch 1,1000,10000]
+                              [--record-size 100] [--partitions 6] [--fetch-bytes 1000,20000]
 
 A confluent-kafka client shapes its requests by timing (linger, how fast it runs), so the
 node's CPU per GB it reports moves with the machine's load. Here every request is the same:
-Produce v7 (acks=1) of one batch of N records of 100 B, or Fetch v11 of a fixed byte range,
+Produce v7 (acks=1) of one batch of N records of --record-size bytes for each of --partitions
+partitions (as a client's request to one broker carries a batch per partition), or Fetch v11 of a fixed byte range,
 pipelined 16 deep from one connection whose client does nothing but count responses. The node's
 CPU seconds (psutil) per request and per GB are then a property of the node alone, good for
-comparing two versions of the node on a busy machine.
+comparing two versions of the node on a busy machine. The node runs with message.max.bytes
+raised so that 10k-record batches of 1 KB (a columnar producer's) are accepted.
 """
 
 from __future__ import annotations
@@ -24,7 +27,8 @@ from pathlib import Path
 
 import psutil
 from kio.schema.fetch.v11 import request as f11
-from kio.static.primitive import i8, i32, i64
+from kio.schema.produce.v7 import request as p7
+from kio.static.primitive import i8, i16, i32, i64
 from tests.support import requests as rq
 from tests.support import wire
 from tests.support.broker import BrokerProcess
@@ -34,11 +38,12 @@ from bench.topics import ensure_topic
 
 WINDOW = 16
 GB = 1e9
+MAX_BATCH_BYTES = 64 * 1024 * 1024
 
 
-def _cpu(ps: psutil.Process) -> float:
+def _cpu(ps: psutil.Process) -> tuple[float, float]:
     t = ps.cpu_times()
-    return t.user + t.system
+    return t.user, t.system
 
 
 def pipelined(port: int, frames: list[bytes], count: int) -> None:
@@ -65,11 +70,14 @@ def pipelined(port: int, frames: list[bytes], count: int) -> None:
             del buf[:pos]
 
 
-def produce_frames(topic: str, records: int, size: int) -> list[bytes]:
+def produce_frames(topic: str, records: int, size: int, partitions: int = 1) -> list[bytes]:
     now = int(time.time() * 1000)
     batch = wire.build_batch_v2([wire.Rec(None, b"x" * size, [], now)] * records)
-    return [wire.frame(wire.request_payload(rq.produce(7, topic, 0, batch), cid))
-            for cid in range(1, WINDOW + 1)]
+    req = p7.ProduceRequest(
+        transactional_id=None, acks=i16(1), timeout=rq.TIMEOUT,
+        topic_data=(p7.TopicProduceData(name=topic, partition_data=tuple(
+            p7.PartitionProduceData(index=i32(p), records=batch) for p in range(partitions))),))
+    return [wire.frame(wire.request_payload(req, cid)) for cid in range(1, WINDOW + 1)]
 
 
 def fetch_frames(topic: str, max_bytes: int) -> list[bytes]:
@@ -84,17 +92,18 @@ def fetch_frames(topic: str, max_bytes: int) -> list[bytes]:
 
 
 def measure(ps: psutil.Process, port: int, frames: list[bytes], count: int,
-            profile: Path | None = None) -> float:
-    pipelined(port, frames, min(count, 200))  # warm up: imports, caches
+            profile: Path | None = None) -> tuple[float, float]:
+    """The node's (user, system) CPU seconds for `count` requests."""
+    pipelined(port, frames, min(count, 20))  # warm up: imports, caches
     profiler = Profiler(profile.parent if profile else None, ps.pid)
     if profile is not None:
         profiler.start(profile.name)
-    before = _cpu(ps)
+    user, system = _cpu(ps)
     pipelined(port, frames, count)
-    cpu = _cpu(ps) - before
+    user2, system2 = _cpu(ps)
     if profile is not None:
         print(f"# node's busiest frames (py-spy, GIL holders)\n{profiler.stop()}")
-    return cpu
+    return user2 - user, system2 - system
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -102,6 +111,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--requests", type=int, default=20000)
     parser.add_argument("--records-per-batch", default="1,1000")
     parser.add_argument("--record-size", type=int, default=100)
+    parser.add_argument("--bytes", type=int, default=500_000_000,
+                        help="produce about this many record bytes per batch size (fewer "
+                             "requests for big batches)")
+    parser.add_argument("--partitions", type=int, default=1,
+                        help="partitions of the topic; each produce request carries one batch "
+                             "for each")
     parser.add_argument("--fetch-bytes", default="1000,20000,1000000",
                         help="partition_max_bytes of the fetches (the response carries whole "
                              "batches up to about that much).")
@@ -113,23 +128,32 @@ def main(argv: list[str] | None = None) -> int:
         return args.profile / name if args.profile else None
     print(f"load average {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
     with tempfile.TemporaryDirectory(prefix="odradek-cost-") as tmp:
-        node = BrokerProcess(Path(tmp) / "data")
+        node = BrokerProcess(Path(tmp) / "data",
+                             settings={"message.max.bytes": str(MAX_BATCH_BYTES),
+                                       "socket.request.max.bytes": str(4 * MAX_BATCH_BYTES)})
         node.start()
         try:
             ps = psutil.Process(node.proc.pid)  # type: ignore[union-attr]
-            ensure_topic(node.bootstrap, "cost", 1)
+            ensure_topic(node.bootstrap, "cost", args.partitions)
             for n in (int(x) for x in args.records_per_batch.split(",")):
-                frames = produce_frames("cost", n, args.record_size)
-                count = max(200, args.requests // max(1, n // 100))
-                cpu = measure(ps, node.port, frames, count, where(f"produce-{n}"))
-                nbytes = count * n * args.record_size
-                print(f"produce v7, {n} x {args.record_size} B per request: {count} requests, "
-                      f"{cpu / count * 1e6:.1f} us/request, {cpu / (nbytes / GB):.2f} CPU s/GB",
+                frames = produce_frames("cost", n, args.record_size, args.partitions)
+                # at most --bytes of records for big batches, at least 20 requests
+                per_request = n * args.partitions * args.record_size
+                count = max(20, min(args.requests, args.bytes // per_request))
+                user, system = measure(ps, node.port, frames, count, where(f"produce-{n}"))
+                cpu = user + system
+                recs = count * n * args.partitions
+                nbytes = recs * args.record_size
+                print(f"produce v7, {args.partitions} x {n} x {args.record_size} B per request: "
+                      f"{count} requests, {cpu / count * 1e6:.1f} us/request, "
+                      f"{cpu / recs * 1e6:.3f} us/record, {cpu / (nbytes / GB):.2f} CPU s/GB "
+                      f"(user {user / (nbytes / GB):.2f}, sys {system / (nbytes / GB):.2f})",
                       flush=True)
             for max_bytes in (int(x) for x in args.fetch_bytes.split(",")):
                 frames = fetch_frames("cost", max_bytes)
                 count = max(200, args.requests // max(1, max_bytes // 10000))
-                cpu = measure(ps, node.port, frames, count, where(f"fetch-{max_bytes}"))
+                user, system = measure(ps, node.port, frames, count, where(f"fetch-{max_bytes}"))
+                cpu = user + system
                 print(f"fetch v11, partition_max_bytes {max_bytes}: {count} requests, "
                       f"{cpu / count * 1e6:.1f} us/request", flush=True)
         finally:

@@ -8,6 +8,7 @@ a peer that declares 100 MB and sends 10 bytes costs us 10 bytes.
 from __future__ import annotations
 
 import struct
+import sys
 from typing import Protocol
 
 from odradek.protocol.errors import FrameTooLarge
@@ -101,12 +102,22 @@ class FrameReceiver:
     Between frames the socket is read into a 256 KiB buffer (asyncio's own read size: one
     read serves many small frames in one loop pass). A frame that arrives whole in it is
     handed out as a view of it when it is large (no copy; the buffer is then never written
-    below that point again, and a fresh one is taken when it is full) and copied out when
-    small (so a few small requests never pin a whole buffer). A frame that does not fit gets
-    a buffer of its own, sized from its checked length, and the socket is read straight into
-    the rest of it. That buffer starts at no more than INITIAL_FRAME_BYTES and doubles as
-    bytes arrive, so a peer that declares 100 MB and sends 10 bytes costs at most
-    INITIAL_FRAME_BYTES.
+    below that point again while any view of it lives) and copied out when small (so a few
+    small requests never pin a whole buffer). A frame that does not fit gets a buffer of its
+    own, sized from its checked length, and the socket is read straight into the rest of it.
+    That buffer starts at no more than INITIAL_FRAME_BYTES and doubles as bytes arrive, so a
+    peer that declares 100 MB and sends 10 bytes costs at most INITIAL_FRAME_BYTES.
+
+    After a large frame, the next read goes straight into that frame's buffer (its first
+    SMALL_BYTES): when it starts another large frame (a producer sending big requests back to
+    back), the frame is received in place, 4 bytes in, and nothing is copied; otherwise what
+    was read is moved to the small buffer and cut as usual.
+
+    Buffers are reused once no view of them is alive (CPython's reference count tells: every
+    memoryview of a bytearray holds one reference to it through its buffer manager). A fresh
+    multi-megabyte bytearray per request costs more than the request's own work: the kernel
+    maps, faults in and zeroes its pages, and frees them again (most of the node's system
+    time on big produce requests).
 
         buf = receiver.get_buffer()      # fill some prefix of it
         frames = receiver.buffer_updated(n)
@@ -115,19 +126,24 @@ class FrameReceiver:
     SMALL_BYTES = 256 * 1024
     COPY_BELOW = 16 * 1024
     INITIAL_FRAME_BYTES = 1024 * 1024
+    # a large frame's buffer is kept for the next one up to this size (more would pin too much
+    # memory per connection for a rare request)
+    SPARE_MAX_BYTES = 64 * 1024 * 1024
 
-    __slots__ = ("_end", "_frame", "_got", "_need", "_shared", "_small", "_start",
-                 "max_frame_bytes")
+    __slots__ = ("_end", "_frame", "_got", "_into_spare", "_need", "_shared", "_small",
+                 "_spare", "_start", "max_frame_bytes")
 
     def __init__(self, max_frame_bytes: int) -> None:
         self.max_frame_bytes = max_frame_bytes
         self._small = bytearray(self.SMALL_BYTES)
         self._start = 0  # unparsed bytes of _small are [_start, _end)
         self._end = 0
-        self._shared = False  # views of _small were handed out: never rewind it
-        self._frame: bytearray | None = None  # a large frame being received
+        self._shared = False  # views of _small were handed out: never rewind it while they live
+        self._frame: bytearray | None = None  # a large frame being received, size prefixed
         self._need = 0  # its declared size
         self._got = 0  # bytes of it received
+        self._spare: bytearray | None = None  # the last large frame's buffer, for reuse
+        self._into_spare = False  # the last get_buffer handed out the spare buffer
 
     @property
     def buffered(self) -> int:
@@ -139,17 +155,30 @@ class FrameReceiver:
     @property
     def allocated(self) -> int:
         """Bytes held in buffers: what a peer can make us allocate."""
-        return len(self._small) + (len(self._frame) if self._frame is not None else 0)
+        return (len(self._small) + (len(self._frame) if self._frame is not None else 0)
+                + (len(self._spare) if self._spare is not None else 0))
 
     def get_buffer(self) -> memoryview:
         frame = self._frame
         if frame is not None:
-            if self._got == len(frame):
+            held = 4 + self._got  # a large frame's buffer holds its size prefix too
+            if held == len(frame):
                 # grow geometrically: a liar's declared size never buys memory by itself
-                grown = bytearray(min(self._need, 2 * len(frame)))
-                grown[: self._got] = frame
+                grown = bytearray(min(4 + self._need, 2 * held))
+                grown[:held] = frame
                 self._frame = frame = grown
-            return memoryview(frame)[self._got:]
+            return memoryview(frame)[held : 4 + self._need]
+        spare = self._spare
+        if (self._end == 0 and spare is not None and len(spare) > self.SMALL_BYTES
+                and sys.getrefcount(spare) <= 3):
+            # references: the attribute, the local name, getrefcount's argument
+            self._into_spare = True
+            return memoryview(spare)[: self.SMALL_BYTES]
+        if self._shared and sys.getrefcount(self._small) <= 2:
+            # the attribute and getrefcount's argument: every view handed out is gone
+            self._shared = False
+            if self._start == self._end:
+                self._start = self._end = 0
         if self._end == len(self._small):
             # full: the start of a frame (shorter than _small) is left; move it to the front
             # of this buffer, or of a fresh one when frames handed out still use this one
@@ -163,18 +192,55 @@ class FrameReceiver:
         return memoryview(self._small)[self._end:]
 
     def buffer_updated(self, n: int) -> list[memoryview]:
-        if self._frame is not None:
+        frame = self._frame
+        if frame is not None:
             self._got += n
             if self._got < self._need:
                 return []
-            done = memoryview(self._frame)
+            done = memoryview(frame)[4 : 4 + self._need]
             self._frame = None
             self._got = self._need = 0
+            self._spare = frame if len(frame) <= self.SPARE_MAX_BYTES else None
             return [done]
+        if self._into_spare:
+            self._into_spare = False
+            if self._received_in_spare(n):
+                return []
+            # not the start of a large frame: what was read goes to the (empty) small buffer
+            self._small[:n] = memoryview(self._spare)[:n]  # type: ignore[index]
         self._end += n
         frames: list[memoryview] = []
         self._cut(frames)
         return frames
+
+    def _received_in_spare(self, n: int) -> bool:
+        """The read into the spare buffer starts a large frame that fits it: keep receiving
+        it there (its size prefix stays in front, as in every large frame's buffer). Sizes are
+        checked as `_cut` checks them."""
+        spare = self._spare
+        assert spare is not None
+        if n < 4:
+            return False
+        size = _SIZE.unpack_from(spare, 0)[0]
+        if size < 0 or size > self.max_frame_bytes:
+            raise FrameTooLarge(size, self.max_frame_bytes)
+        if size <= len(self._small) - 4 or size + 4 > len(spare) or n - 4 >= size:
+            return False
+        self._spare = None
+        self._frame, self._need, self._got = spare, size, n - 4
+        return True
+
+    def _large_frame_buffer(self, size: int, got: int) -> bytearray:
+        """A buffer for `size` bytes (a frame and its size prefix) of which `got` have arrived:
+        the spare one when no view of it is alive, else a new one of at most
+        max(INITIAL_FRAME_BYTES, got)."""
+        spare = self._spare
+        self._spare = None
+        want = min(size, max(self.INITIAL_FRAME_BYTES, got))
+        # references: the local name and getrefcount's argument; a live view adds one
+        if spare is not None and len(spare) >= want and sys.getrefcount(spare) <= 2:
+            return spare
+        return bytearray(want)
 
     def _cut(self, frames: list[memoryview]) -> None:
         small = self._small
@@ -195,8 +261,8 @@ class FrameReceiver:
             if size > len(small) - 4:
                 # too large for _small: give the frame its own buffer and read into it
                 got = end - start
-                frame = bytearray(min(size, max(self.INITIAL_FRAME_BYTES, got)))
-                frame[:got] = small[start:end]
+                frame = self._large_frame_buffer(size + 4, got + 4)
+                frame[: got + 4] = memoryview(small)[pos:end]
                 self._frame, self._need, self._got = frame, size, got
                 pos = end
             break

@@ -6,7 +6,14 @@ Request layout by version:
   v9+:   flexible: compact strings/arrays/bytes and tagged fields after every struct
   v12:   same wire format as v11 (KIP-890 semantics only)
 
-Records stay memoryviews into the request frame: nothing of a batch is read here.
+Records stay memoryviews into the request frame: nothing of a batch is read here, except by
+`validate_produce_batch`, the single-batch (v3+) fast path of `records.validate_batches`.
+
+The non-flexible versions (v0-v8, what librdkafka sends up to Kafka 2.x brokers and the
+Java client below v9) are read with struct calls at running offsets, no Reader; anything
+the fast path does not expect (a null array, a short buffer, bad UTF-8) goes to the generic
+path, which gives the result or raises the error: both paths answer the same by construction
+(and tests/unit/protocol/test_produce_fast.py checks it on arbitrary bytes).
 """
 
 from __future__ import annotations
@@ -15,8 +22,23 @@ import struct
 from collections.abc import Sequence
 from typing import NamedTuple
 
+from crc32c import crc32c
+
 from odradek.protocol.errors import ProtocolError, UnsupportedVersion
 from odradek.protocol.primitives import Reader, encode_uvarint
+from odradek.protocol.records import (
+    ATTR_COMPRESSION_MASK,
+    ATTR_CONTROL,
+    ATTRIBUTES_OFFSET,
+    BATCH_HEADER_SIZE,
+    CURRENT_MAGIC,
+    LOG_OVERHEAD,
+    MAGIC_OFFSET,
+    MIN_BATCH_LENGTH,
+    BatchHeader,
+    Compression,
+    validate_batches,
+)
 
 __all__ = [
     "MAX_PRODUCE_VERSION",
@@ -25,6 +47,7 @@ __all__ = [
     "TopicData",
     "decode_produce_request",
     "encode_produce_response",
+    "validate_produce_batch",
 ]
 
 MAX_PRODUCE_VERSION = 12
@@ -36,6 +59,9 @@ _I16 = struct.Struct(">h")
 _II = struct.Struct(">ii")
 _IHQ = struct.Struct(">ihq")
 _Q = struct.Struct(">q")
+_HII = struct.Struct(">hii")
+_BATCH_HEADER = struct.Struct(">qiibIhiqqqhii")
+_ZSTD = int(Compression.ZSTD)
 
 
 class TopicData(NamedTuple):
@@ -64,6 +90,14 @@ def decode_produce_request(frame: memoryview | bytes, offset: int, version: int)
     """Decode a produce request body (after the header). Raises ProtocolError only."""
     if not 0 <= version <= MAX_PRODUCE_VERSION:
         raise UnsupportedVersion(0, version)
+    if version < _FIRST_FLEXIBLE:
+        fast = _decode_legacy_fast(frame, offset, version >= 3)
+        if fast is not None:
+            return fast
+    return _decode_generic(frame, offset, version)
+
+
+def _decode_generic(frame: memoryview | bytes, offset: int, version: int) -> ProduceRequest:
     r = Reader(frame, offset)
     if version >= _FIRST_FLEXIBLE:
         return _decode_flexible(r)
@@ -99,6 +133,66 @@ def decode_produce_request(frame: memoryview | bytes, offset: int, version: int)
     return ProduceRequest(txn_id, acks, timeout_ms, topics)
 
 
+def _decode_legacy_fast(frame: memoryview | bytes, pos: int, has_txn_id: bool
+                        ) -> ProduceRequest | None:
+    """The v0-v8 body of a well-formed request, or None: the generic path then decides."""
+    buf = frame if isinstance(frame, memoryview) else memoryview(frame)
+    end = len(buf)
+    if pos < 0 or pos > end:
+        return None
+    txn_id: str | None = None
+    try:
+        if has_txn_id:
+            if end - pos < 2:
+                return None
+            (n,) = _I16.unpack_from(buf, pos)
+            pos += 2
+            if n >= 0:
+                if end - pos < n:
+                    return None
+                txn_id = str(buf[pos : pos + n], "utf-8")
+                pos += n
+            elif n != -1:
+                return None
+        if end - pos < 10:
+            return None
+        acks, timeout_ms, n_topics = _HII.unpack_from(buf, pos)
+        pos += 10
+        if n_topics < 0 or n_topics > end - pos:
+            return None
+        topics: list[TopicData] = []
+        for _ in range(n_topics):
+            if end - pos < 2:
+                return None
+            (n,) = _I16.unpack_from(buf, pos)
+            pos += 2
+            if n < 0 or end - pos < n + 4:
+                return None
+            name = str(buf[pos : pos + n], "utf-8")
+            pos += n
+            (n_parts,) = _I32.unpack_from(buf, pos)
+            pos += 4
+            if n_parts < 0 or n_parts > end - pos:
+                return None
+            parts: list[tuple[int, memoryview | None]] = []
+            for _ in range(n_parts):
+                if end - pos < 8:
+                    return None
+                index, size = _II.unpack_from(buf, pos)
+                pos += 8
+                if size == -1:
+                    parts.append((index, None))
+                elif 0 <= size <= end - pos:
+                    parts.append((index, buf[pos : pos + size]))
+                    pos += size
+                else:
+                    return None
+            topics.append(TopicData(name, parts))
+    except UnicodeDecodeError:
+        return None
+    return ProduceRequest(txn_id, acks, timeout_ms, topics)
+
+
 def _decode_flexible(r: Reader) -> ProduceRequest:
     txn_id = r.compact_nullable_string()
     buf = r.buf
@@ -122,6 +216,33 @@ def _decode_flexible(r: Reader) -> ProduceRequest:
         topics.append(TopicData(name, parts))
     r.skip_tagged_fields()
     return ProduceRequest(txn_id, acks, timeout_ms, topics)
+
+
+def validate_produce_batch(records: memoryview, allow_zstd: bool = True) -> list[BatchHeader]:
+    """`validate_batches(records, single_batch=True, allow_zstd=...)`, faster for the batch a
+    client sends (one whole magic-2 batch, CRC right): the header is unpacked once, the CRC
+    checked, Kafka's LogValidator checks made inline. Anything else goes to validate_batches,
+    which raises the error it raises; the records themselves are never read."""
+    end = len(records)
+    if end >= BATCH_HEADER_SIZE and records[MAGIC_OFFSET] == CURRENT_MAGIC:
+        h = _BATCH_HEADER.unpack_from(records, 0)
+        # base_offset, batch_length, leader_epoch, magic, crc, attributes, last_offset_delta,
+        # base_ts, max_ts, producer_id, producer_epoch, base_sequence, records_count
+        attributes = h[5]
+        codec = attributes & ATTR_COMPRESSION_MASK
+        count = h[12]
+        if (
+            h[1] + LOG_OVERHEAD == end
+            and h[1] >= MIN_BATCH_LENGTH
+            and (codec < _ZSTD or (codec == _ZSTD and allow_zstd))
+            and not attributes & ATTR_CONTROL
+            and count > 0
+            and h[6] + 1 == count
+            and (h[9] < 0 or h[11] >= 0)
+            and crc32c(records[ATTRIBUTES_OFFSET:]) == h[4]
+        ):
+            return [BatchHeader._make(h)]
+    return validate_batches(records, single_batch=True, allow_zstd=allow_zstd)
 
 
 # --------------------------------------------------------------------------- #

@@ -348,7 +348,6 @@ class Log:
 
     # ---------------------------------------------------------------- append
 
-    @_locked
     def append(
         self,
         batch: memoryview,
@@ -360,37 +359,42 @@ class Log:
         partition leader epoch in the batch's first 16 bytes are patched on the way to disk.
         With LogAppendTime the caller has already set the batch's max timestamp (CRC included);
         `log_append_time_ms` is then the time indexed."""
+        # The produce hot path: the lock is taken here rather than by @_locked (one call frame
+        # less per batch), and the clock is read only when a roll or flush rule needs it.
         size = header.batch_length + 12
         if len(batch) != size:
             raise KafkaError(
                 ErrorCode.corrupt_message, f"batch is {len(batch)} bytes, header says {size}"
             )
-        if size > self.config.max_message_bytes:
+        config = self.config
+        if size > config.max_message_bytes:
             raise KafkaError(
                 ErrorCode.message_too_large,
-                f"batch of {size} bytes exceeds max.message.bytes={self.config.max_message_bytes}",
+                f"batch of {size} bytes exceeds max.message.bytes={config.max_message_bytes}",
             )
-        if size > self.config.segment_bytes:
+        if size > config.segment_bytes:
             raise KafkaError(
                 ErrorCode.record_list_too_large,
-                f"batch of {size} bytes exceeds segment.bytes={self.config.segment_bytes}",
+                f"batch of {size} bytes exceeds segment.bytes={config.segment_bytes}",
             )
-        first = self._leo
-        last = first + header.last_offset_delta
         ts = header.max_timestamp if log_append_time_ms is None else log_append_time_ms
-        now = _now_ms()
-        seg = self._segments[-1]
-        if seg.size and seg.should_roll(size, ts, last, now, self.config):
-            seg = self._roll(first, now)
-        seg.append(
-            encode_batch_prefix(first, header.batch_length, leader_epoch), batch, size, last, ts
-        )
-        self._leo = last + 1
-        if header.producer_id >= 0:
-            self.producer_state.note_batch(batch, header, first, last, ts, seg.base_offset)
-        if leader_epoch >= 0 and leader_epoch != self.epochs.latest_epoch:
-            self.epochs.assign(leader_epoch, first)
-        self._maybe_flush(now)
+        with self.lock:
+            first = self._leo
+            last = first + header.last_offset_delta
+            seg = self._segments[-1]
+            if seg.size and seg.should_roll(size, ts, last, None, config):
+                seg = self._roll(first, _now_ms())
+            seg.append(
+                encode_batch_prefix(first, header.batch_length, leader_epoch), batch, size, last,
+                ts,
+            )
+            self._leo = last + 1
+            if header.producer_id >= 0:
+                self.producer_state.note_batch(batch, header, first, last, ts, seg.base_offset)
+            if leader_epoch >= 0 and leader_epoch != self.epochs.latest_epoch:
+                self.epochs.assign(leader_epoch, first)
+            if config.flush_messages is not None or config.flush_ms is not None:
+                self._maybe_flush(_now_ms())
         return AppendInfo(
             first, last, ts, last, -1 if log_append_time_ms is None else log_append_time_ms
         )

@@ -13,6 +13,7 @@ from __future__ import annotations
 import os
 import random
 import struct
+import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -36,6 +37,10 @@ _SCAN_MAX_BLOCK = 1024 * 1024
 _RECOVER_BLOCK = 8 * 1024 * 1024
 
 Header = tuple  # a HEADER.unpack result; fields by the H_* indexes above
+
+
+def _now_ms() -> int:
+    return int(time.time() * 1000)
 
 
 def log_file_name(base_offset: int) -> str:
@@ -83,20 +88,33 @@ class Segment:
     # ------------------------------------------------------------------ append
 
     def should_roll(
-        self, batch_size: int, timestamp: int, last_offset: int, now_ms: int, config: LogConfig
+        self,
+        batch_size: int,
+        timestamp: int,
+        last_offset: int,
+        now_ms: int | None,
+        config: LogConfig,
     ) -> bool:
-        if self.size == 0:
+        """`now_ms` None: the clock is read here, only when the age rule needs wall-clock time
+        (a segment whose first batch has no timestamp)."""
+        size = self.size
+        if size == 0:
             return False
-        if self.size + batch_size > config.segment_bytes:
+        if size + batch_size > config.segment_bytes:
             return True
-        if self.offset_index.is_full or self.time_index.is_full:
+        # is_full of both indexes, without two property calls per append
+        oi, ti = self.offset_index, self.time_index
+        if len(oi.rel_offsets) >= oi.max_entries or len(ti.timestamps) >= ti.max_entries:
             return True
         if last_offset - self.base_offset > INT32_MAX:
             return True
         # Kafka: the age of a segment is measured in record time from its first batch when
         # that batch has a timestamp, else in wall-clock time since the segment was created.
         first = self.first_batch_timestamp
-        waited = timestamp - first if first is not None and first >= 0 else now_ms - self.created_ms
+        if first is not None and first >= 0:
+            waited = timestamp - first
+        else:
+            waited = (_now_ms() if now_ms is None else now_ms) - self.created_ms
         return waited > config.segment_ms - self.roll_jitter_ms
 
     def append(
