@@ -32,6 +32,7 @@ from odradek.protocol.errors import FrameTooLarge, ProtocolError
 from odradek.protocol.fetch import FileRegion
 from odradek.protocol.framing import FrameReceiver
 from odradek.protocol.headers import encode_response_header, parse_request_header
+from odradek.replication.delayed_fetch import complete_all
 
 log = logging.getLogger(__name__)
 
@@ -389,6 +390,9 @@ class Server:
             if conn.transport is not None and not conn.closed:
                 conn.transport.pause_reading()  # no new requests from now on
         self.draining = True
+        # long polls parked on the log answer now with what they have, as Kafka's
+        # purgatory does at shutdown, instead of holding the drain for their max wait
+        complete_all()
         deadline = asyncio.get_running_loop().time() + timeout
         # handlers that finish start send tasks: wait until no task is left
         while self.tasks:

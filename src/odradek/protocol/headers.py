@@ -19,6 +19,7 @@ __all__ = [
 
 _FIXED = struct.Struct(">hhi")
 _CORR = struct.Struct(">i")
+_INT16 = struct.Struct(">h")
 
 
 class RequestHeader(NamedTuple):
@@ -59,6 +60,9 @@ def parse_request_header(frame: memoryview | bytes) -> RequestHeader:
         hv = request_header_version(api_key, api_version)
         if hv == 0:
             return RequestHeader(api_key, api_version, correlation_id, None, 8, 0)
+        fast = _client_id_fast(frame, hv)
+        if fast is not None:
+            return RequestHeader(api_key, api_version, correlation_id, fast[0], fast[1], hv)
         r = Reader(frame, 8)
         client_id = r.nullable_string()
         if hv >= 2:
@@ -66,6 +70,30 @@ def parse_request_header(frame: memoryview | bytes) -> RequestHeader:
         return RequestHeader(api_key, api_version, correlation_id, client_id, r.pos, hv)
     except ProtocolError as exc:
         raise HeaderError(str(exc), api_key, api_version, correlation_id) from None
+
+
+def _client_id_fast(frame: memoryview | bytes, hv: int) -> tuple[str | None, int] | None:
+    """The usual header (a short ASCII-or-UTF-8 client id, no tagged fields) read with one
+    unpack: it is a tenth of the node's time on small produce requests through Reader.
+    None when anything is unusual: the Reader then reads it, with its errors."""
+    if len(frame) < 10:
+        return None
+    (n,) = _INT16.unpack_from(frame, 8)
+    if n == -1:
+        client_id, end = None, 10
+    elif n < 0 or 10 + n > len(frame):
+        return None
+    else:
+        try:
+            client_id, end = str(frame[10:10 + n], "utf-8"), 10 + n
+        except UnicodeDecodeError:
+            return None
+    if hv >= 2:
+        # an empty tagged-field section is one zero byte; anything else goes the long way
+        if end >= len(frame) or frame[end] != 0:
+            return None
+        end += 1
+    return client_id, end
 
 
 def encode_response_header(correlation_id: int, header_version: int) -> bytes:
