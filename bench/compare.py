@@ -1,13 +1,16 @@
 """`make bench`: odradek side by side with the event stores a user could run instead.
 
-    python -m bench.compare [--runs 3] [--systems odradek,redis,nats,rabbitmq]
-                            [--max-records 1000000] [--max-seconds 4] [--no-write]
+    python -m bench.compare [--runs 3] [--systems odradek,odradek-columnar,redis,nats,rabbitmq]
+                            [--max-records 3000000] [--max-seconds 3] [--no-write]
     python -m bench.compare --quick      # 100k records, one run: checks the harness
 
 Every system is installed when missing (Debian packages), started on loopback with its own
 temp data dir, driven by its own client in child processes, and stopped. Workloads: 100 B and
 1 KB records, 1 and 6 partitions (streams, for the peers), produce-only then consume-only,
-produce and consume together, and end-to-end latency at fixed rates and at the maximum. Every
+produce and consume together, and end-to-end latency at fixed rates and at the maximum. odradek
+runs twice per run: `odradek` with confluent-kafka (librdkafka in C, one Python object per
+record) and `odradek-columnar` with odradek's own columnar client (record batches built from
+and decoded into numpy columns), so the node's figures are shown apart from the client's. Every
 figure is the median of --runs runs with min and max; odradek's ratio to each peer is taken
 from the same run. The physical limits (loopback TCP, sequential disk write) are measured in
 the same run. Results go to bench/compare.json, the plot to bench/compare.png, and the
@@ -480,7 +483,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--partitions", default="1,6")
     parser.add_argument("--rates", default="10000,100000,0",
                         help="End-to-end latency rates, records/s (0 = the maximum).")
-    parser.add_argument("--max-records", type=int, default=1_000_000)
+    # 3M: at 1-4M records/s the columnar client needs that many for a phase of a second or more
+    parser.add_argument("--max-records", type=int, default=3_000_000)
     parser.add_argument("--max-seconds", type=float, default=3.0)
     parser.add_argument("--e2e-seconds", type=float, default=3.0)
     parser.add_argument("--e2e-partitions", type=int, default=6)
