@@ -18,7 +18,7 @@ consumers' fetch.wait.max.ms.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 
 from odradek.replication.partition import Partition
 
@@ -35,8 +35,8 @@ def complete_all() -> int:
 
 
 class DelayedFetch:
-    __slots__ = ("_future", "_lso", "_partitions", "_unstable", "accumulated", "min_bytes",
-                 "read_committed")
+    __slots__ = ("_loop", "_lso", "_on_done", "_partitions", "_scheduled", "_timer",
+                 "_unstable", "_watcher", "accumulated", "min_bytes", "read_committed")
 
     def __init__(self, partitions: Iterable[Partition], min_bytes: int, accumulated: int,
                  read_committed: bool = False,
@@ -47,7 +47,11 @@ class DelayedFetch:
         self.min_bytes = min_bytes
         self.accumulated = accumulated
         self.read_committed = read_committed
-        self._future: asyncio.Future[None] | None = None
+        self._on_done: Callable[[], None] | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._timer: asyncio.TimerHandle | None = None
+        self._scheduled = False
+        self._watcher = self._on_append  # one bound method to add and remove
         # read_committed: LSO per partition when last looked, bytes appended above it since
         self._lso: dict[Partition, int] = {}
         self._unstable: dict[Partition, int] = {}
@@ -69,39 +73,74 @@ class DelayedFetch:
             self._unstable[partition] = 0
             size = waiting
         self.accumulated += size
-        fut = self._future
-        if fut is not None and not fut.done() and self.accumulated >= self.min_bytes:
-            fut.set_result(None)
+        if self.accumulated >= self.min_bytes:
+            self._finish_soon()
+
+    def _finish_soon(self) -> None:
+        # not from inside the append: the rest of its produce request is appended first
+        if self._on_done is not None and not self._scheduled and self._loop is not None:
+            self._scheduled = True
+            self._loop.call_soon(self._finish)
+
+    def _finish(self) -> None:
+        on_done = self._on_done
+        if on_done is not None:
+            self.cancel()
+            on_done()
 
     def complete(self) -> None:
         """Stop waiting now (the caller reads again and answers with what is there)."""
-        fut = self._future
-        if fut is not None and not fut.done():
-            fut.set_result(None)
+        self._finish_soon()
+
+    def start(self, max_wait_ms: int, on_done: Callable[[], None]) -> bool:
+        """Park until min_bytes arrived, max_wait_ms passed or `complete()`, then call
+        `on_done()` once on the loop. False (and nothing parked, `on_done` never called) when
+        there is nothing to wait for: read again now.
+
+        Callbacks rather than a coroutine: a caught-up consumer parks a fetch every
+        fetch.wait.max.ms, and a task per park costs more than the rest of the wait."""
+        if self.accumulated >= self.min_bytes or max_wait_ms <= 0 or not self._partitions:
+            return False
+        if self.read_committed and any(p.last_stable_offset > self._lso[p]
+                                       for p in self._partitions):
+            return False  # a marker landed since the read: read again now
+        loop = self._loop = asyncio.get_running_loop()
+        self._on_done = on_done
+        self._scheduled = False
+        self._timer = loop.call_later(max_wait_ms / 1000.0, self._finish)
+        watcher = self._watcher
+        for p in self._partitions:
+            p.add_watcher(watcher)
+        _WAITING.add(self)
+        return True
+
+    def cancel(self) -> None:
+        """Stop waiting without calling `on_done` (also what finishing does first)."""
+        if self._on_done is None:
+            return
+        self._on_done = None
+        _WAITING.discard(self)
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+        watcher = self._watcher
+        for p in self._partitions:
+            p.remove_watcher(watcher)
 
     async def wait(self, max_wait_ms: int) -> bool:
         """True when min_bytes arrived, False on timeout (either way: read again)."""
-        if self.accumulated >= self.min_bytes or max_wait_ms <= 0 or not self._partitions:
-            return self.accumulated >= self.min_bytes
-        if self.read_committed and any(p.last_stable_offset > self._lso[p]
-                                       for p in self._partitions):
-            return True  # a marker landed since the read: read again now
-        loop = asyncio.get_running_loop()
-        fut = self._future = loop.create_future()
-        timer = loop.call_later(max_wait_ms / 1000.0, _resolve, fut)
-        for p in self._partitions:
-            p.add_watcher(self._on_append)
-        _WAITING.add(self)
+        fut = asyncio.get_running_loop().create_future()
+
+        def done() -> None:
+            if not fut.done():
+                fut.set_result(None)
+
+        if not self.start(max_wait_ms, done):
+            if self.accumulated >= self.min_bytes or max_wait_ms <= 0 or not self._partitions:
+                return self.accumulated >= self.min_bytes
+            return True  # read_committed: a marker landed since the read
         try:
             await fut
         finally:
-            _WAITING.discard(self)
-            timer.cancel()
-            for p in self._partitions:
-                p.remove_watcher(self._on_append)
+            self.cancel()
         return self.accumulated >= self.min_bytes
-
-
-def _resolve(fut: asyncio.Future[None]) -> None:
-    if not fut.done():
-        fut.set_result(None)

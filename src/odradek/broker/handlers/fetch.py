@@ -8,15 +8,20 @@ for a session we never handed out gets FETCH_SESSION_ID_NOT_FOUND.
 
 from __future__ import annotations
 
+import asyncio
 import os
 import uuid
 from typing import Any
 
-from odradek.broker.entities import ms
-from odradek.broker.handlers.common import Response, decode
+from odradek.broker.handlers.common import Response
 from odradek.protocol.apis import response_header_version
 from odradek.protocol.errors import ErrorCode, KafkaError
-from odradek.protocol.fetch import FetchPartitionResponse, encode_fetch_response
+from odradek.protocol.fetch import (
+    FetchPartitionResponse,
+    FetchRequest,
+    decode_fetch_request,
+    encode_fetch_response,
+)
 from odradek.replication.delayed_fetch import DelayedFetch
 
 READ_COMMITTED = 1
@@ -31,26 +36,26 @@ _ZERO_UUID = uuid.UUID(int=0)
 class _Request:
     __slots__ = ("isolation", "max_bytes", "max_wait_ms", "min_bytes", "topics", "version")
 
-    def __init__(self, version: int, req: Any) -> None:
+    def __init__(self, version: int, req: FetchRequest) -> None:
         self.version = version
-        self.max_wait_ms = ms(req.max_wait)
-        self.min_bytes = int(req.min_bytes)
-        self.max_bytes = int(getattr(req, "max_bytes", 0x7FFFFFFF))
-        self.isolation = int(getattr(req, "isolation_level", 0))
+        self.max_wait_ms = req.max_wait_ms
+        self.min_bytes = req.min_bytes
+        self.max_bytes = req.max_bytes
+        self.isolation = req.isolation_level
         # (name, topic id, [(partition, fetch offset, partition max bytes, current leader epoch)])
         self.topics: list[tuple[str | None, uuid.UUID, list[tuple[int, int, int, int]]]] = [
-            (getattr(t, "topic", None), getattr(t, "topic_id", None) or _ZERO_UUID,
-             [(p.partition, p.fetch_offset, p.partition_max_bytes,
-               getattr(p, "current_leader_epoch", -1)) for p in t.partitions])
+            (t.name, t.topic_id or _ZERO_UUID,
+             [(p.partition, p.fetch_offset, p.partition_max_bytes, p.current_leader_epoch)
+              for p in t.partitions])
             for t in req.topics]
 
 
 def handle(ctx: Any, header: Any, frame: memoryview) -> Any:
     version = header.api_version
-    req = decode(header, frame)
+    req = decode_fetch_request(frame, header.body_offset, version)
     hv = response_header_version(1, version)
-    session_id = int(getattr(req, "session_id", 0))
-    session_epoch = int(getattr(req, "session_epoch", -1))
+    session_id = req.session_id
+    session_epoch = req.session_epoch
     if session_id != 0 and session_epoch > 0:
         return hv, encode_fetch_response(version, 0, ErrorCode.fetch_session_id_not_found, 0, [])
     request = _Request(version, req)
@@ -68,14 +73,32 @@ def handle(ctx: Any, header: Any, frame: memoryview) -> Any:
     return _long_poll(ctx, request, hv, accumulated, watched)
 
 
-async def _long_poll(ctx: Any, request: _Request, hv: int, accumulated: int,
-                     watched: dict[Any, int]) -> Response:
+def _long_poll(ctx: Any, request: _Request, hv: int, accumulated: int,
+               watched: dict[Any, int]) -> Response | asyncio.Future[Response]:
+    """A future the server answers with once the parked fetch is woken and has read again
+    (callbacks, not a coroutine: no task per long poll); the answer itself when there is
+    nothing to wait for."""
     # read_committed waits for the LSO to pass what was read, not for appends under it
-    await DelayedFetch(watched, request.min_bytes, accumulated,
-                       read_committed=request.isolation == READ_COMMITTED,
-                       stable_offsets=watched).wait(request.max_wait_ms)
-    topics, _, _, _ = _read(ctx, request)
-    return hv, encode_fetch_response(request.version, 0, ErrorCode.none, 0, topics)
+    delayed = DelayedFetch(watched, request.min_bytes, accumulated,
+                           read_committed=request.isolation == READ_COMMITTED,
+                           stable_offsets=watched)
+    fut: asyncio.Future[Response] = asyncio.get_running_loop().create_future()
+
+    def answer() -> None:
+        if fut.done():  # cancelled: the connection or the node went away
+            return
+        try:
+            topics, _, _, _ = _read(ctx, request)
+            fut.set_result((hv, encode_fetch_response(request.version, 0, ErrorCode.none, 0,
+                                                      topics)))
+        except Exception as exc:  # reported by the server as a failed handler
+            fut.set_exception(exc)
+
+    if not delayed.start(request.max_wait_ms, answer):
+        topics, _, _, _ = _read(ctx, request)
+        return hv, encode_fetch_response(request.version, 0, ErrorCode.none, 0, topics)
+    fut.add_done_callback(lambda _: delayed.cancel())  # a cancelled one stops waiting
+    return fut
 
 
 def _read(ctx: Any, request: _Request) -> tuple[list[Any], int, bool, dict[Any, int]]:
@@ -110,17 +133,27 @@ def _read(ctx: Any, request: _Request) -> tuple[list[Any], int, bool, dict[Any, 
                                                       part.log_start_offset, None, -1, None))
                 errors = True
                 continue
-            limit = min(part_max, remaining) if remaining > 0 else 0
-            try:
-                res = part.log.read(offset, max(limit, 0), lso if committed else hw,
-                                    min_one)
-            except KafkaError as exc:
-                results.append(FetchPartitionResponse(index, exc.code, hw, lso,
-                                                      part.log_start_offset, None, -1, None))
-                errors = True
-                continue
-            region = res.region
-            size = region.size if region is not None else 0
+            lg = part.log
+            start = lg.log_start_offset
+            leo = lg.log_end_offset
+            upper = lso if committed else hw
+            if start <= offset <= leo and offset >= (upper if upper < leo else leo):
+                # a consumer at the tail (the common case of a long poll): what Log.read
+                # answers for it, without its lock and segment lookup
+                region = None
+                size = 0
+            else:
+                limit = min(part_max, remaining) if remaining > 0 else 0
+                try:
+                    res = lg.read(offset, max(limit, 0), upper, min_one)
+                except KafkaError as exc:
+                    results.append(FetchPartitionResponse(index, exc.code, hw, lso,
+                                                          lg.log_start_offset, None, -1, None))
+                    errors = True
+                    continue
+                region = res.region
+                size = region.size if region is not None else 0
+                start = lg.log_start_offset
             if size:
                 remaining -= size
                 accumulated += size
@@ -136,7 +169,7 @@ def _read(ctx: Any, request: _Request) -> tuple[list[Any], int, bool, dict[Any, 
                     data = b""
                 if len(data) == size:
                     records = data
-            results.append(FetchPartitionResponse(index, ErrorCode.none, hw, lso,
-                                                   part.log_start_offset, txns, -1, records))
+            results.append(FetchPartitionResponse(index, ErrorCode.none, hw, lso, start, txns,
+                                                   -1, records))
         out.append((name or "", tid, results))
     return out, accumulated, errors, watched
