@@ -24,6 +24,7 @@ import datetime as dt
 import importlib
 import json
 import multiprocessing as mp
+import os
 import statistics
 import sys
 import tempfile
@@ -131,6 +132,10 @@ class Runner:
         self.seq = 0
 
     def fresh(self, system: Any, partitions: int) -> str:
+        # Every phase starts with no dirty pages left by the one before: otherwise the
+        # kernel's writeback of earlier phases' gigabytes (its CPU and disk) lands on
+        # whichever phase and system come next, and the latency phases most of all.
+        os.sync()
         self.seq += 1
         stream = f"bench-{self.seq}-{int(time.time())}"
         system.create(stream, partitions)
@@ -335,7 +340,8 @@ def render(data: dict[str, Any]) -> str:
         f"whole comparison took {data['elapsed_s'] / 60:.1f} min",
         f"- per phase: at most {a['max_records']:,} records or {a['max_seconds']} s; "
         f"end to end: {a['e2e_seconds']} s measured after {a['warmup']} s warm-up, 100 B, "
-        f"{a['e2e_partitions']} partitions",
+        f"{a['e2e_partitions']} partitions; every phase starts after a `sync` (no dirty pages "
+        "left by the phase before)",
         "- each cell: median (min-max) over the runs; ratios: odradek (under each client) / "
         "peer, median of the per-run ratios",
         _process_line(a),
@@ -527,8 +533,6 @@ def _pair(text: str) -> tuple[int, int]:
 
 
 def load_average() -> str:
-    import os
-
     return " ".join(f"{x:.2f}" for x in os.getloadavg())
 
 
