@@ -27,9 +27,7 @@ scheduled in the first `warmup_s` (ceil(warmup_s * rate) records).
 from __future__ import annotations
 
 import math
-import multiprocessing as mp
 import selectors
-import socket
 import struct
 import sys
 import time
@@ -40,7 +38,13 @@ from typing import Any, TextIO
 import numpy as np
 
 from odradek.client.config import resolve_bootstrap
-from odradek.client.perf import LatencyResult, gc_paused, make_payload
+from odradek.client.perf import (
+    LatencyResult,
+    e2e_pair,
+    gc_paused,
+    latency_result,
+    make_payload,
+)
 from odradek.protocol.records import ATTRIBUTES_OFFSET, BASE_TIMESTAMP_OFFSET, CRC_OFFSET
 
 __all__ = [
@@ -282,18 +286,17 @@ class _Follower:
 
     def __init__(self, host: str, port: int, client_id: str, topic: str,
                  partitions: list[int], max_wait_ms: int) -> None:
-        self.sock = socket.create_connection((host, port), timeout=60)
-        self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        self.client_id, self.topic, self.max_wait_ms = client_id, topic, max_wait_ms
+        from odradek.client.fetcher import _Conn
+
+        self.conn = _Conn(host, port, client_id, 60, 64 << 20)
+        self.topic, self.max_wait_ms = topic, max_wait_ms
         self.offsets = dict.fromkeys(partitions, 0)
         self.corr = 0
-        self.buf = bytearray(1 << 20)
 
     def send(self) -> None:
         from kio.schema.fetch.v11.request import FetchPartition, FetchRequest, FetchTopic
         from kio.static.primitive import i8, i32, i64
 
-        from odradek.protocol.headers import encode_request_header
         from odradek.protocol.messages import encode_request
 
         req = FetchRequest(
@@ -304,35 +307,17 @@ class _Follower:
                                partition_max_bytes=i32(16 << 20))
                 for p, o in self.offsets.items())),),
             forgotten_topics_data=())
-        self.corr += 1
-        body = encode_request_header(_FETCH, _FETCH_VERSION, self.corr, self.client_id) \
-            + encode_request(req)
-        self.sock.sendall(_I32.pack(len(body)) + body)
-
-    def _exact(self, n: int) -> memoryview:
-        if len(self.buf) < n:
-            self.buf = bytearray(n + (n >> 2))
-        view = memoryview(self.buf)[:n]
-        got = 0
-        while got < n:
-            k = self.sock.recv_into(view[got:], n - got)
-            if k == 0:
-                raise ConnectionError("the node closed the connection")
-            got += k
-        return view
+        self.corr = self.conn.send(_FETCH, _FETCH_VERSION, encode_request(req))
 
     def receive(self) -> Any:
-        """The decoded Fetch response (kio copies the records out of our buffer)."""
+        """The decoded Fetch response (kio copies the records out of the connection's
+        buffer, which the next receive reuses)."""
         from odradek.protocol.messages import decode_response
 
-        size = _I32.unpack(self._exact(4))[0]
-        frame = self._exact(size).toreadonly()
-        if _I32.unpack_from(frame, 0)[0] != self.corr:
-            raise ConnectionError("fetch response out of order")
-        return decode_response(_FETCH, _FETCH_VERSION, frame, 4)
+        return decode_response(_FETCH, _FETCH_VERSION, self.conn.receive(self.corr), 4)
 
     def close(self) -> None:
-        self.sock.close()
+        self.conn.sock.close()
 
 
 def e2e_consume_columnar(bootstrap: str | None, topic: str, expected: Any, timeout_s: float,
@@ -359,7 +344,7 @@ def e2e_consume_columnar(bootstrap: str | None, topic: str, expected: Any, timeo
         # The first fetches connect (and long-poll) before the producer starts.
         for f in followers:
             f.send()
-            sel_.register(f.sock, selectors.EVENT_READ, f)
+            sel_.register(f.conn.sock, selectors.EVENT_READ, f)
         clock = time.monotonic_ns
         with gc_paused():
             cpu0, wait0 = time.process_time(), run_queue_wait_s()
@@ -448,33 +433,16 @@ def run_e2e_columnar(bootstrap: str | None, topic: str, rate: float, seconds: fl
     while this process produces at `rate`; latencies of every record after the warm-up."""
     if out is not None:
         print(e2e_settings_columnar(acks, tick_s, max_wait_ms), file=out, flush=True)
-    ctx = mp.get_context("spawn")
-    expected = ctx.Value("q", -1)
-    ready = ctx.Event()
-    results = ctx.Queue()
-    proc = ctx.Process(target=_worker, args=((bootstrap, topic, expected, timeout_s, ready,
-                                              max_wait_ms), results))
-    proc.start()
-    try:
-        deadline = time.monotonic() + 60
-        while not ready.wait(0.1):
-            if not proc.is_alive() or time.monotonic() > deadline:
-                raise RuntimeError("the end-to-end consumer did not start")
-        stats: dict[str, float] = {}
-        sent, measured_s = e2e_produce_columnar(bootstrap, topic, rate, seconds, record_size,
-                                                acks, producer_extra, warmup_s, tick_s, stats)
-        producer_cpu, producer_wait = stats.get("cpu_s", 0.0), stats.get("wait_s", 0.0)
-        expected.value = sent
-        count, latencies, consumer_cpu, consumer_wait = results.get(timeout=timeout_s + 120)
-    finally:
-        proc.join(30)
-        if proc.is_alive():
-            proc.kill()
-    latencies.sort()
-    result = LatencyResult(records=len(latencies), seconds=measured_s, latencies_ms=latencies)
-    if count < sent:
-        print(f"end-to-end: {sent - count} of {sent} records never reached the consumer",
-              file=sys.stderr)
+    stats: dict[str, float] = {}
+    sent, measured_s, got = e2e_pair(
+        _worker,
+        lambda expected, ready: (bootstrap, topic, expected, timeout_s, ready, max_wait_ms),
+        lambda: e2e_produce_columnar(bootstrap, topic, rate, seconds, record_size, acks,
+                                     producer_extra, warmup_s, tick_s, stats),
+        timeout_s)
+    count, latencies, consumer_cpu, consumer_wait = got
+    producer_cpu, producer_wait = stats.get("cpu_s", 0.0), stats.get("wait_s", 0.0)
+    result = latency_result(sent, measured_s, count, latencies)
     if out is not None:
         print(result.summary(), file=out)
         million = max(sent / 1e6, 1e-12)

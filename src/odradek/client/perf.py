@@ -31,7 +31,7 @@ import random
 import string
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, TextIO
@@ -718,31 +718,51 @@ def run_e2e(bootstrap: str | None, topic: str, rate: float, seconds: float, reco
     warm-up. The topic should be fresh (or empty) so only this run's records are measured."""
     if out is not None:
         print(e2e_settings(acks, producer_extra, consumer_extra), file=out, flush=True)
+    sent, measured_s, (count, latencies) = e2e_pair(
+        _e2e_worker,
+        lambda expected, ready: (bootstrap, topic, expected, timeout_s, consumer_extra, ready),
+        lambda: e2e_produce(bootstrap, topic, rate, seconds, record_size, acks, producer_extra,
+                            warmup_s),
+        timeout_s)
+    result = latency_result(sent, measured_s, count, latencies)
+    if out is not None:
+        print(result.summary(), file=out, flush=True)
+    return result
+
+
+def e2e_pair(worker: Callable[[tuple[Any, ...], Any], None],
+             worker_args: Callable[[Any, Any], tuple[Any, ...]],
+             produce: Callable[[], tuple[int, float]],
+             timeout_s: float) -> tuple[int, float, Any]:
+    """Start the consumer `worker(args, results)` in a spawned process with
+    `worker_args(expected, ready)`, wait until it is connected, run `produce` here (it returns
+    records sent and seconds measured), tell the consumer how many to expect, and return
+    (sent, seconds, what the consumer put on its queue)."""
     ctx = mp.get_context("spawn")
     expected = ctx.Value("q", -1)
     ready = ctx.Event()
     results = ctx.Queue()
-    proc = ctx.Process(target=_e2e_worker, args=((bootstrap, topic, expected, timeout_s,
-                                                  consumer_extra, ready), results))
+    proc = ctx.Process(target=worker, args=(worker_args(expected, ready), results))
     proc.start()
     try:
         deadline = time.monotonic() + 60
         while not ready.wait(0.1):
             if not proc.is_alive() or time.monotonic() > deadline:
                 raise RuntimeError("the end-to-end consumer did not start")
-        sent, measured_s = e2e_produce(bootstrap, topic, rate, seconds, record_size, acks,
-                                       producer_extra, warmup_s)
+        sent, measured_s = produce()
         expected.value = sent
-        count, latencies = results.get(timeout=timeout_s + 120)
+        return sent, measured_s, results.get(timeout=timeout_s + 120)
     finally:
         proc.join(30)
         if proc.is_alive():
             proc.kill()
+
+
+def latency_result(sent: int, measured_s: float, count: int,
+                   latencies: list[float]) -> LatencyResult:
+    """Every measured record's latency, sorted; a record that never arrived is reported."""
     latencies.sort()
-    result = LatencyResult(records=len(latencies), seconds=measured_s, latencies_ms=latencies)
     if count < sent:
         print(f"end-to-end: {sent - count} of {sent} records never reached the consumer",
               file=sys.stderr)
-    if out is not None:
-        print(result.summary(), file=out, flush=True)
-    return result
+    return LatencyResult(records=len(latencies), seconds=measured_s, latencies_ms=latencies)
