@@ -30,7 +30,7 @@ from odradek.broker.server import Server
 from odradek.metadata.configs import BrokerConfig, log_config
 from odradek.metadata.controller import Controller, load_image
 from odradek.metadata.properties import MetaPropertiesError, ensure_meta_properties
-from odradek.metadata.quorum import MetadataQuorum
+from odradek.metadata.quorum import MetadataLogDamaged, MetadataQuorum
 from odradek.replication.manager import ReplicaManager
 from odradek.storage.cleaner.log_cleaner import CleanerConfig
 from odradek.storage.log_manager import LogManager
@@ -260,6 +260,9 @@ def run_node(data_dir: Path, config_file: Path | None, overrides: list[str]) -> 
     except MetaPropertiesError as exc:
         log.error("cannot start: %s", exc)
         return 2
+    except MetadataLogDamaged as exc:  # one line: file, offset, what to do
+        log.error("cannot start: %s", exc)
+        return 1
     except Exception:
         log.exception("node failed")
         return 1

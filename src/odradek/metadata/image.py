@@ -85,6 +85,9 @@ class MetadataImage:
     configs: Mapping[tuple[int, str], Mapping[str, str]] = field(default_factory=dict)
     features: Mapping[str, int] = field(default_factory=dict)
     next_producer_id: int = 0
+    # ids of every topic a RemoveTopicRecord removed: a log on disk with one of these ids is
+    # a deletion to finish (a crash came between the record and the rmtree), not a stray
+    removed_topic_ids: frozenset[uuid.UUID] = frozenset()
 
     def topic_configs(self, topic: str) -> Mapping[str, str]:
         return self.configs.get((RESOURCE_TOPIC, topic), {})
@@ -122,6 +125,7 @@ class MetadataDelta:
         self._next_producer_id = image.next_producer_id
         self.created_topics: dict[str, uuid.UUID] = {}
         self.deleted_topics: dict[str, TopicImage] = {}
+        self.removed_topic_ids: set[uuid.UUID] = set()
         self.created_partitions: set[tuple[str, int]] = set()
         self.changed_partitions: set[tuple[str, int]] = set()
         self.changed_configs: set[tuple[int, str]] = set()
@@ -227,6 +231,7 @@ class MetadataDelta:
         if topic is None:
             raise MetadataReplayError(f"removal of unknown topic id {r.topic_id}")
         self._partitions.pop(r.topic_id, None)
+        self.removed_topic_ids.add(r.topic_id)
         key = (RESOURCE_TOPIC, topic.name)
         if self._configs is None:
             self._configs = dict(self.prev.configs)  # type: ignore[arg-type]
@@ -327,6 +332,8 @@ class MetadataDelta:
             configs=configs,
             features=prev.features if self._features is None else self._features,
             next_producer_id=self._next_producer_id,
+            removed_topic_ids=(prev.removed_topic_ids | self.removed_topic_ids
+                               if self.removed_topic_ids else prev.removed_topic_ids),
         )
         return self.image
 

@@ -6,22 +6,40 @@ Today `MetadataQuorum` is a quorum of one voter whose log is a storage `Log` at
 `<data-dir>/__cluster_metadata-0/`: an append is committed once it is fsynced. A KRaft
 quorum (replicated log, elections, a high watermark set by the voters) implements the same
 interface later.
+
+What was committed is remembered apart from the log, in `__cluster_metadata-0/quorum-commit`
+(see `CommitMarker`): after each fsync of the log its new end offset is written there and
+fsynced too, before the records take effect. At start the log is recovered with that offset
+as a floor: a torn tail past it (never committed, never seen by anyone) is cut with a log
+line; damage below it stops the node (`MetadataLogDamaged`) rather than cutting committed
+topics, producer-id blocks or configs away.
 """
 
 from __future__ import annotations
 
 import logging
+import os
+import struct
 import threading
+import zlib
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from odradek.metadata.records import MetadataRecord, decode_record, encode_record
 from odradek.protocol.records import BatchHeader, Record, build_batch, decode_records, iter_batches
+from odradek.storage.checkpoints import fsync_dir
 from odradek.storage.config import LogConfig
-from odradek.storage.log import Log
+from odradek.storage.log import Log, LogDamaged
 
-__all__ = ["METADATA_LOG_DIR", "MetadataQuorum", "Quorum"]
+__all__ = [
+    "COMMIT_MARKER",
+    "METADATA_LOG_DIR",
+    "CommitMarker",
+    "MetadataLogDamaged",
+    "MetadataQuorum",
+    "Quorum",
+]
 
 log = logging.getLogger(__name__)
 
@@ -30,6 +48,89 @@ _READ_CHUNK = 1 << 20
 
 # Called for each committed record, in order: apply(offset, record).
 Apply = Callable[[int, MetadataRecord], None]
+
+COMMIT_MARKER = "quorum-commit"
+# One slot: magic, version, sequence, committed end offset, leader epoch, CRC32 of the rest.
+_SLOT = struct.Struct(">4shqqi")
+_SLOT_MAGIC = b"OQCM"
+_SLOT_BYTES = _SLOT.size + 4
+# The two slots sit in different 512-byte sectors, so a torn write spoils at most one.
+_SLOT_STRIDE = 512
+
+
+class MetadataLogDamaged(Exception):
+    """The metadata log is damaged below what was committed: the node must not start."""
+
+
+class CommitMarker:
+    """The committed end offset of the metadata log, durable apart from the log.
+
+    Two slots written in turn (sequence number odd/even), each with a CRC: a crash while
+    writing one leaves the other, one commit older, which is still a valid floor. Reading
+    takes the valid slot with the higher sequence number. One pwrite + fdatasync per commit.
+    """
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self._fd = -1
+        self._seq = 0
+        self.end_offset = 0
+        self.epoch = -1
+
+    @staticmethod
+    def read(path: Path) -> tuple[int, int, int] | None:
+        """(sequence, end offset, epoch) of the newest valid slot; None when the file is
+        absent; raises MetadataLogDamaged when it exists but no slot is valid."""
+        try:
+            data = path.read_bytes()
+        except FileNotFoundError:
+            return None
+        best: tuple[int, int, int] | None = None
+        for slot in range(2):
+            raw = data[slot * _SLOT_STRIDE : slot * _SLOT_STRIDE + _SLOT_BYTES]
+            if len(raw) < _SLOT_BYTES:
+                continue
+            body, crc = raw[: _SLOT.size], int.from_bytes(raw[_SLOT.size :], "big")
+            if zlib.crc32(body) != crc:
+                continue
+            magic, version, seq, end, epoch = _SLOT.unpack(body)
+            if magic != _SLOT_MAGIC or version != 0 or end < 0:
+                continue
+            if best is None or seq > best[0]:
+                best = (seq, end, epoch)
+        if best is None:
+            raise MetadataLogDamaged(
+                f"{path}: no valid slot in the metadata commit marker, so what was committed "
+                f"is unknown. Run `odradek storage verify` on the data directory; to accept "
+                f"the metadata log as it is, delete {path} and start again"
+            )
+        return best
+
+    def load(self) -> bool:
+        """Read the file; False when there is none (a new or pre-marker data directory)."""
+        found = self.read(self.path)
+        if found is None:
+            return False
+        self._seq, self.end_offset, self.epoch = found
+        return True
+
+    def write(self, end_offset: int, epoch: int) -> None:
+        if self._fd < 0:
+            created = not self.path.exists()
+            self._fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+            if created:
+                fsync_dir(self.path.parent)
+        self._seq += 1
+        body = _SLOT.pack(_SLOT_MAGIC, 0, self._seq, end_offset, epoch)
+        slot = body + zlib.crc32(body).to_bytes(4, "big")
+        os.pwrite(self._fd, slot, (self._seq % 2) * _SLOT_STRIDE)
+        os.fdatasync(self._fd)
+        self.end_offset, self.epoch = end_offset, epoch
+
+    def close(self) -> None:
+        if self._fd >= 0:
+            os.close(self._fd)
+            self._fd = -1
 
 
 class Quorum(ABC):
@@ -68,20 +169,43 @@ class Quorum(ABC):
 class MetadataQuorum(Quorum):
     """A single voter: this node is the leader and its log is the committed log."""
 
-    def __init__(self, metadata_log: Log, node_id: int) -> None:
+    def __init__(self, metadata_log: Log, node_id: int, marker: CommitMarker | None = None) -> None:
         self._log = metadata_log
         self._node_id = node_id
         latest = metadata_log.epochs.latest_epoch
         # every start is a new election won by the only voter
         self._epoch = (latest if latest is not None and latest >= 0 else 0) + 1
         self._lock = threading.Lock()
+        self._marker = marker or CommitMarker(metadata_log.dir / COMMIT_MARKER)
+        if self._marker.end_offset != metadata_log.log_end_offset:
+            # a recovered tail past the marker was fsynced before the crash: it is committed
+            self._marker.write(metadata_log.log_end_offset, self._epoch)
 
     @classmethod
     def open(cls, data_dir: Path, node_id: int) -> MetadataQuorum:
+        """Recover the metadata log (fully, from offset 0: it is small) with the committed
+        offset as a floor. Raises MetadataLogDamaged, naming the file, the offset and what to
+        do, when the damage lies below what was committed."""
         path = Path(data_dir) / METADATA_LOG_DIR
-        # the metadata log is small: recover it fully (from offset 0) at every start
-        metadata_log = Log.open(path, LogConfig())
-        return cls(metadata_log, node_id)
+        path.mkdir(parents=True, exist_ok=True)
+        marker = CommitMarker(path / COMMIT_MARKER)
+        has_marker = marker.load()
+        floor = marker.end_offset if has_marker else None
+        try:
+            metadata_log = Log.open(path, LogConfig(), protect_below=floor)
+        except LogDamaged as exc:
+            raise MetadataLogDamaged(
+                f"metadata log damaged below its committed offset {floor}: {exc}. Nothing was "
+                f"cut and no partition was touched. Restore {path} from a backup (or another "
+                f"controller); `odradek storage verify --data-dir {data_dir}` lists the damage; "
+                f"to start anyway, losing the metadata from offset {exc.offset} on, delete "
+                f"{marker.path} (the node then cuts the log there and keeps unknown partition "
+                f"directories as -stray)"
+            ) from exc
+        if not has_marker and metadata_log.log_end_offset > 0:
+            log.warning("%s: no commit marker (%s); taking the recovered log, %d records, "
+                        "as committed", path, COMMIT_MARKER, metadata_log.log_end_offset)
+        return cls(metadata_log, node_id, marker)
 
     @property
     def log(self) -> Log:
@@ -118,8 +242,10 @@ class MetadataQuorum(Quorum):
         header = BatchHeader.parse(view)
         with self._lock:
             info = self._log.append(view, header, self._epoch)
-            # committed = durable on the only voter
+            # committed = durable on the only voter, and known to be: the marker is the floor
+            # that recovery never cuts below
             self._log.flush()
+            self._marker.write(info.last_offset + 1, self._epoch)
         return info.last_offset
 
     def replay(self, apply: Apply, from_offset: int = 0) -> int:
@@ -149,3 +275,4 @@ class MetadataQuorum(Quorum):
         with self._lock:
             self._log.flush()
             self._log.close()
+            self._marker.close()

@@ -186,13 +186,9 @@ class ReplicaManager:
         """At start, before serving: recover every log and host the image's partitions."""
         self.log_manager.load(self._log_config_for)
         create, drop, update = self._plan(image)
-        # logs on disk that the image does not know (a topic deleted just before a crash, or
-        # a damaged metadata log): never delete data on a guess; leave them, unserved
-        known = {(w.topic, w.partition) for w in create}
-        strays = [tp for tp in self._disk_logs() if tp not in known]
-        if strays:
-            log.warning("%d logs on disk are not in the metadata and are not served: %s",
-                        len(strays), ", ".join(f"{t}-{p}" for t, p in strays[:20]))
+        # logs of deleted topics go; logs the image does not know are renamed -stray and kept
+        self.log_manager.reconcile({(w.topic, w.partition): w.topic_id for w in create},
+                                   image.removed_topic_ids)
         self._register(self._open_logs(create, drop), drop, update)
         for part in self.partitions.values():
             part.refresh_high_watermark()

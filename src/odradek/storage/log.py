@@ -31,7 +31,15 @@ from odradek.storage.cleaner.swap import recover_swaps
 from odradek.storage.config import LogConfig
 from odradek.storage.epochs import LeaderEpochCache
 from odradek.storage.producer_state import ProducerStateManager, load_producer_state
-from odradek.storage.segment import H_BASE, H_LAST_DELTA, H_LENGTH, H_MAX_TS, NO_TIMESTAMP, Segment
+from odradek.storage.segment import (
+    H_BASE,
+    H_LAST_DELTA,
+    H_LENGTH,
+    H_MAX_TS,
+    NO_TIMESTAMP,
+    Segment,
+    SegmentDamaged,
+)
 
 log = logging.getLogger(__name__)
 
@@ -40,6 +48,15 @@ _LOG_FILE = re.compile(r"^(\d{20})\.log$")
 _INDEX_FILE = re.compile(r"^(\d{20})\.(index|timeindex|txnindex|snapshot)$")
 _DIR_NAME = re.compile(r"^(.+)-(\d+)$")
 _LEFTOVER_SUFFIXES = (".tmp", ".cleaned", ".swap", ".deleted")
+
+
+class LogDamaged(Exception):
+    """Recovery found damage below the offset the caller knows to be durable; nothing was cut."""
+
+    def __init__(self, message: str, path: Path, offset: int) -> None:
+        super().__init__(message)
+        self.path = path
+        self.offset = offset
 
 
 class AppendInfo(NamedTuple):
@@ -145,16 +162,29 @@ class Log:
         log_start_offset: int = 0,
         topic_id: uuid.UUID | None = None,
         allow_gaps: bool = False,
+        protect_below: int | None = None,
     ) -> Log:
         """`allow_gaps`: the log cleaner has rewritten this log (its checkpoint names it), so
-        offsets may jump between batches even if the topic is no longer compacted."""
+        offsets may jump between batches even if the topic is no longer compacted.
+
+        `protect_below`: every offset below it is known durable (the committed metadata log):
+        recovery raises LogDamaged instead of cutting there, and a log that ends before it
+        (files gone) raises too."""
         directory = Path(directory)
         directory.mkdir(parents=True, exist_ok=True)
         self = cls(directory, config)
         self._allow_gaps = allow_gaps
         self._load_topic_id(topic_id)
         self.epochs = LeaderEpochCache.load(directory, lambda: self._leo)
-        self._load_segments(recovery_point, log_start_offset)
+        self._load_segments(recovery_point, log_start_offset, protect_below)
+        if protect_below is not None and self._leo < protect_below:
+            end = self._leo
+            self.close()
+            raise LogDamaged(
+                f"{directory}: the log ends at offset {end}, below offset {protect_below} "
+                "known to be flushed (segment files missing or cut)",
+                directory, end,
+            )
         self.producer_state = load_producer_state(self)
         return self
 
@@ -195,7 +225,9 @@ class Log:
         self._topic_id = topic_id
         self._write_partition_metadata()
 
-    def _load_segments(self, recovery_point: int, log_start_offset: int) -> None:
+    def _load_segments(
+        self, recovery_point: int, log_start_offset: int, protect_below: int | None = None
+    ) -> None:
         bases: list[int] = []
         index_bases: set[int] = set()
         recover_swaps(self._dir)
@@ -214,7 +246,9 @@ class Log:
                 index_bases.add(int(m.group(1)))
         bases.sort()
         # Index files without their .log are leftovers of a deleted segment.
-        for orphan in index_bases.difference(bases):
+        for orphan in sorted(index_bases.difference(bases)):
+            log.info("%s: removing the index files of segment %d, whose .log is gone",
+                     self._dir, orphan)
             for suffix in (".index", ".timeindex"):
                 with contextlib.suppress(FileNotFoundError):
                     (self._dir / f"{orphan:020d}{suffix}").unlink()
@@ -232,28 +266,49 @@ class Log:
         while i < len(segments):
             seg = segments[i]
             is_last = i == len(segments) - 1
+            reason = ""
             if i < first_dirty:
                 ok = seg.load_clean(check_crc=False)
+                reason = seg.unclean_reason
             elif i == first_dirty and is_last:
                 # Shut down cleanly (or flushed to the end): indexes are checked, the batches
                 # after the last index entry CRC-checked, and the end must be the recovery point.
-                ok = seg.load_clean(check_crc=True) and seg.next_offset == recovery_point
+                ok = seg.load_clean(check_crc=True)
+                reason = seg.unclean_reason
+                ok = ok and seg.next_offset == recovery_point
             else:
                 ok = False
             if not ok:
                 recovered = True
                 rebuilt.append(seg)
-                if seg.recover(self._epoch_seen):
+                size_before = seg.size
+                try:
+                    cut = seg.recover(self._epoch_seen, protect_below)
+                except SegmentDamaged as exc:
+                    for other in segments:
+                        other.close()
+                    raise LogDamaged(
+                        f"{exc}, below offset {protect_below} known to be flushed",
+                        exc.path, exc.offset,
+                    ) from exc
+                if reason:
+                    # a segment below the recovery point (or a clean one) had to be rebuilt
+                    log.warning("%s: %s; rebuilt the indexes of segment %d from its batches",
+                                self._dir, reason, seg.base_offset)
+                elif protect_below is None:
+                    # (the metadata log, opened with a floor, is scanned whole at every start)
+                    log.info("%s: recovering unflushed segment %d (recovery point %d)",
+                             self._dir, seg.base_offset, recovery_point)
+                if cut:
                     log.warning(
-                        "%s: truncated a torn or corrupt tail of segment %d at byte %d (offset %d)",
-                        self._dir,
-                        seg.base_offset,
-                        seg.size,
-                        seg.next_offset,
+                        "%s: segment %d has a torn or corrupt batch at byte %d (offset %d); "
+                        "cut %d bytes there",
+                        self._dir, seg.base_offset, seg.size, seg.next_offset,
+                        size_before - seg.size,
                     )
                     for dropped in segments[i + 1 :]:
                         log.warning(
-                            "%s: dropping segment %d after the corruption",
+                            "%s: deleted segment %d, which followed the corruption",
                             self._dir,
                             dropped.base_offset,
                         )

@@ -3,6 +3,13 @@
 Blocking by design (recovery, fsync, rmtree): the broker calls it from a thread.
 `__cluster_metadata-0` lives in the same directory but belongs to the metadata
 quorum, so it is not loaded here (as in Kafka).
+
+Partition data goes only by a deletion. At start, once the metadata is known, `reconcile`
+sorts the logs on disk: a log of a topic the metadata removed (a DeleteTopics cut short by
+a crash) is deleted now; a log the metadata does not know at all is a stray: it is renamed
+`<topic>-<partition>.<uuid>-stray` (Kafka 3.7's name), closed, reported and kept, so a new
+topic of the same name starts in a fresh directory. Nothing removes a `-stray` directory
+but an operator.
 """
 
 from __future__ import annotations
@@ -12,7 +19,7 @@ import shutil
 import threading
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Collection, Mapping
 from pathlib import Path
 
 from odradek.storage.checkpoints import (
@@ -37,6 +44,12 @@ def _now_ms() -> int:
 
 METADATA_LOG_DIR = "__cluster_metadata-0"
 DELETE_SUFFIX = "-delete"
+STRAY_SUFFIX = "-stray"
+
+
+def stray_dir_name(dir_name: str) -> str:
+    """`<topic>-<partition>.<uuid hex>-stray`, as Kafka 3.7+ names a stray log."""
+    return f"{dir_name}.{uuid.uuid4().hex}{STRAY_SUFFIX}"
 
 
 class LogManager:
@@ -82,7 +95,9 @@ class LogManager:
         except (CheckpointError, OSError) as exc:
             # Safe fallback: recovering from 0 rescans everything; a lost log start offset
             # only means old records stay readable until retention removes them.
-            log.warning("ignoring unreadable checkpoint %s: %s", path, exc)
+            log.warning("%s is unreadable (%s): ignored; every log it covered is recovered "
+                        "from offset 0 / keeps its first segment, and it is rewritten at the "
+                        "next checkpoint", path, exc)
             return {}
 
     def load(
@@ -99,8 +114,12 @@ class LogManager:
                 if not path.is_dir() or path.name in self._skip:
                     continue
                 if path.name.endswith(DELETE_SUFFIX):
-                    log.info("removing %s left by a deletion", path)
+                    log.info("%s: left by a deletion cut short; removing it", path)
                     shutil.rmtree(path, ignore_errors=True)
+                    continue
+                if path.name.endswith(STRAY_SUFFIX):
+                    log.warning("%s: stray log kept (not in the metadata); remove it by hand "
+                                "once its data is not needed", path)
                     continue
                 parsed = parse_log_dir_name(path.name)
                 if parsed is None:
@@ -120,6 +139,39 @@ class LogManager:
                 if elapsed > 1.0:
                     log.info("loaded %s in %.1f s", path.name, elapsed)
             return dict(self._logs)
+
+    def reconcile(
+        self, known: Mapping[tuple[str, int], uuid.UUID], removed_topic_ids: Collection[uuid.UUID]
+    ) -> tuple[list[tuple[str, int]], list[Path]]:
+        """Sort the loaded logs against the metadata (`known`: the partitions this node hosts
+        and their topic ids). Logs of removed topics are deleted; logs the metadata does not
+        know are renamed `-stray` and dropped from this manager. Returns (deleted, strays)."""
+        deleted: list[tuple[str, int]] = []
+        strays: list[Path] = []
+        with self._lock:
+            for key, lg in sorted(self._logs.items()):
+                topic_id = lg.topic_id
+                want = known.get(key)
+                if want is not None and topic_id in (None, want):
+                    continue
+                if topic_id is not None and topic_id in removed_topic_ids:
+                    log.info("%s: its topic (id %s) was deleted before a crash; finishing the "
+                             "deletion", lg.dir, topic_id)
+                    self.delete(*key)
+                    deleted.append(key)
+                    continue
+                self._logs.pop(key)
+                lg.close()
+                target = lg.dir.with_name(stray_dir_name(lg.dir.name))
+                lg.dir.rename(target)
+                fsync_dir(self.log_dir)
+                why = ("another topic of that name" if want is not None
+                       else "no topic-partition of that name")
+                log.warning("%s: not in the metadata (topic id %s; the metadata has %s); "
+                            "renamed to %s, kept and not served", lg.dir, topic_id, why,
+                            target.name)
+                strays.append(target)
+        return deleted, strays
 
     def get(self, topic: str, partition: int) -> Log | None:
         return self._logs.get((topic, partition))

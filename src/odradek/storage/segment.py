@@ -39,6 +39,19 @@ _RECOVER_BLOCK = 8 * 1024 * 1024
 Header = tuple  # a HEADER.unpack result; fields by the H_* indexes above
 
 
+class SegmentDamaged(Exception):
+    """A segment whose batches fail their checks below an offset known to be durable."""
+
+    def __init__(self, path: Path, position: int, offset: int, size: int) -> None:
+        super().__init__(
+            f"{path}: damaged batch at byte {position} of {size} (offset {offset})"
+        )
+        self.path = path
+        self.position = position
+        self.offset = offset
+        self.size = size
+
+
 def _now_ms() -> int:
     return int(time.time() * 1000)
 
@@ -57,6 +70,8 @@ class Segment:
         self.offset_index = OffsetIndex(directory / f"{stem}.index", config.segment_index_bytes)
         self.time_index = TimeIndex(directory / f"{stem}.timeindex", config.segment_index_bytes)
         self.next_offset = base_offset
+        # why load_clean refused the segment, for the recovery log line
+        self.unclean_reason = ""
         self.max_timestamp = NO_TIMESTAMP
         self.offset_of_max_timestamp = -1
         self.first_batch_timestamp: int | None = None
@@ -240,7 +255,8 @@ class Segment:
         try:
             self.offset_index.load(self.size, INT32_MAX)
             self.time_index.load(INT32_MAX)
-        except CorruptIndex:
+        except CorruptIndex as exc:
+            self.unclean_reason = str(exc)
             return False
         start = self.offset_index.last_position()
         if self.size and start:
@@ -254,14 +270,19 @@ class Segment:
                 or (self.contiguous and h[H_BASE] != self.base_offset)
                 or h[H_LENGTH] + LOG_OVERHEAD > self.size
             ):
+                self.unclean_reason = f"{self.log_path}: first batch header is not valid"
                 return False
         if len(self.offset_index):
             first = self.headers(start)
             hit = next(first, None)
             if hit is None:
+                self.unclean_reason = f"{self.offset_index.path}: last entry points past the log"
                 return False
             _, h = hit
             if h[H_BASE] + h[H_LAST_DELTA] - self.base_offset != self.offset_index.rel_offsets[-1]:
+                self.unclean_reason = (
+                    f"{self.offset_index.path}: last entry does not match the batch it points at"
+                )
                 return False
         last = self.time_index.last_entry()
         if last is not None:
@@ -269,19 +290,29 @@ class Segment:
             self.offset_of_max_timestamp = self.base_offset + rel
         elif self.size > 0:
             # A segment with batches but no time index entry: rebuild rather than trust it.
+            self.unclean_reason = f"{self.time_index.path}: no entry for a segment with batches"
             return False
         end, next_offset, ok = self._scan(start, check_crc, rebuild=False, on_epoch=None)
         if not ok or end != self.size:
+            self.unclean_reason = (
+                f"{self.log_path}: batch at byte {end} of {self.size} fails its checks"
+            )
             return False
         if last is not None and last[1] + self.base_offset >= next_offset:
+            self.unclean_reason = f"{self.time_index.path}: last entry points past the log"
             return False
         self.next_offset = max(next_offset, self.next_offset)
         self._load_first_timestamp()
         return True
 
-    def recover(self, on_epoch: Callable[[int, int], None] | None) -> bool:
+    def recover(
+        self, on_epoch: Callable[[int, int], None] | None, protect_below: int | None = None
+    ) -> bool:
         """Rebuild the indexes by scanning every batch with CRC checks. A torn or corrupt batch
-        and everything after it are cut off; returns True when something was cut."""
+        and everything after it are cut off; returns True when something was cut.
+
+        `protect_below`: offsets known to be durable (committed metadata). Damage that would
+        cut the segment below it raises SegmentDamaged and leaves the file as it is."""
         self.offset_index.reset()
         self.time_index.reset()
         self.max_timestamp = NO_TIMESTAMP
@@ -291,6 +322,8 @@ class Segment:
         end, next_offset, _ = self._scan(0, True, rebuild=True, on_epoch=on_epoch)
         self.next_offset = next_offset
         truncated = end != self.size
+        if truncated and protect_below is not None and next_offset < protect_below:
+            raise SegmentDamaged(self.log_path, end, next_offset, self.size)
         if truncated:
             os.ftruncate(self.fd, end)
             self.size = end

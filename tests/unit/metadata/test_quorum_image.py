@@ -5,7 +5,7 @@ import uuid
 
 from odradek.metadata.controller import load_image
 from odradek.metadata.image import MetadataDelta, MetadataImage
-from odradek.metadata.quorum import METADATA_LOG_DIR, MetadataQuorum
+from odradek.metadata.quorum import COMMIT_MARKER, METADATA_LOG_DIR, MetadataQuorum
 from odradek.metadata.records import (
     RESOURCE_TOPIC,
     ConfigRecord,
@@ -57,8 +57,12 @@ def test_append_returns_offsets_and_replay_survives_reopen(tmp_path):
 def test_torn_tail_is_dropped_whole(tmp_path):
     quorum = MetadataQuorum.open(tmp_path, node_id=1)
     quorum.append(_topic_records("a", uuid.uuid4()))
+    marker = tmp_path / METADATA_LOG_DIR / COMMIT_MARKER
+    committed = marker.read_bytes()
     quorum.append(_topic_records("b", uuid.uuid4()))
     quorum.close()
+    # the second batch was never committed: the crash came before its fsync and marker
+    marker.write_bytes(committed)
     log_file = next((tmp_path / METADATA_LOG_DIR).glob("*.log"))
     size = log_file.stat().st_size
     with open(log_file, "r+b") as fh:
