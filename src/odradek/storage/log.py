@@ -293,8 +293,8 @@ class Log:
                     ) from exc
                 if reason:
                     # a segment below the recovery point (or a clean one) had to be rebuilt
-                    log.warning("%s: %s; rebuilt the indexes of segment %d from its batches",
-                                self._dir, reason, seg.base_offset)
+                    log.warning("%s; rebuilt the indexes of segment %d of %s from its batches",
+                                reason, seg.base_offset, self._dir.name)
                 elif protect_below is None:
                     # (the metadata log, opened with a floor, is scanned whole at every start)
                     log.info("%s: recovering unflushed segment %d (recovery point %d)",

@@ -1,11 +1,13 @@
 from __future__ import annotations
 
+import logging
 import os
 import uuid
 from pathlib import Path
 
 import pytest
 
+from odradek.protocol.records import decode_records
 from odradek.storage.checkpoints import read_offsets
 from odradek.storage.log import Log
 from odradek.storage.log_manager import LogManager
@@ -113,4 +115,64 @@ def test_cleanup_applies_retention_ms(tmp_path: Path) -> None:
     assert deleted > 0 and len(log.segments) == n - deleted
     assert all(s.max_timestamp >= 11_000 for s in log.segments[:-1])
     assert log.log_start_offset == log.segments[0].base_offset
+    lm.close()
+
+
+def test_reconcile_renames_strays_and_finishes_deletions(tmp_path: Path, caplog) -> None:
+    known_id, other_id, removed_id, alien_id = (uuid.uuid4() for _ in range(4))
+    lm = LogManager(tmp_path, small_config())
+    append_values(lm.create("known", 0, known_id), [b"k"])
+    append_values(lm.create("renamed", 0, other_id), [b"old data"])  # name reused by a new id
+    append_values(lm.create("removed", 0, removed_id), [b"r"])
+    append_values(lm.create("alien", 0, alien_id), [b"a1", b"a2"])
+    lm.create("noid", 0)
+    lm.close()
+
+    lm = LogManager(tmp_path, small_config())
+    lm.load()
+    with caplog.at_level(logging.INFO, logger="odradek.storage.log_manager"):
+        deleted, strays = lm.reconcile(
+            {("known", 0): known_id, ("renamed", 0): uuid.uuid4()}, {removed_id})
+    assert deleted == [("removed", 0)]
+    assert set(lm.logs) == {("known", 0)}
+    assert not (tmp_path / "removed-0").exists()
+    assert sorted(p.name.split(".")[0] for p in strays) == ["alien-0", "noid-0", "renamed-0"]
+    for stray in strays:
+        assert stray.name.endswith("-stray") and stray.is_dir()
+        assert not (tmp_path / stray.name.split(".")[0]).exists()
+    messages = [r.getMessage() for r in caplog.records]
+    assert sum("renamed to" in m for m in messages) == 3
+    assert sum("finishing the deletion" in m for m in messages) == 1
+
+    # a new topic of a stray's name gets a fresh directory; the stray keeps its data
+    fresh = lm.create("alien", 0, uuid.uuid4())
+    assert fresh.log_end_offset == 0
+    alien = next(p for p in strays if p.name.startswith("alien-0."))
+    old = Log.open(alien, small_config())
+    assert [r.value for h, raw in read_all(old) for r in decode_records(h, raw)] == [b"a1", b"a2"]
+    old.close()
+    lm.close()
+
+    # a restart reports the stray once and never loads or removes it
+    caplog.clear()
+    lm = LogManager(tmp_path, small_config())
+    with caplog.at_level(logging.INFO, logger="odradek.storage.log_manager"):
+        assert set(lm.load()) == {("known", 0), ("alien", 0)}
+    assert sum("stray log kept" in r.getMessage() for r in caplog.records) == 3
+    assert alien.is_dir()
+    lm.close()
+
+
+def test_an_unreadable_checkpoint_is_reported_and_recovered_from_zero(tmp_path: Path,
+                                                                       caplog) -> None:
+    lm = LogManager(tmp_path, small_config())
+    append_values(lm.create("t", 0), [b"a", b"b"])
+    lm.close()
+    (tmp_path / "recovery-point-offset-checkpoint").write_bytes(b"0\n7\nt 0 2\n")
+    lm = LogManager(tmp_path, small_config())
+    with caplog.at_level(logging.INFO):
+        assert lm.load()[("t", 0)].log_end_offset == 2
+    lines = [r.getMessage() for r in caplog.records if "recovery-point-offset-checkpoint" in
+             r.getMessage()]
+    assert len(lines) == 1 and "recovered from offset 0" in lines[0], lines
     lm.close()

@@ -1,14 +1,16 @@
 from __future__ import annotations
 
+import logging
 import os
 import struct
 from pathlib import Path
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from odradek.protocol.records import decode_records
-from odradek.storage.log import Log
+from odradek.storage.log import Log, LogDamaged
 from tests.unit.storage.support import append_values, assert_indexes_valid, read_all, small_config
 
 CFG = small_config(segment_bytes=700, index_interval_bytes=90)
@@ -216,3 +218,83 @@ def test_fuzz_damaged_segments_recover_to_a_prefix(
     assert_indexes_valid(log)
     assert append_values(log, [b"next"]).first_offset == len(got)
     log.close()
+
+
+# ---------------------------------------------------------------- repairs said out loud
+
+
+def test_damage_below_protect_below_raises_and_cuts_nothing(tmp_path: Path) -> None:
+    log, _ = _fill(tmp_path / "t-0")
+    leo = log.log_end_offset
+    first = log.segments[0].log_path
+    log.close()
+    size = first.stat().st_size
+    data = bytearray(first.read_bytes())
+    data[_batch_starts(first)[1] + 70] ^= 0x01  # inside the second batch's records
+    first.write_bytes(bytes(data))
+    with pytest.raises(LogDamaged) as exc:
+        Log.open(tmp_path / "t-0", CFG, protect_below=leo)
+    assert str(first) in str(exc.value) and "offset" in str(exc.value)
+    assert first.stat().st_size == size
+    assert len(list((tmp_path / "t-0").glob("*.log"))) > 1  # no later segment dropped
+
+
+def test_torn_tail_past_protect_below_is_cut(tmp_path: Path, caplog) -> None:
+    log, values = _fill(tmp_path / "t-0")
+    leo = log.log_end_offset
+    last = log.segments[-1].log_path
+    log.close()
+    with open(last, "ab") as f:
+        f.write(b"\x00" * 7 + b"\x01" * 40)  # a torn write past the protected end
+    with caplog.at_level(logging.INFO, logger="odradek.storage.log"):
+        log = Log.open(tmp_path / "t-0", CFG, protect_below=leo)
+    assert log.log_end_offset == leo and _values(log) == values
+    cut = [r.getMessage() for r in caplog.records if "cut 47 bytes" in r.getMessage()]
+    assert len(cut) == 1, [r.getMessage() for r in caplog.records]
+    log.close()
+
+
+def test_missing_segment_below_protect_below_raises(tmp_path: Path) -> None:
+    log, _ = _fill(tmp_path / "t-0")
+    leo = log.log_end_offset
+    last = log.segments[-1]
+    log.close()
+    last.log_path.unlink()
+    with pytest.raises(LogDamaged):
+        Log.open(tmp_path / "t-0", CFG, protect_below=leo)
+
+
+@pytest.mark.parametrize("damage", ["delete_index", "delete_timeindex", "garbage", "short"])
+def test_index_repairs_are_logged_and_lose_nothing(tmp_path: Path, caplog, damage: str) -> None:
+    log, values = _fill(tmp_path / "t-0")
+    log.flush()
+    leo = log.log_end_offset
+    seg = log.segments[1]
+    log.close()
+    index, timeindex = seg.offset_index.path, seg.time_index.path
+    if damage == "delete_index":
+        index.unlink()
+    elif damage == "delete_timeindex":
+        timeindex.unlink()
+    elif damage == "garbage":
+        index.write_bytes(b"\xff" * 16)
+    else:
+        index.write_bytes(b"\x00" * 5)
+    with caplog.at_level(logging.INFO, logger="odradek.storage.log"):
+        log = Log.open(tmp_path / "t-0", CFG, recovery_point=leo)
+    lines = [r.getMessage() for r in caplog.records if "rebuilt the indexes" in r.getMessage()]
+    assert len(lines) == 1, [r.getMessage() for r in caplog.records]
+    assert f"segment {seg.base_offset} " in lines[0]
+    assert _values(log) == values
+    assert_indexes_valid(log)
+    log.close()
+
+
+def test_clean_open_logs_nothing(tmp_path: Path, caplog) -> None:
+    log, _ = _fill(tmp_path / "t-0")
+    log.flush()
+    leo = log.log_end_offset
+    log.close()
+    with caplog.at_level(logging.INFO, logger="odradek.storage.log"):
+        Log.open(tmp_path / "t-0", CFG, recovery_point=leo).close()
+    assert not caplog.records
