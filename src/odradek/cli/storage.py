@@ -3,7 +3,7 @@
 Like `kafka-dump-log --deep-iteration`, for every log of the directory at once, the metadata
 log included: every batch's framing, offsets and CRC, the `.index` and `.timeindex` entries
 against the batches they point at, each log's `partition.metadata` and
-`leader-epoch-checkpoint`, the directory's checkpoint files, and the metadata log against
+`leader-epoch-checkpoint` and producer-state snapshots, the directory's checkpoint files, and the metadata log against
 its commit marker (damage below the committed offset stops the node; a torn tail past it is
 cut at the next start). Strays and unfinished deletions are listed too.
 
@@ -43,6 +43,7 @@ from odradek.storage.checkpoints import (
 from odradek.storage.cleaner.log_cleaner import CHECKPOINT_FILE as CLEANER_CHECKPOINT
 from odradek.storage.log import PARTITION_METADATA, decode_topic_id, parse_log_dir_name
 from odradek.storage.log_manager import DELETE_SUFFIX, STRAY_SUFFIX
+from odradek.storage.producer_state import ProducerStateManager
 
 app = typer.Typer(help="Check a data directory's files.", no_args_is_help=True)
 
@@ -242,6 +243,12 @@ def verify_log_dir(path: Path, report: Report, is_metadata: bool = False) -> Non
                 report.bad(f"{path}: {len(later)} segment(s) after the damage in {seg.name}")
             break
     report.ends[name] = (first, end)
+    for snap in sorted(path.glob("*.snapshot")):
+        try:
+            ProducerStateManager(path).load_snapshot(snap.read_bytes())
+        except (ValueError, OSError) as exc:
+            report.bad(f"{snap}: producer state snapshot unreadable ({exc}); the next start "
+                       "rebuilds the producer state from the batches")
 
 
 def verify_metadata_marker(path: Path, report: Report) -> None:

@@ -298,3 +298,29 @@ def test_clean_open_logs_nothing(tmp_path: Path, caplog) -> None:
     with caplog.at_level(logging.INFO, logger="odradek.storage.log"):
         Log.open(tmp_path / "t-0", CFG, recovery_point=leo).close()
     assert not caplog.records
+
+
+def test_storage_verify_finds_what_recovery_would_repair(tmp_path: Path) -> None:
+    from odradek.cli.storage import verify_data_dir
+
+    log, _ = _fill(tmp_path / "t-0")
+    log.flush()
+    segs = [s.log_path for s in log.segments]
+    log.close()
+    assert verify_data_dir(tmp_path).damage == []
+    data = bytearray(segs[1].read_bytes())
+    data[_batch_starts(segs[1])[0] + 66] ^= 0x04
+    segs[1].write_bytes(bytes(data))
+    segs[0].with_suffix(".timeindex").write_bytes(b"\x00" * 11)
+    (tmp_path / "recovery-point-offset-checkpoint").write_text("0\n3\nt 0 1\n")
+    snap = next((tmp_path / "t-0").glob("*.snapshot"))  # taken at close
+    snap.write_bytes(b"junk")
+    (tmp_path / "u-0.0a1b-stray").mkdir()
+    report = verify_data_dir(tmp_path)
+    text = "\n".join(report.damage)
+    assert f"{segs[1]}: batch at byte 0" in text and "fails its CRC" in text
+    assert f"{segs[0].with_suffix('.timeindex')}: size 11" in text
+    assert "recovery-point-offset-checkpoint: unreadable" in text
+    assert "segment(s) after the damage" in text
+    assert f"{snap}: producer state snapshot unreadable" in text
+    assert any("u-0.0a1b-stray: stray log" in n for n in report.notes)
