@@ -303,7 +303,7 @@ def test_clean_open_logs_nothing(tmp_path: Path, caplog) -> None:
 def test_storage_verify_finds_what_recovery_would_repair(tmp_path: Path) -> None:
     from odradek.cli.storage import verify_data_dir
 
-    log, _ = _fill(tmp_path / "t-0")
+    log, values = _fill(tmp_path / "t-0")
     log.flush()
     segs = [s.log_path for s in log.segments]
     log.close()
@@ -313,7 +313,7 @@ def test_storage_verify_finds_what_recovery_would_repair(tmp_path: Path) -> None
     segs[1].write_bytes(bytes(data))
     segs[0].with_suffix(".timeindex").write_bytes(b"\x00" * 11)
     (tmp_path / "recovery-point-offset-checkpoint").write_text("0\n3\nt 0 1\n")
-    snap = next((tmp_path / "t-0").glob("*.snapshot"))  # taken at close
+    snap = tmp_path / "t-0" / f"{len(values):020d}.snapshot"
     snap.write_bytes(b"junk")
     (tmp_path / "u-0.0a1b-stray").mkdir()
     report = verify_data_dir(tmp_path)
