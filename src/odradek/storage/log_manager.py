@@ -45,6 +45,12 @@ def _now_ms() -> int:
 METADATA_LOG_DIR = "__cluster_metadata-0"
 DELETE_SUFFIX = "-delete"
 STRAY_SUFFIX = "-stray"
+# what starting without each checkpoint means, for the line that says it was reset
+_WITHOUT = {
+    RECOVERY_POINT_CHECKPOINT: "every log is recovered from offset 0",
+    LOG_START_OFFSET_CHECKPOINT: "each log starts at its first segment's base offset",
+    CLEANER_CHECKPOINT: "every log is taken as never cleaned",
+}
 
 
 def stray_dir_name(dir_name: str) -> str:
@@ -95,9 +101,8 @@ class LogManager:
         except (CheckpointError, OSError) as exc:
             # Safe fallback: recovering from 0 rescans everything; a lost log start offset
             # only means old records stay readable until retention removes them.
-            log.warning("%s is unreadable (%s): ignored; every log it covered is recovered "
-                        "from offset 0 / keeps its first segment, and it is rewritten at the "
-                        "next checkpoint", path, exc)
+            log.warning("%s is unreadable (%s); ignored: %s; it is rewritten at the next "
+                        "checkpoint", path, exc, _WITHOUT.get(name, "its entries are lost"))
             return {}
 
     def load(
