@@ -177,14 +177,6 @@ class Log:
         self._load_topic_id(topic_id)
         self.epochs = LeaderEpochCache.load(directory, lambda: self._leo)
         self._load_segments(recovery_point, log_start_offset, protect_below)
-        if protect_below is not None and self._leo < protect_below:
-            end = self._leo
-            self.close()
-            raise LogDamaged(
-                f"{directory}: the log ends at offset {end}, below offset {protect_below} "
-                "known to be flushed (segment files missing or cut)",
-                directory, end,
-            )
         self.producer_state = load_producer_state(self)
         return self
 
@@ -328,6 +320,14 @@ class Log:
         self._segments = segments
         self._bases = [s.base_offset for s in segments]
         self._leo = segments[-1].next_offset
+        if protect_below is not None and self._leo < protect_below:
+            for seg in segments:  # before any checkpoint or snapshot is rewritten
+                seg.close()
+            raise LogDamaged(
+                f"{self._dir}: the log ends at offset {self._leo}, below offset {protect_below} "
+                "known to be flushed (segment files missing or cut)",
+                self._dir, self._leo,
+            )
         if log_start_offset > self._leo:
             # Kafka: a log start offset past the data means the log restarts empty there.
             self._truncate_fully_and_start_at(log_start_offset)

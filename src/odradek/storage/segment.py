@@ -313,6 +313,12 @@ class Segment:
 
         `protect_below`: offsets known to be durable (committed metadata). Damage that would
         cut the segment below it raises SegmentDamaged and leaves the file as it is."""
+        if protect_below is not None:
+            # check first, touch after: damage below the floor leaves every file as it was
+            self.next_offset = self.base_offset
+            end, next_offset, _ = self._scan(0, True, rebuild=False, on_epoch=None)
+            if end != self.size and next_offset < protect_below:
+                raise SegmentDamaged(self.log_path, end, next_offset, self.size)
         self.offset_index.reset()
         self.time_index.reset()
         self.max_timestamp = NO_TIMESTAMP
@@ -322,8 +328,6 @@ class Segment:
         end, next_offset, _ = self._scan(0, True, rebuild=True, on_epoch=on_epoch)
         self.next_offset = next_offset
         truncated = end != self.size
-        if truncated and protect_below is not None and next_offset < protect_below:
-            raise SegmentDamaged(self.log_path, end, next_offset, self.size)
         if truncated:
             os.ftruncate(self.fd, end)
             self.size = end

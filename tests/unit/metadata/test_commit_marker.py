@@ -78,8 +78,10 @@ def test_flipped_byte_below_the_commit_stops_and_cuts_nothing(tmp_path: Path) ->
     data = bytearray(seg.read_bytes())
     data[scan.positions[2] + 65] ^= 0x10
     seg.write_bytes(bytes(data))
+    before = {p.name: p.read_bytes() for p in seg.parent.iterdir()}
     with pytest.raises(MetadataLogDamaged) as exc:
         MetadataQuorum.open(tmp_path, node_id=1)
+    assert {p.name: p.read_bytes() for p in seg.parent.iterdir()} == before  # untouched
     text = str(exc.value)
     assert str(seg) in text and f"byte {scan.positions[2]}" in text and "offset 4" in text
     assert "Restore" in text and "storage verify" in text
@@ -124,8 +126,16 @@ def test_cut_committed_tail_stops(tmp_path: Path) -> None:
     scan = scan_segment(seg, 0)
     with open(seg, "r+b") as f:
         f.truncate(scan.positions[-1])  # the producer-id block, cut whole
+    before = _kept_files(seg.parent)
     with pytest.raises(MetadataLogDamaged, match="ends at offset"):
         MetadataQuorum.open(tmp_path, node_id=1)
+    assert _kept_files(seg.parent) == before
+
+
+def _kept_files(directory: Path) -> dict[str, bytes]:
+    """The files a refused start must leave as they were (indexes are derived: not these)."""
+    return {p.name: p.read_bytes() for p in directory.iterdir()
+            if p.suffix not in (".index", ".timeindex")}
 
 
 def test_a_data_dir_without_a_marker_is_taken_as_committed(tmp_path: Path) -> None:
