@@ -99,6 +99,7 @@ def test_flipped_byte_in_flushed_metadata_stops_the_node(tmp_path: Path) -> None
     assert f"batch at byte {middle} (offset {damaged_offset}) fails its CRC" in report.stdout
     assert "below the committed offset" in report.stdout
 
+    metadata_before = {f.name: f.read_bytes() for f in seg.parent.iterdir()}
     node.log_path.write_text("")
     cmd = node.command()
     done = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
@@ -112,6 +113,7 @@ def test_flipped_byte_in_flushed_metadata_stops_the_node(tmp_path: Path) -> None
     assert "Traceback" not in out, out
     # nothing was cut, no partition directory was touched, renamed or created
     assert seg.stat().st_size == size
+    assert {f.name: f.read_bytes() for f in seg.parent.iterdir()} == metadata_before
     assert partition_files(node.data_dir) == before
     assert not [d for d in node.data_dir.iterdir() if d.name.endswith(("-stray", "-delete"))]
 
