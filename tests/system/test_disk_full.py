@@ -51,7 +51,8 @@ def tmpfs(path: Path, size_mb: int) -> Iterator[Path]:
 class Sender:
     """An idempotent acks=all producer of numbered records, one every `pause` seconds."""
 
-    def __init__(self, bootstrap: str, pause: float = 0.001) -> None:
+    def __init__(self, bootstrap: str, pause: float = 0.001, topic: str = TOPIC) -> None:
+        self.topic = topic
         self.acked: dict[int, int] = {}  # seq -> offset
         self.failed: list[tuple[int, str]] = []
         self.errors: list[KafkaError] = []
@@ -80,7 +81,7 @@ class Sender:
     def _run(self) -> None:
         while not self.stop.is_set():
             try:
-                self.producer.produce(TOPIC, key=b"%d" % self.sent, value=b"%d" % self.sent + PAD,
+                self.producer.produce(self.topic, key=b"%d" % self.sent, value=b"%d" % self.sent + PAD,
                                       partition=0, on_delivery=self._on_delivery)
             except BufferError:
                 self.producer.poll(0.05)
@@ -137,13 +138,13 @@ def probe_until_storage_error(bootstrap: str, timeout: float = 60.0) -> KafkaErr
     raise AssertionError("no produce was refused while the disk was full")
 
 
-def read_back(bootstrap: str, acked: dict[int, int]) -> int:
+def read_back(bootstrap: str, acked: dict[int, int], topic: str = TOPIC) -> int:
     """Read the partition from the start; every acknowledged record is at its offset."""
     c = Consumer({"bootstrap.servers": bootstrap, "group.id": "disk-full-check",
                   "enable.auto.commit": False})
     try:
-        _, high = c.get_watermark_offsets(TopicPartition(TOPIC, 0), timeout=10)
-        c.assign([TopicPartition(TOPIC, 0, OFFSET_BEGINNING)])
+        _, high = c.get_watermark_offsets(TopicPartition(topic, 0), timeout=10)
+        c.assign([TopicPartition(topic, 0, OFFSET_BEGINNING)])
         by_offset: dict[int, bytes] = {}
         deadline = time.monotonic() + 120
         while len(by_offset) < high and time.monotonic() < deadline:
