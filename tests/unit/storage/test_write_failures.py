@@ -309,3 +309,49 @@ def test_a_follower_append_is_cut_back_too(
     assert log.log_end_offset == 1
     log.append_many([(view, BatchHeader.parse(view))], assign_offsets=False)
     reopen_and_check(log, 2)
+
+
+def test_a_failed_index_fsync_is_not_retried_by_path_but_takes_the_directory_offline(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Linux reports a lost writeback once: a second fsync by path would succeed over lost pages
+    log = open_log(tmp_path, small_config(segment_bytes=1 << 20, index_interval_bytes=1))
+    for v in (b"a", b"b", b"c"):
+        append_values(log, [v])
+    calls = []
+
+    def fsync(fd: int) -> None:
+        calls.append(fd)
+        raise OSError(errno.EIO, "Input/output error")
+
+    monkeypatch.setattr(index, "os", FailingOs(fsync=fsync))
+    with pytest.raises(KafkaError) as exc:
+        log.flush()
+    monkeypatch.undo()
+    assert storage_error(exc)
+    assert len(calls) == 1 and log.dir_state.offline
+    assert log.recovery_point == 0
+    log.close()
+
+
+def test_failed_producer_snapshots_log_one_line_without_traceback(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    log = open_log(tmp_path, small_config(segment_bytes=1 << 20))
+    batch, header = make_batch([b"a"])
+    log.append(batch, header, 0)
+    state = log.producer_state
+    state._had_snapshots = True  # as a log with producers that has snapshotted before
+
+    def fsync(fd: int) -> None:
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(checkpoints, "os", FailingOs(fsync=fsync))
+    with caplog.at_level(logging.WARNING):
+        for offset in range(100, 130):
+            assert state.take_snapshot(offset) is None
+    monkeypatch.undo()
+    lines = [r for r in caplog.records if "snapshot" in r.getMessage()]
+    assert len(lines) == 1 and not lines[0].exc_info
+    assert not list(tmp_path.glob("t-0/*.tmp"))
+    log.close()
