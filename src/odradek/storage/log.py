@@ -725,7 +725,18 @@ class Log:
         if not deletable:
             return 0
         if deletable == len(segments):
-            self._roll(self._leo, now)
+            try:
+                self._roll(self._leo, now)
+            except OSError as exc:
+                # A full disk must not stop retention, which is what frees it: keep the active
+                # segment this time and delete the others.
+                self.dir_state.rate_limited.warning(
+                    "retention-roll", "%s: rolling for retention failed (%s); keeping the "
+                    "active segment", self._dir, exc,
+                )
+                deletable -= 1
+                if not deletable:
+                    return 0
         for _ in range(deletable):
             self._retire(self._segments.pop(0))
             self._bases.pop(0)

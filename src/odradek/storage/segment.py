@@ -10,6 +10,7 @@ max timestamp.
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import os
 import random
@@ -215,11 +216,21 @@ class Segment:
     def on_become_inactive(self) -> None:
         """The segment stops taking appends: write the final time index entry, release fds."""
         if self.max_timestamp >= 0:
-            self.time_index.maybe_append(
-                self.max_timestamp,
-                self.offset_of_max_timestamp - self.base_offset,
-                skip_full_check=True,
-            )
+            ti = self.time_index
+            n = len(ti.timestamps)
+            try:
+                ti.maybe_append(
+                    self.max_timestamp,
+                    self.offset_of_max_timestamp - self.base_offset,
+                    skip_full_check=True,
+                )
+            except OSError:
+                # memory stays what the file holds; the caller reports the failure
+                del ti.timestamps[n:]
+                del ti.rel_offsets[n:]
+                with contextlib.suppress(OSError):
+                    ti._truncate_file(n)
+                raise
         self.offset_index.close()
         self.time_index.close()
 

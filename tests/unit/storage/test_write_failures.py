@@ -355,3 +355,25 @@ def test_failed_producer_snapshots_log_one_line_without_traceback(
     assert len(lines) == 1 and not lines[0].exc_info
     assert not list(tmp_path.glob("t-0/*.tmp"))
     log.close()
+
+
+def test_retention_frees_space_even_when_the_roll_it_needs_cannot_write(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    log = open_log(tmp_path, small_config(segment_bytes=300, retention_ms=1000))
+    for i in range(12):
+        append_values(log, [b"%d" % i * 20], timestamps=[1_000 + i])
+    assert len(log.segments) > 2
+    leo, active = log.log_end_offset, log.active_segment
+
+    def write(fd: int, data: Any) -> int:
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(index, "os", FailingOs(write=write))
+    deleted = log.delete_retention_breached(now_ms=10**12)  # everything has expired
+    monkeypatch.undo()
+    assert deleted > 0 and log.segments == [active]  # all but the active segment went
+    assert log.log_start_offset == active.base_offset and log.log_end_offset == leo
+    append_values(log, [b"after"])
+    assert_indexes_valid(log)
+    log.close()
