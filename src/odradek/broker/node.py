@@ -33,6 +33,7 @@ from odradek.metadata.properties import MetaPropertiesError, ensure_meta_propert
 from odradek.metadata.quorum import MetadataLogDamaged, MetadataQuorum
 from odradek.replication.manager import ReplicaManager
 from odradek.storage.cleaner.log_cleaner import CleanerConfig
+from odradek.storage.log_dir_failure import channel_for
 from odradek.storage.log_manager import LogManager
 
 log = logging.getLogger("odradek.node")
@@ -119,6 +120,11 @@ class Node:
                  ", ".join(f"{a.name}://{a.host}:{a.port}" for a in advertised))
 
         topic_configs = _TopicConfigs(controller)
+        # issue 22: one data dir, so its failure stops the node (a restart recovers from disk)
+        dir_state = channel_for(self.data_dir)
+        dir_state.min_free_bytes = config.get_int("log.dir.free.space.min.bytes")
+        dir_state.add_offline_listener(lambda d, why: loop.call_soon_threadsafe(self._dir_failed))
+        dir_state.start_monitor()
         log_manager = LogManager(self.data_dir, log_config({}, config))
         rm = ReplicaManager(log_manager, node_id, self.data_dir, topic_configs)
         began = time.monotonic()
@@ -175,8 +181,13 @@ class Node:
         with contextlib.suppress(asyncio.CancelledError):
             await periodic
         await self._close(rm, log_manager, quorum)
+        dir_state.stop_monitor()
         log.info("node %d stopped", node_id)
-        return 0
+        return 1 if dir_state.offline else 0
+
+    def _dir_failed(self) -> None:
+        log.error("no log directory is online: stopping (exit 1); restart to recover from disk")
+        self.stopping.set()
 
     def _on_signal(self, sig: signal.Signals) -> None:
         log.info("received %s", sig.name)
