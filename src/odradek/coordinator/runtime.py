@@ -303,6 +303,20 @@ class CoordinatorRuntime:
         self.unload(topic, [partition])
         return True
 
+    async def follow_leadership(self) -> None:
+        """Load what this node now leads and unload what it no longer leads, for every
+        registered topic, at the partitions' leader epochs: what a metadata change calls."""
+        for topic in list(self._topics):
+            st = self._state(topic)
+            for p in range(st.num_partitions):
+                part = self.rm.get(topic, p)
+                led = part is not None and part.leader == self.rm.node_id
+                epoch = int(part.leader_epoch) if part is not None else None
+                if led and p not in st.owned and p not in st.loading:
+                    await self.on_become_leader(topic, p, epoch if epoch is not None else 0)
+                elif not led and (p in st.owned or p in st.loading):
+                    await self.on_resign(topic, p, epoch)
+
     # ------------------------------------------------------------------ records
 
     def replay(self, topic: str, partition: int) -> Iterator[tuple[BatchHeader, memoryview]]:
