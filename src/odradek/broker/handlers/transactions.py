@@ -154,48 +154,20 @@ def implicit_add_partition(ctx: Any, transactional_id: str, producer_id: int, ep
     return code
 
 
-def _encode_offset(group: str, topic: str, p: int, offset: int, leader_epoch: int, meta: str,
-                   now: int) -> tuple[bytes, bytes]:
-    key = ot.encode_key(ot.RecordKey(ot.OFFSET_COMMIT_KEY, group, topic, p))
-    value = ot.encode_value(ot.OFFSET_COMMIT_KEY, {
-        "offset": offset, "leader_epoch": leader_epoch, "metadata": meta,
-        "commit_timestamp": now})
-    return key, value
-
-
 def handle_txn_offset_commit(ctx: Any, header: Any, frame: memoryview) -> Response:
     req = decode(header, frame)
     tc = _tc(ctx)
-    gc = ctx.group_coordinator
     offsets: dict[tuple[str, int], tuple[int, int, str]] = {}
     for t in req.topics:
         for p in t.partitions:
             offsets[(t.name, int(p.partition_index))] = (
                 int(p.committed_offset), int(getattr(p, "committed_leader_epoch", -1)),
                 p.committed_metadata or "")
-    code = E.none
-    if tc is None or gc is None:
-        code = E.coordinator_not_available
-    elif (cerr := gc.coordinator_error(req.group_id)) != E.none:
-        code = cerr  # NOT_COORDINATOR / COORDINATOR_LOAD_IN_PROGRESS, before anything else
-    else:
-        generation = int(getattr(req, "generation_id", -1))
-        if generation >= 0:
-            code = gc.validate_commit(req.group_id, generation, getattr(req, "member_id", ""),
-                                       getattr(req, "group_instance_id", None), False)
-        if code == E.none:
-            unknown = [tp for tp in offsets if ctx.image.topics_by_name.get(tp[0]) is None]
-            if unknown:
-                code = E.unknown_topic_or_partition
-        if code == E.none and header.api_version >= 5:
-            # KIP-890 part 2: TxnOffsetCommit v5 does AddOffsetsToTxn's work too
-            code = tc.add_offsets(req.transactional_id, int(req.producer_id),
-                                  int(req.producer_epoch), req.group_id, OFFSETS_TOPIC,
-                                  _offsets_partitions(ctx))
-        if code == E.none:
-            code = tc.txn_offset_commit(req.transactional_id, int(req.producer_id),
-                                        int(req.producer_epoch), req.group_id, offsets,
-                                        OFFSETS_TOPIC, _offsets_partitions(ctx), _encode_offset)
+    code = E.coordinator_not_available if tc is None else tc.commit_offsets(
+        req.transactional_id, int(req.producer_id), int(req.producer_epoch), req.group_id,
+        offsets, int(getattr(req, "generation_id", -1)), getattr(req, "member_id", ""),
+        getattr(req, "group_instance_id", None), header.api_version >= 5,
+        _offsets_partitions(ctx))
     code = _fenced(code, header.api_version, 3)
     by_topic: dict[str, list[dict[str, Any]]] = {}
     for t, p in offsets:

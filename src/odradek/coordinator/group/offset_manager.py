@@ -39,6 +39,16 @@ E = ErrorCode
 OffsetRecordEncoder = Callable[[str, str, int, int, int, str, int], tuple[bytes, bytes]]
 
 
+def encode_offset_record(group: str, topic: str, partition: int, offset: int,
+                         leader_epoch: int, metadata: str, now: int) -> tuple[bytes, bytes]:
+    """The OffsetCommit record (key v1, value v3) of one committed offset."""
+    key = ot.encode_key(ot.RecordKey(ot.OFFSET_COMMIT_KEY, group, topic, partition))
+    value = ot.encode_value(ot.OFFSET_COMMIT_KEY, {
+        "offset": offset, "leader_epoch": leader_epoch, "metadata": metadata,
+        "commit_timestamp": now})
+    return key, value
+
+
 class OffsetManager:
     """Mixin of GroupCoordinator: committed offsets."""
 

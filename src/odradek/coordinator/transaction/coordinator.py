@@ -25,6 +25,7 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
+from odradek.coordinator.group.offset_manager import encode_offset_record
 from odradek.coordinator.offsets_topic import TOPIC as OFFSETS_TOPIC
 from odradek.coordinator.offsets_topic import partition_for as group_partition
 from odradek.coordinator.runtime import CoordinatorRuntime
@@ -335,6 +336,31 @@ class TransactionCoordinator:
         tp = (offsets_topic, group_partition(group_id, offsets_partitions))
         result = self.add_partitions(tid, producer_id, epoch, [tp])
         return result[tp]
+
+    def commit_offsets(self, tid: str, producer_id: int, epoch: int, group_id: str,
+                       offsets: dict[tuple[str, int], tuple[int, int, str]],
+                       generation: int, member_id: str, instance_id: str | None,
+                       add_offsets_first: bool, offsets_partitions: int) -> ErrorCode:
+        """A TxnOffsetCommit request: the group coordinator's checks first (its coordinator,
+        then the member's generation when one is given, then the topics), AddOffsetsToTxn's
+        work for v5+ (KIP-890 part 2: `add_offsets_first`), then the write."""
+        g = self.groups
+        if g is None:
+            return E.coordinator_not_available
+        if (code := g.coordinator_error(group_id)) != E.none:
+            return code  # NOT_COORDINATOR / COORDINATOR_LOAD_IN_PROGRESS, before anything
+        if generation >= 0:
+            code = g.validate_commit(group_id, generation, member_id, instance_id, False)
+        if code == E.none and any(g.topics(t) is None for t, _ in offsets):
+            code = E.unknown_topic_or_partition
+        if code == E.none and add_offsets_first:
+            code = self.add_offsets(tid, producer_id, epoch, group_id, OFFSETS_TOPIC,
+                                    offsets_partitions)
+        if code == E.none:
+            code = self.txn_offset_commit(tid, producer_id, epoch, group_id, offsets,
+                                          OFFSETS_TOPIC, offsets_partitions,
+                                          encode_offset_record)
+        return code  # type: ignore[no-any-return]
 
     def txn_offset_commit(self, tid: str, producer_id: int, epoch: int, group_id: str,
                           offsets: dict[tuple[str, int], tuple[int, int, str]],
