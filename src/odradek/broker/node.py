@@ -21,12 +21,9 @@ from typing import Any
 from odradek.broker.apis import Dispatcher, advertised_apis
 from odradek.broker.config import ConfigError, Listener, load_config, parse_listeners
 from odradek.broker.context import BrokerContext
-from odradek.broker.handlers.groups import start_group_coordinator
-from odradek.broker.handlers.transactions import (
-    start_transaction_coordinator,
-    stop_transaction_coordinator,
-)
+from odradek.broker.handlers import admin
 from odradek.broker.server import Server
+from odradek.coordinator.startup import start_coordinators
 from odradek.metadata.configs import BrokerConfig, log_config
 from odradek.metadata.controller import Controller, load_image
 from odradek.metadata.properties import MetaPropertiesError, ensure_meta_properties
@@ -152,8 +149,12 @@ class Node:
 
         controller.add_listener(on_metadata_change)
         # __consumer_offsets is created and replayed before the first client connects
-        ctx.group_coordinator = await start_group_coordinator(ctx)
-        ctx.transaction_coordinator = await start_transaction_coordinator(ctx)
+        coordinators = await start_coordinators(
+            config, controller, rm, node_id,
+            lambda specs: admin.run(ctx, controller.create_topics, specs, False),
+            len(admin.live_brokers(ctx)))
+        ctx.group_coordinator = coordinators.group
+        ctx.transaction_coordinator = coordinators.transaction
 
         server = Server(Dispatcher(ctx), config.get_int("socket.request.max.bytes"))
         try:
@@ -161,8 +162,7 @@ class Node:
                 await server.start(lst.host, lst.port)
         except OSError as exc:
             log.error("cannot listen: %s", exc)
-            await stop_transaction_coordinator(ctx)
-            await ctx.group_coordinator.stop()
+            await coordinators.stop()
             await self._close(rm, log_manager, quorum)
             return 1
 
@@ -174,9 +174,9 @@ class Node:
         log.info("shutting down")
         server.stop_accepting()
         # answers JoinGroup/SyncGroup still waiting (NOT_COORDINATOR) so the drain ends
-        await ctx.group_coordinator.stop()
+        await coordinators.group.stop()
         await server.drain()
-        await stop_transaction_coordinator(ctx)
+        await coordinators.stop()
         periodic.cancel()
         with contextlib.suppress(asyncio.CancelledError):
             await periodic
