@@ -33,18 +33,22 @@ def _number(value: Any) -> float | None:
     return None if math.isnan(out) or math.isinf(out) else out
 
 
-def batch_line(name: str, progress: dict[str, Any], totals: FlowTotals) -> str:
+def _batches(n: int) -> str:
+    return f"{n} batch" if n == 1 else f"{n} batches"
+
+
+def batch_line(name: str, progress: Mapping[str, Any], totals: FlowTotals) -> str:
     """One readable line for one micro-batch, e.g.
-    `flow 'slow_views': batch 0: 400 rows in (2,310 rows/s), 52 rows out; total 400 in, 52 out`."""
+    `flow 'slow_views': batch 0: 400 rows in, 68 rows out, 230 rows/s (so far: 1 batch, 400 in, 68 out)`."""
     rows_in = int(progress.get("numInputRows") or 0)
     rate = _number(progress.get("processedRowsPerSecond"))
     out = _output_rows(progress)
-    # Sinks that do not count (foreachBatch, some Python sinks) report -1.
-    out_text = f"{out:,} rows out" if out >= 0 else "rows out not counted by this sink"
-    rate_text = f"{rate:,.0f} rows/s" if rate is not None and rows_in else "idle"
+    # Sinks that do not count their rows report -1.
+    out_text = f"{out:,} rows out" if out >= 0 else "rows out not counted"
+    rate_text = f", {rate:,.0f} rows/s" if rate is not None and rows_in else ""
     total_out = f"{totals.rows_out:,} out" if totals.out_known else "out not counted"
-    return (f"flow '{name}': batch {progress.get('batchId')}: {rows_in:,} rows in ({rate_text}), "
-            f"{out_text}; total {totals.batches} batch(es), {totals.rows_in:,} in, {total_out}")
+    return (f"flow '{name}': batch {progress.get('batchId')}: {rows_in:,} rows in, {out_text}{rate_text} "
+            f"(so far: {_batches(totals.batches)}, {totals.rows_in:,} in, {total_out})")
 
 
 @dataclass
@@ -84,13 +88,19 @@ class Progress:
     def summary(self, name: str) -> str:
         t = self.flows.get(name, FlowTotals())
         out = f"{t.rows_out:,} rows out" if t.out_known else "rows out not counted"
-        return f"{t.batches} batch(es), {t.rows_in:,} rows in, {out}"
+        return f"{_batches(t.batches)}, {t.rows_in:,} rows in, {out}"
 
 
 def _output_rows(progress: Mapping[str, Any]) -> int:
+    """The sink's row count, -1 if it does not count. A batch that never reached its sink
+    (no `addBatch` phase: nothing to read and no state to close) wrote nothing."""
     sink = progress.get("sink")
     value = sink.get("numOutputRows", -1) if isinstance(sink, Mapping) else -1
-    return int(value) if isinstance(value, int | float) else -1
+    out = int(value) if isinstance(value, int | float) else -1
+    durations = progress.get("durationMs")
+    if out < 0 and isinstance(durations, Mapping) and "addBatch" not in durations:
+        return 0
+    return out
 
 
 def _as_dict(event: Any) -> dict[str, Any]:
