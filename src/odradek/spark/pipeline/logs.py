@@ -19,6 +19,7 @@ JAVA_OPTIONS = "spark.driver.extraJavaOptions"
 QUIET_AT_WARN = (
     "org.apache.hadoop.util.NativeCodeLoader",  # no native Hadoop library: Java's is used
 )
+SHELL_LOGGERS = ("org.apache.spark.api.python.PythonGatewayServer",)  # the PySpark driver's JVM entry
 # Said for every streaming query (adaptive execution does not apply to streaming plans).
 NOISE_AT_WARN = r".*(spark\\.sql\\.adaptive\\.enabled is not supported in streaming|Disabling AQE since).*"
 
@@ -44,6 +45,11 @@ def log4j2_properties(level: str) -> str:
         "appender.console.layout.type = PatternLayout",
         f"appender.console.layout.pattern = %d{{HH:mm:ss}} spark %p %c{{1}}: %m%n{trace}",
     ]
+    # Spark treats a PySpark driver as a shell: at start-up it filters the console at the level
+    # of the logger of the class that set logging up (WARN when that logger has no level of
+    # its own), which would hide a more verbose level.
+    for i, name in enumerate(SHELL_LOGGERS):
+        lines += [f"logger.shell{i}.name = {name}", f"logger.shell{i}.level = {level.lower()}"]
     if level == "WARN":
         for i, name in enumerate(QUIET_AT_WARN):
             lines += [f"logger.quiet{i}.name = {name}", f"logger.quiet{i}.level = error"]
