@@ -22,7 +22,7 @@ from odradek.cli.common import (
 )
 
 # odradek.client.perf's client names and default batch, repeated so that `--help` does not
-# load the perf tools (numpy, multiprocessing); tests/unit/cli/test_startup.py checks them.
+# load the perf tools (numpy, multiprocessing); tests/unit/cli/test_constants.py checks them.
 CONFLUENT = "confluent-kafka"
 COLUMNAR = "columnar"
 CLIENTS = (CONFLUENT, COLUMNAR)
@@ -31,9 +31,9 @@ DEFAULT_BATCH = 10_000
 app = typer.Typer(help="Measure a node: producer, consumer and end-to-end latency perf tests.",
                   no_args_is_help=True, add_completion=False)
 
-TopicOption = typer.Option("perf", "--topic", "-t", help="The topic to use.")
+TopicOption = typer.Option("perf", "--topic", "-t", metavar="TOPIC", help="The topic to use.")
 PartitionsOption = typer.Option(
-    6, "--partitions", "-p", help="Create the topic with this many partitions when it is missing.")
+    6, "--partitions", "-p", metavar="N", help="Create the topic with this many partitions when it is missing.")
 
 
 def ensure_topic(bootstrap: str, topic: str, partitions: int, timeout: float = 30.0) -> None:
@@ -71,10 +71,10 @@ def produce(
     acks: str = typer.Option("1", "--acks", metavar="ACKS", help="0, 1 or all (-1)."),
     partitions: int = PartitionsOption,
     processes: int = typer.Option(
-        1, "--processes", min=1,
+        1, "--processes", min=1, metavar="N",
         help="Producer processes, each with its own client, sharing the records and the rate."),
     client: str = typer.Option(
-        CONFLUENT, "--client",
+        CONFLUENT, "--client", metavar="CLIENT",
         help="confluent-kafka, or columnar: odradek's own Produce client building record "
              "batches from numpy columns (PLAINTEXT only, needs numpy; -X batch.num.messages, "
              "batch.size, max.in.flight, batches.per.request, compression.type)."),
@@ -109,18 +109,18 @@ def produce(
 @app.command()
 def consume(
     topic: str = TopicOption,
-    messages: int = typer.Option(1_000_000, "--messages", "-n", min=1,
+    messages: int = typer.Option(1_000_000, "--messages", "-n", min=1, metavar="N",
                                  help="Stop after this many records."),
-    timeout: float = typer.Option(10.0, "--timeout",
+    timeout: float = typer.Option(10.0, "--timeout", metavar="SECONDS",
                                   help="Stop after this many seconds without a record."),
     processes: int = typer.Option(
-        1, "--processes", min=1,
+        1, "--processes", min=1, metavar="N",
         help="Consumer processes, each with its own client, splitting the partitions."),
     batch: int = typer.Option(
-        DEFAULT_BATCH, "--batch", min=1,
+        DEFAULT_BATCH, "--batch", min=1, metavar="N",
         help="Records asked for per consume(num_messages=...) call (confluent-kafka only)."),
     client: str = typer.Option(
-        CONFLUENT, "--client",
+        CONFLUENT, "--client", metavar="CLIENT",
         help="confluent-kafka, or columnar: odradek's own Fetch client decoding record "
              "batches into numpy columns (PLAINTEXT only, needs numpy)."),
     bootstrap: str = BootstrapOption,
@@ -145,7 +145,7 @@ def consume(
 
 @app.command()
 def e2e(
-    topic: str = typer.Option("", "--topic", "-t",
+    topic: str = typer.Option("", "--topic", "-t", metavar="TOPIC", show_default=False,
                               help="A topic to use (default: a fresh one per run)."),
     rate: float = typer.Option(10_000, "--rate", metavar="RECORDS/S", help="Records/s to produce; 0 for the maximum."),
     seconds: float = typer.Option(5.0, "--seconds", metavar="SECONDS", help="How long to measure."),
@@ -154,7 +154,7 @@ def e2e(
     acks: str = typer.Option("1", "--acks", metavar="ACKS", help="0, 1 or all (-1)."),
     partitions: int = PartitionsOption,
     client: str = typer.Option(
-        CONFLUENT, "--client",
+        CONFLUENT, "--client", metavar="CLIENT",
         help="confluent-kafka, or columnar: odradek's own Produce and Fetch clients (PLAINTEXT "
              "only, needs numpy); records are stamped with their scheduled send time, so the "
              "wait for a batch counts (-X pace.tick.ms: shortest producer sleep, "

@@ -23,7 +23,7 @@ if TYPE_CHECKING:
 
 # odradek.client's DEFAULT_BOOTSTRAP and BOOTSTRAP_ENV, repeated here because importing
 # odradek.client loads confluent-kafka, which `odradek --help` should not wait for
-# (tests/unit/cli/test_startup.py checks they agree).
+# (tests/unit/cli/test_constants.py checks they agree).
 DEFAULT_BOOTSTRAP = "localhost:9092"
 BOOTSTRAP_ENV = "ODRADEK_BOOTSTRAP"
 

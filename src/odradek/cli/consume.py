@@ -82,19 +82,19 @@ def consume(
     from_beginning: bool = typer.Option(False, "--from-beginning",
                                         help="Start at the oldest record (same as --offset oldest)."),
     offset: str | None = typer.Option(
-        None, "-o", "--offset",
+        None, "-o", "--offset", metavar="OFFSET",
         help="Start at oldest, newest, N, -N (N before the end) or @timestamp_ms."),
-    partition: list[int] = typer.Option([], "-p", "--partition",
+    partition: list[int] = typer.Option([], "-p", "--partition", metavar="N",
                                         help="Read only this partition (repeatable)."),
-    num: int | None = typer.Option(None, "-n", "--num", help="Stop after this many records."),
+    num: int | None = typer.Option(None, "-n", "--num", metavar="N", help="Stop after this many records."),
     fmt: str | None = typer.Option(
-        None, "-f", "--format",
+        None, "-f", "--format", metavar="FORMAT",
         help="rpk-style: %t topic, %k key, %v value, %p partition, %o offset, %d timestamp, "
              "%h headers, %T/%K/%V lengths; \\n \\t escapes. Default: JSON lines."),
     exit_at_end: bool = typer.Option(False, "-e", "--exit-at-end",
                                      help="Stop once every partition's current end is reached."),
     group: str | None = typer.Option(
-        None, "-g", "--group",
+        None, "-g", "--group", metavar="GROUP",
         help="Join this consumer group: partitions are shared with its other members and "
              "progress is committed (starts at the committed offsets, else at --from-beginning "
              "or the end)."),

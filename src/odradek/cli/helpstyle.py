@@ -76,6 +76,17 @@ def install() -> None:
             return ""
         return _default_text(default_value)
 
+    def number_range(self: Any) -> str | None:
+        low, high = self.min, self.max
+        if low is None and high is None:
+            return None
+        if high is None:
+            return f"at least {_default_text(low)}"
+        if low is None:
+            return f"at most {_default_text(high)}"
+        return f"{_default_text(low)} to {_default_text(high)}"
+
+    core.TyperOption._get_number_range_help_str = number_range  # type: ignore[method-assign]
     core.TyperOption.display_type_rich = option_type  # type: ignore[method-assign]
     core.TyperArgument.display_type_rich = lambda self, ctx: None  # type: ignore[method-assign]
     core.TyperArgument.display_name_raw = property(argument_name)  # type: ignore[assignment,method-assign]

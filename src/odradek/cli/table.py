@@ -1,7 +1,7 @@
 """The one way listings are printed: an aligned table, or JSON with `--format json`.
 
 Tables look like rpk's and kafka-consumer-groups': upper-case headers, columns padded
-with two spaces, no trailing blanks, `-` for a missing value. JSON is one array of
+with two spaces, no trailing blanks, `-` for a missing or empty value. JSON is one array of
 objects whose keys are the headers in lower case with `_` for `-` (`LOG-END-OFFSET` ->
 `log_end_offset`), holding numbers as numbers and a missing value as null.
 """
@@ -36,7 +36,8 @@ def json_key(header: str) -> str:
 
 
 def render_table(header: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
-    data = [list(header)] + [["-" if v is None else str(v) for v in row] for row in rows]
+    data = [list(header)] + [["-" if v is None or v == "" else str(v) for v in row]
+                             for row in rows]
     widths = [max(len(r[i]) for r in data) for i in range(len(header))]
     return "\n".join("  ".join(v.ljust(w) for v, w in zip(r, widths, strict=True)).rstrip()
                      for r in data)

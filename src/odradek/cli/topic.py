@@ -287,8 +287,9 @@ def _source_name(source: Any) -> str:
 @app.command("alter-config")
 def alter_config(
     name: str = typer.Argument(..., help="Topic name."),
-    set_: list[str] = typer.Option([], "--set", help="Set a config: key=value (repeatable)."),
-    delete: list[str] = typer.Option([], "--delete",
+    set_: list[str] = typer.Option([], "--set", metavar="KEY=VALUE",
+                                   help="Set a topic config (repeatable)."),
+    delete: list[str] = typer.Option([], "--delete", metavar="KEY",
                                      help="Remove an override, back to the default (repeatable)."),
     bootstrap: str = BootstrapOption,
     timeout: float = TimeoutOption,
@@ -312,7 +313,7 @@ def alter_config(
 @app.command("add-partitions")
 def add_partitions(
     name: str = typer.Argument(..., help="Topic name."),
-    partitions: int = typer.Option(..., "-p", "--partitions",
+    partitions: int = typer.Option(..., "-p", "--partitions", metavar="N",
                                    help="The new total partition count."),
     bootstrap: str = BootstrapOption,
     timeout: float = TimeoutOption,
@@ -333,7 +334,7 @@ def add_partitions(
 
 @app.command()
 def delete(
-    names: list[str] = typer.Argument(..., help="Topics to delete."),
+    names: list[str] = typer.Argument(..., metavar="TOPIC...", help="Topics to delete."),
     bootstrap: str = BootstrapOption,
     timeout: float = TimeoutOption,
 ) -> None:
