@@ -180,6 +180,8 @@ def test_missing_group_fails_alike_in_describe_reset_and_delete(
     produce(b, topic, 5)
     expected = "Error: Consumer group 'err-no-group' does not exist."
     for args in (("group", "describe", "err-no-group"),
+                 ("group", "describe", "err-no-group", "--state"),
+                 ("group", "describe", "err-no-group", "--members"),
                  ("group", "reset-offsets", "err-no-group", "--topic", topic, "--to-earliest"),
                  ("group", "reset-offsets", "err-no-group", "--all-topics", "--to-latest",
                   "--execute"),

@@ -249,6 +249,9 @@ def describe(
         desc = _describe(admin, group, timeout)
         st = _state_name(desc.state)
         mem = _members(desc)
+        committed = _committed(admin, group, timeout)
+        if st == "Dead" and not committed:
+            _missing(group)
         if state:
             coord = desc.coordinator
             emit(["GROUP", "COORDINATOR (ID)", "ASSIGNMENT-STRATEGY", "STATE", "#MEMBERS"],
@@ -263,9 +266,6 @@ def describe(
                  [[group, m.member_id, m.host, m.client_id, len(m.partitions)] for m in mem],
                  fmt)
             return
-        committed = _committed(admin, group, timeout)
-        if st == "Dead" and not committed:
-            _missing(group)
         owner = {tp: m for m in mem for tp in m.partitions}
         tps = sorted(set(committed) | set(owner))
         ends = _offsets(admin, tps, OffsetSpec.latest(), timeout)

@@ -104,8 +104,7 @@ def list_(
     bootstrap: str = BootstrapOption,
     timeout: float = TimeoutOption,
 ) -> None:
-    """List topics with their partition count and replication factor (NAME PARTITIONS
-    REPLICAS)."""
+    """List topics with their partition count and replicas per partition."""
     check_format(fmt)
     with kafka_errors():
         metadata = _admin(bootstrap).list_topics(timeout=timeout)
