@@ -33,7 +33,7 @@ app = typer.Typer(help="Measure a node: producer, consumer and end-to-end latenc
 
 TopicOption = typer.Option("perf", "--topic", "-t", metavar="TOPIC", help="The topic to use.")
 PartitionsOption = typer.Option(
-    6, "--partitions", "-p", metavar="N", help="Create the topic with this many partitions when it is missing.")
+    6, "--partitions", "-p", min=1, metavar="N", help="Create the topic with this many partitions when it is missing.")
 
 
 def ensure_topic(bootstrap: str, topic: str, partitions: int, timeout: float = 30.0) -> None:
