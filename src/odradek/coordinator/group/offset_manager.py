@@ -111,7 +111,8 @@ class OffsetManager:
                 self.offsets.put(group_id, tp, value)
                 part = self.rm.get(tp[0], tp[1])
                 if part is not None:
-                    self.lag.observe(group_id, tp[0], tp[1], value.offset, part.high_watermark, now)
+                    self.lag.observe(group_id, tp[0], tp[1], value.offset, part.high_watermark,
+                                     now, deliberate=generation < 0 and not member_id)
         return out
 
     def validate_commit(self, group_id: str, generation: int, member_id: str,
