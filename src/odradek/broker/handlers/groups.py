@@ -407,7 +407,7 @@ async def start_group_coordinator(ctx: Any) -> GroupCoordinator:
             log.error("cannot create %s: %s %s", TOPIC, ErrorCode(result.error_code).name,
                       result.error_message or "")
         else:
-            log.info("created %s with %d partitions (replication factor %d)", TOPIC,
+            log.debug("created %s with %d partitions (replication factor %d)", TOPIC,
                      gconf.num_partitions, rf)
     topic = ctx.image.topics_by_name.get(TOPIC)
     if topic is not None:
