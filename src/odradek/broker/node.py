@@ -167,9 +167,17 @@ class Node:
         _log_internal_topics(controller.image, had_internal)
 
         server = Server(Dispatcher(ctx), config.get_int("socket.request.max.bytes"))
-        # the sockets were bound before anything was opened: serving them cannot fail on the port
-        for sock in self.prepared.sockets:
-            await server.start("", 0, sock=sock)
+        # the sockets were bound before anything was opened; listening can still fail when
+        # another node bound the same port at the same moment (startup.bind_listener)
+        try:
+            for sock in self.prepared.sockets:
+                await server.start("", 0, sock=sock)
+        except OSError as exc:
+            server.stop_accepting()
+            await stop_transaction_coordinator(ctx)
+            await ctx.group_coordinator.stop()
+            await self._close(rm, log_manager, quorum)
+            raise StartRefused(f"cannot listen: {exc.strerror or exc}") from None
 
         self.started = True
         log.info("node %d started", node_id)

@@ -18,8 +18,6 @@ from pathlib import Path
 from odradek.broker.config import Listener
 from odradek.storage.dir_lock import LOCK_FILE, DataDirLock, DataDirLocked, acquire_data_dir_lock
 
-BACKLOG = 1024
-
 
 class StartRefused(Exception):
     """The node cannot start; the message is the one line the user sees (exit code 2)."""
@@ -101,9 +99,14 @@ def lock_data_dir(data_dir: Path) -> tuple[DataDirLock, bool, bool]:
 
 
 def bind_listener(lst: Listener) -> list[socket.socket]:
-    """Bound, listening, non-blocking sockets for one listener (an empty host: all interfaces).
+    """Bound, non-blocking sockets for one listener (an empty host: all interfaces).
 
-    Connections that arrive before the node serves wait in the backlog.
+    They are bound now, so a port another process listens on is refused before anything
+    is written, but listen only when the node serves (Server.start): until then a client
+    is refused at connect, as before, instead of waiting in a backlog for a node that is
+    still recovering. SO_REUSEADDR lets a restart bind next to its old TIME_WAIT
+    connections; two nodes starting on one port at once both bind, and the second fails
+    at listen (a late, rare refusal).
     """
     host = lst.host or None
     try:
@@ -132,7 +135,6 @@ def bind_listener(lst: Listener) -> list[socket.socket]:
                     sockets.pop().close()  # e.g. no IPv6 on this machine: the others serve
                     continue
                 raise
-            sock.listen(BACKLOG)
             sock.setblocking(False)
     except OSError as exc:
         for sock in sockets:
