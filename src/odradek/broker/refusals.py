@@ -62,6 +62,9 @@ def error_name(code: int) -> str:
         return f"error {code}"
 
 
+MAX_REASON = 400
+
+
 class RefusalLog:
     """Logs refusals with a per-key repeat window and a global line budget."""
 
@@ -87,6 +90,11 @@ class RefusalLog:
         """Log one refusal unless rate-limited; True when a line was written."""
         if not self.logger.isEnabledFor(logging.INFO):
             return False
+        if reason is not None and len(reason) > MAX_REASON:
+            # client-supplied names can be long: the line and the key stay small
+            reason = reason[:MAX_REASON] + f"... ({len(reason) - MAX_REASON} more chars)"
+        if client_id is not None and len(client_id) > MAX_REASON:
+            client_id = client_id[:MAX_REASON] + "..."
         now = self.clock()
         # the same refusal repeated (a client retrying what cannot succeed) is one line per
         # window; refusals that differ, or come on a new connection, get their own line
@@ -145,7 +153,7 @@ def _refusals(values: dict[str, Any]) -> list[tuple[int, str | None]]:
     while stack:
         entry = stack.pop()
         code = entry.get("error_code")
-        if code and int(code) not in ROUTINE:
+        if code and isinstance(code, int) and int(code) not in ROUTINE:
             # what was refused (a topic, group or resource name) and why, where the
             # response says so
             subject = next((entry[k] for k in _SUBJECT_KEYS if entry.get(k)), None)

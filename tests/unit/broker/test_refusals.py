@@ -94,3 +94,11 @@ def test_nothing_is_counted_when_info_is_off(logger: logging.Logger,
         assert lines(caplog) == []
     finally:
         logger.setLevel(logging.NOTSET)
+
+
+def test_long_client_supplied_text_is_cut(logger: logging.Logger,
+                                          caplog: pytest.LogCaptureFixture) -> None:
+    refusals = RefusalLog(logger)
+    refusals.refused("x" * 5000, "CREATE_TOPICS v7", "INVALID_TOPIC_EXCEPTION", "n" * 100_000)
+    (line,) = lines(caplog)
+    assert len(line) < 1200 and "more chars" in line
