@@ -24,8 +24,10 @@ from odradek.broker.handlers import (
     topics,
     transactions,
 )
+from odradek.broker.refusals import api_name, refused
 from odradek.broker.server import Disconnect
 from odradek.protocol.apis import SUPPORTED, ApiKey
+from odradek.protocol.errors import ProtocolError
 
 log = logging.getLogger(__name__)
 
@@ -89,16 +91,28 @@ class Dispatcher:
             k: (lo, hi, HANDLERS[ApiKey(k)]) for k, (lo, hi) in ctx.advertised_apis.items()}
 
     def __call__(self, conn: Any, frame: memoryview, header: Any) -> Any:
+        # refusals that close the connection are logged here (rate-limited, with the client
+        # id) and the Disconnect carries no message, so the server does not log them again
         entry = self.table.get(header.api_key)
         if entry is None:
-            raise Disconnect(f"unknown api key {header.api_key} (v{header.api_version}); "
-                             "this node does not serve it")
+            api = api_name(header.api_key, header.api_version)
+            refused(header.client_id, api, "UNSUPPORTED_VERSION",
+                    "this API is not served by this node; connection closed", conn.peer)
+            raise Disconnect("")
         lo, hi, handler = entry
         if not lo <= header.api_version <= hi:
             if header.api_key == ApiKey.API_VERSIONS:
                 return api_versions.unsupported(self.ctx, header)
-            raise Disconnect(f"unsupported version {header.api_version} of "
-                             f"{ApiKey(header.api_key).name} (we serve {lo}-{hi})")
-        if handler in WANTS_PEER:
-            return handler(self.ctx, header, frame, conn.peer)
-        return handler(self.ctx, header, frame)
+            api = api_name(header.api_key, header.api_version)
+            refused(header.client_id, api, "UNSUPPORTED_VERSION",
+                    f"this node serves versions {lo}-{hi}; connection closed", conn.peer)
+            raise Disconnect("")
+        try:
+            if handler in WANTS_PEER:
+                return handler(self.ctx, header, frame, conn.peer)
+            return handler(self.ctx, header, frame)
+        except ProtocolError as exc:
+            api = api_name(header.api_key, header.api_version)
+            refused(header.client_id, api, "INVALID_REQUEST",
+                    f"malformed request: {exc}; connection closed", conn.peer)
+            raise Disconnect("") from None

@@ -1,9 +1,13 @@
 """One node: metadata quorum + controller, logs, partitions and the Kafka listener.
 
-`run_node` is what `odradek serve` calls. Start-up order: config, identity
-(meta.properties), metadata (replay, register this broker), logs (recovery),
-partitions, listener. SIGTERM/SIGINT stop it cleanly: stop accepting, let
-in-flight requests finish, checkpoint and close the logs, exit 0.
+`run_node` is what `odradek serve` calls. Start-up order: config (every key,
+listeners included, checked before anything else), the data directory (type,
+permissions, its `.lock`), the listening sockets (bound, not yet served), then
+identity (meta.properties), metadata (replay, register this broker), logs
+(recovery), partitions, coordinators, and serving. A refusal before the first
+write is one line and exit code 2, and leaves the data directory as it was.
+SIGTERM/SIGINT stop it cleanly: stop accepting, let in-flight requests finish,
+checkpoint and close the logs, exit 0.
 """
 
 from __future__ import annotations
@@ -19,10 +23,20 @@ from pathlib import Path
 from typing import Any
 
 from odradek.broker.apis import Dispatcher, advertised_apis
-from odradek.broker.config import ConfigError, Listener, load_config, parse_listeners
+from odradek.broker.config import (
+    ConfigError,
+    Listener,
+    advertised_of,
+    check_config,
+    event_loop_of,
+    listeners_of,
+    load_config,
+)
 from odradek.broker.context import BrokerContext
 from odradek.broker.handlers import admin
+from odradek.broker.logging_setup import log_levels, logs_to_stderr, setup_logging
 from odradek.broker.server import Server
+from odradek.broker.startup import Prepared, StartRefused, prepare
 from odradek.coordinator.startup import start_coordinators
 from odradek.metadata.configs import BrokerConfig, log_config
 from odradek.metadata.controller import Controller, load_image
@@ -36,22 +50,13 @@ from odradek.storage.log_manager import LogManager
 log = logging.getLogger("odradek.node")
 
 CHECKPOINT_INTERVAL_S = 5.0
-LOG_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
-
-
-def setup_logging() -> None:
-    root = logging.getLogger()
-    if not root.handlers:
-        handler = logging.StreamHandler(sys.stderr)
-        handler.setFormatter(logging.Formatter(LOG_FORMAT))
-        root.addHandler(handler)
-    root.setLevel(logging.INFO)
+INTERNAL_TOPICS = ("__consumer_offsets", "__transaction_state")
 
 
 def advertised_listeners(config: BrokerConfig) -> list[Listener]:
     """advertised.listeners (default: listeners); an empty or wildcard host becomes our name."""
     out = []
-    for lst in parse_listeners(",".join(config.advertised_listeners)):
+    for lst in advertised_of(config):
         host = lst.host
         if host in ("", "0.0.0.0", "::"):
             host = socket.getfqdn()
@@ -86,9 +91,14 @@ def cleaner_config(config: BrokerConfig) -> CleanerConfig:
 
 
 class Node:
-    def __init__(self, data_dir: Path, config: BrokerConfig) -> None:
+    def __init__(self, data_dir: Path, config: BrokerConfig,
+                 prepared: Prepared | None = None) -> None:
         self.data_dir = Path(data_dir)
         self.config = config
+        # the data dir's lock and the bound listening sockets (startup.prepare); taken here
+        # when the caller did not (a node started from Python)
+        self.prepared = prepared
+        self.started = False
         self.stopping = asyncio.Event()
         self._sync_pending = False
         self._tasks: set[asyncio.Future[None]] = set()
@@ -100,8 +110,12 @@ class Node:
         # installed first so that a SIGTERM during recovery still ends in a clean stop
         for sig in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(sig, self._on_signal, sig)
-        self.data_dir.mkdir(parents=True, exist_ok=True)
-        meta = ensure_meta_properties(self.data_dir, node_id)
+        if self.prepared is None:
+            self.prepared = prepare(self.data_dir, listeners_of(config))
+        try:
+            meta = ensure_meta_properties(self.data_dir, node_id)
+        except MetaPropertiesError as exc:
+            raise StartRefused(f"data directory {self.data_dir}: {exc}") from None
         log.info("node %d of cluster %s, data in %s", node_id, meta.cluster_id, self.data_dir)
 
         quorum = await asyncio.to_thread(MetadataQuorum.open, self.data_dir, node_id)
@@ -148,6 +162,7 @@ class Node:
             loop.call_soon_threadsafe(self._schedule_sync, rm, controller)
 
         controller.add_listener(on_metadata_change)
+        had_internal = {t for t in INTERNAL_TOPICS if t in controller.image.topics_by_name}
         # __consumer_offsets is created and replayed before the first client connects
         coordinators = await start_coordinators(
             config, controller, rm, node_id,
@@ -156,16 +171,21 @@ class Node:
         ctx.group_coordinator = coordinators.group
         ctx.transaction_coordinator = coordinators.transaction
 
+        _log_internal_topics(controller.image, had_internal)
+
         server = Server(Dispatcher(ctx), config.get_int("socket.request.max.bytes"))
+        # the sockets were bound before anything was opened; listening can still fail when
+        # another node bound the same port at the same moment (startup.bind_listener)
         try:
-            for lst in parse_listeners(",".join(config.listeners)):
-                await server.start(lst.host, lst.port)
+            for sock in self.prepared.sockets:
+                await server.start("", 0, sock=sock)
         except OSError as exc:
-            log.error("cannot listen: %s", exc)
+            server.stop_accepting()
             await coordinators.stop()
             await self._close(rm, log_manager, quorum)
-            return 1
+            raise StartRefused(f"cannot listen: {exc.strerror or exc}") from None
 
+        self.started = True
         log.info("node %d started", node_id)
 
         periodic = asyncio.ensure_future(self._periodic(rm, log_manager))
@@ -244,36 +264,69 @@ class Node:
         await asyncio.to_thread(quorum.close)
 
 
+def _log_internal_topics(image: Any, had: set[str]) -> None:
+    """One line for the internal topics this start created (not one per partition)."""
+    made = [(t, len(image.topics_by_name[t].partitions)) for t in INTERNAL_TOPICS
+            if t not in had and t in image.topics_by_name]
+    if made:
+        log.info("created internal topics: %s",
+                 ", ".join(f"{name} ({count} partitions)" for name, count in made))
+
+
 def _runner(config: BrokerConfig) -> Any:
-    choice = (config.values.get("odradek.event.loop") or "asyncio").strip().lower()
-    if choice == "uvloop":
+    if event_loop_of(config) == "uvloop":
         import uvloop
 
         return asyncio.Runner(loop_factory=uvloop.new_event_loop)
-    if choice != "asyncio":
-        raise ConfigError(f"odradek.event.loop must be asyncio or uvloop, got {choice!r}")
     return asyncio.Runner()
 
 
-def run_node(data_dir: Path, config_file: Path | None, overrides: list[str]) -> int:
-    setup_logging()
+def _refuse(message: str) -> int:
+    """A refused start: one line on stderr (and in the log file, if there is one), exit 2."""
+    if logging.getLogger().handlers and not logs_to_stderr():
+        log.error("cannot start: %s", message)
+    print(f"Error: {message}", file=sys.stderr, flush=True)
+    return 2
+
+
+def run_node(data_dir: Path, config_file: Path | None, overrides: list[str],
+             log_file: Path | None = None) -> int:
     try:
         config = load_config(config_file, overrides)
+        check_config(config)
+        levels = log_levels(config)
         runner = _runner(config)
     except ConfigError as exc:
-        log.error("invalid configuration: %s", exc)
-        return 2
+        return _refuse(f"invalid configuration: {exc}")
+    try:
+        setup_logging(levels, log_file)
+    except OSError as exc:
+        return _refuse(f"cannot open log file {log_file}: {exc.strerror or exc}")
+    data_dir = Path(data_dir)
+    try:
+        prepared = prepare(data_dir, listeners_of(config))
+    except StartRefused as exc:
+        return _refuse(str(exc))
+    node = Node(data_dir, config, prepared)
     try:
         with runner:
-            return runner.run(Node(Path(data_dir), config).run())
+            return runner.run(node.run())
     except KeyboardInterrupt:
         return 0
-    except MetaPropertiesError as exc:
-        log.error("cannot start: %s", exc)
-        return 2
+    except StartRefused as exc:
+        prepared.undo()
+        return _refuse(str(exc))
     except MetadataLogDamaged as exc:  # one line: file, offset, what to do
         log.error("cannot start: %s", exc)
         return 1
-    except Exception:
-        log.exception("node failed")
+    except Exception as exc:
+        if node.started:
+            log.exception("node failed")
+            return 1
+        # a failure while starting is one line; the traceback is for log.level=DEBUG
+        log.debug("start failed", exc_info=True)
+        log.error("cannot start: %s: %s (the traceback is logged at log.level=DEBUG)",
+                  type(exc).__name__, exc)
         return 1
+    finally:
+        prepared.release()

@@ -369,13 +369,16 @@ class Server:
         self.can_add_writer = True
         self.draining = False
 
-    async def start(self, host: str, port: int) -> None:
+    async def start(self, host: str, port: int, sock: socket.socket | None = None) -> None:
         loop = asyncio.get_running_loop()
         # uvloop refuses add_writer on a socket a transport owns: use the copy fallback there
         self.can_add_writer = (type(loop).__module__.startswith("asyncio")
                                and hasattr(loop, "_add_writer"))
-        srv = await loop.create_server(lambda: Connection(self), host or None, port,
-                                       reuse_address=True, backlog=1024)
+        if sock is not None:  # bound by the node before it opened anything (startup.py)
+            srv = await loop.create_server(lambda: Connection(self), sock=sock, backlog=1024)
+        else:
+            srv = await loop.create_server(lambda: Connection(self), host or None, port,
+                                           reuse_address=True, backlog=1024)
         self._servers.append(srv)
         for sock in srv.sockets:
             log.info("listening on %s", sock.getsockname())

@@ -48,14 +48,21 @@ def serve(
     data_dir: Path = typer.Option(Path("./data"), "--data-dir", help="Where logs and metadata live."),
     config: Path | None = typer.Option(None, "--config", help="A server.properties file."),
     set_: list[str] = typer.Option([], "--set", help="Override a config: key=value (repeatable)."),
+    log_file: Path | None = typer.Option(
+        None, "--log-file",
+        help="Append the node's log to this file instead of stderr. Levels: --set "
+             "log.level=DEBUG, or one package: --set log.level.odradek.storage=DEBUG."),
 ) -> None:
     """Run one node (broker and controller) until SIGTERM or Ctrl-C.
 
     Every config key --set and --config take: `odradek config list --broker`.
+    The data directory is locked (<data-dir>/.lock) for as long as the node runs. A start
+    that is refused (bad config, directory in use, port taken) prints one line and exits 2.
     """
     from odradek.broker.node import run_node
 
-    raise typer.Exit(run_node(data_dir=data_dir, config_file=config, overrides=set_))
+    raise typer.Exit(run_node(data_dir=data_dir, config_file=config, overrides=set_,
+                              log_file=log_file))
 
 
 app.add_typer(topic_cmd.app, name="topic")

@@ -23,6 +23,8 @@ if TYPE_CHECKING:
 __all__ = [
     "BROKER_CONFIGS",
     "DYNAMIC_BROKER_CONFIGS",
+    "LOG_LEVELS",
+    "LOG_LEVEL_PREFIX",
     "TOPIC_CONFIGS",
     "BrokerConfig",
     "ConfigDef",
@@ -204,6 +206,20 @@ def _throttled_replicas(name: str, value: Any) -> None:
                 "must be the literal '*' or a list of replicas in the following format: "
                 "[partitionId]:[brokerId],[partitionId]:[brokerId],..."
             )
+
+
+# log4j's level names, as Kafka's broker loggers take them (case-insensitive here)
+LOG_LEVELS = ("TRACE", "DEBUG", "INFO", "WARN", "ERROR", "FATAL", "OFF")
+# odradek-only: `log.level.<logger>` sets one package's level, e.g. log.level.odradek.storage
+LOG_LEVEL_PREFIX = "log.level."
+
+
+def _log_level(name: str, value: Any) -> None:
+    if value is not None and value.strip().upper() not in LOG_LEVELS:
+        raise ConfigError(
+            f"Invalid value {value} for configuration {name}: "
+            f"String must be one of: {', '.join(LOG_LEVELS)}"
+        )
 
 
 def _non_empty_list(name: str, value: Any) -> None:
@@ -574,6 +590,10 @@ _NODE_BROKER_DEFS = [
     _b("group.max.session.timeout.ms", I, 1_800_000, None, "Largest session timeout allowed."),
     _b("odradek.event.loop", S, "auto", one_of("auto", "asyncio", "uvloop"),
        "odradek: the asyncio event loop implementation the node runs on."),
+    _b("log.level", S, "INFO", _log_level,
+       "odradek: the level of the node's log (TRACE, DEBUG, INFO, WARN, ERROR, FATAL, OFF). "
+       "One package's level: log.level.<package>, e.g. log.level.odradek.storage=DEBUG. "
+       "Kafka sets these in log4j.properties instead."),
 ]
 
 
@@ -645,6 +665,8 @@ def validate_broker_configs(configs: Mapping[str, str]) -> dict[str, Any]:
     parsed: dict[str, Any] = {}
     for name, raw in configs.items():
         defn = BROKER_CONFIGS.get(name)
+        if defn is None and name.startswith(LOG_LEVEL_PREFIX):
+            defn = BROKER_CONFIGS["log.level"]  # a per-package level: same type and values
         if defn is None:
             parsed[name] = raw
             continue
@@ -699,7 +721,8 @@ class BrokerConfig:
     def from_properties(cls, props: Mapping[str, str]) -> BrokerConfig:
         """Validate static properties (raises INVALID_CONFIG naming the key); unknown keys warn."""
         for name in props:
-            if name not in BROKER_CONFIGS and name not in TOPIC_CONFIGS:
+            if (name not in BROKER_CONFIGS and name not in TOPIC_CONFIGS
+                    and not name.startswith(LOG_LEVEL_PREFIX)):
                 log.warning("The configuration '%s' was supplied but isn't a known config.", name)
         config = cls(props)
         node_id, broker_id = props.get("node.id"), props.get("broker.id")

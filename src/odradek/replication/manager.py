@@ -209,7 +209,7 @@ class ReplicaManager:
             opened = await asyncio.to_thread(self._open_logs, create, drop) if (create or drop) else []
             self._register(opened, [], update)
             for w, _ in opened:
-                log.info("created partition %s-%d (leader epoch %d)", w.topic, w.partition,
+                log.debug("created partition %s-%d (leader epoch %d)", w.topic, w.partition,
                          w.leader_epoch)
 
     # --- produce ---------------------------------------------------------

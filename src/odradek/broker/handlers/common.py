@@ -6,6 +6,7 @@ import re
 from typing import Any
 
 from odradek.broker.entities import build
+from odradek.broker.refusals import REFUSALS
 from odradek.protocol.apis import response_header_version
 from odradek.protocol.messages import decode_request, encode_response, response_class
 
@@ -26,7 +27,12 @@ def decode(header: Any, frame: memoryview) -> Any:
 
 
 def respond(header: Any, values: dict[str, Any]) -> Response:
-    """Build the response for the request's version from plain values and encode it."""
+    """Build the response for the request's version from plain values and encode it.
+
+    A non-routine error code in the values is logged here, once for every handler
+    (refusals.py decides what is routine and keeps a flood out of the log).
+    """
+    REFUSALS.response(header, values)
     cls = response_class(header.api_key, header.api_version)
     entity = build(cls, values)
     return response_header_version(header.api_key, header.api_version), [encode_response(entity)]

@@ -81,7 +81,7 @@ def handle(ctx: Any, header: Any, frame: memoryview) -> Any:
         if found is not None:
             entries.append(topic_entry(found))
         elif not valid_topic_name(name):
-            log.info("Metadata request from client %r names an invalid topic %r",
+            log.debug("Metadata request from client %r names an invalid topic %r",
                      header.client_id, name)
             entries.append(error_entry(ErrorCode.invalid_topic_exception, name))
         elif auto:

@@ -9,6 +9,7 @@ from __future__ import annotations
 import logging
 from typing import Any
 
+from odradek.broker import refusals
 from odradek.broker.handlers.common import INTERNAL_TOPICS, Response, valid_topic_name
 from odradek.broker.handlers.transactions import implicit_add_partition
 from odradek.broker.server import Disconnect
@@ -48,7 +49,7 @@ def handle(ctx: Any, header: Any, frame: memoryview) -> Response | None:
                         else ErrorCode.invalid_topic_exception)
                 out.append(PartitionResult(index, code, -1))
                 failed = True
-                log.info("produce to %s-%d from client %r: %s", name, index, header.client_id,
+                log.debug("produce to %s-%d from client %r: %s", name, index, header.client_id,
                          code.name.upper())
                 continue
             if name in INTERNAL_TOPICS:
@@ -70,11 +71,9 @@ def handle(ctx: Any, header: Any, frame: memoryview) -> Response | None:
             r = rm.append_to(part, records, acks, single_batch)
             if r.error:
                 failed = True
-            # a storage error is logged once by the storage layer (rate-limited), not per request
-            if r.error and r.error != ErrorCode.kafka_storage_error:
-                log.warning("produce to %s-%d from client %r refused: %s%s", name, index,
-                            header.client_id, ErrorCode(r.error).name.upper(),
-                            f": {r.message}" if r.message else "")
+                # a storage error is logged once by the storage layer (rate-limited), not per request
+                if r.error != ErrorCode.kafka_storage_error:
+                    refusals.note(header, r.error, f"{name}-{index}: {r.message or ''}")
             out.append(PartitionResult(index, r.error, r.base_offset, r.log_append_time_ms,
                                        r.log_start_offset, error_message=r.message))
         results.append((name, out))

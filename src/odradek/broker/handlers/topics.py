@@ -42,7 +42,7 @@ async def _create_topics(ctx: Any, header: Any, specs: list[CreatableTopic],
     for r in results:
         ok = r.error_code == 0
         if not ok:
-            log.info("CreateTopics %r refused: %s%s", r.name, ErrorCode(r.error_code).name.upper(),
+            log.debug("CreateTopics %r refused: %s%s", r.name, ErrorCode(r.error_code).name.upper(),
                      f": {r.error_message}" if r.error_message else "")
         elif not validate_only:
             log.info("created topic %r (%d partitions, id %s)", r.name, r.num_partitions,
@@ -98,7 +98,7 @@ def _refuse_internal(ctx: Any, names: list[str], ids: list[uuid.UUID]
         else:
             keep_ids.append(tid)
     for r in refused:
-        log.warning("DeleteTopics of internal topic %s refused", r.name)
+        log.debug("DeleteTopics of internal topic %s refused", r.name)
     return keep_names, keep_ids, refused
 
 

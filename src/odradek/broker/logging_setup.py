@@ -1,0 +1,63 @@
+"""The node's log: where it goes (stderr or --log-file) and how much (log.level configs).
+
+`log.level` is the root level; `log.level.<logger>` sets one package's level, e.g.
+`log.level.odradek.storage=DEBUG`. Names are log4j's, as Kafka's broker loggers use them.
+"""
+
+from __future__ import annotations
+
+import logging
+import sys
+from pathlib import Path
+
+from odradek.metadata.configs import LOG_LEVEL_PREFIX, BrokerConfig
+
+LOG_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
+TRACE = 5  # below DEBUG: log4j's TRACE
+
+_LEVELS = {
+    "TRACE": TRACE,
+    "DEBUG": logging.DEBUG,
+    "INFO": logging.INFO,
+    "WARN": logging.WARNING,
+    "ERROR": logging.ERROR,
+    "FATAL": logging.CRITICAL,
+    "OFF": logging.CRITICAL + 10,
+}
+
+
+def log_levels(config: BrokerConfig) -> dict[str, int]:
+    """Logger name ('' for the root) -> level, from log.level and log.level.<logger>."""
+    levels = {"": _LEVELS[(config.get_str("log.level") or "INFO").strip().upper()]}
+    for key, value in config.values.items():
+        if key.startswith(LOG_LEVEL_PREFIX) and len(key) > len(LOG_LEVEL_PREFIX):
+            # the config table has checked the value already
+            levels[key[len(LOG_LEVEL_PREFIX):]] = _LEVELS[value.strip().upper()]
+    return levels
+
+
+def setup_logging(levels: dict[str, int] | None = None, log_file: Path | None = None) -> None:
+    """Send the log to stderr or to `log_file` (appended), at the given levels.
+
+    Raises OSError when the log file cannot be opened: the caller refuses to start.
+    """
+    logging.addLevelName(TRACE, "TRACE")
+    root = logging.getLogger()
+    handler: logging.Handler
+    if log_file is not None:
+        handler = logging.FileHandler(log_file, mode="a", encoding="utf-8")
+    else:
+        handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(logging.Formatter(LOG_FORMAT))
+    for old in list(root.handlers):
+        root.removeHandler(old)
+    root.addHandler(handler)
+    levels = levels or {"": logging.INFO}
+    for name, level in levels.items():
+        logging.getLogger(name or None).setLevel(level)
+
+
+def logs_to_stderr() -> bool:
+    """Whether the log already reaches stderr (a refusal is then not printed twice)."""
+    return any(type(h) is logging.StreamHandler and getattr(h, "stream", None) is sys.stderr
+               for h in logging.getLogger().handlers)

@@ -1,0 +1,158 @@
+"""What a node checks and takes before it writes anything: the data directory and the ports.
+
+`prepare` runs after the config is checked and before the first write: the data
+directory's type and permissions, its lock (one process per directory, as Kafka's
+`.lock`) and the listening sockets. Each refusal is a StartRefused with a one-line
+message; a refused start leaves the data directory as it found it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import os
+import socket
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from odradek.broker.config import Listener
+from odradek.storage.dir_lock import LOCK_FILE, DataDirLock, DataDirLocked, acquire_data_dir_lock
+
+
+class StartRefused(Exception):
+    """The node cannot start; the message is the one line the user sees (exit code 2)."""
+
+
+@dataclass(slots=True)
+class Prepared:
+    """The held data-directory lock and the bound listening sockets of a starting node."""
+
+    data_dir: Path
+    lock: DataDirLock
+    sockets: list[socket.socket] = field(default_factory=list)
+    created_dir: bool = False
+    created_lock_file: bool = False
+
+    def undo(self) -> None:
+        """A start that failed: close the sockets, drop what we created in the directory."""
+        for sock in self.sockets:
+            sock.close()
+        self.sockets.clear()
+        self.lock.release(remove=self.created_lock_file)
+        if self.created_dir:
+            with contextlib.suppress(OSError):  # not empty: something else wrote there
+                self.data_dir.rmdir()
+
+    def release(self) -> None:
+        for sock in self.sockets:
+            sock.close()
+        self.lock.release()
+
+
+def check_data_dir(data_dir: Path) -> bool:
+    """Refuse a data directory we could not use; True when it exists already."""
+    if data_dir.exists():
+        if not data_dir.is_dir():
+            raise StartRefused(f"data directory {data_dir} is not a directory")
+        if not os.access(data_dir, os.R_OK | os.W_OK | os.X_OK):
+            raise StartRefused(f"data directory {data_dir} is not writable by this user "
+                               "(permission denied)")
+        return True
+    parent = data_dir.parent
+    if not parent.exists():
+        raise StartRefused(f"cannot create data directory {data_dir}: its parent {parent} "
+                           "does not exist")
+    if not parent.is_dir():
+        raise StartRefused(f"cannot create data directory {data_dir}: {parent} is not a "
+                           "directory")
+    if not os.access(parent, os.W_OK | os.X_OK):
+        raise StartRefused(f"cannot create data directory {data_dir}: {parent} is not "
+                           "writable by this user (permission denied)")
+    return False
+
+
+def lock_data_dir(data_dir: Path) -> tuple[DataDirLock, bool, bool]:
+    """Create the directory if needed and lock it: (lock, created dir, created lock file)."""
+    existed = check_data_dir(data_dir)
+    created_dir = False
+    if not existed:
+        try:
+            data_dir.mkdir()
+            created_dir = True
+        except FileExistsError:
+            pass  # created under us; the lock decides who may use it
+        except OSError as exc:
+            raise StartRefused(f"cannot create data directory {data_dir}: "
+                               f"{exc.strerror or exc}") from None
+    had_lock_file = (data_dir / LOCK_FILE).exists()
+    try:
+        lock = acquire_data_dir_lock(data_dir)
+    except DataDirLocked as exc:
+        raise StartRefused(str(exc)) from None
+    except OSError as exc:
+        if created_dir:
+            with contextlib.suppress(OSError):
+                data_dir.rmdir()
+        raise StartRefused(f"cannot lock data directory {data_dir}: "
+                           f"{exc.strerror or exc}") from None
+    return lock, created_dir, not had_lock_file
+
+
+def bind_listener(lst: Listener) -> list[socket.socket]:
+    """Bound, non-blocking sockets for one listener (an empty host: all interfaces).
+
+    They are bound now, so a port another process listens on is refused before anything
+    is written, but listen only when the node serves (Server.start): until then a client
+    is refused at connect, as before, instead of waiting in a backlog for a node that is
+    still recovering. SO_REUSEADDR lets a restart bind next to its old TIME_WAIT
+    connections; two nodes starting on one port at once both bind, and the second fails
+    at listen (a late, rare refusal).
+    """
+    host = lst.host or None
+    try:
+        infos = socket.getaddrinfo(host, lst.port, socket.AF_UNSPEC, socket.SOCK_STREAM,
+                                   0, socket.AI_PASSIVE)
+    except socket.gaierror as exc:
+        raise StartRefused(f"cannot listen on {lst.name}://{lst.host}:{lst.port}: host "
+                           f"{lst.host!r} not resolved ({exc.strerror})") from None
+    sockets: list[socket.socket] = []
+    seen: set[tuple[int, object]] = set()
+    try:
+        for family, kind, proto, _, addr in infos:
+            if (family, addr) in seen:
+                continue
+            seen.add((family, addr))
+            sock = socket.socket(family, kind, proto)
+            sockets.append(sock)
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            if family == socket.AF_INET6 and hasattr(socket, "IPPROTO_IPV6"):
+                # as asyncio's create_server: one socket per family, not a dual-stack one
+                sock.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 1)
+            try:
+                sock.bind(addr)
+            except OSError as exc:
+                if exc.errno == errno.EADDRNOTAVAIL and len(infos) > 1 and host is None:
+                    sockets.pop().close()  # e.g. no IPv6 on this machine: the others serve
+                    continue
+                raise
+            sock.setblocking(False)
+    except OSError as exc:
+        for sock in sockets:
+            sock.close()
+        raise StartRefused(f"cannot listen on {lst.name}://{lst.host}:{lst.port}: "
+                           f"{exc.strerror or exc}") from None
+    return sockets
+
+
+def prepare(data_dir: Path, listeners: list[Listener]) -> Prepared:
+    """Lock the data directory, then bind every listener; undone on the first refusal."""
+    lock, created_dir, created_lock_file = lock_data_dir(data_dir)
+    prepared = Prepared(data_dir, lock, created_dir=created_dir,
+                        created_lock_file=created_lock_file)
+    try:
+        for lst in listeners:
+            prepared.sockets += bind_listener(lst)
+    except BaseException:
+        prepared.undo()
+        raise
+    return prepared
