@@ -285,7 +285,7 @@ class CoordinatorRuntime:
         count = await asyncio.to_thread(self.load, topic, [partition])
         if partition not in st.owned:
             return False  # resigned while replaying
-        log.info("loaded %s-%d (epoch %d): %d records in %.2f s", topic, partition, epoch,
+        log.debug("loaded %s-%d (epoch %d): %d records in %.2f s", topic, partition, epoch,
                  count, time.monotonic() - began)
         st.shard.partition_loaded(partition)
         return True
@@ -299,7 +299,7 @@ class CoordinatorRuntime:
                 return False
             st.epochs[partition] = epoch
         if partition in st.owned or partition in st.loading:
-            log.info("unloading %s-%d (epoch %s)", topic, partition, epoch)
+            log.debug("unloading %s-%d (epoch %s)", topic, partition, epoch)
         self.unload(topic, [partition])
         return True
 
@@ -401,7 +401,7 @@ async def ensure_internal_topic(image: Callable[[], Any], create: CreateTopics,
             log.error("cannot create %s: %s %s", spec.name, ErrorCode(result.error_code).name,
                       result.error_message or "")
         else:
-            log.info("created %s with %d partitions (replication factor %d)", spec.name,
+            log.debug("created %s with %d partitions (replication factor %d)", spec.name,
                      spec.num_partitions, spec.replication_factor)
     topic = image().topics_by_name.get(spec.name)
     return len(topic.partitions) if topic is not None else spec.num_partitions
