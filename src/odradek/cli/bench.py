@@ -22,6 +22,7 @@ from odradek.cli.common import (
     kafka_errors,
 )
 from odradek.client import admin_client, perf
+from odradek.client.consumer_settings import LIBRDKAFKA_DEFAULTS, settings_text
 
 app = typer.Typer(help="Measure a node: producer, consumer and end-to-end latency perf tests.",
                   no_args_is_help=True, add_completion=False)
@@ -107,11 +108,17 @@ def consume(
         perf.CONFLUENT, "--client",
         help="confluent-kafka, or columnar: odradek's own Fetch client decoding record "
              "batches into numpy columns (PLAINTEXT only, needs numpy)."),
+    librdkafka_defaults: bool = typer.Option(
+        False, "--librdkafka-defaults",
+        help="confluent-kafka only: use librdkafka's own defaults ("
+             + settings_text(LIBRDKAFKA_DEFAULTS)
+             + ") instead of the shipped settings, to show the difference; -X still wins."),
     bootstrap: str = BootstrapOption,
     client_config: list[str] = ClientConfigOption,
 ) -> None:
-    """Read a topic from the beginning as fast as the client goes (kafka-consumer-perf-test)."""
     overrides = client_overrides(client_config)
+    if librdkafka_defaults:
+        overrides = {**LIBRDKAFKA_DEFAULTS, **overrides}
     if client not in perf.CLIENTS:
         fail(f"--client must be one of {', '.join(perf.CLIENTS)}, not {client!r}")
     with kafka_errors():
@@ -122,6 +129,12 @@ def consume(
             fail(str(exc))
     if result.records < messages or result.errors:
         raise typer.Exit(1)
+
+
+consume.__doc__ = (
+    "Read a topic from the beginning as fast as the client goes (kafka-consumer-perf-test). "
+    "confluent-kafka consumers get odradek's shipped fetch settings: "
+    + settings_text() + " (-X key=value overrides any of them).")
 
 
 @app.command()

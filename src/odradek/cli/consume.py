@@ -26,6 +26,7 @@ from odradek.cli.common import (
 )
 from odradek.cli.format import ConsumedRecord, FormatError, compile_format, json_line
 from odradek.client import consumer as make_consumer
+from odradek.client.consumer_settings import settings_text
 
 # Errors after which reading on cannot succeed: the tool stops with a non-zero exit.
 FATAL_ERRORS = frozenset({
@@ -132,6 +133,11 @@ def consume(
             sys.stderr.close()
         finally:
             cons.close()
+
+
+consume.__doc__ = (
+    "Read records from a topic; follows new records until Ctrl-C unless -n or -e. "
+    "Fetch settings applied: " + settings_text() + " (-X key=value overrides any of them).")
 
 
 def _consume_in_group(bootstrap: str, client_config: list[str], topic: str, group: str,

@@ -7,6 +7,7 @@ from odradek.client.config import (
     parse_key_values,
     resolve_bootstrap,
 )
+from odradek.client.consumer_settings import consumer_settings
 from odradek.client.factory import admin_client, consumer, producer
 
 __all__ = [
@@ -15,6 +16,7 @@ __all__ = [
     "admin_client",
     "client_config",
     "consumer",
+    "consumer_settings",
     "parse_key_values",
     "producer",
     "resolve_bootstrap",
