@@ -48,9 +48,9 @@ END = "<!-- issue-3 results: end -->"
 GB = 1e9
 CTX = mp.get_context("spawn")
 
-SYSTEM_NAMES = ("odradek", "odradek-columnar", "redis", "nats", "rabbitmq")
+SYSTEM_NAMES = ("odradek", "odradek-columnar", "odradek-rdkafka-c", "redis", "nats", "rabbitmq")
 # odradek under each client; the rest are peers
-OURS = ("odradek", "odradek-columnar")
+OURS = ("odradek", "odradek-columnar", "odradek-rdkafka-c")
 
 
 def make_system(name: str, args: argparse.Namespace | None = None) -> Any:
@@ -62,6 +62,9 @@ def make_system(name: str, args: argparse.Namespace | None = None) -> Any:
         from bench.peers.odradek_columnar import OdradekColumnarSystem
         procs = args.columnar_processes if args is not None else (1, 1)
         return OdradekColumnarSystem(producer_processes=procs[0], consumer_processes=procs[1])
+    if name == "odradek-rdkafka-c":
+        from bench.peers.odradek_rdkafka_c import OdradekRdkafkaCSystem
+        return OdradekRdkafkaCSystem()
     if name == "redis":
         from bench.peers.redis_streams import RedisSystem
         return RedisSystem()
