@@ -1,7 +1,7 @@
 """Issue 23: choosing the consumer fetch settings odradek ships, by measurement.
 
     python -m bench.consumer_settings [--records 3000000] [--runs 2] [--idle-seconds 60]
-                                      [--only sweep,cli,idle]
+                                      [--only sweep,focus,cli,stall,idle]
 
 One odradek node (tests/support/broker.py), a 6-partition topic of `--records` records of
 100 B written with the columnar producer, then, each in its own child process:
@@ -10,8 +10,11 @@ One odradek node (tests/support/broker.py), a 6-partition topic of `--records` r
   shipped settings and one or two keys changed: `fetch.queue.backoff.ms` 1/5/20/100/1000 on
   librdkafka's default queue and on the shipped one, the queue size (`queued.max.messages.kbytes`,
   `queued.min.messages`), and `fetch.max.bytes`/`max.partition.fetch.bytes`;
+- focus: a second round around the best rows of the first (librdkafka's sizes, short backoffs);
 - cli: `odradek consume -e -n N` to /dev/null, raw values (`-f '%v\\n'`) and JSON lines (the
   default), with the shipped settings and with librdkafka's defaults (via -X);
+- stall: one consumer with librdkafka's defaults and one with the shipped settings, counting
+  the "Fetch backoff" lines of `debug=fetch` and the largest fetch queue the statistics show;
 - idle: consumers assigned to an empty topic for `--idle-seconds`, one per backoff, side by
   side: their CPU seconds and context switches (wake-ups) from /proc, per minute.
 
@@ -53,6 +56,23 @@ SWEEP: list[tuple[str, dict[str, object]]] = [
        {"fetch.max.bytes": fb, "max.partition.fetch.bytes": pb})
       for fb, pb in ((52_428_800, 1_048_576), (67_108_864, 4_194_304),
                      (67_108_864, 8_388_608), (104_857_600, 33_554_432))],
+]
+
+# The second round: librdkafka's default queue and fetch sizes (the best rows of the first
+# round) around the short backoffs, and the queue size on top of them.
+LIB = dict(LIBRDKAFKA_DEFAULTS)
+FOCUS: list[tuple[str, dict[str, object]]] = [
+    *[(f"librdkafka sizes, backoff {b}", {**LIB, "fetch.queue.backoff.ms": b})
+      for b in (1, 5, 20, 100, 1000)],
+    *[(f"librdkafka sizes, backoff 5, kbytes {kb}, min {mn}",
+       {**LIB, "fetch.queue.backoff.ms": 5, "queued.max.messages.kbytes": kb,
+        "queued.min.messages": mn})
+      for kb, mn in ((16_384, 100_000), (262_144, 100_000), (65_536, 1_000_000))],
+    ("shipped", {}),
+    *[(f"librdkafka sizes, backoff 5, fetch {fb // 1048576} MB / partition {pb // 1024} KB",
+       {**LIB, "fetch.queue.backoff.ms": 5, "fetch.max.bytes": fb,
+        "max.partition.fetch.bytes": pb})
+      for fb, pb in ((52_428_800, 262_144), (52_428_800, 4_194_304))],
 ]
 
 
@@ -132,13 +152,52 @@ def idle_cost(bootstrap: str, seconds: float) -> list[tuple[int, float, float]]:
             for b, s, a in zip(backoffs, before, after, strict=True)]
 
 
+STALL_CHILD = """
+import json, logging, sys, time
+from confluent_kafka import Consumer, TopicPartition, OFFSET_BEGINNING
+from odradek.client import consumer_settings
+lines, fetchq = [], []
+class H(logging.Handler):
+    def emit(self, r):
+        m = r.getMessage()
+        if "Fetch backoff" in m:
+            lines.append(m)
+log = logging.getLogger("stall"); log.addHandler(H()); log.setLevel(logging.DEBUG)
+def stats(js):
+    for t in json.loads(js).get("topics", {}).values():
+        fetchq.append(sum(p.get("fetchq_size", 0) for k, p in t["partitions"].items()
+                          if k != "-1"))
+c = Consumer(consumer_settings(sys.argv[1], {"debug": "fetch", "logger": log,
+             "statistics.interval.ms": 500, "stats_cb": stats},
+             librdkafka_defaults=sys.argv[3] == "defaults", group_id="stall"))
+c.assign([TopicPartition(sys.argv[2], p, OFFSET_BEGINNING) for p in range(6)])
+n, want, t0 = 0, int(sys.argv[4]), time.monotonic()
+while n < want:
+    n += sum(1 for m in c.consume(10000, 0.5) if m.error() is None)
+secs = time.monotonic() - t0
+c.close()
+print(json.dumps({"records": n, "seconds": secs, "backoff_lines": len(lines),
+                  "example": lines[0] if lines else "", "max_fetchq_mb": max(fetchq or [0]) / 1e6}))
+"""
+
+
+def stall(bootstrap: str, records: int, which: str) -> dict[str, object]:
+    import json
+
+    out = subprocess.run([sys.executable, "-c", STALL_CHILD, bootstrap, TOPIC, which,
+                          str(records)], capture_output=True, text=True, check=True, timeout=900)
+    return dict(json.loads(out.stdout.splitlines()[-1]))
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--records", type=int, default=3_000_000)
     ap.add_argument("--cli-records", type=int, default=1_000_000)
     ap.add_argument("--runs", type=int, default=2)
     ap.add_argument("--idle-seconds", type=float, default=60)
-    ap.add_argument("--only", default="sweep,cli,idle")
+    ap.add_argument("--only", default="sweep,focus,cli,stall,idle",
+                    help="Comma-separated parts: sweep, focus, backoff (the backoff rows of "
+                         "focus alone), cli, stall, idle.")
     args = ap.parse_args(argv)
     parts = set(args.only.split(","))
     print(f"# shipped: {SHIPPED}")
@@ -150,15 +209,26 @@ def main(argv: list[str] | None = None) -> int:
             subprocess.run([*ODRADEK, "bench", "produce", "--client", "columnar", "-t", TOPIC,
                             "-n", str(args.records), "-s", "100", "-p", "6", "-b", b],
                            check=True, capture_output=True, timeout=900)
-            if "sweep" in parts:
-                print(f"\n## bench consume, {args.records} x 100 B, median of {args.runs}\n")
-                print("| settings (changed from shipped) | records/s | runs | load 1m |")
+            for part, rows in (("sweep", SWEEP), ("focus", FOCUS), ("backoff", FOCUS[:5])):
+                if part not in parts:
+                    continue
+                print(f"\n## bench consume ({part}), {args.records} x 100 B, "
+                      f"median of {args.runs}\n")
+                print("| settings (changed from shipped) | records/s | runs | load 1m per run |")
                 print("|---|---|---|---|")
-                for label, settings in SWEEP:
-                    rates = [bench_consume(b, args.records, settings) for _ in range(args.runs)]
-                    print(f"| {label} | {statistics.median(rates) / 1e6:.2f}M | "
-                          f"{', '.join(f'{r / 1e6:.2f}M' for r in rates)} | {load()} |",
-                          flush=True)
+                # Rounds over every row (not every run of a row in turn), so a machine whose
+                # load drifts during the sweep weighs on each row alike.
+                rates: dict[str, list[float]] = {label: [] for label, _ in rows}
+                loads: dict[str, list[str]] = {label: [] for label, _ in rows}
+                for _ in range(args.runs):
+                    for label, settings in rows:
+                        rates[label].append(bench_consume(b, args.records, settings))
+                        loads[label].append(load())
+                for label, _ in rows:
+                    rs = rates[label]
+                    print(f"| {label} | {statistics.median(rs) / 1e6:.2f}M | "
+                          f"{', '.join(f'{r / 1e6:.2f}M' for r in rs)} | "
+                          f"{', '.join(loads[label])} |", flush=True)
             if "cli" in parts:
                 print(f"\n## odradek consume -n {args.cli_records} to /dev/null\n")
                 print("| format | settings | records/s | runs | load 1m |")
@@ -173,6 +243,19 @@ def main(argv: list[str] | None = None) -> int:
                               f"{statistics.median(rates) / 1e3:.0f}k | "
                               f"{', '.join(f'{r / 1e3:.0f}k' for r in rates)} | {load()} |",
                               flush=True)
+            if "stall" in parts:
+                print(f"\n## how the stall shows: debug=fetch and statistics, {args.records}"
+                      " records\n")
+                print("| settings | records/s | 'Fetch backoff' lines | max fetch queue MB "
+                      "(stats fetchq_size) | load 1m |")
+                print("|---|---|---|---|---|")
+                for which in ("defaults", "shipped"):
+                    r = stall(b, args.records, which)
+                    rate = float(r["records"]) / float(r["seconds"])  # type: ignore[arg-type]
+                    print(f"| {which} | {rate / 1e6:.2f}M | {r['backoff_lines']} | "
+                          f"{float(r['max_fetchq_mb']):.0f} | {load()} |", flush=True)  # type: ignore[arg-type]
+                    if r["example"]:
+                        print(f"\n    {r['example']}\n", flush=True)
             if "idle" in parts:
                 print(f"\n## idle consumer, {args.idle_seconds:.0f} s, per minute\n")
                 print("| fetch.queue.backoff.ms | CPU s/min | context switches/min | load 1m |")

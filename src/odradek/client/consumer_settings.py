@@ -15,14 +15,19 @@ from collections.abc import Mapping
 
 from odradek.client.config import client_config
 
-# Chosen by bench/consumer_settings.py. The backoff only applies while the local queue is
-# full, so an idle consumer (empty queue) never wakes up for it: its cost is nil when idle.
+# Chosen by bench/consumer_settings.py (bench/RESULTS-h23client.md): only the backoff moves.
+# A queue-full backoff of 1000 ms cut a confluent-kafka read of 3M x 100 B from ~1M to 0.15M
+# records/s; 1-100 ms read alike. Bigger queues and fetches (128-512 MB, 4-32 MB per
+# partition) were slower, not faster: librdkafka parses each response whole before the
+# application sees a record. The sizes are pinned anyway, so a new librdkafka default does not
+# move them unseen. The backoff only applies while the local queue is full: an idle consumer
+# (empty queue) never waits on it, and measured the same CPU and wake-ups at 1, 5 and 1000 ms.
 SHIPPED: dict[str, object] = {
     "fetch.queue.backoff.ms": 5,
-    "queued.min.messages": 1_000_000,
-    "queued.max.messages.kbytes": 131_072,
-    "fetch.max.bytes": 67_108_864,
-    "max.partition.fetch.bytes": 8_388_608,
+    "queued.min.messages": 100_000,
+    "queued.max.messages.kbytes": 65_536,
+    "fetch.max.bytes": 52_428_800,
+    "max.partition.fetch.bytes": 1_048_576,
 }
 
 # librdkafka 2.x's own defaults for the same keys: `--librdkafka-defaults` applies these to
