@@ -13,6 +13,8 @@ One odradek node (tests/support/broker.py), a 6-partition topic of `--records` r
 - focus: a second round around the best rows of the first (librdkafka's sizes, short backoffs);
 - cli: `odradek consume -e -n N` to /dev/null, raw values (`-f '%v\\n'`) and JSON lines (the
   default), with the shipped settings and with librdkafka's defaults (via -X);
+- c: bench/c/rdkafka_consume (`make bench-tools`), shipped settings, librdkafka's defaults, and
+  the shipped ones with the biggest queue (the only fix before librdkafka 2.3);
 - stall: one consumer with librdkafka's defaults and one with the shipped settings, counting
   the "Fetch backoff" lines of `debug=fetch` and the largest fetch queue the statistics show;
 - idle: consumers assigned to an empty topic for `--idle-seconds`, one per backoff, side by
@@ -197,7 +199,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--idle-seconds", type=float, default=60)
     ap.add_argument("--only", default="sweep,focus,cli,stall,idle",
                     help="Comma-separated parts: sweep, focus, backoff (the backoff rows of "
-                         "focus alone), cli, stall, idle.")
+                         "focus alone), cli, c (bench/c/rdkafka_consume), stall, idle.")
     args = ap.parse_args(argv)
     parts = set(args.only.split(","))
     print(f"# shipped: {SHIPPED}")
@@ -243,6 +245,27 @@ def main(argv: list[str] | None = None) -> int:
                               f"{statistics.median(rates) / 1e3:.0f}k | "
                               f"{', '.join(f'{r / 1e3:.0f}k' for r in rates)} | {load()} |",
                               flush=True)
+            if "c" in parts:
+                from bench.peers.odradek_rdkafka_c import run_tool
+
+                big = {**SHIPPED, "queued.max.messages.kbytes": 2_097_151,
+                       "queued.min.messages": 10_000_000}
+                rows_c = (("shipped", dict(SHIPPED)), ("librdkafka defaults", LIBRDKAFKA_DEFAULTS),
+                          ("shipped + 2 GB / 10M queue", big))
+                got: dict[str, list[float]] = {label: [] for label, _ in rows_c}
+                lib = ""
+                for _ in range(args.runs):
+                    for label, settings in rows_c:
+                        r = run_tool(b, TOPIC, args.records, 10, settings)
+                        lib = str(r["librdkafka"])
+                        got[label].append(float(r["records"]) / float(r["seconds"]))
+                print(f"\n## bench/c/rdkafka_consume (librdkafka {lib}), {args.records} x 100 B\n")
+                print("| settings | records/s | runs | load 1m |")
+                print("|---|---|---|---|")
+                for label, _ in rows_c:
+                    rs = got[label]
+                    print(f"| {label} | {statistics.median(rs) / 1e6:.2f}M | "
+                          f"{', '.join(f'{r / 1e6:.2f}M' for r in rs)} | {load()} |", flush=True)
             if "stall" in parts:
                 print(f"\n## how the stall shows: debug=fetch and statistics, {args.records}"
                       " records\n")
