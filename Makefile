@@ -8,7 +8,7 @@ TEST_STAMP := $(VENV)/.installed-test
 BENCH_STAMP := $(VENV)/.installed-bench
 DEB_PACKAGES := kcat postgresql-15 openjdk-17-jre-headless strace
 
-.PHONY: run test lint bench bench-node clean setup setup-test setup-bench deb
+.PHONY: run test lint bench bench-node bench-tools clean setup setup-test setup-bench deb
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -52,8 +52,18 @@ lint: setup-test
 
 setup-bench: $(BENCH_STAMP)
 
+# bench/c/rdkafka_consume: a librdkafka C consumer of our own for the consume rows, built
+# against Debian's librdkafka-dev (installed here, for the benchmarks only).
+BENCH_TOOLS := bench/c/rdkafka_consume
+
+bench-tools: $(BENCH_TOOLS)
+
+bench/c/rdkafka_consume: bench/c/rdkafka_consume.c
+	@$(MAKE) --no-print-directory deb DEB_PACKAGES="librdkafka-dev gcc pkg-config"
+	$(CC) -O2 -Wall -Wextra -o $@ $< $$(pkg-config --cflags --libs rdkafka)
+
 # The side-by-side comparison with the peers (installs and starts them itself).
-bench: setup-bench
+bench: setup-bench bench-tools
 	$(BIN)/python -m bench.compare
 
 # One node alone: the issue-2 producer and consumer perf run.
@@ -61,4 +71,4 @@ bench-node: setup-test
 	$(BIN)/python -m bench.run
 
 clean:
-	rm -rf $(VENV) data build src/*.egg-info
+	rm -rf $(VENV) data build src/*.egg-info $(BENCH_TOOLS)

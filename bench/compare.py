@@ -1,6 +1,7 @@
 """`make bench`: odradek side by side with the event stores a user could run instead.
 
-    python -m bench.compare [--runs 3] [--systems odradek,odradek-columnar,redis,nats,rabbitmq]
+    python -m bench.compare [--runs 3]
+        [--systems odradek,odradek-columnar,odradek-rdkafka-c,tansu,redis,nats,rabbitmq]
                             [--max-records 3000000] [--max-seconds 3] [--no-write]
     python -m bench.compare --quick      # 100k records, one run: checks the harness
 
@@ -10,7 +11,10 @@ temp data dir, driven by its own client in child processes, and stopped. Workloa
 produce and consume together, and end-to-end latency at fixed rates and at the maximum. odradek
 runs twice per run: `odradek` with confluent-kafka (librdkafka in C, one Python object per
 record) and `odradek-columnar` with odradek's own columnar client (record batches built from
-and decoded into numpy columns), so the node's figures are shown apart from the client's. Every
+and decoded into numpy columns), so the node's figures are shown apart from the client's;
+`odradek-rdkafka-c` adds consume rows read by bench/c/rdkafka_consume, a librdkafka C consumer
+(`make bench-tools`). `tansu` is Tansu 0.6, a Kafka-protocol peer driven by the same
+confluent-kafka clients as `odradek`; it keeps records in memory only, odradek a durable log. Every
 figure is the median of --runs runs with min and max; odradek's ratio to each peer is taken
 from the same run. The physical limits (loopback TCP, sequential disk write) are measured in
 the same run. Results go to bench/compare.json, the plot to bench/compare.png, and the
@@ -48,9 +52,10 @@ END = "<!-- issue-3 results: end -->"
 GB = 1e9
 CTX = mp.get_context("spawn")
 
-SYSTEM_NAMES = ("odradek", "odradek-columnar", "redis", "nats", "rabbitmq")
+SYSTEM_NAMES = ("odradek", "odradek-columnar", "odradek-rdkafka-c", "tansu", "redis", "nats",
+                "rabbitmq")
 # odradek under each client; the rest are peers
-OURS = ("odradek", "odradek-columnar")
+OURS = ("odradek", "odradek-columnar", "odradek-rdkafka-c")
 
 
 def make_system(name: str, args: argparse.Namespace | None = None) -> Any:
@@ -62,6 +67,13 @@ def make_system(name: str, args: argparse.Namespace | None = None) -> Any:
         from bench.peers.odradek_columnar import OdradekColumnarSystem
         procs = args.columnar_processes if args is not None else (1, 1)
         return OdradekColumnarSystem(producer_processes=procs[0], consumer_processes=procs[1])
+    if name == "odradek-rdkafka-c":
+        from bench.peers.odradek_rdkafka_c import OdradekRdkafkaCSystem
+        return OdradekRdkafkaCSystem()
+    if name == "tansu":
+        from bench.peers.tansu import TansuSystem
+        procs = args.odradek_processes if args is not None else (1, 1)
+        return TansuSystem(producer_processes=procs[0], consumer_processes=procs[1])
     if name == "redis":
         from bench.peers.redis_streams import RedisSystem
         return RedisSystem()

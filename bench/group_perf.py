@@ -30,6 +30,8 @@ from confluent_kafka import Consumer, Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 from tests.support.broker import BrokerProcess
 
+from odradek.client import consumer_settings
+
 RESULTS = Path(__file__).with_name("RESULTS.md")
 MEMBERS = 3
 PARTITIONS = 6
@@ -37,9 +39,9 @@ PARTITIONS = 6
 
 def member(bootstrap: str, topic: str, group: str, conf: dict[str, Any], start_at: float,
            want: int, out: Any) -> None:
-    c = Consumer({"bootstrap.servers": bootstrap, "group.id": group,
-                  "auto.offset.reset": "earliest", "enable.auto.commit": True,
-                  "fetch.max.bytes": 1048576, "max.partition.fetch.bytes": 262144, **conf})
+    c = Consumer(consumer_settings(bootstrap, conf, group_id=group, auto_offset_reset="earliest",
+                                   enable_auto_commit=True, fetch_max_bytes=1048576,
+                                   max_partition_fetch_bytes=262144))
     while time.time() < start_at:
         time.sleep(0.001)
     began = time.time()

@@ -28,6 +28,8 @@ from confluent_kafka import Consumer, Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 from tests.support.broker import BrokerProcess
 
+from odradek.client import consumer_settings
+
 RESULTS = Path(__file__).with_name("RESULTS.md")
 PARTITIONS = 6
 
@@ -82,9 +84,10 @@ def e2e_latency(bootstrap: str, topic: str, txns: int, per_txn: int, size: int,
     done = threading.Event()
 
     def consume() -> None:
-        c = Consumer({"bootstrap.servers": bootstrap, "group.id": "lat",
-                      "isolation.level": "read_committed", "auto.offset.reset": "earliest",
-                      "fetch.wait.max.ms": 10, "enable.auto.commit": False})
+        c = Consumer(consumer_settings(bootstrap, group_id="lat",
+                                       isolation_level="read_committed",
+                                       auto_offset_reset="earliest", fetch_wait_max_ms=10,
+                                       enable_auto_commit=False))
         c.subscribe([topic])
         seen = 0
         while seen < txns * per_txn and not done.is_set():

@@ -14,6 +14,8 @@ from collections import defaultdict
 from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
+from odradek.client import consumer_settings
+
 
 def create_topic(bootstrap: str, name: str, partitions: int,
                  config: dict[str, str] | None = None) -> None:
@@ -72,10 +74,11 @@ class BackgroundTraffic:
         self._producer = Producer({"bootstrap.servers": self.bootstrap, "linger.ms": 5,
                                    "acks": "all",
                                    "error_cb": lambda e: self._error(f"producer: {e}")})
-        self._consumer = Consumer({"bootstrap.servers": self.bootstrap, "group.id": "unused",
-                                   "enable.auto.commit": False, "enable.partition.eof": False,
-                                   "fetch.wait.max.ms": 50,
-                                   "error_cb": lambda e: self._error(f"consumer: {e}")})
+        self._consumer = Consumer(consumer_settings(
+            self.bootstrap,
+            {"error_cb": lambda e: self._error(f"consumer: {e}")},
+            group_id="unused", enable_auto_commit=False, enable_partition_eof=False,
+            fetch_wait_max_ms=50))
         self._consumer.assign([TopicPartition(self.topic, p, OFFSET_BEGINNING)
                                for p in range(self.PARTITIONS)])
         self._thread.start()

@@ -6,6 +6,8 @@ import time
 
 from confluent_kafka import Consumer, TopicPartition
 
+from odradek.client import consumer_settings
+
 Rec = tuple[int, bytes | None, bytes | None]
 
 
@@ -13,8 +15,8 @@ def read_partition(bootstrap: str, topic: str, end: int, *, partition: int = 0,
                    group: str = "partition-reader", timeout: float = 60.0) -> list[Rec]:
     """(offset, key, value) of every record below `end`; stops early once the position passes
     `end` (compaction leaves gaps, so the last offset may never be delivered)."""
-    c = Consumer({"bootstrap.servers": bootstrap, "group.id": group,
-                  "enable.auto.commit": False, "auto.offset.reset": "earliest"})
+    c = Consumer(consumer_settings(bootstrap, group_id=group, enable_auto_commit=False,
+                                   auto_offset_reset="earliest"))
     c.assign([TopicPartition(topic, partition, 0)])
     out: list[Rec] = []
     deadline = time.monotonic() + timeout

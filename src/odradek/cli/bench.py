@@ -20,6 +20,7 @@ from odradek.cli.common import (
     kafka_errors,
     reach,
 )
+from odradek.client.consumer_settings import LIBRDKAFKA_DEFAULTS, settings_text
 
 # odradek.client.perf's client names and default batch, repeated so that `--help` does not
 # load the perf tools (numpy, multiprocessing); tests/unit/cli/test_constants.py checks them.
@@ -123,6 +124,11 @@ def consume(
         CONFLUENT, "--client", metavar="CLIENT",
         help="confluent-kafka, or columnar: odradek's own Fetch client decoding record "
              "batches into numpy columns (PLAINTEXT only, needs numpy)."),
+    librdkafka_defaults: bool = typer.Option(
+        False, "--librdkafka-defaults",
+        help="confluent-kafka only: use librdkafka's own defaults ("
+             + settings_text(LIBRDKAFKA_DEFAULTS)
+             + ") instead of the shipped settings, to show the difference; -X still wins."),
     bootstrap: str = BootstrapOption,
     client_config: list[str] = ClientConfigOption,
 ) -> None:
@@ -130,6 +136,8 @@ def consume(
     from odradek.client import perf
 
     overrides = client_overrides(client_config)
+    if librdkafka_defaults:
+        overrides = {**LIBRDKAFKA_DEFAULTS, **overrides}
     if client not in CLIENTS:
         fail(f"--client must be one of {', '.join(CLIENTS)}, not {client!r}")
     reach(bootstrap, overrides)
@@ -141,6 +149,12 @@ def consume(
             fail(str(exc))
     if result.records < messages or result.errors:
         raise typer.Exit(1)
+
+
+consume.__doc__ = (
+    "Read a topic from the beginning as fast as the client goes (kafka-consumer-perf-test). "
+    "confluent-kafka consumers get odradek's shipped fetch settings: "
+    + settings_text() + " (-X key=value overrides any of them).")
 
 
 @app.command()

@@ -20,6 +20,7 @@ from odradek.cli.common import (
     usage,
 )
 from odradek.cli.format import ConsumedRecord, FormatError, compile_format, json_line
+from odradek.client.consumer_settings import settings_text
 
 if TYPE_CHECKING:
     from confluent_kafka import Consumer, Message, TopicPartition
@@ -140,6 +141,11 @@ def consume(
             sys.stderr.close()
         finally:
             cons.close()
+
+
+consume.__doc__ = (
+    "Read records from a topic; follows new records until Ctrl-C unless -n or -e. "
+    "Fetch settings applied: " + settings_text() + " (-X key=value overrides any of them).")
 
 
 def _consume_in_group(bootstrap: str, client_config: list[str], topic: str, group: str,

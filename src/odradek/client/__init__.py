@@ -1,5 +1,7 @@
 """Thin helpers over confluent-kafka for tools and services that talk to a node as a client."""
 
+from typing import Any
+
 from odradek.client.config import (
     BOOTSTRAP_ENV,
     DEFAULT_BOOTSTRAP,
@@ -7,7 +9,19 @@ from odradek.client.config import (
     parse_key_values,
     resolve_bootstrap,
 )
-from odradek.client.factory import admin_client, consumer, producer
+from odradek.client.consumer_settings import consumer_settings
+
+# The factories import confluent-kafka (librdkafka): load them on first use, so that the CLI's
+# help and the settings texts do not pay for it.
+_FACTORIES = ("admin_client", "consumer", "producer")
+
+
+def __getattr__(name: str) -> Any:
+    if name in _FACTORIES:
+        from odradek.client import factory
+
+        return getattr(factory, name)
+    raise AttributeError(f"module 'odradek.client' has no attribute {name!r}")
 
 __all__ = [
     "BOOTSTRAP_ENV",
@@ -15,6 +29,7 @@ __all__ = [
     "admin_client",
     "client_config",
     "consumer",
+    "consumer_settings",
     "parse_key_values",
     "producer",
     "resolve_bootstrap",

@@ -46,6 +46,7 @@ from confluent_kafka import (
 )
 
 from odradek.client.config import resolve_bootstrap
+from odradek.client.consumer_settings import consumer_settings
 
 REPORT_INTERVAL_S = 5.0
 SAMPLE_EVERY = 16
@@ -167,8 +168,8 @@ def producer_config(bootstrap: str | None, acks: str = "1",
 
 def high_watermarks(bootstrap: str | None, topic: str) -> int:
     """The sum of the topic's high watermarks: records the node has acknowledged, ever."""
-    consumer = Consumer({"bootstrap.servers": resolve_bootstrap(bootstrap),
-                         "group.id": "odradek-bench-watermarks", "enable.auto.commit": False})
+    consumer = Consumer(consumer_settings(bootstrap, group_id="odradek-bench-watermarks",
+                                          enable_auto_commit=False))
     try:
         meta = consumer.list_topics(topic, timeout=30).topics[topic]
         if meta.error is not None:
@@ -351,20 +352,13 @@ def _stamp(t: float) -> str:
 
 
 def consumer_config(bootstrap: str | None, extra: dict[str, str] | None = None) -> dict[str, object]:
-    conf: dict[str, object] = {
-        "bootstrap.servers": resolve_bootstrap(bootstrap),
-        "group.id": f"odradek-bench-{os.getpid()}",
-        "enable.auto.commit": False,
-        "enable.auto.offset.store": False,
-        "fetch.max.bytes": 64 * 1024 * 1024,
-        "max.partition.fetch.bytes": 16 * 1024 * 1024,
-        "fetch.wait.max.ms": 100,
-        "queued.min.messages": 1_000_000,
-        "queued.max.messages.kbytes": 512 * 1024,
-        "receive.message.max.bytes": 128 * 1024 * 1024,
-    }
-    conf.update(extra or {})
-    return conf
+    """The bench consumer: the shipped fetch settings (client.consumer_settings) with a
+    bigger receive buffer, then `extra` (-X, or librdkafka's defaults) on top."""
+    return consumer_settings(bootstrap, extra or {},
+                             group_id=f"odradek-bench-{os.getpid()}",
+                             enable_auto_commit=False, enable_auto_offset_store=False,
+                             fetch_wait_max_ms=100,
+                             receive_message_max_bytes=128 * 1024 * 1024)
 
 
 def _partitions(consumer: Consumer, topic: str) -> list[int]:

@@ -17,6 +17,7 @@ import numpy as np
 import pyarrow as pa
 from confluent_kafka import Consumer, KafkaError, Message, TopicPartition
 
+from odradek.client.consumer_settings import consumer_settings
 from odradek.client.fetcher import supports
 from odradek.spark.data_loss import resume_after_loss
 from odradek.spark.ranges import OffsetRange
@@ -28,19 +29,13 @@ _LOSS_CODES = {KafkaError._AUTO_OFFSET_RESET, KafkaError.OFFSET_OUT_OF_RANGE}
 
 
 def consumer_conf(client: Mapping[str, str]) -> dict[str, object]:
-    conf: dict[str, object] = {
-        # librdkafka wants a group id even for assign(); a fresh one per task joins nothing.
-        "group.id": f"odradek-spark-{uuid.uuid4().hex[:12]}",
-        "isolation.level": "read_committed",
-        # A task reads a range known to exist: big fetches, a deep prefetch queue and short
-        # fetch waits keep librdkafka's fetcher ahead of us (measured ~3x over the defaults).
-        "fetch.max.bytes": 104_857_600,
-        "max.partition.fetch.bytes": 33_554_432,
-        "queued.min.messages": 1_000_000,
-        "queued.max.messages.kbytes": 65_536,
-        "fetch.wait.max.ms": 10,
-    }
-    conf.update(client)
+    # The shipped fetch settings (client.consumer_settings, the one place for them), then the
+    # task's own: librdkafka wants a group id even for assign() (a fresh one per task joins
+    # nothing), and short fetch waits keep its fetcher ahead of a task reading a range known
+    # to exist. The user's kafka.* options come next and win.
+    conf = consumer_settings(client.get("bootstrap.servers"), client,
+                             group_id=f"odradek-spark-{uuid.uuid4().hex[:12]}",
+                             isolation_level="read_committed", fetch_wait_max_ms=10)
     conf.update({
         "enable.auto.commit": False,
         "enable.auto.offset.store": False,

@@ -33,6 +33,7 @@ from pyspark.sql.types import (
     StructType,
 )
 
+from odradek.client.consumer_settings import consumer_settings
 from odradek.spark.arrow_produce import produce_batches
 from odradek.spark.options import OptionError, SinkOptions
 
@@ -138,8 +139,10 @@ def write_transactional(opts: SinkOptions, batches: Iterator[pa.RecordBatch]) ->
     done = -1
     consumer = None
     if query_id and batch is not None:
-        consumer = Consumer({**opts.client, "group.id": marker_group, "enable.auto.commit": False,
-                             "isolation.level": "read_committed", "logger": LOG})
+        consumer = Consumer({**consumer_settings(opts.client.get("bootstrap.servers"),
+                                                 opts.client, group_id=marker_group,
+                                                 isolation_level="read_committed"),
+                             "enable.auto.commit": False, "logger": LOG})
         done = consumer.committed([marker], 60)[0].offset
     try:
         if batch is not None and done > int(batch):

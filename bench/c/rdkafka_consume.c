@@ -1,0 +1,122 @@
+/* A librdkafka consumer with nothing on top, for the consume rows of `make bench`.
+ *
+ *   rdkafka_consume -b HOST:PORT -t TOPIC -n RECORDS [-T IDLE_SECONDS] [-X key=value ...]
+ *
+ * Assigns every partition of TOPIC from its beginning (no group is joined), reads until
+ * RECORDS records or IDLE_SECONDS without one, and prints one JSON line: records, key + value
+ * bytes, seconds from the first record to the last, and the process CPU seconds over the
+ * same interval. The fetch settings come from the caller (-X): bench/compare.py passes the
+ * ones odradek ships (odradek.client.consumer_settings), so the client is no unknown. */
+#include <librdkafka/rdkafka.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+static double now(clockid_t clock) {
+    struct timespec ts;
+    clock_gettime(clock, &ts);
+    return ts.tv_sec + ts.tv_nsec / 1e9;
+}
+
+static void die(const char *what, const char *why) {
+    fprintf(stderr, "rdkafka_consume: %s: %s\n", what, why);
+    exit(2);
+}
+
+int main(int argc, char **argv) {
+    char err[512];
+    const char *topic = NULL;
+    long long want = 0;
+    double idle = 10.0;
+    rd_kafka_conf_t *conf = rd_kafka_conf_new();
+    /* librdkafka wants a group id even for assign(); a per-process one joins nothing. */
+    char group[64];
+    snprintf(group, sizeof group, "odradek-c-bench-%d", (int)getpid());
+    if (rd_kafka_conf_set(conf, "group.id", group, err, sizeof err) != RD_KAFKA_CONF_OK ||
+        rd_kafka_conf_set(conf, "enable.auto.commit", "false", err, sizeof err) != RD_KAFKA_CONF_OK)
+        die("conf", err);
+    int opt;
+    while ((opt = getopt(argc, argv, "b:t:n:T:X:")) != -1) {
+        switch (opt) {
+        case 'b':
+            if (rd_kafka_conf_set(conf, "bootstrap.servers", optarg, err, sizeof err))
+                die("bootstrap.servers", err);
+            break;
+        case 't': topic = optarg; break;
+        case 'n': want = atoll(optarg); break;
+        case 'T': idle = atof(optarg); break;
+        case 'X': {
+            char *eq = strchr(optarg, '=');
+            if (!eq) die(optarg, "not key=value");
+            *eq = '\0';
+            rd_kafka_conf_res_t r = rd_kafka_conf_set(conf, optarg, eq + 1, err, sizeof err);
+            /* Debian's librdkafka (2.0.2) predates fetch.queue.backoff.ms (2.3): say so and
+             * go on; there the queue-full backoff is a fixed second, only the queue sizes help. */
+            if (r == RD_KAFKA_CONF_UNKNOWN)
+                fprintf(stderr, "rdkafka_consume: librdkafka %s ignores %s: %s\n",
+                        rd_kafka_version_str(), optarg, err);
+            else if (r != RD_KAFKA_CONF_OK)
+                die(optarg, err);
+            break;
+        }
+        default:
+            fprintf(stderr, "usage: %s -b HOST:PORT -t TOPIC -n RECORDS [-T S] [-X k=v]...\n",
+                    argv[0]);
+            return 2;
+        }
+    }
+    if (!topic || want <= 0) die("usage", "-t TOPIC and -n RECORDS are required");
+
+    rd_kafka_t *rk = rd_kafka_new(RD_KAFKA_CONSUMER, conf, err, sizeof err);
+    if (!rk) die("rd_kafka_new", err);
+    rd_kafka_poll_set_consumer(rk);
+
+    rd_kafka_topic_t *rkt = rd_kafka_topic_new(rk, topic, NULL);
+    const struct rd_kafka_metadata *md;
+    rd_kafka_resp_err_t e = rd_kafka_metadata(rk, 0, rkt, &md, 30000);
+    if (e) die("metadata", rd_kafka_err2str(e));
+    if (md->topic_cnt != 1 || md->topics[0].err)
+        die(topic, md->topic_cnt ? rd_kafka_err2str(md->topics[0].err) : "no metadata");
+    int parts = md->topics[0].partition_cnt;
+    rd_kafka_topic_partition_list_t *list = rd_kafka_topic_partition_list_new(parts);
+    for (int i = 0; i < parts; i++)
+        rd_kafka_topic_partition_list_add(list, topic, md->topics[0].partitions[i].id)->offset =
+            RD_KAFKA_OFFSET_BEGINNING;
+    rd_kafka_metadata_destroy(md);
+    rd_kafka_topic_destroy(rkt);
+    if ((e = rd_kafka_assign(rk, list))) die("assign", rd_kafka_err2str(e));
+    rd_kafka_topic_partition_list_destroy(list);
+
+    long long count = 0, bytes = 0, errors = 0;
+    double first = 0, last = now(CLOCK_MONOTONIC), cpu0 = 0;
+    while (count < want) {
+        rd_kafka_message_t *m = rd_kafka_consumer_poll(rk, 500);
+        double t = now(CLOCK_MONOTONIC);
+        if (!m) {
+            if (t - last > idle) break;
+            continue;
+        }
+        if (m->err) {
+            if (m->err != RD_KAFKA_RESP_ERR__PARTITION_EOF && errors++ == 0)
+                fprintf(stderr, "rdkafka_consume: %s\n", rd_kafka_message_errstr(m));
+        } else {
+            if (count == 0) {
+                first = t;
+                cpu0 = now(CLOCK_PROCESS_CPUTIME_ID);
+            }
+            count++;
+            bytes += (long long)m->len + (long long)m->key_len;
+            last = t;
+        }
+        rd_kafka_message_destroy(m);
+    }
+    double cpu = count ? now(CLOCK_PROCESS_CPUTIME_ID) - cpu0 : 0;
+    printf("{\"records\": %lld, \"bytes\": %lld, \"seconds\": %.6f, \"cpu_seconds\": %.6f, "
+           "\"errors\": %lld, \"librdkafka\": \"%s\"}\n",
+           count, bytes, count ? last - first : 0.0, cpu, errors, rd_kafka_version_str());
+    rd_kafka_consumer_close(rk);
+    rd_kafka_destroy(rk);
+    return count >= want && !errors ? 0 : 1;
+}

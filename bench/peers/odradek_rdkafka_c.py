@@ -1,0 +1,76 @@
+"""odradek read by a librdkafka C consumer of our own (bench/c/rdkafka_consume, `make
+bench-tools` builds it against Debian's librdkafka-dev).
+
+No Python between librdkafka and the count, so the consume rows show what the node serves to a
+native client with odradek's shipped fetch settings (odradek.client.consumer_settings, passed
+as -X). Produce uses the columnar client (the fast way to fill the topic); its rows repeat the
+odradek-columnar ones and are there only because every phase produces first. No together or
+end-to-end phases. Debian's librdkafka is 2.0.2: it has no `fetch.queue.backoff.ms` (2.3), so
+there the queue-full backoff is librdkafka's fixed second and only the larger queue helps
+(C_SETTINGS).
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from pathlib import Path
+from typing import Any
+
+from bench.peers.base import Phase
+from bench.peers.odradek_columnar import produce as columnar_produce
+from bench.peers.odradek_node import OdradekSystem
+from odradek.client.consumer_settings import SHIPPED
+
+CLIENT = "bench.peers.odradek_rdkafka_c"
+# Debian's librdkafka (2.0.2) ignores fetch.queue.backoff.ms and pauses a fixed second on a full
+# queue: the biggest queue is its only fix (bench.consumer_settings, part c: 0.4M records/s
+# with the shipped settings alone, 1.3-2.3M with these).
+C_SETTINGS: dict[str, object] = {**SHIPPED, "queued.max.messages.kbytes": 2_097_151,
+                                 "queued.min.messages": 10_000_000}
+TOOL = Path(__file__).resolve().parents[1] / "c" / "rdkafka_consume"
+
+
+class OdradekRdkafkaCSystem(OdradekSystem):
+    name = "odradek-rdkafka-c"
+    client = CLIENT
+    together = False
+    latency = False
+
+    def start(self, workdir: Path) -> None:
+        if not TOOL.exists():
+            raise RuntimeError(f"{TOOL} is missing: run `make bench-tools`")
+        super().start(workdir)
+
+    @property
+    def description(self) -> str:
+        return ("the same odradek node, consumed by bench/c/rdkafka_consume (librdkafka's C "
+                "API, rd_kafka_consumer_poll per record, odradek's shipped fetch settings with "
+                "the 2 GB queue Debian's librdkafka 2.0.2 needs); "
+                "produce rows are the columnar client's")
+
+
+def produce(endpoint: str, stream: str, partitions: int, size: int, max_records: int,
+            max_seconds: float, processes: int = 1) -> Phase:
+    return columnar_produce(endpoint, stream, partitions, size, max_records, max_seconds,
+                            processes)
+
+
+def run_tool(endpoint: str, stream: str, expected: int, timeout_s: float,
+             settings: dict[str, object] | None = None) -> dict[str, Any]:
+    xs = [a for k, v in (SHIPPED if settings is None else settings).items()
+          for a in ("-X", f"{k}={v}")]
+    out = subprocess.run([str(TOOL), "-b", endpoint, "-t", stream, "-n", str(expected),
+                          "-T", str(timeout_s), *xs], capture_output=True, text=True,
+                         timeout=timeout_s + 600)
+    if not out.stdout.strip():
+        raise RuntimeError(f"rdkafka_consume failed ({out.returncode}): {out.stderr}")
+    return dict(json.loads(out.stdout.splitlines()[-1]))
+
+
+def consume(endpoint: str, stream: str, partitions: int, size: int, expected: int, total: Any,
+            ready: Any, go: Any, timeout_s: float, processes: int = 1) -> Phase:
+    if total is not None or ready is not None:
+        raise ValueError("the C consumer has no follow mode (together phases)")
+    res = run_tool(endpoint, stream, expected, timeout_s, C_SETTINGS)
+    return Phase(int(res["records"]), int(res["bytes"]), float(res["seconds"]))
