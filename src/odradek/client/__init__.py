@@ -1,4 +1,9 @@
-"""Thin helpers over confluent-kafka for tools and services that talk to a node as a client."""
+"""The clients odradek's tools and services use to talk to a node. confluent-kafka helpers:
+`config` (resolve_bootstrap, client_config) and `factory` (admin_client, producer, consumer),
+re-exported here. odradek's own native client, no Python object per record: `fetcher`
+(PartitionFetcher), `columnar` (decode_fetched into numpy columns), `batch_builder`
+(build_columnar_batch), `producer_columnar` (ColumnarProducer). The perf tools behind `odradek
+bench` live here too for now: `perf`, `perf_columnar`, `perf_parallel`, `e2e_columnar`."""
 
 from typing import Any
 
