@@ -24,7 +24,7 @@ from odradek.broker.handlers import (
     topics,
     transactions,
 )
-from odradek.broker.server import Disconnect
+from odradek.broker.transport_signals import Disconnect
 from odradek.protocol.apis import SUPPORTED, ApiKey
 
 log = logging.getLogger(__name__)

@@ -169,7 +169,7 @@ class Node:
         server.stop_accepting()
         # answers JoinGroup/SyncGroup still waiting (NOT_COORDINATOR) so the drain ends
         await ctx.group_coordinator.stop()
-        await server.drain()
+        await server.drain(complete_delayed=rm.complete_delayed_operations)
         await stop_transaction_coordinator(ctx)
         periodic.cancel()
         with contextlib.suppress(asyncio.CancelledError):

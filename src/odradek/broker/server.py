@@ -28,21 +28,17 @@ import struct
 from collections.abc import Callable
 from typing import Any
 
+from odradek.broker.transport_signals import Disconnect
 from odradek.protocol.errors import FrameTooLarge, ProtocolError
 from odradek.protocol.fetch import FileRegion
 from odradek.protocol.framing import FrameReceiver
 from odradek.protocol.headers import encode_response_header, parse_request_header
-from odradek.replication.delayed_fetch import complete_all
 
 log = logging.getLogger(__name__)
 
 _SIZE = struct.Struct(">i")
 # requests one connection may have in flight before we stop reading from it
 MAX_IN_FLIGHT = 100
-
-
-class Disconnect(Exception):
-    """Raised by a handler: log the message and close this connection."""
 
 
 # A dispatcher turns (connection, frame) into: (response header version, body parts) or None
@@ -384,15 +380,19 @@ class Server:
         for srv in self._servers:
             srv.close()
 
-    async def drain(self, timeout: float = 10.0) -> None:
-        """Let in-flight requests finish and their responses go out, then close connections."""
+    async def drain(self, timeout: float = 10.0,
+                    complete_delayed: Callable[[], object] | None = None) -> None:
+        """Let in-flight requests finish and their responses go out, then close connections.
+        `complete_delayed` is called once no new request can come in (the ReplicaManager's
+        purgatories)."""
         for conn in list(self.connections):
             if conn.transport is not None and not conn.closed:
                 conn.transport.pause_reading()  # no new requests from now on
         self.draining = True
         # long polls parked on the log answer now with what they have, as Kafka's
         # purgatory does at shutdown, instead of holding the drain for their max wait
-        complete_all()
+        if complete_delayed is not None:
+            complete_delayed()
         deadline = asyncio.get_running_loop().time() + timeout
         # handlers that finish start send tasks: wait until no task is left
         while self.tasks:
