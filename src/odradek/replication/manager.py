@@ -236,7 +236,7 @@ class ReplicaManager:
                 raise InvalidRecord("produce request without records")
             part.check_acks(acks)
             batches, append_time = validate_records(records, part.log.config, produce_version,
-                                                    f"{part.topic}-{part.index}")
+                                                    part.topic, part.index)
             base = -1
             for batch, h in batches:
                 # a retried idempotent batch comes back with its original offsets

@@ -85,9 +85,13 @@ class Partition:
         """Append one validated client batch as leader, after the producer-state check; returns
         the storage AppendInfo (for a retried idempotent batch, the offsets it was first given,
         and nothing appended)."""
-        info = self.log.append_as_leader(batch, header, self.leader_epoch, log_append_time_ms)
-        if info.duplicate:
-            return info
+        if header.producer_id < 0:  # no producer state to check: one call less
+            info = self.log.append(batch, header, self.leader_epoch, log_append_time_ms)
+        else:
+            info = self.log.append_as_leader(batch, header, self.leader_epoch,
+                                             log_append_time_ms)
+            if info.duplicate:
+                return info
         # the produce hot path: _appended inline
         self.high_watermark = self.log.log_end_offset
         if self._watchers:

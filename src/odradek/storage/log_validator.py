@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import struct
 import time
-from typing import NamedTuple
 
 from crc32c import crc32c
 
@@ -51,18 +50,22 @@ SINGLE_BATCH_MIN_PRODUCE_VERSION = 3
 LOG_APPEND_TIME = "LogAppendTime"
 
 
-class ValidatedRecords(NamedTuple):
-    """The batches to append, in order, as (batch, header): views into the request (or, for
-    LogAppendTime, the stamped copies); `log_append_time_ms` is -1 unless stamped."""
-    batches: list[tuple[memoryview, BatchHeader]]
-    log_append_time_ms: int
+# What validate_records returns: the batches to append, in order, as (batch, header): views
+# into the request (or, for LogAppendTime, the stamped copies); and the LogAppendTime stamped
+# on them, -1 for none. A plain tuple: this runs once per partition of every produce request.
+ValidatedRecords = tuple[list[tuple[memoryview, BatchHeader]], int]
 
 
 def validate_records(records: memoryview | None, config: LogConfig, produce_version: int,
-                     topic_partition: str = "", now_ms: int | None = None) -> ValidatedRecords:
-    """Check a produce request's records for one partition; raises KafkaError (the partition's
-    error code) or ProtocolError (framing the checks could not follow: CORRUPT_MESSAGE)."""
-    if records is None or len(records) == 0:
+                     topic: str = "", partition: int = -1,
+                     now_ms: int | None = None) -> ValidatedRecords:
+    """Check a produce request's records for `topic`-`partition` (named in error messages);
+    raises KafkaError (the partition's error code) or ProtocolError (framing the checks could
+    not follow: CORRUPT_MESSAGE)."""
+    if records is None:
+        raise InvalidRecord("produce request without records")
+    size = len(records)
+    if size == 0:
         raise InvalidRecord("produce request without records")
     allow_zstd = produce_version >= ZSTD_MIN_PRODUCE_VERSION
     if produce_version >= SINGLE_BATCH_MIN_PRODUCE_VERSION:
@@ -74,17 +77,16 @@ def validate_records(records: memoryview | None, config: LogConfig, produce_vers
         if h.batch_length + 12 > max_bytes:
             raise KafkaError(ErrorCode.message_too_large,
                              f"batch of {h.size} bytes exceeds max.message.bytes {max_bytes}")
-    if len(records) > config.segment_bytes:
+    if size > config.segment_bytes:
         raise KafkaError(ErrorCode.record_list_too_large,
-                         f"records of {len(records)} bytes exceed segment.bytes "
-                         f"{config.segment_bytes}")
+                         f"records of {size} bytes exceed segment.bytes {config.segment_bytes}")
     # the policy is a list of "compact"/"delete": a substring test is the same test
     if "compact" in config.cleanup_policy:
-        _check_keys(records, headers, topic_partition)
+        _check_keys(records, headers, f"{topic}-{partition}")
     stamp = config.message_timestamp_type == LOG_APPEND_TIME
     if not stamp and (config.message_timestamp_before_max_ms != LONG_MAX
                       or config.message_timestamp_after_max_ms != LONG_MAX):
-        _check_timestamps(headers, config, _now(now_ms), topic_partition)
+        _check_timestamps(headers, config, _now(now_ms), f"{topic}-{partition}")
     if len(headers) == 1:
         batches = [(records, headers[0])]
     else:
@@ -95,10 +97,9 @@ def validate_records(records: memoryview | None, config: LogConfig, produce_vers
             batches.append((records[pos:end], h))
             pos = end
     if not stamp:
-        return ValidatedRecords(batches, -1)
+        return batches, -1
     append_time = _now(now_ms)
-    return ValidatedRecords([stamp_log_append_time(b, append_time) for b, _ in batches],
-                            append_time)
+    return [stamp_log_append_time(b, append_time) for b, _ in batches], append_time
 
 
 def _now(now_ms: int | None) -> int:

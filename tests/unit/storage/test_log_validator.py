@@ -32,7 +32,7 @@ def batch(*values: bytes | None, key: bytes | None = b"k", ts: int = NOW,
 def code_of(records: memoryview | None, config: LogConfig = LogConfig(), version: int = 9,
             now_ms: int = NOW) -> ErrorCode:
     try:
-        validate_records(records, config, version, "t-0", now_ms)
+        validate_records(records, config, version, "t", 0, now_ms)
     except KafkaError as exc:
         return exc.code
     return ErrorCode.none
@@ -56,9 +56,9 @@ def test_other_codecs_on_produce_v3(codec: int) -> None:
 
 def test_create_time_batch_is_the_request_view_not_a_copy() -> None:
     records = batch(b"a", b"b")
-    out = validate_records(records, LogConfig(), 9, "t-0", NOW)
-    assert out.log_append_time_ms == -1
-    ((view, header),) = out.batches
+    batches, append_time = validate_records(records, LogConfig(), 9, "t", 0, NOW)
+    assert append_time == -1
+    ((view, header),) = batches
     assert view is records
     assert header.records_count == 2
 
@@ -66,9 +66,9 @@ def test_create_time_batch_is_the_request_view_not_a_copy() -> None:
 def test_one_batch_per_partition_from_v3_several_below() -> None:
     two = memoryview(bytes(batch(b"a")) + bytes(batch(b"b")))
     assert code_of(two, version=3) == ErrorCode.invalid_record
-    out = validate_records(two, LogConfig(), 2, "t-0", NOW)
-    assert [h.records_count for _, h in out.batches] == [1, 1]
-    assert [bytes(v) for v, _ in out.batches] == [bytes(batch(b"a")), bytes(batch(b"b"))]
+    batches, _ = validate_records(two, LogConfig(), 2, "t", 0, NOW)
+    assert [h.records_count for _, h in batches] == [1, 1]
+    assert [bytes(v) for v, _ in batches] == [bytes(batch(b"a")), bytes(batch(b"b"))]
 
 
 def test_no_records_is_invalid() -> None:
@@ -106,10 +106,10 @@ def test_compacted_topic_refuses_keyless_records(policy: str) -> None:
 def test_log_append_time_stamps_a_copy() -> None:
     records = batch(b"a", b"b", ts=NOW - 5000)
     original = bytes(records)
-    out = validate_records(records, LogConfig(message_timestamp_type="LogAppendTime"), 9,
-                           "t-0", NOW)
-    assert out.log_append_time_ms == NOW
-    ((view, header),) = out.batches
+    batches, append_time = validate_records(
+        records, LogConfig(message_timestamp_type="LogAppendTime"), 9, "t", 0, NOW)
+    assert append_time == NOW
+    ((view, header),) = batches
     assert bytes(records) == original  # the request's bytes are left alone
     assert header.max_timestamp == NOW
     assert header.timestamp_type == TimestampType.LOG_APPEND_TIME
@@ -140,7 +140,7 @@ def test_append_as_leader_checks_producer_state(tmp_path: Path) -> None:
             return batch(b"v", ts=now, producer_id=7, producer_epoch=epoch, base_sequence=seq)
 
         def append(records: memoryview) -> tuple[int, bool]:
-            ((view, header),) = validate_records(records, log.config, 9, "t-0").batches
+            ((view, header),), _ = validate_records(records, log.config, 9, "t", 0)
             info = log.append_as_leader(view, header, 0)
             return info.first_offset, info.duplicate
 

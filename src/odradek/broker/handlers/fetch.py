@@ -28,16 +28,18 @@ def handle(ctx: Any, header: Any, frame: memoryview) -> Any:
     if req.session_id != 0 and req.session_epoch > 0:
         return hv, encode_fetch_response(version, 0, ErrorCode.fetch_session_id_not_found, 0, [])
     by_id = version >= _TOPIC_IDS_VERSION
-    topics: list[FetchTopic]
+    # (name or None, topic id, [(partition, fetch offset, partition max bytes,
+    # current leader epoch)])
+    topics: list[FetchTopic] = [
+        (t.name, t.topic_id or _ZERO_UUID,
+         [(p.partition, p.fetch_offset, p.partition_max_bytes, p.current_leader_epoch)
+          for p in t.partitions])
+        for t in req.topics]
     if by_id:
         known = ctx.image.topics_by_id
-        topics = []
-        for t in req.topics:
-            tid = t.topic_id or _ZERO_UUID
+        for i, (_, tid, parts) in enumerate(topics):
             topic = known.get(tid)
-            topics.append((topic.name if topic is not None else None, tid, _partitions(t)))
-    else:
-        topics = [(t.name, t.topic_id or _ZERO_UUID, _partitions(t)) for t in req.topics]
+            topics[i] = (topic.name if topic is not None else None, tid, parts)
     params = FetchParams(req.replica_id, req.max_wait_ms, req.min_bytes, req.max_bytes,
                          req.isolation_level, by_id)
 
@@ -46,7 +48,3 @@ def handle(ctx: Any, header: Any, frame: memoryview) -> Any:
 
     return ctx.replica_manager.fetch_messages(params, topics, respond)
 
-
-def _partitions(topic: Any) -> list[tuple[int, int, int, int]]:
-    return [(p.partition, p.fetch_offset, p.partition_max_bytes, p.current_leader_epoch)
-            for p in topic.partitions]
