@@ -284,6 +284,12 @@ class ReplicaManager:
         if (accumulated >= params.min_bytes or params.max_wait_ms <= 0 or errors
                 or not watched):
             return respond(results)
+        return self._delay_fetch(params, topics, respond, accumulated, watched)
+
+    def _delay_fetch(self, params: FetchParams, topics: list[FetchTopic],
+                     respond: Callable[[list[FetchTopicResult]], _R], accumulated: int,
+                     watched: dict[Partition, int]) -> _R | asyncio.Future[_R]:
+        # apart from fetch_messages: its closures would cost every fetch their cells
         # read_committed waits for the LSO to pass what was read, not for appends under it
         delayed = DelayedFetch(watched, params.min_bytes, accumulated,
                                read_committed=params.isolation == FetchIsolation.TXN_COMMITTED,
