@@ -195,7 +195,7 @@ class Node:
         server.stop_accepting()
         # answers JoinGroup/SyncGroup still waiting (NOT_COORDINATOR) so the drain ends
         await coordinators.group.stop()
-        await server.drain()
+        await server.drain(complete_delayed=rm.complete_delayed_operations)
         await coordinators.stop()
         periodic.cancel()
         with contextlib.suppress(asyncio.CancelledError):

@@ -67,6 +67,8 @@ class AppendInfo(NamedTuple):
     max_timestamp: int
     offset_of_max_timestamp: int
     log_append_time_ms: int
+    # a retried idempotent batch: the offsets it was given first, nothing appended
+    duplicate: bool = False
 
 
 class LogReadResult(NamedTuple):
@@ -409,6 +411,29 @@ class Log:
             seg.update_config(config)
 
     # ---------------------------------------------------------------- append
+
+    def append_as_leader(
+        self,
+        batch: memoryview,
+        header: BatchHeader,
+        leader_epoch: int,
+        log_append_time_ms: int | None = None,
+    ) -> AppendInfo:
+        """`append` after the producer-state check (Kafka's analyzeAndValidateProducerState),
+        under the lock that also covers recording the batch's producer state: a batch an
+        idempotent producer retries gets back the offsets it was given first (`duplicate`,
+        nothing appended); out of order or fenced raises the KafkaError its state says."""
+        if header.producer_id < 0:
+            return self.append(batch, header, leader_epoch, log_append_time_ms)
+        with self.lock:
+            first = self.producer_state.check(
+                header.producer_id, header.producer_epoch, header.base_sequence,
+                header.last_offset_delta, header.attributes,
+            )
+            if first is not None:
+                last = first + header.last_offset_delta
+                return AppendInfo(first, last, -1, last, -1, True)
+            return self.append(batch, header, leader_epoch, log_append_time_ms)
 
     def append(
         self,
