@@ -31,7 +31,12 @@ from odradek.storage.cleaner.swap import recover_swaps
 from odradek.storage.config import LogConfig
 from odradek.storage.epochs import LeaderEpochCache
 from odradek.storage.producer_state import ProducerStateManager, load_producer_state
-from odradek.storage.recovery import LogDamaged, load_segments, remove_orphan_indexes
+from odradek.storage.recovery import (
+    LogDamaged,
+    index_last_batch,
+    load_segments,
+    remove_orphan_indexes,
+)
 from odradek.storage.segment import (
     H_BASE,
     H_LAST_DELTA,
@@ -47,7 +52,8 @@ log = logging.getLogger(__name__)
 
 PARTITION_METADATA = "partition.metadata"
 _LOG_FILE = re.compile(r"^(\d{20})\.log$")
-_INDEX_FILE = re.compile(r"^(\d{20})\.(index|timeindex|txnindex|snapshot)$")
+# (a producer snapshot is named by an offset, not by a segment: never an orphan)
+_INDEX_FILE = re.compile(r"^(\d{20})\.(index|timeindex|txnindex)$")
 _DIR_NAME = re.compile(r"^(.+)-(\d+)$")
 _LEFTOVER_SUFFIXES = (".tmp", ".cleaned", ".swap", ".deleted")
 
@@ -470,6 +476,7 @@ class Log:
         self.producer_state.take_snapshot(base_offset)
         self.producer_state.delete_snapshots_below(self._segments[0].base_offset)
         old = self._segments[-1]
+        index_last_batch(old)
         old.on_become_inactive()
         seg = Segment(self._dir, base_offset, self.config, now)
         if seg.size:
@@ -795,6 +802,7 @@ class Log:
             return
         self._closed = True
         if not self._abandoned:
+            index_last_batch(self._segments[-1])
             self._segments[-1].on_become_inactive()
             self.producer_state.take_snapshot(self._leo)
         for seg in self._segments:

@@ -72,7 +72,9 @@ def _tail_after_index(seg: Segment) -> int:
     return seg.size - seg.offset_index.last_position()
 
 
-def recover_from(seg: Segment, recovery_point: int, on_epoch: OnEpoch | None) -> tuple[bool, int, int] | None:
+def recover_from(
+    seg: Segment, recovery_point: int, on_epoch: OnEpoch | None
+) -> tuple[bool, int, int, bool] | None:
     """Recover `seg`, which holds `recovery_point` above its base, from there on: keep its
     index entries below the recovery point, walk the headers from the last of them to the
     recovery point, CRC-scan and index the rest. Returns (cut, bytes below, bytes past the
@@ -88,6 +90,10 @@ def recover_from(seg: Segment, recovery_point: int, on_epoch: OnEpoch | None) ->
     oi = seg.offset_index
     keep = bisect.bisect_left(oi.rel_offsets, rel)
     start = oi.positions[keep - 1] if keep else 0
+    time_keep = bisect.bisect_left(seg.time_index.rel_offsets, rel)
+    if start > 0 and time_keep == 0:
+        seg.unclean_reason = f"{seg.time_index.path}: no entry for a segment with batches"
+        return None
     if start >= seg.size:
         seg.unclean_reason = f"{oi.path}: entry points past the log"
         return None
@@ -139,6 +145,7 @@ def recover_from(seg: Segment, recovery_point: int, on_epoch: OnEpoch | None) ->
             return None
         position = walked_end
     # Forget the index entries at or past the recovery point: they are rebuilt by the scan.
+    changed = keep < len(oi) or time_keep < len(seg.time_index)
     if keep < len(oi):
         oi.truncate_to_position(oi.positions[keep])
     seg.time_index.truncate_to_rel_offset(rel)
@@ -161,7 +168,23 @@ def recover_from(seg: Segment, recovery_point: int, on_epoch: OnEpoch | None) ->
         seg.first_batch_timestamp = first_ts
     else:
         seg._load_first_timestamp()  # one header (the segment's first), for segment.ms
-    return cut, position - start, end - position
+    return cut, position - start, end - position, changed
+
+
+def index_last_batch(seg: Segment) -> None:
+    """Give the segment's last batch an offset index entry (at roll and at shutdown), so the
+    next start walks and checks that one batch rather than everything after the last
+    interval entry (the first batch of a segment is never indexed, and a segment of a few
+    large batches may have no entry at all)."""
+    start = seg.offset_index.last_position()
+    last_pos, last_h = -1, None
+    for pos, h in seg.headers(start):
+        last_pos, last_h = pos, h
+    if last_h is None or (len(seg.offset_index) and last_pos <= start):
+        return
+    if seg.offset_index.is_full:
+        return
+    seg.offset_index.append(last_h[H_BASE] + last_h[H_LAST_DELTA] - seg.base_offset, last_pos)
 
 
 def load_segments(
@@ -195,7 +218,9 @@ def load_segments(
             ok = seg.load_clean(check_crc=False)
             reason = seg.unclean_reason
             result.bytes_checked += _tail_after_index(seg) if ok else 0
-        elif i == first_dirty and is_last:
+        elif i == first_dirty and is_last and (
+            protect_below is not None or recovery_point <= seg.base_offset
+        ):
             # Shut down cleanly (or flushed to the end): indexes are checked, the batches
             # after the last index entry CRC-checked, and the end must be the recovery point.
             ok = seg.load_clean(check_crc=True)
@@ -206,22 +231,20 @@ def load_segments(
                 ok = False
         size_before = seg.size
         cut = False
-        if not ok and i == first_dirty and protect_below is None \
+        if not ok and not reason and i == first_dirty and protect_below is None \
                 and recovery_point > seg.base_offset:
+            # the segment holding the recovery point: a clean shutdown ends exactly there
             partial = recover_from(seg, recovery_point, on_epoch)
             if partial is not None:
                 ok = True
-                result.recovered = True
-                result.rebuilt.append(seg)
-                cut, below, past = partial
+                cut, below, past, changed = partial
                 result.bytes_checked += below
                 result.bytes_recovered += past
-                if reason:
-                    log.warning("%s; rebuilt the indexes of segment %d of %s from the recovery "
-                                "point %d on", reason, seg.base_offset, directory.name,
-                                recovery_point)
+                if cut or past or changed:
+                    result.recovered = True
+                    result.rebuilt.append(seg)
             else:
-                reason = reason or seg.unclean_reason
+                reason = seg.unclean_reason
         if not ok:
             result.recovered = True
             result.rebuilt.append(seg)
@@ -260,6 +283,8 @@ def load_segments(
                 dropped.delete_files()
             del segments[i + 1 :]
         if i < len(segments) - 1:
+            if seg in result.rebuilt:
+                index_last_batch(seg)  # as the roll that made it inactive did
             seg.on_become_inactive()
         i += 1
     return result
