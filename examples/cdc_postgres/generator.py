@@ -1,6 +1,6 @@
 """Deterministic change events for the `customers` table, produced to an odradek topic.
 
-    python -m examples.cdc_postgres.generator --bootstrap localhost:9092 --topic customers.cdc --count 5000
+    python -m examples.cdc_postgres.generate -b localhost:9092 --topic customers.cdc --count 5000
 
 Rows are created, updated many times, deleted (often followed by a tombstone) and created
 again under the same id, so a batch holds several changes for one key and the order of
@@ -9,13 +9,14 @@ changes matters.
 
 from __future__ import annotations
 
-import argparse
 import json
 import random
 from collections.abc import Iterator
 from dataclasses import dataclass
 
 from confluent_kafka import Producer
+
+from examples._args import parser
 
 TIERS = ("free", "pro", "enterprise")
 TS_BASE = 1_767_225_600_000
@@ -97,13 +98,13 @@ def produce(bootstrap: str, topic: str, batch: list[Change], partitions: int | N
 
 
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--bootstrap", default="localhost:9092")
-    parser.add_argument("--topic", default="customers.cdc")
-    parser.add_argument("--count", type=int, default=5_000)
-    parser.add_argument("--seed", type=int, default=3)
-    args = parser.parse_args(argv)
+    ap = parser(__doc__)
+    ap.add_argument("--topic", default="customers.cdc")
+    ap.add_argument("--count", type=int, default=5_000)
+    ap.add_argument("--seed", type=int, default=3)
+    args = ap.parse_args(argv)
     produce(args.bootstrap, args.topic, list(changes(args.count, args.seed)))
+    print(f"produced {args.count} change events to {args.topic}")
 
 
 if __name__ == "__main__":

@@ -1,6 +1,6 @@
 """Deterministic page views for the clickstream example, produced to an odradek topic.
 
-    python -m examples.clickstream.generator --bootstrap localhost:9092 --topic page-views
+    python -m examples.clickstream.generate -b localhost:9092 --topic page-views
 
 Each user lives in one region and browses in sessions: a few views 2-20 s apart, then a pause of
 1-5 minutes. Views are produced in event-time order, keyed by user. The last view comes an
@@ -9,13 +9,14 @@ hour after the others so that the watermark closes every earlier window.
 
 from __future__ import annotations
 
-import argparse
 import json
 import random
 from collections.abc import Iterable
 from datetime import UTC, datetime, timedelta
 
 from confluent_kafka import Producer
+
+from examples._args import parser
 
 REGIONS = ("eu", "us", "apac", "latam")
 PAGES = ("/", "/search", "/item", "/cart", "/checkout")
@@ -62,14 +63,13 @@ def produce(bootstrap: str, topic: str, users: int = 20, sessions: int = 4, seed
     return views
 
 
-def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--bootstrap", default="localhost:9092")
+def main(argv: list[str] | None = None) -> None:
+    ap = parser(__doc__)
     ap.add_argument("--topic", default="page-views")
     ap.add_argument("--users", type=int, default=20)
     ap.add_argument("--sessions", type=int, default=4)
     ap.add_argument("--seed", type=int, default=11)
-    args = ap.parse_args()
+    args = ap.parse_args(argv)
     views = produce(args.bootstrap, args.topic, args.users, args.sessions, args.seed)
     print(f"produced {len(views)} page views to {args.topic}")
 

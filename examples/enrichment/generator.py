@@ -1,7 +1,7 @@
 """Deterministic data for the enrichment example: user profiles on a compacted topic (keyed by
 user id; updates and tombstones) and a stream of user actions that refer to them.
 
-    python -m examples.enrichment.generator --bootstrap localhost:9092 --users users --events actions
+    python -m examples.enrichment.generate -b localhost:9092 --users users --events actions
 
 `profiles(...)` gives a change log: a first profile per user, then tier upgrades, then a few
 deletions (tombstones). `actions(...)` refers to known users and, now and then, unknown ones.
@@ -9,7 +9,6 @@ deletions (tombstones). `actions(...)` refers to known users and, now and then, 
 
 from __future__ import annotations
 
-import argparse
 import json
 import random
 from collections.abc import Iterable
@@ -17,6 +16,8 @@ from datetime import UTC, datetime, timedelta
 
 from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic
+
+from examples._args import parser
 
 TIERS = ("free", "plus", "pro")
 COUNTRIES = ("de", "fr", "us", "br", "jp", "in")
@@ -90,13 +91,12 @@ def _publish(bootstrap: str, topic: str, records: Iterable[tuple[bytes, bytes | 
         raise RuntimeError(f"not every record reached {topic}")
 
 
-def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--bootstrap", default="localhost:9092")
+def main(argv: list[str] | None = None) -> None:
+    ap = parser(__doc__)
     ap.add_argument("--users", default="users")
     ap.add_argument("--events", default="actions")
     ap.add_argument("--count", type=int, default=200)
-    args = ap.parse_args()
+    args = ap.parse_args(argv)
     try:
         create_table_topic(args.bootstrap, args.users)
     except Exception as exc:  # already there: keep going, the topic takes more changes

@@ -1,6 +1,6 @@
 """Deterministic orders (JSON) and payments (Avro, Confluent wire format) for the fraud example.
 
-    python -m examples.fraud.generator --bootstrap localhost:9092 --orders orders --payments payments
+    python -m examples.fraud.generate -b localhost:9092 --orders orders --payments payments
 
 Most orders are paid 5 s to 9 min after they are placed, for their amount. Some are paid a
 different amount, some never, and some 12-20 min late (outside the 10-minute bound). A last
@@ -9,7 +9,6 @@ order, paid at once, comes two hours later so the watermarks move past every oth
 
 from __future__ import annotations
 
-import argparse
 import json
 import random
 from dataclasses import dataclass
@@ -17,6 +16,7 @@ from datetime import UTC, datetime, timedelta
 
 from confluent_kafka import Producer
 
+from examples._args import parser
 from examples.fraud.schemas import payment_codec
 
 START = datetime(2026, 3, 2, 9, 0, tzinfo=UTC)
@@ -80,14 +80,13 @@ def produce(bootstrap: str, orders_topic: str, payments_topic: str, orders: int 
     return os_, ps
 
 
-def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--bootstrap", default="localhost:9092")
+def main(argv: list[str] | None = None) -> None:
+    ap = parser(__doc__)
     ap.add_argument("--orders", default="orders")
     ap.add_argument("--payments", default="payments")
     ap.add_argument("--count", type=int, default=60)
     ap.add_argument("--seed", type=int, default=3)
-    args = ap.parse_args()
+    args = ap.parse_args(argv)
     os_, ps = produce(args.bootstrap, args.orders, args.payments, args.count, args.seed)
     print(f"produced {len(os_)} orders to {args.orders} and {len(ps)} payments to {args.payments}")
 

@@ -1,6 +1,6 @@
 """Deterministic JSON events for the lake ETL example, produced to an odradek topic.
 
-    python -m examples.lake_etl.generator --bootstrap localhost:9092 --topic events --count 10000
+    python -m examples.lake_etl.generate -b localhost:9092 --topic events --count 10000
 
 Event times spread over several days and carry assorted UTC offsets, some of them a few
 minutes either side of midnight, so that the date partition (a UTC date) is not the local
@@ -9,7 +9,6 @@ date written in the string.
 
 from __future__ import annotations
 
-import argparse
 import json
 import random
 from collections.abc import Iterator
@@ -17,6 +16,8 @@ from datetime import UTC, datetime, timedelta, timezone
 from decimal import Decimal
 
 from confluent_kafka import Producer
+
+from examples._args import parser
 
 KINDS = ("view", "click", "purchase")
 OFFSETS_MIN = (0, 60, 120, -300, 330, -480)
@@ -79,13 +80,13 @@ def produce(bootstrap: str, topic: str, batch: list[dict[str, object]], partitio
 
 
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--bootstrap", default="localhost:9092")
-    parser.add_argument("--topic", default="events")
-    parser.add_argument("--count", type=int, default=10_000)
-    parser.add_argument("--seed", type=int, default=7)
-    args = parser.parse_args(argv)
+    ap = parser(__doc__)
+    ap.add_argument("--topic", default="events")
+    ap.add_argument("--count", type=int, default=10_000)
+    ap.add_argument("--seed", type=int, default=7)
+    args = ap.parse_args(argv)
     produce(args.bootstrap, args.topic, list(events(args.count, args.seed)))
+    print(f"produced {args.count} events to {args.topic}")
 
 
 if __name__ == "__main__":

@@ -1,7 +1,8 @@
-"""Reading pipeline files: our SQL statements, options, variables; no Spark needed."""
+"""Reading pipeline files: our SQL statements, options, variables; progress lines; no Spark needed."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -10,6 +11,7 @@ from hypothesis import strategies as st
 
 from odradek.spark.pipeline.load import load
 from odradek.spark.pipeline.model import Flow, PipelineError, Source, Statement
+from odradek.spark.pipeline.progress import Progress
 from odradek.spark.pipeline.sqlfile import parse_options, split_statements
 
 
@@ -85,3 +87,44 @@ def test_bad_python_files(tmp_path: Path) -> None:
     (tmp_path / "p.py").write_text("from odradek.spark.pipeline import var\n\nvar('missing')\n")
     with pytest.raises(PipelineError, match="unknown variable 'missing'"):
         load(tmp_path)
+
+
+class _Event:
+    """What StreamingQuery.recentProgress holds: an object whose `json` is Spark's progress."""
+
+    def __init__(self, data: dict[str, object]) -> None:
+        self.json = json.dumps(data)
+
+
+class _Query:
+    def __init__(self, events: list[dict[str, object]]) -> None:
+        self.recentProgress = [_Event(e) for e in events]
+
+
+def test_progress_lines_one_per_batch() -> None:
+    lines: list[str] = []
+    progress = Progress(lines.append, {"agg": {0: 5}})
+    ran = {"addBatch": 120, "triggerExecution": 300}
+    progress.poll("copy", _Query([  # type: ignore[arg-type]
+        {"batchId": 0, "numInputRows": 1400, "processedRowsPerSecond": 2301.7,
+         "sink": {"numOutputRows": 68}, "durationMs": ran},
+        # An idle query repeats its last batch id: not a new batch.
+        {"batchId": 0, "numInputRows": 0, "processedRowsPerSecond": 0.0,
+         "sink": {"numOutputRows": -1}, "durationMs": {"triggerExecution": 1}},
+        # A batch that never reached its sink wrote nothing.
+        {"batchId": 1, "numInputRows": 0, "processedRowsPerSecond": "NaN",
+         "sink": {"numOutputRows": -1}, "durationMs": {"triggerExecution": 1}}]))
+    # foreachBatch sinks report -1: the runner's own count for that batch is used.
+    progress.poll("agg", _Query([  # type: ignore[arg-type]
+        {"batchId": 0, "numInputRows": 400, "processedRowsPerSecond": 50,
+         "sink": {"numOutputRows": -1}, "durationMs": ran},
+        {"batchId": 1, "numInputRows": 3, "processedRowsPerSecond": 2,
+         "sink": {"numOutputRows": -1}, "durationMs": ran}]))
+    assert lines == [
+        "flow 'copy': batch 0: 1,400 rows in, 68 rows out, 2,302 rows/s (so far: 1 batch, 1,400 in, 68 out)",
+        "flow 'copy': batch 1: 0 rows in, 0 rows out (so far: 2 batches, 1,400 in, 68 out)",
+        "flow 'agg': batch 0: 400 rows in, 5 rows out, 50 rows/s (so far: 1 batch, 400 in, 5 out)",
+        "flow 'agg': batch 1: 3 rows in, rows out not counted, 2 rows/s "
+        "(so far: 2 batches, 403 in, out not counted)"]
+    assert progress.summary("copy") == "2 batches, 1,400 rows in, 68 rows out"
+    assert progress.summary("agg") == "2 batches, 403 rows in, rows out not counted"

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import signal
 import subprocess
 import sys
@@ -75,14 +76,30 @@ def test_example_pipeline_runs_sql_and_python_flows(spark_broker: BrokerProcess,
     # the pipeline unchanged: only --master differs.
     with spark_cluster(tmp_path / "cluster") as cluster:
         assert cluster.alive_workers() == 1
+        # --spark-log-level INFO: Spark's INFO lines are back on stderr (WARN is the default).
         res = run_cli([*common, "--available-now", "--master", cluster.master_url,
-                       "--conf", "spark.driver.host=127.0.0.1", "--conf", "spark.executor.memory=512m"],
+                       "--conf", "spark.driver.host=127.0.0.1", "--conf", "spark.executor.memory=512m",
+                       "--spark-log-level", "INFO"],
                       env=cluster_env(tmp_path / "cluster"))
         assert res.returncode == 0, res.stderr[-5000:] + cluster.log("worker")
         # The executors ran on the cluster's worker: it made a work directory for the application.
         apps = list((tmp_path / "cluster" / "worker").glob("app-*"))
         assert len(apps) == 1, apps
-    assert "flow 'slow_views' finished" in res.stderr and "flow 'region_stats' finished" in res.stderr
+    assert re.search(r" INFO SparkContext: Running Spark version", res.stderr), res.stderr[-3000:]
+    # The pipeline's own lines on stdout, none of Spark's: per batch of each flow its input
+    # rows, rate and output rows (slow views as the sink counts them, region_stats as counted
+    # by the runner's foreachBatch writer), then each flow's totals.
+    slow_out, stats_out = sum(gen.expected_slow(events).values()), len(gen.expected_stats(events))
+    lines = res.stdout.splitlines()
+    assert "INFO" not in res.stdout, res.stdout
+    assert [ln for ln in lines if ln.startswith("flow 'slow_views' finished")] == [
+        f"flow 'slow_views' finished: 1 batch, 400 rows in, {slow_out} rows out"], res.stdout
+    assert [ln for ln in lines if ln.startswith("flow 'region_stats' finished")] == [
+        f"flow 'region_stats' finished: 1 batch, 400 rows in, {stats_out} rows out"], res.stdout
+    assert re.search(rf"^flow 'slow_views': batch 0: 400 rows in, {slow_out} rows out, [\d,]+ rows/s "
+                     rf"\(so far: 1 batch, 400 in, {slow_out} out\)$", res.stdout, re.M), res.stdout
+    assert re.search(rf"^flow 'region_stats': batch 0: 400 rows in, {stats_out} rows out, [\d,]+ rows/s",
+                     res.stdout, re.M), res.stdout
     check_outputs(bootstrap, topics, events)
 
     # More views, then the same pipeline and checkpoints in continuous mode until SIGTERM:
@@ -90,8 +107,12 @@ def test_example_pipeline_runs_sql_and_python_flows(spark_broker: BrokerProcess,
     more = gen.events(150, seed=11)
     gen.produce(bootstrap, topics["input"], more)
     want = (gen.expected_slow(events + more), gen.expected_stats(events + more))
-    proc = subprocess.Popen([str(ODRADEK), "pipeline", "run", *common, "--continuous",
-                             "--trigger-interval", "1 second"], cwd=ROOT, stderr=subprocess.PIPE, text=True)
+    # Output to files: a pipe nobody reads while the run goes on could fill and block it.
+    out_path, err_path = tmp_path / "continuous.out", tmp_path / "continuous.err"
+    with out_path.open("w") as out_file, err_path.open("w") as err_file:
+        proc = subprocess.Popen([str(ODRADEK), "pipeline", "run", *common, "--continuous",
+                                 "--trigger-interval", "1 second"], cwd=ROOT, stdout=out_file,
+                                stderr=err_file, text=True)
     try:
         deadline = time.monotonic() + 300
         got = outputs(bootstrap, topics)
@@ -100,14 +121,21 @@ def test_example_pipeline_runs_sql_and_python_flows(spark_broker: BrokerProcess,
             got = outputs(bootstrap, topics)
         assert proc.poll() is None, "the continuous run exited by itself"
         proc.send_signal(signal.SIGTERM)
-        _, err = proc.communicate(timeout=120)
+        proc.wait(timeout=120)
     finally:
         if proc.poll() is None:
             proc.kill()
             proc.wait()
+    out, err = out_path.read_text(), err_path.read_text()
     assert proc.returncode == 0, err[-5000:]
-    assert "stopping: signal received" in err
+    assert "stopping: signal received" in out, out
     assert got == want
+    # The 150 new views went through batches numbered after the first run's, and each flow's
+    # totals were printed when the signal stopped it.
+    batches = re.findall(r"^flow 'slow_views': batch (\d+): ([\d,]+) rows in", out, re.M)
+    assert batches and min(int(b) for b, _ in batches) >= 1, out
+    assert sum(int(n.replace(",", "")) for _, n in batches) == 150, out
+    assert re.search(r"^flow 'slow_views' stopped: \d+ batch(es)?, 150 rows in, \d+ rows out$", out, re.M), out
 
 
 SOURCE = "CREATE SOURCE s OPTIONS (subscribe 'in', startingOffsets 'earliest');\n"

@@ -21,18 +21,16 @@ from typing import Any
 from odradek.broker.apis import Dispatcher, advertised_apis
 from odradek.broker.config import ConfigError, Listener, load_config, parse_listeners
 from odradek.broker.context import BrokerContext
-from odradek.broker.handlers.groups import start_group_coordinator
-from odradek.broker.handlers.transactions import (
-    start_transaction_coordinator,
-    stop_transaction_coordinator,
-)
+from odradek.broker.handlers import admin
 from odradek.broker.server import Server
+from odradek.coordinator.startup import start_coordinators
 from odradek.metadata.configs import BrokerConfig, log_config
 from odradek.metadata.controller import Controller, load_image
 from odradek.metadata.properties import MetaPropertiesError, ensure_meta_properties
 from odradek.metadata.quorum import MetadataLogDamaged, MetadataQuorum
 from odradek.replication.manager import ReplicaManager
 from odradek.storage.cleaner.log_cleaner import CleanerConfig
+from odradek.storage.log_dir_failure import channel_for
 from odradek.storage.log_manager import LogManager
 
 log = logging.getLogger("odradek.node")
@@ -119,6 +117,11 @@ class Node:
                  ", ".join(f"{a.name}://{a.host}:{a.port}" for a in advertised))
 
         topic_configs = _TopicConfigs(controller)
+        # issue 22: one data dir, so its failure stops the node (a restart recovers from disk)
+        dir_state = channel_for(self.data_dir)
+        dir_state.min_free_bytes = config.get_int("log.dir.free.space.min.bytes")
+        dir_state.add_offline_listener(lambda d, why: loop.call_soon_threadsafe(self._dir_failed))
+        dir_state.start_monitor()
         log_manager = LogManager(self.data_dir, log_config({}, config))
         rm = ReplicaManager(log_manager, node_id, self.data_dir, topic_configs)
         began = time.monotonic()
@@ -146,8 +149,12 @@ class Node:
 
         controller.add_listener(on_metadata_change)
         # __consumer_offsets is created and replayed before the first client connects
-        ctx.group_coordinator = await start_group_coordinator(ctx)
-        ctx.transaction_coordinator = await start_transaction_coordinator(ctx)
+        coordinators = await start_coordinators(
+            config, controller, rm, node_id,
+            lambda specs: admin.run(ctx, controller.create_topics, specs, False),
+            len(admin.live_brokers(ctx)))
+        ctx.group_coordinator = coordinators.group
+        ctx.transaction_coordinator = coordinators.transaction
 
         server = Server(Dispatcher(ctx), config.get_int("socket.request.max.bytes"))
         try:
@@ -155,8 +162,7 @@ class Node:
                 await server.start(lst.host, lst.port)
         except OSError as exc:
             log.error("cannot listen: %s", exc)
-            await stop_transaction_coordinator(ctx)
-            await ctx.group_coordinator.stop()
+            await coordinators.stop()
             await self._close(rm, log_manager, quorum)
             return 1
 
@@ -168,15 +174,20 @@ class Node:
         log.info("shutting down")
         server.stop_accepting()
         # answers JoinGroup/SyncGroup still waiting (NOT_COORDINATOR) so the drain ends
-        await ctx.group_coordinator.stop()
+        await coordinators.group.stop()
         await server.drain()
-        await stop_transaction_coordinator(ctx)
+        await coordinators.stop()
         periodic.cancel()
         with contextlib.suppress(asyncio.CancelledError):
             await periodic
         await self._close(rm, log_manager, quorum)
+        dir_state.stop_monitor()
         log.info("node %d stopped", node_id)
-        return 0
+        return 1 if dir_state.offline else 0
+
+    def _dir_failed(self) -> None:
+        log.error("no log directory is online: stopping (exit 1); restart to recover from disk")
+        self.stopping.set()
 
     def _on_signal(self, sig: signal.Signals) -> None:
         log.info("received %s", sig.name)

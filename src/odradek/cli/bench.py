@@ -10,8 +10,6 @@ from __future__ import annotations
 import time
 
 import typer
-from confluent_kafka import KafkaException
-from confluent_kafka.admin import NewTopic
 
 from odradek.cli.common import (
     BootstrapOption,
@@ -20,18 +18,31 @@ from odradek.cli.common import (
     describe_error,
     fail,
     kafka_errors,
+    reach,
 )
-from odradek.client import admin_client, perf
+
+# odradek.client.perf's client names and default batch, repeated so that `--help` does not
+# load the perf tools (numpy, multiprocessing); tests/unit/cli/test_constants.py checks them.
+CONFLUENT = "confluent-kafka"
+COLUMNAR = "columnar"
+CLIENTS = (CONFLUENT, COLUMNAR)
+DEFAULT_BATCH = 10_000
 
 app = typer.Typer(help="Measure a node: producer, consumer and end-to-end latency perf tests.",
                   no_args_is_help=True, add_completion=False)
 
-TopicOption = typer.Option("perf", "--topic", "-t", help="The topic to use.")
+TopicOption = typer.Option("perf", "--topic", "-t", metavar="TOPIC", help="The topic to use.")
 PartitionsOption = typer.Option(
-    6, "--partitions", "-p", help="Create the topic with this many partitions when it is missing.")
+    6, "--partitions", "-p", min=1, metavar="N", help="Create the topic with this many partitions when it is missing.")
 
 
 def ensure_topic(bootstrap: str, topic: str, partitions: int, timeout: float = 30.0) -> None:
+    from confluent_kafka import KafkaException
+    from confluent_kafka.admin import NewTopic
+
+    from odradek.client import admin_client
+
+    reach(bootstrap)
     admin = admin_client(bootstrap)
     futures = admin.create_topics([NewTopic(topic, num_partitions=partitions,
                                             replication_factor=1)],
@@ -50,17 +61,20 @@ def _strings(overrides: dict[str, object]) -> dict[str, str]:
 @app.command()
 def produce(
     topic: str = TopicOption,
-    num_records: int = typer.Option(1_000_000, "--num-records", "-n", min=1),
-    record_size: int = typer.Option(100, "--record-size", "-s", min=1),
+    num_records: int = typer.Option(1_000_000, "--num-records", "-n", min=1, metavar="N",
+                                    help="How many records to produce."),
+    record_size: int = typer.Option(100, "--record-size", "-s", min=1, metavar="BYTES",
+                                    help="The size of each record's value."),
     throughput: float = typer.Option(
-        -1, "--throughput", help="At most this many records/s; -1 for no limit."),
-    acks: str = typer.Option("1", "--acks", help="0, 1 or all (-1)."),
+        -1, "--throughput", metavar="RECORDS/S",
+        help="At most this many records/s; -1 for no limit."),
+    acks: str = typer.Option("1", "--acks", metavar="ACKS", help="0, 1 or all (-1)."),
     partitions: int = PartitionsOption,
     processes: int = typer.Option(
-        1, "--processes", min=1,
+        1, "--processes", min=1, metavar="N",
         help="Producer processes, each with its own client, sharing the records and the rate."),
     client: str = typer.Option(
-        perf.CONFLUENT, "--client",
+        CONFLUENT, "--client", metavar="CLIENT",
         help="confluent-kafka, or columnar: odradek's own Produce client building record "
              "batches from numpy columns (PLAINTEXT only, needs numpy; -X batch.num.messages, "
              "batch.size, max.in.flight, batches.per.request, compression.type)."),
@@ -68,13 +82,15 @@ def produce(
     client_config: list[str] = ClientConfigOption,
 ) -> None:
     """Produce records as fast as the client goes (kafka-producer-perf-test)."""
+    from odradek.client import perf
+
     overrides = client_overrides(client_config)
-    if client not in perf.CLIENTS:
-        fail(f"--client must be one of {', '.join(perf.CLIENTS)}, not {client!r}")
+    if client not in CLIENTS:
+        fail(f"--client must be one of {', '.join(CLIENTS)}, not {client!r}")
     with kafka_errors():
         ensure_topic(bootstrap, topic, partitions)
         try:
-            if client == perf.COLUMNAR:
+            if client == COLUMNAR:
                 from odradek.client.producer_columnar import run_producer_columnar
 
                 result = run_producer_columnar(bootstrap, topic, num_records, record_size,
@@ -93,27 +109,30 @@ def produce(
 @app.command()
 def consume(
     topic: str = TopicOption,
-    messages: int = typer.Option(1_000_000, "--messages", "-n", min=1,
+    messages: int = typer.Option(1_000_000, "--messages", "-n", min=1, metavar="N",
                                  help="Stop after this many records."),
-    timeout: float = typer.Option(10.0, "--timeout",
+    timeout: float = typer.Option(10.0, "--timeout", metavar="SECONDS",
                                   help="Stop after this many seconds without a record."),
     processes: int = typer.Option(
-        1, "--processes", min=1,
+        1, "--processes", min=1, metavar="N",
         help="Consumer processes, each with its own client, splitting the partitions."),
     batch: int = typer.Option(
-        perf.DEFAULT_BATCH, "--batch", min=1,
+        DEFAULT_BATCH, "--batch", min=1, metavar="N",
         help="Records asked for per consume(num_messages=...) call (confluent-kafka only)."),
     client: str = typer.Option(
-        perf.CONFLUENT, "--client",
+        CONFLUENT, "--client", metavar="CLIENT",
         help="confluent-kafka, or columnar: odradek's own Fetch client decoding record "
              "batches into numpy columns (PLAINTEXT only, needs numpy)."),
     bootstrap: str = BootstrapOption,
     client_config: list[str] = ClientConfigOption,
 ) -> None:
     """Read a topic from the beginning as fast as the client goes (kafka-consumer-perf-test)."""
+    from odradek.client import perf
+
     overrides = client_overrides(client_config)
-    if client not in perf.CLIENTS:
-        fail(f"--client must be one of {', '.join(perf.CLIENTS)}, not {client!r}")
+    if client not in CLIENTS:
+        fail(f"--client must be one of {', '.join(CLIENTS)}, not {client!r}")
+    reach(bootstrap, overrides)
     with kafka_errors():
         try:
             result = perf.run_consumer(bootstrap, topic, messages, timeout, _strings(overrides),
@@ -126,15 +145,16 @@ def consume(
 
 @app.command()
 def e2e(
-    topic: str = typer.Option("", "--topic", "-t",
+    topic: str = typer.Option("", "--topic", "-t", metavar="TOPIC", show_default=False,
                               help="A topic to use (default: a fresh one per run)."),
-    rate: float = typer.Option(10_000, "--rate", help="Records/s to produce; 0 for the maximum."),
-    seconds: float = typer.Option(5.0, "--seconds", help="How long to measure."),
-    record_size: int = typer.Option(100, "--record-size", "-s", min=9),
-    acks: str = typer.Option("1", "--acks"),
+    rate: float = typer.Option(10_000, "--rate", metavar="RECORDS/S", help="Records/s to produce; 0 for the maximum."),
+    seconds: float = typer.Option(5.0, "--seconds", metavar="SECONDS", help="How long to measure."),
+    record_size: int = typer.Option(100, "--record-size", "-s", min=9, metavar="BYTES",
+                                    help="The size of each record's value (at least 9)."),
+    acks: str = typer.Option("1", "--acks", metavar="ACKS", help="0, 1 or all (-1)."),
     partitions: int = PartitionsOption,
     client: str = typer.Option(
-        perf.CONFLUENT, "--client",
+        CONFLUENT, "--client", metavar="CLIENT",
         help="confluent-kafka, or columnar: odradek's own Produce and Fetch clients (PLAINTEXT "
              "only, needs numpy); records are stamped with their scheduled send time, so the "
              "wait for a batch counts (-X pace.tick.ms: shortest producer sleep, "
@@ -143,14 +163,16 @@ def e2e(
     client_config: list[str] = ClientConfigOption,
 ) -> None:
     """End-to-end latency, produce call to consumer, at a fixed rate (EndToEndLatency)."""
+    from odradek.client import perf
+
     overrides = client_overrides(client_config)
-    if client not in perf.CLIENTS:
-        fail(f"--client must be one of {', '.join(perf.CLIENTS)}, not {client!r}")
+    if client not in CLIENTS:
+        fail(f"--client must be one of {', '.join(CLIENTS)}, not {client!r}")
     # Only this run's records may be measured: a fresh topic unless the user names one.
     name = topic or f"odradek-e2e-{int(time.time() * 1000)}"
     with kafka_errors():
         ensure_topic(bootstrap, name, partitions)
-        if client == perf.COLUMNAR:
+        if client == COLUMNAR:
             from odradek.client import e2e_columnar
 
             extra = _strings(overrides)

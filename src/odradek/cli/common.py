@@ -1,4 +1,9 @@
-"""What every `odradek` client command shares: the bootstrap option and error reporting."""
+"""What every `odradek` client command shares: the bootstrap option and error reporting.
+
+Error lines are the same everywhere: `Error: ...` on stderr, exit 1 when the cluster
+refuses or cannot be reached, exit 2 for bad usage. confluent-kafka is imported only
+inside the functions that need it, so `odradek --help` does not pay for it.
+"""
 
 from __future__ import annotations
 
@@ -7,29 +12,59 @@ import logging
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Any, NoReturn
+from typing import TYPE_CHECKING, Any, NoReturn
 
 import typer
-from confluent_kafka import KafkaError, KafkaException
 
-from odradek.client import BOOTSTRAP_ENV, DEFAULT_BOOTSTRAP, parse_key_values
-from odradek.client.config import LIBRDKAFKA_LOGGER
-from odradek.protocol.errors import ErrorCode
+from odradek.cli.reach import Unreachable, check_reachable
+
+if TYPE_CHECKING:
+    from confluent_kafka import KafkaError
+
+# odradek.client's DEFAULT_BOOTSTRAP and BOOTSTRAP_ENV, repeated here because importing
+# odradek.client loads confluent-kafka, which `odradek --help` should not wait for
+# (tests/unit/cli/test_constants.py checks they agree).
+DEFAULT_BOOTSTRAP = "localhost:9092"
+BOOTSTRAP_ENV = "ODRADEK_BOOTSTRAP"
+
+USAGE = 2  # exit code for bad usage; 1 is a refused or failed request
 
 BootstrapOption = typer.Option(
-    DEFAULT_BOOTSTRAP, "-b", "--bootstrap-server", envvar=BOOTSTRAP_ENV,
-    help="host:port of a node (or a comma-separated list).")
+    DEFAULT_BOOTSTRAP, "-b", "--bootstrap-server", envvar=BOOTSTRAP_ENV, metavar="HOST:PORT",
+    help="A node to connect to: host:port, or a comma-separated list.")
 
 ClientConfigOption = typer.Option(
-    [], "-X", "--client-config",
-    help="A librdkafka setting for the underlying client: key=value (repeatable).")
+    [], "-X", "--client-config", metavar="KEY=VALUE", show_default=False,
+    help="A librdkafka setting for the underlying client (repeatable).")
 
-TimeoutOption = typer.Option(30.0, "--timeout", help="Seconds to wait for the cluster.")
+TimeoutOption = typer.Option(30.0, "--timeout", metavar="SECONDS",
+                             help="Seconds to wait for the cluster's answer.")
+
+# Seconds a connection attempt to a bootstrap address may take before it counts as failed.
+CONNECT_TIMEOUT = 5.0
+
+# librdkafka's local errors (negative codes) in odradek's words; its names (_TRANSPORT...)
+# and its "Local: " prefix mean nothing to a CLI user.
+_LOCAL_ERRORS = {
+    "_TRANSPORT": "the connection to the cluster failed (broker transport failure)",
+    "_ALL_BROKERS_DOWN": "no node of the cluster can be reached",
+    "_TIMED_OUT": "the cluster did not answer in time (timed out)",
+    "_MSG_TIMED_OUT": "the record was not delivered in time (timed out)",
+    "_RESOLVE": "a node's host name could not be resolved",
+    "_UNKNOWN_TOPIC": "UNKNOWN_TOPIC_OR_PARTITION: the topic does not exist",
+    "_UNKNOWN_PARTITION": "UNKNOWN_TOPIC_OR_PARTITION: the partition does not exist",
+    "_AUTHENTICATION": "SASL_AUTHENTICATION_FAILED: authentication failed",
+    "_SSL": "the TLS handshake failed",
+    "_INVALID_ARG": "invalid argument",
+    "_UNSUPPORTED_FEATURE": "the cluster does not support this request",
+}
 
 
 def quiet_librdkafka(overrides: dict[str, object] | None = None) -> None:
     """librdkafka's own log lines (connection refused, retries...) are noise for a CLI user,
     who gets the outcome as one error line; `-X debug=...` brings them back."""
+    from odradek.client.config import LIBRDKAFKA_LOGGER
+
     if overrides and "debug" in overrides:
         LIBRDKAFKA_LOGGER.setLevel(logging.DEBUG)
         if not logging.getLogger().handlers:
@@ -40,6 +75,8 @@ def quiet_librdkafka(overrides: dict[str, object] | None = None) -> None:
 
 def describe_error(exc: BaseException) -> str:
     """Kafka's error name and message where there is one, e.g. `TOPIC_ALREADY_EXISTS: ...`."""
+    from confluent_kafka import KafkaError, KafkaException
+
     err = exc.args[0] if isinstance(exc, KafkaException) and exc.args else exc
     if isinstance(err, KafkaError):
         return kafka_error_text(err)
@@ -51,16 +88,31 @@ def kafka_error_name(err: KafkaError) -> str:
     UNKNOWN_TOPIC_OR_PART); librdkafka's name for its local errors (negative codes)."""
     code = err.code()
     if code >= 0:
+        from odradek.protocol.errors import ErrorCode
+
         try:
             return ErrorCode(code).name.upper()
         except ValueError:
             pass
-    return err.name()
+    return str(err.name())
+
+
+def _strip_local(text: str) -> str:
+    return text[len("Local: "):] if text.startswith("Local: ") else text
 
 
 def kafka_error_text(err: KafkaError) -> str:
     name = kafka_error_name(err)
-    text = err.str()
+    text = _strip_local(err.str() or "")
+    if name.startswith("_"):
+        # a local (client-side) error: say what happened, not librdkafka's name for it
+        words = _LOCAL_ERRORS.get(name)
+        if words is None:
+            return text or name.lstrip("_").lower().replace("_", " ")
+        detail = text.split(": ", 1)[0] if text else ""
+        if detail and detail.lower() not in words.lower() and name == "_INVALID_ARG":
+            return f"{words}: {text}"
+        return words
     return f"{name}: {text}" if text and text not in (name, err.name()) else name
 
 
@@ -69,16 +121,37 @@ def fail(message: str, code: int = 1) -> NoReturn:
     raise typer.Exit(code)
 
 
+def usage(message: str) -> NoReturn:
+    """Bad usage: the same `Error:` line, exit code 2."""
+    fail(message, code=USAGE)
+
+
+def reach(bootstrap: str, overrides: dict[str, object] | None = None,
+          timeout: float = CONNECT_TIMEOUT) -> None:
+    """Fail fast, naming the address and the cause, when no bootstrap address answers.
+
+    librdkafka retries an unreachable address quietly until the request times out and then
+    reports `_TRANSPORT`; a plain connect first gives the user the reason within seconds.
+    """
+    protocol = str((overrides or {}).get("security.protocol", "plaintext")).lower()
+    try:
+        check_reachable(bootstrap, timeout, probe="ssl" not in protocol)
+    except Unreachable as exc:
+        fail(str(exc), code=USAGE if exc.bad_address else 1)
+
+
 @contextmanager
 def kafka_errors() -> Iterator[None]:
     """Turn an error escaping a command into one line on stderr and a non-zero exit."""
+    from confluent_kafka import KafkaException
+
     try:
         yield
     except KafkaException as exc:
         fail(describe_error(exc))
     except ValueError as exc:
         # confluent-kafka reports bad settings and arguments as ValueError.
-        fail(str(exc), code=2)
+        usage(str(exc))
 
 
 def result(future: Any, timeout: float) -> Any:
@@ -90,9 +163,20 @@ def result(future: Any, timeout: float) -> Any:
 
 
 def client_overrides(pairs: list[str]) -> dict[str, object]:
+    from odradek.client.config import parse_key_values
+
     try:
         overrides: dict[str, object] = dict(parse_key_values(pairs, "client setting"))
     except ValueError as exc:
-        fail(str(exc), code=2)
+        usage(str(exc))
     quiet_librdkafka(overrides)
     return overrides
+
+
+def admin(bootstrap: str, client_config: list[str] | None = None) -> Any:
+    """An AdminClient after a reachability check; librdkafka's chatter silenced."""
+    overrides = client_overrides(client_config or [])
+    reach(bootstrap, overrides)
+    from odradek.client import admin_client
+
+    return admin_client(bootstrap, overrides)

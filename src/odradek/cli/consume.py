@@ -5,16 +5,9 @@ from __future__ import annotations
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import typer
-from confluent_kafka import (
-    OFFSET_BEGINNING,
-    OFFSET_END,
-    Consumer,
-    KafkaError,
-    Message,
-    TopicPartition,
-)
 
 from odradek.cli.common import (
     BootstrapOption,
@@ -23,20 +16,30 @@ from odradek.cli.common import (
     fail,
     kafka_error_text,
     kafka_errors,
+    reach,
+    usage,
 )
 from odradek.cli.format import ConsumedRecord, FormatError, compile_format, json_line
-from odradek.client import consumer as make_consumer
 
-# Errors after which reading on cannot succeed: the tool stops with a non-zero exit.
-FATAL_ERRORS = frozenset({
-    KafkaError.UNKNOWN_TOPIC_OR_PART,
-    KafkaError._UNKNOWN_TOPIC,
-    KafkaError._UNKNOWN_PARTITION,
-    KafkaError.TOPIC_AUTHORIZATION_FAILED,
-    KafkaError.OFFSET_OUT_OF_RANGE,
-    KafkaError._AUTO_OFFSET_RESET,
-})
+if TYPE_CHECKING:
+    from confluent_kafka import Consumer, Message, TopicPartition
+
 BATCH = 1000
+
+
+def fatal_errors() -> frozenset[int]:
+    """Errors after which reading on cannot succeed: the tool stops with a non-zero exit.
+    (A function: confluent-kafka loads only when a command reads.)"""
+    from confluent_kafka import KafkaError
+
+    return frozenset({
+        KafkaError.UNKNOWN_TOPIC_OR_PART,
+        KafkaError._UNKNOWN_TOPIC,
+        KafkaError._UNKNOWN_PARTITION,
+        KafkaError.TOPIC_AUTHORIZATION_FAILED,
+        KafkaError.OFFSET_OUT_OF_RANGE,
+        KafkaError._AUTO_OFFSET_RESET,
+    })
 
 
 @dataclass(frozen=True)
@@ -79,19 +82,19 @@ def consume(
     from_beginning: bool = typer.Option(False, "--from-beginning",
                                         help="Start at the oldest record (same as --offset oldest)."),
     offset: str | None = typer.Option(
-        None, "-o", "--offset",
+        None, "-o", "--offset", metavar="OFFSET",
         help="Start at oldest, newest, N, -N (N before the end) or @timestamp_ms."),
-    partition: list[int] = typer.Option([], "-p", "--partition",
+    partition: list[int] = typer.Option([], "-p", "--partition", metavar="N",
                                         help="Read only this partition (repeatable)."),
-    num: int | None = typer.Option(None, "-n", "--num", help="Stop after this many records."),
+    num: int | None = typer.Option(None, "-n", "--num", metavar="N", help="Stop after this many records."),
     fmt: str | None = typer.Option(
-        None, "-f", "--format",
+        None, "-f", "--format", metavar="FORMAT",
         help="rpk-style: %t topic, %k key, %v value, %p partition, %o offset, %d timestamp, "
              "%h headers, %T/%K/%V lengths; \\n \\t escapes. Default: JSON lines."),
     exit_at_end: bool = typer.Option(False, "-e", "--exit-at-end",
                                      help="Stop once every partition's current end is reached."),
     group: str | None = typer.Option(
-        None, "-g", "--group",
+        None, "-g", "--group", metavar="GROUP",
         help="Join this consumer group: partitions are shared with its other members and "
              "progress is committed (starts at the committed offsets, else at --from-beginning "
              "or the end)."),
@@ -99,20 +102,25 @@ def consume(
     client_config: list[str] = ClientConfigOption,
 ) -> None:
     """Read records from a topic; follows new records until Ctrl-C unless -n or -e."""
+    from odradek.client import consumer as make_consumer
+
     if from_beginning and offset is not None:
-        fail("give either --from-beginning or --offset, not both", code=2)
+        usage("give either --from-beginning or --offset, not both")
     if num is not None and num < 0:
-        fail("--num must not be negative", code=2)
+        usage("--num must not be negative")
+    if any(p < 0 for p in partition):
+        usage(f"--partition must not be negative, not {min(partition)}")
     if group is not None and (offset is not None or partition):
-        fail("--group cannot be combined with --offset or --partition: a group member reads "
-             "what the group assigns it, from the committed offsets", code=2)
+        usage("--group cannot be combined with --offset or --partition: a group member reads "
+              "what the group assigns it, from the committed offsets")
     try:
         start = parse_offset(offset) if offset is not None else \
             StartOffset("oldest" if from_beginning else "newest")
         render: Callable[[ConsumedRecord], bytes] = json_line if fmt is None else \
             compile_format(fmt).render
     except (ValueError, FormatError) as exc:
-        fail(str(exc), code=2)
+        usage(str(exc))
+    reach(bootstrap, client_overrides(client_config))
     out = sys.stdout.buffer
     if group is not None:
         _consume_in_group(bootstrap, client_config, topic, group, from_beginning, render, out,
@@ -138,6 +146,8 @@ def _consume_in_group(bootstrap: str, client_config: list[str], topic: str, grou
                       from_beginning: bool, render: Callable[[ConsumedRecord], bytes],
                       out: object, num: int | None, exit_at_end: bool) -> None:
     """Subscribe as a member of `group`; commit what was written out (at least once)."""
+    from odradek.client import consumer as make_consumer
+
     assigned: set[int] = set()
 
     def on_assign(consumer: Consumer, partitions: list[TopicPartition]) -> None:
@@ -170,6 +180,8 @@ def _consume_in_group(bootstrap: str, client_config: list[str], topic: str, grou
 
 def _assignment(cons: Consumer, topic: str, wanted: list[int], start: StartOffset,
                 ) -> list[TopicPartition]:
+    from confluent_kafka import TopicPartition
+
     metadata = cons.list_topics(topic, timeout=30)
     meta = metadata.topics.get(topic)
     if meta is None:
@@ -188,6 +200,8 @@ def _assignment(cons: Consumer, topic: str, wanted: list[int], start: StartOffse
 
 
 def _start_offset(cons: Consumer, topic: str, partition: int, start: StartOffset) -> int:
+    from confluent_kafka import OFFSET_BEGINNING, OFFSET_END, TopicPartition
+
     if start.kind == "oldest":
         return OFFSET_BEGINNING
     if start.kind == "newest":
@@ -204,6 +218,9 @@ def _start_offset(cons: Consumer, topic: str, partition: int, start: StartOffset
 
 def _read(cons: Consumer, render: Callable[[ConsumedRecord], bytes], out: object,
           num: int | None, partitions: set[int], exit_at_end: bool, store: bool = False) -> None:
+    from confluent_kafka import KafkaError
+
+    fatal = fatal_errors()
     write = out.write  # type: ignore[attr-defined]
     flush = out.flush  # type: ignore[attr-defined]
     seen = 0
@@ -218,7 +235,7 @@ def _read(cons: Consumer, render: Callable[[ConsumedRecord], bytes], out: object
                     at_end.add(msg.partition())
                     continue
                 print(f"Error: {kafka_error_text(err)}", file=sys.stderr)
-                if err.fatal() or err.code() in FATAL_ERRORS:
+                if err.fatal() or err.code() in fatal:
                     flush()
                     raise typer.Exit(1)
                 continue

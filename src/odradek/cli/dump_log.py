@@ -10,18 +10,15 @@ import struct
 import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import typer
 
-from odradek.protocol.errors import KafkaError, ProtocolError
-from odradek.protocol.records import (
-    BATCH_HEADER_SIZE,
-    BatchHeader,
-    ControlRecordType,
-    batch_crc_ok,
-    decode_control_record,
-    decode_records,
-)
+if TYPE_CHECKING:
+    from odradek.protocol.records import BatchHeader
+
+# odradek.protocol (and kio under it) is imported inside the functions that read files, so
+# that `odradek --help` does not load it.
 
 LOG_OVERHEAD = 12  # base offset + batch length, before the length's payload
 _INDEX_ENTRY = struct.Struct(">ii")      # relative offset, position
@@ -52,6 +49,9 @@ def _text(data: bytes) -> str:
 
 def dump_log_lines(data: bytes | memoryview, print_records: bool) -> Iterator[str]:
     """One line per batch (and per record with `print_records`); a torn tail is reported."""
+    from odradek.protocol.errors import KafkaError, ProtocolError
+    from odradek.protocol.records import BATCH_HEADER_SIZE, BatchHeader, batch_crc_ok
+
     view = memoryview(data)
     end = len(view)
     pos = 0
@@ -91,6 +91,9 @@ def _batch_line(h: BatchHeader, position: int, valid: bool) -> str:
 
 
 def _record_lines(h: BatchHeader, batch: memoryview) -> Iterator[str]:
+    from odradek.protocol.errors import KafkaError, ProtocolError
+    from odradek.protocol.records import decode_records
+
     try:
         records = decode_records(h, batch)
     except (KafkaError, ProtocolError) as exc:
@@ -117,6 +120,9 @@ def _record_lines(h: BatchHeader, batch: memoryview) -> Iterator[str]:
 
 
 def _control_text(rec: object) -> str:
+    from odradek.protocol.errors import KafkaError, ProtocolError
+    from odradek.protocol.records import ControlRecordType, decode_control_record
+
     try:
         ctrl = decode_control_record(rec)  # type: ignore[arg-type]
     except (KafkaError, ProtocolError) as exc:
@@ -167,7 +173,8 @@ def dump_file_lines(path: Path, print_records: bool) -> Iterator[str]:
 
 
 def dump_log(
-    files: list[Path] = typer.Argument(..., help="Segment files: .log, .index or .timeindex."),
+    files: list[Path] = typer.Argument(..., metavar="FILE...",
+                                       help="Segment files: .log, .index or .timeindex."),
     print_records: bool = typer.Option(False, "--print-records", "--print-data-log",
                                        help="Also print every record with its key and payload."),
 ) -> None:

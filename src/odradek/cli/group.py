@@ -16,24 +16,25 @@ import socket
 import struct
 import sys
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any, NoReturn
 
 import typer
-from confluent_kafka import ConsumerGroupTopicPartitions, TopicPartition
-from confluent_kafka.admin import AdminClient, OffsetSpec
 
 from odradek.cli.common import (
     BootstrapOption,
     ClientConfigOption,
     TimeoutOption,
-    client_overrides,
     describe_error,
     fail,
     kafka_errors,
     result,
+    usage,
 )
-from odradek.client import admin_client
-from odradek.client.config import resolve_bootstrap
+from odradek.cli.common import admin as connect_admin
+from odradek.cli.table import FormatOption, check_format, emit, render_table
+
+if TYPE_CHECKING:
+    from confluent_kafka.admin import AdminClient
 
 app = typer.Typer(help="List, describe, reset and delete consumer groups.", no_args_is_help=True)
 
@@ -43,7 +44,11 @@ INACTIVE_STATES = ("Empty", "Dead", "Unknown", "EMPTY", "DEAD", "UNKNOWN")
 
 
 def _admin(bootstrap: str, client_config: list[str]) -> AdminClient:
-    return admin_client(bootstrap, client_overrides(client_config))
+    return connect_admin(bootstrap, client_config)
+
+
+def _missing(group: str) -> NoReturn:
+    fail(f"Consumer group '{group}' does not exist.")
 
 
 def _state_name(state: Any) -> str:
@@ -52,13 +57,6 @@ def _state_name(state: Any) -> str:
             "COMPLETING_REBALANCING": "CompletingRebalance", "STABLE": "Stable",
             "EMPTY": "Empty", "DEAD": "Dead", "UNKNOWN": "Unknown",
             "ASSIGNING": "Assigning", "RECONCILING": "Reconciling"}.get(name, name.title())
-
-
-def _table(rows: list[list[Any]], header: list[str]) -> str:
-    data = [header] + [["-" if v is None else str(v) for v in row] for row in rows]
-    widths = [max(len(r[i]) for r in data) for i in range(len(header))]
-    return "\n".join("  ".join(v.ljust(w) for v, w in zip(r, widths, strict=True)).rstrip()
-                     for r in data)
 
 
 # ------------------------------------------------------------------ list
@@ -70,16 +68,20 @@ _STATES = {s.lower(): s for s in ("Empty", "Stable", "PreparingRebalance",
 
 @app.command("list")
 def list_groups(
-    state: list[str] = typer.Option([], "--state", help="Only groups in this state (repeatable)."),
+    state: list[str] = typer.Option([], "--state", metavar="STATE",
+                                    help="Only groups in this state (repeatable): "
+                                         + ", ".join(_STATES.values()) + "."),
+    fmt: str = FormatOption,
     bootstrap: str = BootstrapOption,
     client_config: list[str] = ClientConfigOption,
     timeout: float = TimeoutOption,
 ) -> None:
     """List the groups (GROUP TYPE STATE)."""
+    check_format(fmt)
     wanted = set()
     for s in state:
         if s.lower() not in _STATES:
-            fail(f"unknown state {s!r}: use one of {', '.join(_STATES.values())}", code=2)
+            usage(f"unknown state {s!r}: use one of {', '.join(_STATES.values())}")
         wanted.add(s.lower())
     with kafka_errors():
         admin = _admin(bootstrap, client_config)
@@ -92,8 +94,8 @@ def list_groups(
         gtype = getattr(getattr(g, "type", None), "name", "CLASSIC").lower()
         rows.append([g.group_id, gtype if gtype != "unknown" else "classic", st])
     for err in listing.errors:
-        print(f"Error: {err}", file=sys.stderr)
-    print(_table(rows, ["GROUP", "TYPE", "STATE"]))
+        print(f"Error: {describe_error(err)}", file=sys.stderr)
+    emit(["GROUP", "TYPE", "STATE"], rows, fmt)
 
 
 # ------------------------------------------------------------------ describe
@@ -122,6 +124,8 @@ def _members(desc: Any) -> list[_Member]:
 
 
 def _committed(admin: AdminClient, group: str, timeout: float) -> dict[tuple[str, int], int]:
+    from confluent_kafka import ConsumerGroupTopicPartitions
+
     futures = admin.list_consumer_group_offsets([ConsumerGroupTopicPartitions(group)],
                                                 request_timeout=timeout)
     res = result(futures[group], timeout)
@@ -131,6 +135,8 @@ def _committed(admin: AdminClient, group: str, timeout: float) -> dict[tuple[str
 
 def _offsets(admin: AdminClient, tps: list[tuple[str, int]], spec: Any,
              timeout: float) -> dict[tuple[str, int], int]:
+    from confluent_kafka import TopicPartition
+
     if not tps:
         return {}
     futures = admin.list_offsets({TopicPartition(t, p): spec for t, p in tps},
@@ -145,6 +151,7 @@ def node_lag(bootstrap: str, group: str, timeout: float) -> dict[str, Any] | Non
     """The node's lag evaluation of a group (None when the node does not give one)."""
     from kio.schema.describe_groups.v5.request import DescribeGroupsRequest
 
+    from odradek.client.config import resolve_bootstrap
     from odradek.protocol.messages import encode_request
 
     host, _, port = resolve_bootstrap(bootstrap).split(",")[0].rpartition(":")
@@ -183,59 +190,109 @@ def _recv(sock: socket.socket, n: int) -> bytes:
     return bytes(buf)
 
 
-@app.command("describe")
+DESCRIBE_HELP = """Offsets and lag per partition (kafka-consumer-groups --describe), the group's
+total lag, and the node's lag status of each partition and of the group.
+
+\b
+LAG        LOG-END-OFFSET minus CURRENT-OFFSET: records written but not yet
+           consumed (committed). TOTAL-LAG is the sum over the partitions.
+LAG-MS     how long ago the group was last caught up on the partition
+           (0 while its lag is 0).
+STATUS     the node's evaluation of the partition's last 10 commits, by
+           Burrow's rules, checked in this order:
+  OK       the lag is 0.
+  REWIND   a member committed an offset below an earlier one. (A reset by
+           `group reset-offsets` while the group is empty is deliberate: it
+           starts the evaluation afresh instead.)
+  STOP     commits stopped while lag remains: the last commit is older than
+           the time the last 10 commits spanned (a consumer that exited, e.g.
+           after `consume -n 10`, with records left).
+  STALL    10 commits in a row kept the same offset while lag remains: the
+           consumer is stuck.
+  WARN     the offset moves, but the lag grew at each of the last 10
+           commits: the consumer falls behind.
+  OK       none of the above.
+Group status: ERR if any partition is STOP, STALL or REWIND; WARN if any is
+WARN; else OK. Reading lag step by step: docs/lag.md in odradek's source.
+"""
+
+LAG_HEADER = ["GROUP", "TOPIC", "PARTITION", "CURRENT-OFFSET", "LOG-END-OFFSET", "LAG",
+              "CONSUMER-ID", "HOST", "CLIENT-ID", "STATUS", "LAG-MS"]
+
+_REASONS = {"STOP": "commits stopped while lag remains", "STALL": "the offset does not move",
+            "REWIND": "a committed offset went backwards", "WARN": "the lag keeps growing"}
+
+
+def group_status_line(status: str, partition_statuses: list[str]) -> str:
+    """`Group status: ERR (partition STOP: commits stopped while lag remains)`."""
+    worst = [s for s in ("REWIND", "STALL", "STOP", "WARN") if s in partition_statuses]
+    if status == "OK" or not worst:
+        return f"Group status: {status}"
+    return f"Group status: {status} ({worst[0]} on a partition: {_REASONS[worst[0]]})"
+
+
+@app.command("describe", help=DESCRIBE_HELP)
 def describe(
     group: str = typer.Argument(..., help="The group."),
     members: bool = typer.Option(False, "--members", help="One line per member."),
     state: bool = typer.Option(False, "--state", help="The group's state and coordinator."),
+    fmt: str = FormatOption,
     bootstrap: str = BootstrapOption,
     client_config: list[str] = ClientConfigOption,
     timeout: float = TimeoutOption,
 ) -> None:
-    """Offsets and lag per partition (kafka-consumer-groups --describe), plus the lag status."""
+    from confluent_kafka.admin import OffsetSpec
+
+    check_format(fmt)
     with kafka_errors():
         admin = _admin(bootstrap, client_config)
         desc = _describe(admin, group, timeout)
         st = _state_name(desc.state)
         mem = _members(desc)
-        if state:
-            coord = desc.coordinator
-            print(_table([[group, f"{coord.host}:{coord.port} ({coord.id})" if coord else None,
-                           desc.partition_assignor or "", st, len(mem)]],
-                         ["GROUP", "COORDINATOR (ID)", "ASSIGNMENT-STRATEGY", "STATE",
-                          "#MEMBERS"]))
-            return
-        if members:
-            if not mem:
-                print(f"Consumer group '{group}' has no active members.")
-                return
-            print(_table([[group, m.member_id, m.host, m.client_id, len(m.partitions)]
-                          for m in mem], ["GROUP", "CONSUMER-ID", "HOST", "CLIENT-ID",
-                                          "#PARTITIONS"]))
-            return
         committed = _committed(admin, group, timeout)
         if st == "Dead" and not committed:
-            fail(f"Consumer group '{group}' does not exist.")
+            _missing(group)
+        if state:
+            coord = desc.coordinator
+            emit(["GROUP", "COORDINATOR (ID)", "ASSIGNMENT-STRATEGY", "STATE", "#MEMBERS"],
+                 [[group, f"{coord.host}:{coord.port} ({coord.id})" if coord else None,
+                   desc.partition_assignor or "", st, len(mem)]], fmt)
+            return
+        if members:
+            if not mem and fmt != "json":
+                print(f"Consumer group '{group}' has no active members.")
+                return
+            emit(["GROUP", "CONSUMER-ID", "HOST", "CLIENT-ID", "#PARTITIONS"],
+                 [[group, m.member_id, m.host, m.client_id, len(m.partitions)] for m in mem],
+                 fmt)
+            return
         owner = {tp: m for m in mem for tp in m.partitions}
         tps = sorted(set(committed) | set(owner))
         ends = _offsets(admin, tps, OffsetSpec.latest(), timeout)
         lag_info = node_lag(bootstrap, group, timeout) or {}
         statuses = {(r[0], r[1]): r for r in lag_info.get("partitions", [])}
-    if not mem:
-        print(f"Consumer group '{group}' has no active members.")
     rows = []
+    total = 0
     for tp in tps:
         cur = committed.get(tp)
         end = ends.get(tp)
         lag = end - cur if cur is not None and end is not None else None
+        total += lag or 0
         m = owner.get(tp)
         node = statuses.get(tp)
         rows.append([group, tp[0], tp[1], cur, end, lag, m.member_id if m else None,
                      m.host if m else None, m.client_id if m else None,
                      node[5] if node else "OK", node[4] if node else 0])
-    print(_table(rows, ["GROUP", "TOPIC", "PARTITION", "CURRENT-OFFSET", "LOG-END-OFFSET", "LAG",
-                        "CONSUMER-ID", "HOST", "CLIENT-ID", "STATUS", "LAG-MS"]))
-    print(f"\nGroup status: {lag_info.get('status', 'OK')}")
+    status = lag_info.get("status", "OK")
+    if fmt == "json":
+        emit(LAG_HEADER, rows, fmt, extra={"group": group, "state": st, "members": len(mem),
+                                           "total_lag": total, "group_status": status})
+        return
+    if not mem:
+        print(f"Consumer group '{group}' has no active members.\n")
+    print(render_table(LAG_HEADER, rows))
+    print(f"\nTOTAL-LAG: {total}")
+    print(group_status_line(status, [r[9] for r in rows]))
 
 
 # ------------------------------------------------------------------ reset-offsets
@@ -296,31 +353,46 @@ def _read_plan_file(path: str) -> dict[tuple[str, int], int]:
 
 @app.command("reset-offsets")
 def reset_offsets(
-    group: str = typer.Argument(..., help="The group (must have no active members)."),
-    topic: list[str] = typer.Option([], "--topic", help="TOPIC or TOPIC:P,P (repeatable)."),
+    group: str = typer.Argument(..., help="The group (must exist and have no active members)."),
+    topic: list[str] = typer.Option([], "--topic", metavar="TOPIC[:P,P]",
+                                    help="A topic, or some of its partitions (repeatable)."),
     all_topics: bool = typer.Option(False, "--all-topics", help="Every topic the group has "
                                     "offsets for."),
-    to_earliest: bool = typer.Option(False, "--to-earliest"),
-    to_latest: bool = typer.Option(False, "--to-latest"),
-    to_offset: int | None = typer.Option(None, "--to-offset"),
-    shift_by: int | None = typer.Option(None, "--shift-by"),
-    to_datetime: str | None = typer.Option(None, "--to-datetime",
-                                           help="YYYY-MM-DDTHH:mm:SS.sss"),
-    by_duration: str | None = typer.Option(None, "--by-duration", help="PnDTnHnMnS"),
-    from_file: str | None = typer.Option(None, "--from-file", help="CSV: TOPIC,PARTITION,OFFSET"),
+    to_earliest: bool = typer.Option(False, "--to-earliest",
+                                     help="To each partition's earliest offset."),
+    to_latest: bool = typer.Option(False, "--to-latest",
+                                   help="To each partition's log end offset."),
+    to_offset: int | None = typer.Option(None, "--to-offset", metavar="OFFSET",
+                                         help="To this offset (kept within the log's range)."),
+    shift_by: int | None = typer.Option(None, "--shift-by", metavar="N",
+                                        help="Move each committed offset by N (negative: back)."),
+    to_datetime: str | None = typer.Option(
+        None, "--to-datetime", metavar="YYYY-MM-DDTHH:mm:SS.sss",
+        help="To the first record at or after this time (local time unless a zone is given)."),
+    by_duration: str | None = typer.Option(
+        None, "--by-duration", metavar="PnDTnHnMnS",
+        help="To the first record at or after this long ago, e.g. PT10M."),
+    from_file: str | None = typer.Option(None, "--from-file", metavar="CSV",
+                                         help="To the offsets in a CSV file of "
+                                              "TOPIC,PARTITION,OFFSET lines."),
     execute: bool = typer.Option(False, "--execute", help="Apply the plan (default: show it)."),
+    fmt: str = FormatOption,
     bootstrap: str = BootstrapOption,
     client_config: list[str] = ClientConfigOption,
     timeout: float = TimeoutOption,
 ) -> None:
     """Show (or with --execute apply) new committed offsets for a stopped group."""
+    from confluent_kafka import ConsumerGroupTopicPartitions, TopicPartition
+    from confluent_kafka.admin import OffsetSpec
+
+    check_format(fmt)
     modes = [to_earliest, to_latest, to_offset is not None, shift_by is not None,
              to_datetime is not None, by_duration is not None, from_file is not None]
     if sum(modes) != 1:
-        fail("give exactly one of --to-earliest, --to-latest, --to-offset, --shift-by, "
-             "--to-datetime, --by-duration, --from-file", code=2)
+        usage("give exactly one of --to-earliest, --to-latest, --to-offset, --shift-by, "
+              "--to-datetime, --by-duration, --from-file")
     if from_file is None and bool(topic) == all_topics:
-        fail("give --topic or --all-topics", code=2)
+        usage("give --topic or --all-topics")
     try:
         specs = _parse_topic_specs(topic)
         file_plan = _read_plan_file(from_file) if from_file else None
@@ -328,15 +400,17 @@ def reset_offsets(
               int(datetime.datetime.now().timestamp() * 1000) - parse_duration_ms(by_duration)
               if by_duration else None)
     except (ValueError, OSError) as exc:
-        fail(str(exc), code=2)
+        usage(str(exc))
     with kafka_errors():
         admin = _admin(bootstrap, client_config)
         desc = _describe(admin, group, timeout)
         st = _state_name(desc.state)
+        committed = _committed(admin, group, timeout)
+        if st == "Dead" and not committed:
+            _missing(group)
         if desc.members or st not in ("Empty", "Dead", "Unknown"):
             fail(f"Assignments can only be reset if the group '{group}' is inactive, but the "
                  f"current state is {st}.")
-        committed = _committed(admin, group, timeout)
         tps = _target_partitions(admin, specs, all_topics, committed, file_plan, timeout)
         earliest = _offsets(admin, tps, OffsetSpec.earliest(), timeout)
         latest = _offsets(admin, tps, OffsetSpec.latest(), timeout)
@@ -366,9 +440,9 @@ def reset_offsets(
                 group, [TopicPartition(t, p, o) for (t, p), o in sorted(plan.items())])],
                 request_timeout=timeout)
             result(res[group], timeout)
-    print(_table([[group, t, p, o] for (t, p), o in sorted(plan.items())],
-                  ["GROUP", "TOPIC", "PARTITION", "NEW-OFFSET"]))
-    if not execute:
+    emit(["GROUP", "TOPIC", "PARTITION", "NEW-OFFSET"],
+         [[group, t, p, o] for (t, p), o in sorted(plan.items())], fmt)
+    if not execute and fmt != "json":
         print("\n(plan only: add --execute to apply it)")
 
 
@@ -404,7 +478,7 @@ def _target_partitions(admin: AdminClient, specs: list[tuple[str, list[int] | No
 
 @app.command("delete")
 def delete(
-    group: list[str] = typer.Argument(..., help="Group(s) to delete."),
+    group: list[str] = typer.Argument(..., metavar="GROUP...", help="Group(s) to delete."),
     bootstrap: str = BootstrapOption,
     client_config: list[str] = ClientConfigOption,
     timeout: float = TimeoutOption,
@@ -419,7 +493,12 @@ def delete(
                 result(fut, timeout)
                 print(f"Deletion of requested consumer groups ('{gid}') was successful.")
             except Exception as exc:  # one group's error must not hide the others
-                print(f"Error: group '{gid}': {describe_error(exc)}", file=sys.stderr)
+                text = describe_error(exc)
+                if text.startswith("GROUP_ID_NOT_FOUND"):
+                    text = f"Consumer group '{gid}' does not exist."  # as describe says it
+                else:
+                    text = f"group '{gid}': {text}"
+                print(f"Error: {text}", file=sys.stderr)
                 failed = True
     if failed:
         raise typer.Exit(1)

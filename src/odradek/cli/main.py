@@ -7,6 +7,7 @@ from pathlib import Path
 import typer
 
 from odradek.cli import bench as bench_cmd
+from odradek.cli import config as config_cmd
 from odradek.cli import consume as consume_cmd
 from odradek.cli import dump_log as dump_log_cmd
 from odradek.cli import group as group_cmd
@@ -16,8 +17,30 @@ from odradek.cli import storage as storage_cmd
 from odradek.cli import topic as topic_cmd
 from odradek.cli import transaction as transaction_cmd
 
+HELP_OPTIONS = {"help_option_names": ["-h", "--help"], "max_content_width": 100}
+
 app = typer.Typer(help="odradek: an event streaming platform that speaks the Kafka protocol.",
-                  no_args_is_help=True, add_completion=False)
+                  no_args_is_help=True, add_completion=False, context_settings=HELP_OPTIONS,
+                  pretty_exceptions_enable=False)
+
+
+def _version(value: bool) -> None:
+    if value:
+        from importlib.metadata import PackageNotFoundError, version
+
+        try:
+            print(f"odradek {version('odradek')}")
+        except PackageNotFoundError:  # run from a source tree that is not installed
+            print("odradek (version unknown: not installed)")
+        raise typer.Exit()
+
+
+@app.callback()
+def main(
+    version: bool = typer.Option(False, "--version", "-V", is_eager=True, callback=_version,
+                                 help="Print odradek's version and exit."),
+) -> None:
+    """odradek: an event streaming platform that speaks the Kafka protocol."""
 
 
 @app.command()
@@ -26,7 +49,10 @@ def serve(
     config: Path | None = typer.Option(None, "--config", help="A server.properties file."),
     set_: list[str] = typer.Option([], "--set", help="Override a config: key=value (repeatable)."),
 ) -> None:
-    """Run one node (broker and controller) until SIGTERM or Ctrl-C."""
+    """Run one node (broker and controller) until SIGTERM or Ctrl-C.
+
+    Every config key --set and --config take: `odradek config list --broker`.
+    """
     from odradek.broker.node import run_node
 
     raise typer.Exit(run_node(data_dir=data_dir, config_file=config, overrides=set_))
@@ -38,10 +64,11 @@ app.add_typer(bench_cmd.app, name="bench")
 app.add_typer(transaction_cmd.app, name="transaction")
 app.add_typer(pipeline_cmd.app, name="pipeline")
 app.add_typer(storage_cmd.app, name="storage")
+app.add_typer(config_cmd.app, name="config")
 app.command("produce")(produce_cmd.produce)
 app.command("consume")(consume_cmd.consume)
 app.command("dump-log")(dump_log_cmd.dump_log)
 
 
 if __name__ == "__main__":
-    app()
+    app(prog_name="odradek")

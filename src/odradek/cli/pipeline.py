@@ -6,6 +6,9 @@ from pathlib import Path
 
 import typer
 
+# odradek.client.config.BOOTSTRAP_ENV; not imported, as that loads the Kafka client for --help.
+BOOTSTRAP_ENV = "ODRADEK_BOOTSTRAP"
+
 app = typer.Typer(help="Run data pipelines on Spark over odradek topics.", no_args_is_help=True)
 
 
@@ -24,8 +27,8 @@ def run(
     path: Path = typer.Argument(..., help="A directory of *.sql / *.py pipeline files, or one file."),
     master: str = typer.Option("local[2]", "--master", help="Any Spark master URL (local[N], spark://host:port)."),
     bootstrap_server: str | None = typer.Option(
-        None, "--bootstrap-server", help="host:port of the broker; the default kafka.bootstrap.servers "
-        "of every source and flow."),
+        None, "-b", "--bootstrap-server", envvar=BOOTSTRAP_ENV,
+        help="host:port of the broker; the default kafka.bootstrap.servers of every source and flow."),
     checkpoint_dir: Path = typer.Option(Path("checkpoints"), "--checkpoint-dir",
                                         help="Checkpoints go to DIR/<flow name>."),
     available_now: bool = typer.Option(True, "--available-now/--continuous",
@@ -35,17 +38,29 @@ def run(
     conf: list[str] = typer.Option([], "--conf", help="A Spark setting k=v (repeatable)."),
     var: list[str] = typer.Option([], "--var", help="A pipeline variable name=value, ${name} in SQL "
                                   "(repeatable)."),
+    spark_log_level: str = typer.Option(
+        "WARN", "--spark-log-level",
+        help="Spark's log level (OFF, FATAL, ERROR, WARN, INFO, DEBUG, TRACE, ALL); Spark logs go "
+        "to stderr, the pipeline's progress to stdout."),
 ) -> None:
-    """Run the pipeline's flows until done (--available-now) or stopped (--continuous)."""
+    """Run the pipeline's flows until done (--available-now) or stopped (--continuous).
+
+    Prints one line per micro-batch of each flow: its input rows, rows/s and output rows."""
+    from odradek.spark.pipeline.logs import check_level
     from odradek.spark.pipeline.model import PipelineError
     from odradek.spark.pipeline.runner import RunOptions
     from odradek.spark.pipeline.runner import run as run_pipeline
 
+    try:
+        level = check_level(spark_log_level)
+    except ValueError as e:
+        raise typer.BadParameter(str(e), param_hint="--spark-log-level") from None
     opts = RunOptions(master=master, bootstrap=bootstrap_server, checkpoint_dir=checkpoint_dir.resolve(),
                       available_now=available_now, trigger_interval=trigger_interval,
-                      conf=_pairs(conf, "--conf"), variables=_pairs(var, "--var"))
+                      conf=_pairs(conf, "--conf"), variables=_pairs(var, "--var"), spark_log_level=level)
     try:
-        code = run_pipeline(path, opts, report=lambda msg: typer.echo(msg, err=True))
+        # Progress on stdout, failures on stderr with Spark's own log lines.
+        code = run_pipeline(path, opts, report=typer.echo, error=lambda msg: typer.echo(msg, err=True))
     except PipelineError as e:
         typer.echo(f"error: {e}", err=True)
         raise typer.Exit(2) from None

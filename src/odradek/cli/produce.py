@@ -4,10 +4,9 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Iterator
-from typing import BinaryIO
+from typing import TYPE_CHECKING, BinaryIO
 
 import typer
-from confluent_kafka import KafkaError, Message, Producer
 
 from odradek.cli.common import (
     BootstrapOption,
@@ -16,9 +15,13 @@ from odradek.cli.common import (
     fail,
     kafka_error_text,
     kafka_errors,
+    reach,
+    usage,
 )
 from odradek.cli.format import FormatError, unescape
-from odradek.client import producer as make_producer
+
+if TYPE_CHECKING:
+    from confluent_kafka import KafkaError, Message, Producer
 
 COMPRESSIONS = ("none", "gzip", "snappy", "lz4", "zstd")
 ACKS = ("0", "1", "all", "-1")
@@ -77,35 +80,42 @@ def parse_headers(pairs: list[str]) -> list[tuple[str, bytes]]:
 def produce(
     topic: str = typer.Argument(..., help="Topic to write to."),
     key_separator: str | None = typer.Option(
-        None, "-k", "--key-separator",
+        None, "-k", "--key-separator", metavar="SEP",
         help="Split each line into key and value at the first SEP (escapes like \\t work)."),
-    header: list[str] = typer.Option([], "-H", "--header",
+    header: list[str] = typer.Option([], "-H", "--header", metavar="KEY=VALUE",
                                      help="A header on every record: key=value (repeatable)."),
-    partition: int | None = typer.Option(None, "-p", "--partition",
-                                         help="Write every record to this partition."),
-    compression: str = typer.Option("none", "-z", "--compression",
+    partition: int | None = typer.Option(
+        None, "-p", "--partition", metavar="N",
+        help="Write every record to this partition (default: by key, as the Java client "
+             "does; records without a key are spread)."),
+    compression: str = typer.Option("none", "-z", "--compression", metavar="CODEC",
                                      help="none, gzip, snappy, lz4 or zstd."),
-    acks: str = typer.Option("all", "--acks", help="0, 1 or all (-1)."),
+    acks: str = typer.Option("all", "--acks", metavar="ACKS", help="0, 1 or all (-1)."),
     print_offsets: bool = typer.Option(False, "--print-offsets",
                                        help="Print topic/partition@offset per delivered record."),
-    timeout: float = typer.Option(60.0, "--timeout",
+    timeout: float = typer.Option(60.0, "--timeout", metavar="SECONDS",
                                   help="Seconds to wait for outstanding deliveries at the end."),
     bootstrap: str = BootstrapOption,
     client_config: list[str] = ClientConfigOption,
 ) -> None:
     """Produce one record per line of stdin; exits non-zero if any record is not delivered."""
+    from odradek.client import producer as make_producer
+
     if compression not in COMPRESSIONS:
-        fail(f"--compression must be one of {', '.join(COMPRESSIONS)}", code=2)
+        usage(f"--compression must be one of {', '.join(COMPRESSIONS)}")
     if acks not in ACKS:
-        fail(f"--acks must be one of {', '.join(ACKS)}", code=2)
+        usage(f"--acks must be one of {', '.join(ACKS)}")
+    if partition is not None and partition < 0:
+        usage(f"--partition must not be negative, not {partition}")
     try:
         separator = unescape(key_separator).encode("utf-8", "surrogateescape") \
             if key_separator is not None else None
         headers = parse_headers(header)
     except (ValueError, FormatError) as exc:
-        fail(str(exc), code=2)
+        usage(str(exc))
     if separator == b"":
-        fail("--key-separator must not be empty", code=2)
+        usage("--key-separator must not be empty")
+    reach(bootstrap, client_overrides(client_config))
     tracker = DeliveryTracker(print_offsets)
     with kafka_errors():
         # murmur2_random places keys where the Java client (and kafka-console-producer) would.

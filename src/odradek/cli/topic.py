@@ -3,21 +3,11 @@
 from __future__ import annotations
 
 import base64
+import json
 import sys
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import typer
-from confluent_kafka import KafkaError, TopicCollection
-from confluent_kafka.admin import (
-    AdminClient,
-    AlterConfigOpType,
-    ConfigEntry,
-    ConfigResource,
-    ConfigSource,
-    NewPartitions,
-    NewTopic,
-    ResourceType,
-)
 
 from odradek.cli.common import (
     BootstrapOption,
@@ -26,20 +16,25 @@ from odradek.cli.common import (
     fail,
     kafka_error_name,
     kafka_errors,
-    quiet_librdkafka,
     result,
+    usage,
 )
-from odradek.client import admin_client, parse_key_values
+from odradek.cli.common import admin as connect_admin
+from odradek.cli.table import FormatOption, check_format, emit
+
+if TYPE_CHECKING:
+    from confluent_kafka.admin import AdminClient, ConfigEntry
 
 app = typer.Typer(help="Create, inspect, change and delete topics.", no_args_is_help=True)
 
 
 def _admin(bootstrap: str) -> AdminClient:
-    quiet_librdkafka()
-    return admin_client(bootstrap)
+    return connect_admin(bootstrap)
 
 
 def _configs(pairs: list[str], what: str) -> dict[str, str]:
+    from odradek.client.config import parse_key_values
+
     try:
         return parse_key_values(pairs, what)
     except ValueError as exc:
@@ -49,12 +44,16 @@ def _configs(pairs: list[str], what: str) -> dict[str, str]:
 @app.command()
 def create(
     name: str = typer.Argument(..., help="Topic name."),
-    partitions: int = typer.Option(-1, "-p", "--partitions",
-                                   help="Partition count (default: the node's num.partitions)."),
-    replication_factor: int = typer.Option(
-        -1, "-r", "--replication-factor",
-        help="Replicas per partition (default: the node's default.replication.factor)."),
-    config: list[str] = typer.Option([], "-c", "--config", help="Topic config key=value (repeatable)."),
+    partitions: int | None = typer.Option(
+        None, "-p", "--partitions", metavar="N", show_default=False,
+        help="Partition count, at least 1 (default: the node's num.partitions)."),
+    replication_factor: int | None = typer.Option(
+        None, "-r", "--replication-factor", metavar="N", show_default=False,
+        help="Replicas per partition, at least 1 (default: the node's "
+             "default.replication.factor)."),
+    config: list[str] = typer.Option(
+        [], "-c", "--config", metavar="KEY=VALUE",
+        help="A topic config (repeatable); the keys: `odradek config list --topic`."),
     if_not_exists: bool = typer.Option(False, "--if-not-exists",
                                        help="Succeed when the topic already exists."),
     validate_only: bool = typer.Option(False, "--validate-only",
@@ -63,7 +62,15 @@ def create(
     timeout: float = TimeoutOption,
 ) -> None:
     """Create a topic."""
-    topic = NewTopic(name, num_partitions=partitions, replication_factor=replication_factor,
+    from confluent_kafka.admin import NewTopic
+
+    # Checked here, in Kafka's words, rather than left to librdkafka's argument checks.
+    if partitions is not None and partitions < 1:
+        usage(f"--partitions must be at least 1, not {partitions}")
+    if replication_factor is not None and replication_factor < 1:
+        usage(f"--replication-factor must be at least 1, not {replication_factor}")
+    topic = NewTopic(name, num_partitions=-1 if partitions is None else partitions,
+                     replication_factor=-1 if replication_factor is None else replication_factor,
                      config=_configs(config, "topic config"))
     with kafka_errors():
         admin = _admin(bootstrap)  # kept alive until the futures resolve
@@ -83,6 +90,8 @@ def create(
 
 
 def _error_name(exc: BaseException) -> str | None:
+    from confluent_kafka import KafkaError
+
     err = exc.args[0] if exc.args else None
     return kafka_error_name(err) if isinstance(err, KafkaError) else None
 
@@ -91,30 +100,43 @@ def _error_name(exc: BaseException) -> str | None:
 def list_(
     exclude_internal: bool = typer.Option(False, "--exclude-internal",
                                           help="Leave out internal topics (names starting __)."),
+    fmt: str = FormatOption,
     bootstrap: str = BootstrapOption,
     timeout: float = TimeoutOption,
 ) -> None:
-    """List topic names, one a line."""
+    """List topics with their partition count and replicas per partition."""
+    check_format(fmt)
     with kafka_errors():
         metadata = _admin(bootstrap).list_topics(timeout=timeout)
+    rows = []
     for name in sorted(metadata.topics):
         if exclude_internal and name.startswith("__"):
             continue
-        print(name)
+        parts = metadata.topics[name].partitions
+        replicas = len(next(iter(parts.values())).replicas) if parts else 0
+        rows.append([name, len(parts), replicas])
+    emit(["NAME", "PARTITIONS", "REPLICAS"], rows, fmt)
 
 
 @app.command()
 def describe(
-    names: list[str] = typer.Argument(None, help="Topics (default: all)."),
+    names: list[str] = typer.Argument(None, metavar="[TOPIC]...", show_default=False,
+                                      help="Topics (default: all)."),
     configs: bool = typer.Option(False, "--configs",
                                  help="Show every config with its value and source."),
     offsets: bool = typer.Option(False, "--offsets",
                                  help="Show each partition's high watermark and last stable "
                                       "offset (the LSO is shown anyway where it lags)."),
+    fmt: str = FormatOption,
     bootstrap: str = BootstrapOption,
     timeout: float = TimeoutOption,
 ) -> None:
     """Partitions with leader, replicas and ISR, like kafka-topics --describe."""
+    from confluent_kafka import TopicCollection
+    from confluent_kafka.admin import ConfigResource, ResourceType
+
+    check_format(fmt)
+    described: list[dict[str, Any]] = []
     with kafka_errors():
         admin = _admin(bootstrap)
         if not names:
@@ -135,8 +157,14 @@ def describe(
                 print(f"Error: topic {name}: {describe_error(exc)}", file=sys.stderr)
                 failed = True
                 continue
+            if fmt == "json":
+                described.append(description_json(admin, desc, entries, configs, offsets,
+                                                  timeout))
+                continue
             text = render_description(desc, entries, all_configs=configs)
             print(with_stable_offsets(admin, desc, text, offsets, timeout))
+    if fmt == "json":
+        print(json.dumps(described, indent=2))
     if failed:
         raise typer.Exit(1)
 
@@ -160,6 +188,8 @@ def kafka_uuid(uuid: Any) -> str:
 
 
 def render_description(desc: Any, entries: dict[str, ConfigEntry], all_configs: bool = False) -> str:
+    from confluent_kafka.admin import ConfigSource
+
     partitions = sorted(desc.partitions, key=lambda p: p.id)
     rf = len(partitions[0].replicas) if partitions else 0
     # kafka-topics shows a topic's own overrides on the first line, not the defaults.
@@ -181,24 +211,53 @@ def render_description(desc: Any, entries: dict[str, ConfigEntry], all_configs: 
     return "\n".join(lines)
 
 
-def with_stable_offsets(admin: AdminClient, desc: Any, text: str, always: bool,
-                        timeout: float) -> str:
-    """Append HighWatermark/LastStableOffset to the partition lines (issue 6): on every
-    line with `always`, else only where open transactions hold the LSO below the HW."""
+def _marks(admin: AdminClient, desc: Any, timeout: float) -> dict[int, tuple[int, int]]:
+    """partition -> (high watermark, last stable offset); empty when the node does not say."""
     from confluent_kafka import IsolationLevel, TopicPartition
     from confluent_kafka.admin import OffsetSpec
 
     tps = [TopicPartition(desc.name, p.id) for p in desc.partitions]
     if not tps:
-        return text
+        return {}
     spec = {tp: OffsetSpec.latest() for tp in tps}
     try:
         hws = admin.list_offsets(spec, request_timeout=timeout)
         lsos = admin.list_offsets(spec, isolation_level=IsolationLevel.READ_COMMITTED,
                                   request_timeout=timeout)
-        marks = {tp.partition: (result(hws[tp], timeout).offset, result(lsos[tp], timeout).offset)
-                 for tp in tps}
+        return {tp.partition: (result(hws[tp], timeout).offset,
+                               result(lsos[tp], timeout).offset) for tp in tps}
     except Exception:
+        return {}
+
+
+def description_json(admin: AdminClient, desc: Any, entries: dict[str, ConfigEntry],
+                     all_configs: bool, offsets: bool, timeout: float) -> dict[str, Any]:
+    """What `describe` prints, as one JSON object per topic."""
+    marks = _marks(admin, desc, timeout) if offsets else {}
+    partitions = []
+    for p in sorted(desc.partitions, key=lambda p: p.id):
+        row: dict[str, Any] = {
+            "partition": p.id, "leader": None if p.leader is None or p.leader.id < 0
+            else p.leader.id, "replicas": [n.id for n in p.replicas],
+            "isr": [n.id for n in p.isr]}
+        if offsets:
+            hw, lso = marks.get(p.id, (None, None))
+            row.update(high_watermark=hw, last_stable_offset=lso)
+        partitions.append(row)
+    configs = {e.name: None if e.is_sensitive else e.value for e in entries.values()
+               if all_configs or _source_name(e.source) == "DYNAMIC_TOPIC_CONFIG"}
+    return {"topic": desc.name, "topic_id": kafka_uuid(desc.topic_id),
+            "partition_count": len(partitions),
+            "replication_factor": len(desc.partitions[0].replicas) if desc.partitions else 0,
+            "configs": dict(sorted(configs.items())), "partitions": partitions}
+
+
+def with_stable_offsets(admin: AdminClient, desc: Any, text: str, always: bool,
+                        timeout: float) -> str:
+    """Append HighWatermark/LastStableOffset to the partition lines (issue 6): on every
+    line with `always`, else only where open transactions hold the LSO below the HW."""
+    marks = _marks(admin, desc, timeout)
+    if not marks:
         return text
     lines = text.split("\n")
     for i, line in enumerate(lines):
@@ -214,6 +273,8 @@ def with_stable_offsets(admin: AdminClient, desc: Any, text: str, always: bool,
 
 
 def _source_name(source: Any) -> str:
+    from confluent_kafka.admin import ConfigSource
+
     if isinstance(source, ConfigSource):
         return source.name
     try:
@@ -225,13 +286,16 @@ def _source_name(source: Any) -> str:
 @app.command("alter-config")
 def alter_config(
     name: str = typer.Argument(..., help="Topic name."),
-    set_: list[str] = typer.Option([], "--set", help="Set a config: key=value (repeatable)."),
-    delete: list[str] = typer.Option([], "--delete",
+    set_: list[str] = typer.Option([], "--set", metavar="KEY=VALUE",
+                                   help="Set a topic config (repeatable)."),
+    delete: list[str] = typer.Option([], "--delete", metavar="KEY",
                                      help="Remove an override, back to the default (repeatable)."),
     bootstrap: str = BootstrapOption,
     timeout: float = TimeoutOption,
 ) -> None:
     """Change topic configs (IncrementalAlterConfigs)."""
+    from confluent_kafka.admin import AlterConfigOpType, ConfigEntry, ConfigResource, ResourceType
+
     if not set_ and not delete:
         fail("nothing to change: give --set key=value and/or --delete key", code=2)
     ops = [ConfigEntry(k, v, incremental_operation=AlterConfigOpType.SET)
@@ -248,12 +312,16 @@ def alter_config(
 @app.command("add-partitions")
 def add_partitions(
     name: str = typer.Argument(..., help="Topic name."),
-    partitions: int = typer.Option(..., "-p", "--partitions",
+    partitions: int = typer.Option(..., "-p", "--partitions", metavar="N",
                                    help="The new total partition count."),
     bootstrap: str = BootstrapOption,
     timeout: float = TimeoutOption,
 ) -> None:
     """Raise a topic's partition count to a new total."""
+    from confluent_kafka.admin import NewPartitions
+
+    if partitions < 1:
+        usage(f"--partitions must be at least 1, not {partitions}")
     with kafka_errors():
         admin = _admin(bootstrap)  # kept alive until the futures resolve
         futures = admin.create_partitions([NewPartitions(name, partitions)],
@@ -265,7 +333,7 @@ def add_partitions(
 
 @app.command()
 def delete(
-    names: list[str] = typer.Argument(..., help="Topics to delete."),
+    names: list[str] = typer.Argument(..., metavar="TOPIC...", help="Topics to delete."),
     bootstrap: str = BootstrapOption,
     timeout: float = TimeoutOption,
 ) -> None:

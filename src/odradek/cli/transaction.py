@@ -5,21 +5,14 @@ are plain ListTransactions / DescribeTransactions requests (kio entities) over a
 from __future__ import annotations
 
 import io
-import json
 import socket
 import struct
 from typing import Any
 
 import typer
-from kio.schema.describe_transactions.v0 import request as dt0
-from kio.schema.list_transactions.v1 import request as lt1
-from kio.schema.list_transactions.v1 import response as lt1r
-from kio.serial import entity_reader, entity_writer
-from kio.static.primitive import i16, i32, i64
 
-from odradek.cli.common import BootstrapOption, TimeoutOption, fail
-from odradek.protocol.errors import ErrorCode, ProtocolError
-from odradek.protocol.primitives import Reader
+from odradek.cli.common import BootstrapOption, TimeoutOption, fail, reach
+from odradek.cli.table import FormatOption, check_format, emit
 
 app = typer.Typer(help="List and describe transactions.", no_args_is_help=True)
 
@@ -27,6 +20,8 @@ MAX_RESPONSE = 100 * 1024 * 1024
 
 
 def _encode(entity: Any) -> bytes:
+    from kio.serial import entity_writer
+
     buf = io.BytesIO()
     entity_writer(type(entity))(buf, entity)
     return buf.getvalue()
@@ -45,6 +40,9 @@ def _recv_exact(sock: socket.socket, n: int) -> bytes:
 def call(bootstrap: str, request: Any, response_cls: type | None, timeout: float) -> Any:
     """One request to the first bootstrap server; the decoded response entity (the raw
     response bytes when `response_cls` is None)."""
+    from kio.serial import entity_reader
+    from kio.static.primitive import i16, i32
+
     host, _, port = bootstrap.split(",")[0].strip().rpartition(":")
     header_cls = request.__header_schema__
     header = header_cls(request_api_key=i16(request.__api_key__),
@@ -66,12 +64,20 @@ def call(bootstrap: str, request: Any, response_cls: type | None, timeout: float
 
 @app.command("list")
 def list_(
-    state: list[str] = typer.Option([], "--state", help="Only these states (repeatable)."),
-    as_json: bool = typer.Option(False, "--json", help="JSON lines instead of a table."),
+    state: list[str] = typer.Option([], "--state", metavar="STATE",
+                                    help="Only transactions in this state, e.g. Ongoing "
+                                         "(repeatable)."),
+    fmt: str = FormatOption,
     bootstrap: str = BootstrapOption,
     timeout: float = TimeoutOption,
 ) -> None:
     """Transactional ids with their producer id and state."""
+    from kio.schema.list_transactions.v1 import request as lt1
+    from kio.schema.list_transactions.v1 import response as lt1r
+    from kio.static.primitive import i64
+
+    check_format(fmt)
+    reach(bootstrap)
     try:
         r = call(bootstrap, lt1.ListTransactionsRequest(
             state_filters=tuple(state), producer_id_filters=(), duration_filter=i64(-1)),
@@ -80,24 +86,25 @@ def list_(
         fail(f"cannot list transactions at {bootstrap}: {exc}")
     if int(r.error_code):
         fail(f"ListTransactions failed: {r.error_code.name.upper()}")
-    rows = sorted((t.transactional_id, int(t.producer_id), t.transaction_state)
+    rows = sorted([t.transactional_id, int(t.producer_id), t.transaction_state]
                   for t in r.transaction_states)
-    if as_json:
-        for tid, pid, st in rows:
-            print(json.dumps({"transactional_id": tid, "producer_id": pid, "state": st}))
-        return
-    print("TransactionalId\tCoordinator\tProducerId\tTransactionState")
-    for tid, pid, st in rows:
-        print(f"{tid}\t-\t{pid}\t{st}")
+    emit(["TRANSACTIONAL-ID", "PRODUCER-ID", "STATE"], rows, fmt)
 
 
 @app.command()
 def describe(
     transactional_id: str = typer.Argument(..., help="The transactional id."),
+    fmt: str = FormatOption,
     bootstrap: str = BootstrapOption,
     timeout: float = TimeoutOption,
 ) -> None:
     """State, producer id/epoch, timeout and partitions of one transactional id."""
+    from kio.schema.describe_transactions.v0 import request as dt0
+
+    from odradek.protocol.errors import ErrorCode, ProtocolError
+
+    check_format(fmt)
+    reach(bootstrap)
     try:
         raw = call(bootstrap, dt0.DescribeTransactionsRequest(transactional_ids=(transactional_id,)),
                    None, timeout)
@@ -110,15 +117,17 @@ def describe(
     if t["error_code"]:
         fail(f"transaction {transactional_id!r}: {ErrorCode(t['error_code']).name.upper()}")
     partitions = ",".join(f"{topic}-{p}" for topic, ps in t["topics"] for p in ps)
-    print("TransactionalId\tProducerId\tProducerEpoch\tTransactionState\tTransactionTimeoutMs"
-          "\tCurrentTransactionStartTimeMs\tTopicPartitions")
-    print(f"{t['transactional_id']}\t{t['producer_id']}\t{t['producer_epoch']}"
-          f"\t{t['state']}\t{t['timeout_ms']}\t{t['start_ms']}\t{partitions}")
+    emit(["TRANSACTIONAL-ID", "PRODUCER-ID", "PRODUCER-EPOCH", "STATE", "TIMEOUT-MS",
+          "START-MS", "PARTITIONS"],
+         [[t["transactional_id"], t["producer_id"], t["producer_epoch"], t["state"],
+           t["timeout_ms"], t["start_ms"], partitions or None]], fmt)
 
 
 def parse_describe_transactions(data: bytes) -> list[dict[str, Any]]:
     """DescribeTransactions v0 response (header v1): read by hand, since kio refuses the
     start time -1 Kafka sends for a transaction that never started."""
+    from odradek.protocol.primitives import Reader
+
     r = Reader(data)
     r.int32()  # correlation id
     r.tagged_fields()

@@ -532,6 +532,11 @@ _NODE_BROKER_DEFS = [
     _b("num.recovery.threads.per.data.dir", I, 1, at_least(1),
        "Threads recovering logs at start.", dynamic=True),
     _b("background.threads", I, 10, at_least(1), "Background task threads.", dynamic=True),
+    _b("log.dir.free.space.min.bytes", L, -1, at_least(-1),
+       "odradek-specific (Kafka has no such key; Redpanda has a like floor): below this much "
+       "free space in a log directory produces are refused with KAFKA_STORAGE_ERROR (clients "
+       "retry it) while reads, deletes, retention and compaction go on; they resume once space "
+       "is back. -1: the smaller of 256 MiB and 5% of the disk; 0: refuse only when full."),
     _b("log.retention.check.interval.ms", L, 300_000, at_least(1),
        "How often logs are checked for segments to delete."),
     _b("log.flush.offset.checkpoint.interval.ms", I, 60_000, at_least(0),

@@ -9,9 +9,15 @@ directory is fsynced so the rename itself survives a crash.
 
 from __future__ import annotations
 
+import contextlib
+import logging
 import os
 from collections.abc import Mapping
 from pathlib import Path
+
+from odradek.storage.log_dir_failure import RateLimitedLog
+
+log = logging.getLogger(__name__)
 
 RECOVERY_POINT_CHECKPOINT = "recovery-point-offset-checkpoint"
 LOG_START_OFFSET_CHECKPOINT = "log-start-offset-checkpoint"
@@ -36,23 +42,51 @@ def fsync_dir(path: Path) -> None:
 
 
 def atomic_write(path: Path, data: bytes) -> None:
+    """Replace `path` by `data` atomically. On failure the target is untouched and the temp
+    file removed (on a full disk it would hold on to the space being asked for)."""
     tmp = path.with_name(path.name + ".tmp")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
     try:
-        view = memoryview(data)
-        while view:
-            n = os.write(fd, view)
-            view = view[n:]
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-    os.replace(tmp, path)
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+        try:
+            view = memoryview(data)
+            while view:
+                n = os.write(fd, view)
+                view = view[n:]
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        os.replace(tmp, path)
+    except OSError:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
     fsync_dir(path.parent)
 
 
-def write_lines(path: Path, lines: list[str], version: int = CURRENT_VERSION) -> None:
-    body = f"{version}\n{len(lines)}\n" + "".join(line + "\n" for line in lines)
-    atomic_write(path, body.encode())
+# Checkpoint writes that keep failing (a full disk) are logged once per kind per interval.
+_failures = RateLimitedLog(log)
+WRITE_ATTEMPTS = 2
+
+
+def write_lines(path: Path, lines: list[str], version: int = CURRENT_VERSION) -> bool:
+    """Write a checkpoint; a failed write is tried again once, then logged (one line, no
+    traceback) and given up: the file keeps its older content, which is safe for every
+    checkpoint (an older recovery point only means more recovery), and the next periodic
+    write tries again. Returns whether the file was written."""
+    body = (f"{version}\n{len(lines)}\n" + "".join(line + "\n" for line in lines)).encode()
+    error: OSError | None = None
+    for _ in range(WRITE_ATTEMPTS):
+        try:
+            atomic_write(path, body)
+            return True
+        except OSError as exc:
+            error = exc
+    _failures.warning(
+        f"{path.name}:{getattr(error, 'errno', None)}",
+        "writing checkpoint %s failed (%s); it keeps its previous content until a later "
+        "write succeeds", path, error,
+    )
+    return False
 
 
 def read_lines(path: Path, expected_fields: int) -> list[list[str]]:
@@ -84,11 +118,11 @@ def read_lines(path: Path, expected_fields: int) -> list[list[str]]:
     return entries
 
 
-def write_offsets(path: Path, offsets: Mapping[tuple[str, int], int]) -> None:
+def write_offsets(path: Path, offsets: Mapping[tuple[str, int], int]) -> bool:
     lines = [
         f"{topic} {partition} {offset}" for (topic, partition), offset in sorted(offsets.items())
     ]
-    write_lines(path, lines)
+    return write_lines(path, lines)
 
 
 def read_offsets(path: Path) -> dict[tuple[str, int], int]:

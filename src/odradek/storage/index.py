@@ -12,6 +12,7 @@ Lookups are binary searches over the in-memory arrays.
 from __future__ import annotations
 
 import bisect
+import errno
 import operator
 import os
 import struct
@@ -69,8 +70,11 @@ class _IndexFile:
             try:
                 os.fsync(fd)
                 return
-            except OSError:
-                pass
+            except OSError as exc:
+                # only a closed fd falls back: an fsync that failed (EIO) must not be retried
+                # by path, which would report success over lost pages (issue 22)
+                if exc.errno != errno.EBADF:
+                    raise
         try:
             fd = os.open(self.path, os.O_RDONLY)
         except FileNotFoundError:

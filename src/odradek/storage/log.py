@@ -30,6 +30,7 @@ from odradek.storage.checkpoints import atomic_write, fsync_dir
 from odradek.storage.cleaner.swap import recover_swaps
 from odradek.storage.config import LogConfig
 from odradek.storage.epochs import LeaderEpochCache
+from odradek.storage.log_dir_failure import channel_for
 from odradek.storage.producer_state import ProducerStateManager, load_producer_state
 from odradek.storage.recovery import (
     LogDamaged,
@@ -44,6 +45,7 @@ from odradek.storage.segment import (
     H_MAX_TS,
     NO_TIMESTAMP,
     Segment,
+    SegmentTorn,
 )
 
 __all__ = ["AppendInfo", "Log", "LogDamaged", "LogReadResult"]
@@ -153,6 +155,11 @@ class Log:
         # below it (index checks); both 0 after a clean shutdown but for those checks
         self.bytes_recovered_at_open = 0
         self.bytes_checked_at_open = 0
+        # The health of the log directory (Kafka's LogDirFailureChannel), shared by its logs.
+        self.dir_state = channel_for(directory.parent)
+        # Internal topics (offsets, transactions) stay writable below the free-space floor:
+        # they are small, and consumers must commit while space is being freed.
+        self._internal = self._topic.startswith("__")
 
     # ------------------------------------------------------------------ open
 
@@ -376,16 +383,23 @@ class Log:
                 f"batch of {size} bytes exceeds segment.bytes={config.segment_bytes}",
             )
         ts = header.max_timestamp if log_append_time_ms is None else log_append_time_ms
+        state = self.dir_state
+        if state.refusing and (state.offline or not self._internal):
+            raise state.refused(str(self._dir))
         with self.lock:
             first = self._leo
             last = first + header.last_offset_delta
             seg = self._segments[-1]
-            if seg.size and seg.should_roll(size, ts, last, None, config):
-                seg = self._roll(first, _now_ms())
-            seg.append(
-                encode_batch_prefix(first, header.batch_length, leader_epoch), batch, size, last,
-                ts,
-            )
+            try:
+                if seg.size and seg.should_roll(size, ts, last, None, config):
+                    seg = self._roll(first, _now_ms())
+                seg.append(
+                    encode_batch_prefix(first, header.batch_length, leader_epoch), batch, size,
+                    last, ts,
+                )
+            except OSError as exc:
+                # the segment is as it was (or the directory is now offline)
+                raise self._write_failed(seg, exc) from exc
             self._leo = last + 1
             if header.producer_id >= 0:
                 self.producer_state.note_batch(batch, header, first, last, ts, seg.base_offset)
@@ -438,10 +452,16 @@ class Log:
             )
         last = first + header.last_offset_delta
         now = _now_ms()
+        state = self.dir_state
+        if state.refusing and (state.offline or not self._internal):
+            raise state.refused(str(self._dir))
         seg = self._segments[-1]
-        if seg.size and seg.should_roll(size, header.max_timestamp, last, now, self.config):
-            seg = self._roll(first, now)
-        seg.append_raw(batch, size, last, header.max_timestamp)
+        try:
+            if seg.size and seg.should_roll(size, header.max_timestamp, last, now, self.config):
+                seg = self._roll(first, now)
+            seg.append_raw(batch, size, last, header.max_timestamp)
+        except OSError as exc:
+            raise self._write_failed(seg, exc) from exc
         self._leo = last + 1
         if header.producer_id >= 0:
             self.producer_state.note_batch(batch, header, first, last, header.max_timestamp,
@@ -453,6 +473,9 @@ class Log:
             self.epochs.assign(header.partition_leader_epoch, first)
         self._maybe_flush(now)
         return first, last, header.max_timestamp
+
+    def _write_failed(self, seg: Segment, exc: OSError) -> KafkaError:
+        return self.dir_state.write_failed(str(seg.log_path), exc, isinstance(exc, SegmentTorn))
 
     def _maybe_flush(self, now: int) -> None:
         cfg = self.config
@@ -499,6 +522,8 @@ class Log:
         """Whole batches from one segment, starting with the batch that contains `offset`,
         none whose last offset is >= `max_offset`, at most `max_bytes` unless the first batch
         alone is larger and `min_one_batch`."""
+        if self.dir_state.offline:
+            raise self.dir_state.refused(str(self._dir))
         leo = self._leo
         if offset < self._log_start_offset or offset > leo:
             raise OffsetOutOfRange(
@@ -695,7 +720,18 @@ class Log:
         if not deletable:
             return 0
         if deletable == len(segments):
-            self._roll(self._leo, now)
+            try:
+                self._roll(self._leo, now)
+            except OSError as exc:
+                # A full disk must not stop retention, which is what frees it: keep the active
+                # segment this time and delete the others.
+                self.dir_state.rate_limited.warning(
+                    "retention-roll", "%s: rolling for retention failed (%s); keeping the "
+                    "active segment", self._dir, exc,
+                )
+                deletable -= 1
+                if not deletable:
+                    return 0
         for _ in range(deletable):
             self._retire(self._segments.pop(0))
             self._bases.pop(0)
@@ -767,20 +803,34 @@ class Log:
     def flush(self, up_to: int | None = None) -> None:
         """fsync the segments holding offsets below `up_to` (default: all) and move the
         recovery point there."""
+        state = self.dir_state
+        if state.offline:
+            # Nothing written since the failure is trusted: the recovery point stays put and
+            # the next start recovers from there.
+            return
         target = self._leo if up_to is None else min(up_to, self._leo)
-        if target > self._recovery_point:
-            # a consistent snapshot (the cleaner swaps lists); the fsyncs run outside the lock
-            with self.lock:
-                segments, bases = list(self._segments), list(self._bases)
-            start = max(0, bisect.bisect_right(bases, self._recovery_point) - 1)
-            for seg in segments[start:]:
-                if seg.base_offset >= target:
-                    break
-                seg.flush()
-            self._recovery_point = target
-        if self._dir_dirty:
-            fsync_dir(self._dir)
-            self._dir_dirty = False
+        what = str(self._dir)
+        try:
+            if target > self._recovery_point:
+                # a consistent snapshot (the cleaner swaps lists); the fsyncs run outside the
+                # lock
+                with self.lock:
+                    segments, bases = list(self._segments), list(self._bases)
+                start = max(0, bisect.bisect_right(bases, self._recovery_point) - 1)
+                for seg in segments[start:]:
+                    if seg.base_offset >= target:
+                        break
+                    what = str(seg.log_path)
+                    seg.flush()
+                self._recovery_point = target
+            if self._dir_dirty:
+                what = str(self._dir)
+                fsync_dir(self._dir)
+                self._dir_dirty = False
+        except OSError as exc:
+            # Kafka: after a failed fsync the page cache cannot be trusted (the kernel may
+            # have dropped the dirty pages), so the whole directory goes offline.
+            raise state.fsync_failed(what, exc) from exc
         self._last_flush_ms = _now_ms()
 
     @property
@@ -801,7 +851,7 @@ class Log:
         if self._closed:
             return
         self._closed = True
-        if not self._abandoned:
+        if not self._abandoned and not self.dir_state.offline:
             index_last_batch(self._segments[-1])
             self._segments[-1].on_become_inactive()
             self.producer_state.take_snapshot(self._leo)

@@ -33,9 +33,11 @@ from crc32c import crc32c
 
 from odradek.protocol.errors import ErrorCode, KafkaError
 from odradek.storage.checkpoints import atomic_write
+from odradek.storage.log_dir_failure import RateLimitedLog
 from odradek.storage.txn_index import AbortedTxn, TxnIndex
 
 log = logging.getLogger(__name__)
+_snapshot_failures = RateLimitedLog(log)
 
 NUM_BATCHES_TO_RETAIN = 5
 INT32_MAX = 2**31 - 1
@@ -273,8 +275,10 @@ class ProducerStateManager:
         path = snapshot_path(self.dir, offset)
         try:
             atomic_write(path, self.encode_snapshot())
-        except OSError:
-            log.exception("%s: writing producer state snapshot %s failed", self.dir, path.name)
+        except OSError as exc:
+            # one line per failure kind per interval, no traceback: a full disk fails them all
+            _snapshot_failures.warning(f"snapshot:{exc.errno}", "%s: writing producer state "
+                                       "snapshot %s failed: %s", self.dir, path.name, exc)
             return None
         self.last_snapshot_offset = offset
         return path

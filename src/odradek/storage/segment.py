@@ -10,12 +10,15 @@ max timestamp.
 
 from __future__ import annotations
 
+import contextlib
+import errno
 import os
 import random
 import struct
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import NoReturn
 
 from odradek.protocol.records import BATCH_HEADER_SIZE, CURRENT_MAGIC, LOG_OVERHEAD, batch_crc_ok
 from odradek.storage.config import LogConfig
@@ -50,6 +53,26 @@ class SegmentDamaged(Exception):
         self.position = position
         self.offset = offset
         self.size = size
+
+
+class SegmentWriteError(OSError):
+    """An append failed and was undone: the segment ends where it did before."""
+
+    def __init__(self, path: Path, position: int, cause: OSError) -> None:
+        super().__init__(cause.errno, f"{cause.strerror or cause} (cut back to byte {position})")
+        self.path = path
+        self.position = position
+        self.cause = cause
+
+
+class SegmentTorn(SegmentWriteError):
+    """An append failed and cutting it back failed too: the file may hold torn bytes."""
+
+    def __init__(
+        self, path: Path, position: int, cause: OSError, truncate_error: OSError
+    ) -> None:
+        super().__init__(path, position, cause)
+        self.truncate_error = truncate_error
 
 
 def _now_ms() -> int:
@@ -135,14 +158,27 @@ class Segment:
     def append(
         self, prefix: bytes, batch: memoryview, size: int, last_offset: int, timestamp: int
     ) -> None:
-        """Write [prefix, batch[16:]] at the end; `size` is the batch's total size."""
+        """Write [prefix, batch[16:]] at the end; `size` is the batch's total size. The batch
+        lands whole or not at all: on any failure (a short write included) the file is cut back
+        to where it ended and SegmentWriteError raised (SegmentTorn when even that fails)."""
         position = self.size
-        written = os.writev(self.fd, (prefix, batch[16:]))
+        try:
+            written = os.writev(self.fd, (prefix, batch[16:]))
+        except OSError as exc:
+            self._cut_back(position, exc)
         if written != size:
-            self._write_rest(prefix, batch, written)
+            # A regular file writes short only when the disk fills (or a signal lands): the
+            # partial bytes must not stay, or the next batch would land after torn bytes.
+            self._cut_back(
+                position,
+                OSError(errno.ENOSPC, f"short write: {written} of {size} bytes"),
+            )
+        try:
+            self._index(position, size, last_offset, timestamp)
+        except OSError as exc:
+            self._cut_back(position, exc)
         if self.first_batch_timestamp is None:
             self.first_batch_timestamp = timestamp
-        self._index(position, size, last_offset, timestamp)
         self.size = position + size
         self.next_offset = last_offset + 1
 
@@ -150,35 +186,66 @@ class Segment:
         """Write a batch unchanged (follower / already-assigned offsets)."""
         self.append(bytes(batch[:16]), batch, size, last_offset, timestamp)
 
-    def _write_rest(self, prefix: bytes, batch: memoryview, written: int) -> None:
-        # A short write on a regular file (disk full, signal): finish it or fail loudly.
-        parts = memoryview(prefix + bytes(batch[16:]))[written:]
-        while parts:
-            n = os.write(self.fd, parts)
-            if n <= 0:
-                raise OSError(f"short write to {self.log_path}")
-            parts = parts[n:]
+    def _cut_back(self, position: int, exc: OSError) -> NoReturn:
+        """Undo a failed append: the file ends at `position` again (the size, offsets and
+        indexes were not moved yet)."""
+        try:
+            os.ftruncate(self.fd, position)
+        except OSError as trunc_exc:
+            raise SegmentTorn(self.log_path, position, exc, trunc_exc) from exc
+        raise SegmentWriteError(self.log_path, position, exc) from exc
 
     def _index(self, position: int, size: int, last_offset: int, timestamp: int) -> None:
-        if timestamp > self.max_timestamp:
+        if self.bytes_since_last_index > self.index_interval:
+            self._index_entry(position, last_offset, timestamp)
+        elif timestamp > self.max_timestamp:
             self.max_timestamp = timestamp
             self.offset_of_max_timestamp = last_offset
-        if self.bytes_since_last_index > self.index_interval:
-            self.offset_index.append(last_offset - self.base_offset, position)
-            self.time_index.maybe_append(
-                self.max_timestamp, self.offset_of_max_timestamp - self.base_offset
-            )
-            self.bytes_since_last_index = 0
         self.bytes_since_last_index += size
+
+    def _index_entry(self, position: int, last_offset: int, timestamp: int) -> None:
+        # Rare (once per index.interval.bytes): the one place an append writes index files.
+        # The new max timestamp is kept only once both entries are written; a failure takes
+        # back whatever entry made it, in memory and on disk.
+        if timestamp > self.max_timestamp:
+            max_ts, max_off = timestamp, last_offset
+        else:
+            max_ts, max_off = self.max_timestamp, self.offset_of_max_timestamp
+        oi, ti = self.offset_index, self.time_index
+        n_off, n_time = len(oi.rel_offsets), len(ti.timestamps)
+        try:
+            oi.append(last_offset - self.base_offset, position)
+            ti.maybe_append(max_ts, max_off - self.base_offset)
+        except OSError:
+            for index, n, arrays in (
+                (oi, n_off, (oi.rel_offsets, oi.positions)),
+                (ti, n_time, (ti.timestamps, ti.rel_offsets)),
+            ):
+                for arr in arrays:
+                    del arr[n:]
+                index._truncate_file(n)
+            raise
+        self.max_timestamp, self.offset_of_max_timestamp = max_ts, max_off
+        self.bytes_since_last_index = 0
 
     def on_become_inactive(self) -> None:
         """The segment stops taking appends: write the final time index entry, release fds."""
         if self.max_timestamp >= 0:
-            self.time_index.maybe_append(
-                self.max_timestamp,
-                self.offset_of_max_timestamp - self.base_offset,
-                skip_full_check=True,
-            )
+            ti = self.time_index
+            n = len(ti.timestamps)
+            try:
+                ti.maybe_append(
+                    self.max_timestamp,
+                    self.offset_of_max_timestamp - self.base_offset,
+                    skip_full_check=True,
+                )
+            except OSError:
+                # memory stays what the file holds; the caller reports the failure
+                del ti.timestamps[n:]
+                del ti.rel_offsets[n:]
+                with contextlib.suppress(OSError):
+                    ti._truncate_file(n)
+                raise
         self.offset_index.close()
         self.time_index.close()
 

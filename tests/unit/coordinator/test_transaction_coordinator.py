@@ -146,7 +146,7 @@ def test_fencing_timeout_and_bad_input(tmp_path: Path) -> None:
 
 
 def test_transactional_offsets_follow_their_markers_across_restart(tmp_path: Path) -> None:
-    from odradek.broker.handlers.transactions import _encode_offset
+    from odradek.coordinator.group.offset_manager import encode_offset_record as _encode_offset
     from odradek.coordinator.offsets_topic import TOPIC as OFFSETS
     from tests.unit.coordinator.support import OFFSETS_PARTITIONS
 

@@ -8,11 +8,9 @@ coroutine; the server keeps the connection's responses in order.
 
 from __future__ import annotations
 
-import asyncio
 import json
 import logging
 import struct
-import time
 import uuid
 from typing import Any
 
@@ -23,13 +21,10 @@ from odradek.coordinator.group.classic import ClassicGroup, GroupState
 from odradek.coordinator.group.consumer import ConsumerGroup
 from odradek.coordinator.group.coordinator import (
     CONSUMER_STATE_NAMES,
-    GroupConfig,
     GroupCoordinator,
     JoinRequest,
     OffsetCommitEntry,
 )
-from odradek.coordinator.offsets_topic import TOPIC
-from odradek.metadata.controller import CreatableTopic
 from odradek.protocol.errors import ErrorCode
 
 log = logging.getLogger(__name__)
@@ -382,51 +377,3 @@ def _named(coord: GroupCoordinator, tps: Any) -> list[dict[str, Any]]:
         out.append({"topic_id": info[0] if info else _ZERO, "topic_name": topic,
                     "partitions": sorted(parts)})
     return out
-
-
-# ------------------------------------------------------------------ start-up
-
-
-async def start_group_coordinator(ctx: Any) -> GroupCoordinator:
-    """Create `__consumer_offsets` if needed, replay it, start the timers.
-
-    Kafka refuses to create the topic with fewer live brokers than
-    offsets.topic.replication.factor (default 3); a single node would then
-    have no coordinator, so the factor is capped at the live brokers.
-    """
-    config = ctx.static_config
-    gconf = GroupConfig.from_broker_config(config)
-    if TOPIC not in ctx.image.topics_by_name:
-        rf = min(config.get_int("offsets.topic.replication.factor"),
-                 max(1, len(admin.live_brokers(ctx))))
-        spec = CreatableTopic(TOPIC, gconf.num_partitions, rf, configs={
-            "cleanup.policy": "compact", "compression.type": "producer",
-            "segment.bytes": str(config.get_int("offsets.topic.segment.bytes"))})
-        [result] = await admin.run(ctx, ctx.controller.create_topics, [spec], False)
-        if result.error_code not in (E.none, E.topic_already_exists):
-            log.error("cannot create %s: %s %s", TOPIC, ErrorCode(result.error_code).name,
-                      result.error_message or "")
-        else:
-            log.info("created %s with %d partitions (replication factor %d)", TOPIC,
-                     gconf.num_partitions, rf)
-    topic = ctx.image.topics_by_name.get(TOPIC)
-    if topic is not None:
-        # the partition count the topic has wins over a changed config, as the mapping must hold
-        gconf.num_partitions = len(topic.partitions)
-
-    def lookup(name: str) -> tuple[uuid.UUID, int] | None:
-        t = ctx.image.topics_by_name.get(name)
-        return None if t is None else (t.topic_id, len(t.partitions))
-
-    def name_of(topic_id: uuid.UUID) -> str | None:
-        t = ctx.image.topics_by_id.get(topic_id)
-        return None if t is None else t.name
-
-    coord = GroupCoordinator(ctx.replica_manager, gconf, lookup, name_of,
-                             lambda: list(ctx.image.topics_by_name))
-    began = time.monotonic()
-    count = await asyncio.to_thread(coord.load)
-    log.info("group coordinator loaded %d records of %s (%d groups) in %.2f s", count, TOPIC,
-             len(coord.groups), time.monotonic() - began)
-    coord.start()
-    return coord

@@ -70,6 +70,8 @@ def handle(ctx: Any, header: Any, frame: memoryview) -> Response | None:
             r = rm.append_to(part, records, acks, single_batch)
             if r.error:
                 failed = True
+            # a storage error is logged once by the storage layer (rate-limited), not per request
+            if r.error and r.error != ErrorCode.kafka_storage_error:
                 log.warning("produce to %s-%d from client %r refused: %s%s", name, index,
                             header.client_id, ErrorCode(r.error).name.upper(),
                             f": {r.message}" if r.message else "")

@@ -8,129 +8,23 @@ and epoch to recover from an error (KIP-360): a new id makes every old sequence 
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import logging
 import time
 from typing import Any
 
 from odradek.broker.entities import ms
-from odradek.broker.handlers import admin
 from odradek.broker.handlers.common import Response, decode, respond
 from odradek.coordinator import offsets_topic as ot
-from odradek.coordinator.internal_topic import internal_topic_spec
-from odradek.coordinator.transaction.coordinator import (
-    InitResult,
-    TransactionCoordinator,
-    TxnConfig,
-)
-from odradek.coordinator.transaction.producer_ids import BLOCK_SIZE, ProducerIdManager
-from odradek.coordinator.transaction.state_log import TOPIC as TXN_TOPIC
+from odradek.coordinator.transaction.coordinator import InitResult, TransactionCoordinator
 from odradek.protocol.errors import ErrorCode
 
 log = logging.getLogger(__name__)
 
 E = ErrorCode
 OFFSETS_TOPIC = ot.TOPIC
-TXN_SEGMENT_BYTES = 104857600
-
-# BrokerContext has slots: the node's producer id manager lives here, one per context
-_MANAGERS: dict[int, ProducerIdManager] = {}
-_TASKS: dict[int, asyncio.Task[None]] = {}
-_EXPIRY_TASKS: dict[int, asyncio.Task[None]] = {}
-
-
-def _manager(ctx: Any) -> ProducerIdManager:
-    manager = _MANAGERS.get(id(ctx))
-    if manager is None:
-        controller, node_id = ctx.controller, ctx.node_id
-
-        def allocate() -> tuple[int, int]:
-            return controller.allocate_producer_ids(node_id, -1, BLOCK_SIZE)
-
-        manager = _MANAGERS[id(ctx)] = ProducerIdManager(allocate)
-    return manager
-
 
 def _tc(ctx: Any) -> TransactionCoordinator | None:
     return getattr(ctx, "transaction_coordinator", None)
-
-
-# ------------------------------------------------------------------ lifecycle
-
-
-async def start_transaction_coordinator(ctx: Any) -> TransactionCoordinator:
-    """Create `__transaction_state` if needed, replay it, finish half-ended transactions,
-    start the timeout sweeper."""
-    config = ctx.static_config
-    tconf = TxnConfig.from_broker_config(config)
-    if TXN_TOPIC not in ctx.image.topics_by_name:
-        segment = config.values.get("transaction.state.log.segment.bytes") or TXN_SEGMENT_BYTES
-        spec = internal_topic_spec(
-            TXN_TOPIC, tconf.num_partitions,
-            config.get_int("transaction.state.log.replication.factor"),
-            len(admin.live_brokers(ctx)), {"segment.bytes": str(segment)})
-        [result] = await admin.run(ctx, ctx.controller.create_topics, [spec], False)
-        if result.error_code not in (E.none, E.topic_already_exists):
-            log.error("cannot create %s: %s %s", TXN_TOPIC, ErrorCode(result.error_code).name,
-                      result.error_message or "")
-    topic = ctx.image.topics_by_name.get(TXN_TOPIC)
-    if topic is not None:
-        tconf.num_partitions = len(topic.partitions)
-
-    def partition_exists(name: str, p: int) -> bool:
-        t = ctx.image.topics_by_name.get(name)
-        return t is not None and 0 <= p < len(t.partitions)
-
-    coord = TransactionCoordinator(ctx.replica_manager, tconf, _manager(ctx),
-                                   ctx.group_coordinator, partition_exists)
-    count = await asyncio.to_thread(coord.load)
-    fixed = await asyncio.to_thread(coord.load_offsets)
-    if fixed:
-        log.info("%d transactional offsets of %s reconciled with their markers", fixed,
-                 OFFSETS_TOPIC)
-    coord.recover()
-    log.info("transaction coordinator loaded %d records of %s (%d transactional ids)", count,
-             TXN_TOPIC, len(coord.txns))
-    ctx.replica_manager.producer_epoch_of = coord.epoch_of
-    rm = ctx.replica_manager
-    rm.set_producer_id_expiration(tconf.producer_id_expiration_ms)
-    _TASKS[id(ctx)] = asyncio.ensure_future(_sweep(coord))
-    _EXPIRY_TASKS[id(ctx)] = asyncio.ensure_future(
-        _expire_producers(rm, tconf.producer_id_expiration_check_ms))
-    return coord
-
-
-async def stop_transaction_coordinator(ctx: Any) -> None:
-    for tasks in (_TASKS, _EXPIRY_TASKS):
-        task = tasks.pop(id(ctx), None)
-        if task is not None:
-            task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
-
-
-async def _expire_producers(rm: Any, every_ms: int) -> None:
-    # producer.id.expiration.check.interval.ms, as Kafka's LogManager schedules it
-    while True:
-        await asyncio.sleep(max(0.05, every_ms / 1000))
-        try:
-            gone = rm.remove_expired_producers()
-            if gone:
-                log.info("%d idle producer ids expired (producer.id.expiration.ms)", gone)
-        except Exception:
-            log.exception("producer id expiration failed")
-
-
-async def _sweep(coord: TransactionCoordinator) -> None:
-    every = max(0.05, coord.config.abort_check_interval_ms / 1000)
-    while True:
-        await asyncio.sleep(every)
-        try:
-            coord.abort_timed_out()
-            coord.expire_ids()
-        except Exception:
-            log.exception("transaction timeout sweep failed")
 
 
 # ------------------------------------------------------------------ handlers
@@ -155,8 +49,11 @@ def handle_init_producer_id(ctx: Any, header: Any, frame: memoryview) -> Respons
         if code == E.producer_fenced and header.api_version < 4:
             code = E.invalid_producer_epoch  # older clients do not know PRODUCER_FENCED
         return _ipid(header, code, r.producer_id, r.producer_epoch)
+    tc = _tc(ctx)
+    if tc is None:
+        return _ipid(header, E.coordinator_not_available)
     try:
-        pid = _manager(ctx).generate()
+        pid = tc.generate_producer_id()
     except Exception:
         log.exception("allocating a producer id block failed")
         return _ipid(header, E.coordinator_not_available)
@@ -257,48 +154,20 @@ def implicit_add_partition(ctx: Any, transactional_id: str, producer_id: int, ep
     return code
 
 
-def _encode_offset(group: str, topic: str, p: int, offset: int, leader_epoch: int, meta: str,
-                   now: int) -> tuple[bytes, bytes]:
-    key = ot.encode_key(ot.RecordKey(ot.OFFSET_COMMIT_KEY, group, topic, p))
-    value = ot.encode_value(ot.OFFSET_COMMIT_KEY, {
-        "offset": offset, "leader_epoch": leader_epoch, "metadata": meta,
-        "commit_timestamp": now})
-    return key, value
-
-
 def handle_txn_offset_commit(ctx: Any, header: Any, frame: memoryview) -> Response:
     req = decode(header, frame)
     tc = _tc(ctx)
-    gc = ctx.group_coordinator
     offsets: dict[tuple[str, int], tuple[int, int, str]] = {}
     for t in req.topics:
         for p in t.partitions:
             offsets[(t.name, int(p.partition_index))] = (
                 int(p.committed_offset), int(getattr(p, "committed_leader_epoch", -1)),
                 p.committed_metadata or "")
-    code = E.none
-    if tc is None or gc is None:
-        code = E.coordinator_not_available
-    elif (cerr := gc.coordinator_error(req.group_id)) != E.none:
-        code = cerr  # NOT_COORDINATOR / COORDINATOR_LOAD_IN_PROGRESS, before anything else
-    else:
-        generation = int(getattr(req, "generation_id", -1))
-        if generation >= 0:
-            code = gc._validate_commit(req.group_id, generation, getattr(req, "member_id", ""),
-                                       getattr(req, "group_instance_id", None), False)
-        if code == E.none:
-            unknown = [tp for tp in offsets if ctx.image.topics_by_name.get(tp[0]) is None]
-            if unknown:
-                code = E.unknown_topic_or_partition
-        if code == E.none and header.api_version >= 5:
-            # KIP-890 part 2: TxnOffsetCommit v5 does AddOffsetsToTxn's work too
-            code = tc.add_offsets(req.transactional_id, int(req.producer_id),
-                                  int(req.producer_epoch), req.group_id, OFFSETS_TOPIC,
-                                  _offsets_partitions(ctx))
-        if code == E.none:
-            code = tc.txn_offset_commit(req.transactional_id, int(req.producer_id),
-                                        int(req.producer_epoch), req.group_id, offsets,
-                                        OFFSETS_TOPIC, _offsets_partitions(ctx), _encode_offset)
+    code = E.coordinator_not_available if tc is None else tc.commit_offsets(
+        req.transactional_id, int(req.producer_id), int(req.producer_epoch), req.group_id,
+        offsets, int(getattr(req, "generation_id", -1)), getattr(req, "member_id", ""),
+        getattr(req, "group_instance_id", None), header.api_version >= 5,
+        _offsets_partitions(ctx))
     code = _fenced(code, header.api_version, 3)
     by_topic: dict[str, list[dict[str, Any]]] = {}
     for t, p in offsets:

@@ -24,6 +24,22 @@ class GroupState(enum.Enum):
     DEAD = "Dead"
 
 
+_S = GroupState
+# Kafka's ClassicGroupState: the states each state may be entered from
+VALID_PREVIOUS_STATES: dict[GroupState, frozenset[GroupState]] = {
+    _S.EMPTY: frozenset({_S.PREPARING_REBALANCE}),
+    _S.PREPARING_REBALANCE: frozenset({_S.STABLE, _S.COMPLETING_REBALANCE, _S.EMPTY}),
+    _S.COMPLETING_REBALANCE: frozenset({_S.PREPARING_REBALANCE}),
+    _S.STABLE: frozenset({_S.COMPLETING_REBALANCE}),
+    _S.DEAD: frozenset({_S.STABLE, _S.PREPARING_REBALANCE, _S.COMPLETING_REBALANCE,
+                        _S.EMPTY, _S.DEAD}),
+}
+
+
+class IllegalGroupTransition(RuntimeError):
+    """A transition the table does not allow: a coordinator bug, never a client's doing."""
+
+
 @dataclass(slots=True)
 class ClassicMember:
     member_id: str
@@ -83,6 +99,10 @@ class ClassicGroup:
     # --- state ------------------------------------------------------------
 
     def transition(self, state: GroupState, now_ms: int) -> None:
+        """The one place a group's state changes, checked against VALID_PREVIOUS_STATES."""
+        if self.state not in VALID_PREVIOUS_STATES[state]:
+            raise IllegalGroupTransition(f"group {self.group_id!r} cannot go from "
+                                         f"{self.state.value} to {state.value}")
         self.state = state
         self.state_timestamp_ms = now_ms
 

@@ -113,9 +113,13 @@ class LagTracker:
         self._windows: dict[tuple[str, str, int], PartitionLag] = {}
 
     def observe(self, group: str, topic: str, partition: int, offset: int, log_end_offset: int,
-                time_ms: int) -> None:
+                time_ms: int, deliberate: bool = False) -> None:
+        """`deliberate`: the commit came from outside the group (an admin reset); moving the
+        offset back then starts a fresh window instead of counting as a REWIND."""
         key = (group, topic, partition)
         w = self._windows.get(key)
+        if w is not None and deliberate and w.window and offset < w.window[-1].offset:
+            w = None
         if w is None:
             w = self._windows[key] = PartitionLag(self.size)
         w.observe(offset, log_end_offset, time_ms)

@@ -1,9 +1,8 @@
 """Writing coordinator records to `__consumer_offsets` and reading them back at start.
 
-Writes go through the replica manager like a producer's (validated, offsets
-assigned, appended to the page cache): that is the only disk work done on the
-event loop. Replay reads whole partitions and runs in a thread before the
-node serves requests.
+Writes go through the coordinator runtime to the replica manager like a producer's
+(validated, offsets assigned, appended to the page cache): that is the only disk work done
+on the event loop. Replay reads whole partitions, in a thread.
 
 Offsets committed in a transaction (TxnOffsetCommit) are transactional records: they are
 held per producer id until the transaction's marker, applied on COMMIT and dropped on
@@ -15,12 +14,10 @@ after it in the log (Kafka's "olderThan" rule).
 from __future__ import annotations
 
 import logging
-import time
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from odradek.coordinator.internal_topic import committed_batches
 from odradek.coordinator.offsets_topic import (
     OFFSET_COMMIT_KEY,
     TOPIC,
@@ -30,7 +27,7 @@ from odradek.coordinator.offsets_topic import (
     partition_for,
 )
 from odradek.protocol.errors import ErrorCode, ProtocolError
-from odradek.protocol.records import ControlRecordType, Record, build_batch, decode_records
+from odradek.protocol.records import ControlRecordType, decode_records
 from odradek.storage.producer_state import control_marker
 
 log = logging.getLogger(__name__)
@@ -62,10 +59,21 @@ class TxnOffsets:
     def add(self, producer_id: int, key: OffsetKey, pending: PendingTxnOffset) -> None:
         self.pending.setdefault(producer_id, {})[key] = pending
 
-    def complete(self, producer_id: int, commit: bool) -> list[tuple[OffsetKey, PendingTxnOffset]]:
+    def complete(self, producer_id: int, commit: bool,
+                 only: Callable[[OffsetKey], bool] | None = None
+                 ) -> list[tuple[OffsetKey, PendingTxnOffset]]:
         """The marker of `producer_id`'s transaction: on commit the offsets that become the
-        group's committed ones; on abort nothing (they are dropped)."""
-        entries = self.pending.pop(producer_id, None)
+        group's committed ones; on abort nothing (they are dropped). `only` limits it to the
+        keys of the partition whose marker it is (a replay of one partition)."""
+        if only is None:
+            entries = self.pending.pop(producer_id, None)
+        else:
+            held = self.pending.get(producer_id, {})
+            entries = {k: v for k, v in held.items() if only(k)}
+            for k in entries:
+                del held[k]
+            if not held:
+                self.pending.pop(producer_id, None)
         if not entries or not commit:
             return []
         out = []
@@ -78,14 +86,26 @@ class TxnOffsets:
     def pending_count(self) -> int:
         return sum(len(v) for v in self.pending.values())
 
+    def drop(self, forget: Callable[[OffsetKey], bool]) -> None:
+        """Forget pending and applied entries of the keys `forget` picks (an unloaded
+        partition's groups: its replay brings them back)."""
+        for pid in list(self.pending):
+            entries = self.pending[pid]
+            for key in [k for k in entries if forget(k)]:
+                del entries[key]
+            if not entries:
+                del self.pending[pid]
+        for key in [k for k in self.applied_at if forget(k)]:
+            del self.applied_at[key]
+
 
 def offset_record_key(key: OffsetKey) -> RecordKey:
     return RecordKey(OFFSET_COMMIT_KEY, key[0], key[1], key[2])
 
 
 class OffsetsTopicStore:
-    def __init__(self, replica_manager: Any, num_partitions: int) -> None:
-        self.rm = replica_manager
+    def __init__(self, runtime: Any, num_partitions: int) -> None:
+        self.runtime = runtime
         self.num_partitions = num_partitions
         self.txn = TxnOffsets()
 
@@ -96,9 +116,7 @@ class OffsetsTopicStore:
         """Append (key, value) records of one group in one batch; the error if it failed."""
         if not records:
             return ErrorCode.none
-        now = int(time.time() * 1000)
-        batch = build_batch([Record(-1, now, k, v) for k, v in records])
-        result = self.rm.append(TOPIC, self.partition_for(group_id), memoryview(batch), -1, True)
+        result = self.runtime.append(TOPIC, self.partition_for(group_id), records)
         if result.error == ErrorCode.none and self.txn.pending:
             self._note_plain_commits(records, result.base_offset)
         if result.error != ErrorCode.none:
@@ -130,20 +148,25 @@ class OffsetsTopicStore:
         partition. Transactional offset commits take effect at their commit marker (and never
         when aborted); those of transactions still open stay in `self.txn`. Blocking."""
         for p in range(self.num_partitions) if partitions is None else partitions:
-            part = self.rm.get(TOPIC, p)
-            if part is None:
-                continue
-            yield from self._replay_partition(part)
+            yield from self._replay_partition(p)
 
-    def _replay_partition(self, part: Any) -> Iterator[tuple[RecordKey, dict[str, Any] | None, int]]:
-        for header, view in committed_batches(part):
+    def drop_partition(self, partition: int) -> None:
+        """The partition is unloaded: its groups' transactional offsets go too."""
+        self.txn.drop(self._in_partition(partition))
+
+    def _in_partition(self, partition: int) -> Callable[[OffsetKey], bool]:
+        return lambda key: self.partition_for(key[0]) == partition
+
+    def _replay_partition(self, p: int) -> Iterator[tuple[RecordKey, dict[str, Any] | None, int]]:
+        for header, view in self.runtime.replay(TOPIC, p):
             if header.is_control:
                 ctype = control_marker(view)[0]
                 if ctype not in (ControlRecordType.COMMIT, ControlRecordType.ABORT):
                     continue
-                for key, p in self.txn.complete(header.producer_id,
-                                                ctype == ControlRecordType.COMMIT):
-                    yield offset_record_key(key), p.value, p.timestamp
+                here = self._in_partition(p)
+                for key, pending in self.txn.complete(header.producer_id,
+                                                      ctype == ControlRecordType.COMMIT, here):
+                    yield offset_record_key(key), pending.value, pending.timestamp
                 continue
             transactional = header.is_transactional
             for rec in decode_records(header, view):
@@ -156,7 +179,7 @@ class OffsetsTopicStore:
                     value = decode_value(key.kind, rec.value)
                 except (ProtocolError, UnicodeDecodeError) as exc:
                     log.warning("skipping unreadable record at %s-%d offset %d: %s",
-                                TOPIC, part.index, rec.offset, exc)
+                                TOPIC, p, rec.offset, exc)
                     continue
                 if key.kind == OFFSET_COMMIT_KEY:
                     okey = (key.group, key.topic or "", key.partition)

@@ -7,6 +7,11 @@ was decided: a transaction found in PrepareCommit/PrepareAbort gets its markers 
 and completes; an Ongoing one is aborted when its timeout passes. All of it runs on the
 event loop: writes are page-cache appends through the partitions, as produce does.
 
+It is a shard of the coordinator runtime (coordinator/runtime.py): the runtime loads a
+`__transaction_state` partition when this node becomes its leader (then the half-ended
+transactions of that partition are finished), unloads it when the node resigns, writes its
+records and runs the timeout sweep.
+
 Markers (control batches) are appended to every partition of the transaction, data and
 `__consumer_offsets` alike; offsets committed in a transaction (TxnOffsetCommit) become
 visible to the group coordinator with the commit marker.
@@ -16,11 +21,14 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from odradek.coordinator.internal_topic import committed_batches
+from odradek.coordinator.group.offset_manager import encode_offset_record
+from odradek.coordinator.offsets_topic import TOPIC as OFFSETS_TOPIC
+from odradek.coordinator.offsets_topic import partition_for as group_partition
+from odradek.coordinator.runtime import CoordinatorRuntime
 from odradek.coordinator.transaction.producer_ids import ProducerIdManager
 from odradek.coordinator.transaction.state_log import (
     TOPIC,
@@ -36,8 +44,6 @@ from odradek.protocol.errors import ErrorCode, ProtocolError
 from odradek.protocol.records import (
     BatchHeader,
     ControlRecordType,
-    Record,
-    build_batch,
     build_control_batch,
     decode_records,
 )
@@ -47,6 +53,7 @@ log = logging.getLogger(__name__)
 E = ErrorCode
 MAX_EPOCH = 32767
 S = TxnState
+TIMEOUT_JOB = "txn-timeouts"
 
 
 def now_ms() -> int:
@@ -89,22 +96,77 @@ class InitResult:
 class TransactionCoordinator:
     def __init__(self, replica_manager: Any, config: TxnConfig, producer_ids: ProducerIdManager,
                  group_coordinator: Any = None,
-                 partition_exists: Callable[[str, int], bool] | None = None) -> None:
+                 partition_exists: Callable[[str, int], bool] | None = None,
+                 runtime: CoordinatorRuntime | None = None) -> None:
         self.rm = replica_manager
         self.config = config
         self.producer_ids = producer_ids
+        # the group coordinator (its public API only): TxnOffsetCommit writes and markers
         self.groups = group_coordinator
+        if runtime is None:
+            runtime = getattr(group_coordinator, "runtime", None) or CoordinatorRuntime(
+                replica_manager)
+        self.runtime = runtime
         self.partition_exists = partition_exists or (lambda t, p: replica_manager.get(t, p) is not None)
         self.txns: dict[str, TxnMetadata] = {}
         self._epochs: dict[int, TxnMetadata] | None = None  # producer id -> txn, a cache
+        runtime.register(TOPIC, config.num_partitions, self)
 
-    # ------------------------------------------------------------------ storage
+    # ------------------------------------------------------------------ ownership
 
     def partition_of(self, transactional_id: str) -> int:
         return partition_for(transactional_id, self.config.num_partitions)
 
+    def coordinator_error(self, transactional_id: str) -> ErrorCode:
+        """NOT_COORDINATOR unless this node owns the id's partition,
+        COORDINATOR_LOAD_IN_PROGRESS while it replays it."""
+        return self.runtime.error_for(TOPIC, self.partition_of(transactional_id))
+
     def is_coordinator_for(self, transactional_id: str) -> bool:
-        return self.rm.get(TOPIC, self.partition_of(transactional_id)) is not None
+        """The id's partition is led here, loaded or loading: what FindCoordinator answers."""
+        return self.coordinator_error(transactional_id) != E.not_coordinator
+
+    @property
+    def owned(self) -> set[int]:
+        return self.runtime.owned(TOPIC)
+
+    async def on_become_leader(self, partition: int, epoch: int) -> bool:
+        """Leadership of a `__transaction_state` partition moved here: load it, then finish
+        its half-ended transactions."""
+        return await self.runtime.on_become_leader(TOPIC, partition, epoch)
+
+    async def on_resign(self, partition: int, epoch: int | None = None) -> bool:
+        """Leadership moved away: forget the partition's transactional ids."""
+        return await self.runtime.on_resign(TOPIC, partition, epoch)
+
+    def unload_partition(self, partition: int) -> None:
+        for tid in [t for t in self.txns if self.partition_of(t) == partition]:
+            del self.txns[tid]
+        self._epochs = None
+
+    def partition_loaded(self, partition: int) -> None:
+        self.recover(partition)
+
+    def start(self) -> None:
+        """transaction.abort.timed.out.transaction.cleanup.interval.ms: abort transactions
+        past their timeout and expire idle transactional ids."""
+        self.runtime.scheduler.every(TIMEOUT_JOB,
+                                     max(0.05, self.config.abort_check_interval_ms / 1000),
+                                     self._sweep)
+        self.runtime.scheduler.start()
+
+    async def stop(self) -> None:
+        self.runtime.scheduler.cancel_job(TIMEOUT_JOB)
+
+    def _sweep(self) -> None:
+        self.abort_timed_out()
+        self.expire_ids()
+
+    def generate_producer_id(self) -> int:
+        """A fresh producer id (idempotent producers get one with epoch 0)."""
+        return self.producer_ids.generate()
+
+    # ------------------------------------------------------------------ storage
 
     def _coordinator_epoch(self, transactional_id: str) -> int:
         part = self.rm.get(TOPIC, self.partition_of(transactional_id))
@@ -113,35 +175,37 @@ class TransactionCoordinator:
     def _persist(self, m: TxnMetadata) -> ErrorCode:
         m.last_update_ms = now_ms()
         value = None if m.state == S.DEAD else encode_value(m)
-        batch = build_batch([Record(-1, m.last_update_ms, encode_key(m.transactional_id), value)])
-        r = self.rm.append(TOPIC, self.partition_of(m.transactional_id), memoryview(batch), -1, True)
+        r = self.runtime.append(TOPIC, self.partition_of(m.transactional_id),
+                                [(encode_key(m.transactional_id), value)], m.last_update_ms)
         if r.error != E.none:
             log.warning("writing transaction %r to %s failed: %s", m.transactional_id, TOPIC,
                         ErrorCode(r.error).name.upper())
             return E.coordinator_not_available
         return E.none
 
-    def load(self) -> int:
-        """Replay `__transaction_state` (blocking, before serving); returns records read."""
+    def load(self, partitions: Iterable[int] | None = None) -> int:
+        """Replay `__transaction_state` partitions (default: every one this node leads),
+        owned afterwards; returns records read. Blocking: at start, before serving."""
+        ps = self.runtime.led_partitions(TOPIC) if partitions is None else set(partitions)
+        return int(self.runtime.load(TOPIC, ps))
+
+    def replay_partition(self, partition: int) -> int:
         count = 0
-        for p in range(self.config.num_partitions):
-            part = self.rm.get(TOPIC, p)
-            if part is None:
-                continue
-            for tid, value in self._replay(part):
-                count += 1
-                if value is None:
-                    self.txns.pop(tid, None)
-                else:
-                    self.txns[tid] = value
-        for m in self.txns.values():
-            if m.state == S.ONGOING:
+        for tid, value in self._replay(partition):
+            count += 1
+            if value is None:
+                self.txns.pop(tid, None)
+            else:
+                self.txns[tid] = value
+        self._epochs = None
+        for m in list(self.txns.values()):
+            if m.state == S.ONGOING and self.partition_of(m.transactional_id) == partition:
                 for tp in m.partitions:
                     self._verify(tp, m.producer_id, m.producer_epoch)
         return count
 
-    def _replay(self, part: Any) -> Iterator[tuple[str, TxnMetadata | None]]:
-        for header, view in committed_batches(part):
+    def _replay(self, partition: int) -> Iterator[tuple[str, TxnMetadata | None]]:
+        for header, view in self.runtime.replay(TOPIC, partition):
             if header.is_control:
                 continue
             for rec in decode_records(header, view):
@@ -157,17 +221,18 @@ class TransactionCoordinator:
                                 rec.offset, exc)
 
     def load_offsets(self) -> int:
-        """Transactional offsets in `__consumer_offsets` are the group store's business: its
-        replay applies them at their commit marker and keeps those of open transactions
-        pending (`OffsetsTopicStore.txn`), where this coordinator's markers complete them.
-        Kept for callers; returns how many offsets wait for an open transaction."""
-        store = getattr(self.groups, "store", None)
-        txn = getattr(store, "txn", None)
-        return 0 if txn is None else int(txn.pending_count())
+        """Transactional offsets in `__consumer_offsets` are the group coordinator's business:
+        its replay applies them at their commit marker and keeps those of open transactions
+        pending, where this coordinator's markers complete them. Kept for callers; returns
+        how many offsets wait for an open transaction."""
+        return 0 if self.groups is None else int(self.groups.pending_txn_offsets())
 
-    def recover(self) -> None:
-        """After load: finish the transactions a crash left half-ended."""
+    def recover(self, partition: int | None = None) -> None:
+        """After load: finish the transactions a crash left half-ended (of one partition, or
+        of every one)."""
         for m in list(self.txns.values()):
+            if partition is not None and self.partition_of(m.transactional_id) != partition:
+                continue
             if m.state in (S.PREPARE_COMMIT, S.PREPARE_ABORT):
                 self._complete(m, m.state == S.PREPARE_COMMIT)
 
@@ -186,8 +251,8 @@ class TransactionCoordinator:
                          producer_epoch: int = -1) -> InitResult:
         if not tid:
             return InitResult(E.invalid_request)
-        if not self.is_coordinator_for(tid):
-            return InitResult(E.not_coordinator)
+        if (cerr := self.coordinator_error(tid)) != E.none:
+            return InitResult(cerr)
         if timeout_ms <= 0 or timeout_ms > self.config.max_timeout_ms:
             return InitResult(E.invalid_transaction_timeout)
         m = self.txns.get(tid)
@@ -228,8 +293,8 @@ class TransactionCoordinator:
         return InitResult(E.none, m.producer_id, m.producer_epoch)
 
     def _check(self, tid: str, producer_id: int, epoch: int) -> tuple[ErrorCode, TxnMetadata | None]:
-        if not self.is_coordinator_for(tid):
-            return E.not_coordinator, None
+        if (cerr := self.coordinator_error(tid)) != E.none:
+            return cerr, None
         m = self.txns.get(tid)
         if m is None or m.producer_id != producer_id:
             return E.invalid_producer_id_mapping, None
@@ -268,11 +333,34 @@ class TransactionCoordinator:
 
     def add_offsets(self, tid: str, producer_id: int, epoch: int, group_id: str,
                     offsets_topic: str, offsets_partitions: int) -> ErrorCode:
-        from odradek.coordinator.offsets_topic import partition_for as group_partition
-
         tp = (offsets_topic, group_partition(group_id, offsets_partitions))
         result = self.add_partitions(tid, producer_id, epoch, [tp])
         return result[tp]
+
+    def commit_offsets(self, tid: str, producer_id: int, epoch: int, group_id: str,
+                       offsets: dict[tuple[str, int], tuple[int, int, str]],
+                       generation: int, member_id: str, instance_id: str | None,
+                       add_offsets_first: bool, offsets_partitions: int) -> ErrorCode:
+        """A TxnOffsetCommit request: the group coordinator's checks first (its coordinator,
+        then the member's generation when one is given, then the topics), AddOffsetsToTxn's
+        work for v5+ (KIP-890 part 2: `add_offsets_first`), then the write."""
+        g = self.groups
+        if g is None:
+            return E.coordinator_not_available
+        if (code := g.coordinator_error(group_id)) != E.none:
+            return code  # NOT_COORDINATOR / COORDINATOR_LOAD_IN_PROGRESS, before anything
+        if generation >= 0:
+            code = g.validate_commit(group_id, generation, member_id, instance_id, False)
+        if code == E.none and any(g.topics(t) is None for t, _ in offsets):
+            code = E.unknown_topic_or_partition
+        if code == E.none and add_offsets_first:
+            code = self.add_offsets(tid, producer_id, epoch, group_id, OFFSETS_TOPIC,
+                                    offsets_partitions)
+        if code == E.none:
+            code = self.txn_offset_commit(tid, producer_id, epoch, group_id, offsets,
+                                          OFFSETS_TOPIC, offsets_partitions,
+                                          encode_offset_record)
+        return code  # type: ignore[no-any-return]
 
     def txn_offset_commit(self, tid: str, producer_id: int, epoch: int, group_id: str,
                           offsets: dict[tuple[str, int], tuple[int, int, str]],
@@ -281,10 +369,9 @@ class TransactionCoordinator:
                           ) -> ErrorCode:
         """Write the offsets as a transactional batch to the group's `__consumer_offsets`
         partition; they become the group's committed offsets with the commit marker."""
-        from odradek.coordinator.offsets_topic import partition_for as group_partition
-
-        check = getattr(self.groups, "coordinator_error", None)
-        if check is not None and (cerr := check(group_id)) != E.none:
+        if self.groups is None:
+            return E.coordinator_not_available
+        if (cerr := self.groups.coordinator_error(group_id)) != E.none:
             return cerr  # the group's coordinator is elsewhere, or still loading
         m = self.txns.get(tid)
         if m is None or m.producer_id != producer_id:
@@ -294,35 +381,12 @@ class TransactionCoordinator:
         tp = (offsets_topic, group_partition(group_id, offsets_partitions))
         if m.state != S.ONGOING or tp not in m.partitions:
             return E.invalid_txn_state
-        now = now_ms()
-        records = [Record(-1, now, *encode(group_id, t, p, off, lep, meta, now))
-                   for (t, p), (off, lep, meta) in offsets.items()]
-        if not records:
-            return E.none
-        batch = build_batch(records, producer_id=producer_id, producer_epoch=epoch,
-                            transactional=True)
-        part = self.rm.get(*tp)
-        if part is None:
-            return E.coordinator_not_available
-        view = memoryview(batch)
-        info = part.append(view, BatchHeader.parse(view), None)
-        tracker = self._txn_offsets()
-        if tracker is not None:
-            from odradek.coordinator.group.store import PendingTxnOffset
-
-            for i, ((t, p), (off, lep, meta)) in enumerate(offsets.items()):
-                tracker.add(producer_id, (group_id, t, p), PendingTxnOffset(
-                    {"offset": off, "leader_epoch": lep, "metadata": meta,
-                     "commit_timestamp": now}, now, info.first_offset + i))
-        return E.none
-
-    def _txn_offsets(self) -> Any:
-        """The group store's pending transactional offsets (None without a group coordinator)."""
-        return getattr(getattr(self.groups, "store", None), "txn", None)
+        return self.groups.append_txn_offsets(group_id, producer_id, epoch, offsets,
+                                              encode)  # type: ignore[no-any-return]
 
     def end_txn(self, tid: str, producer_id: int, epoch: int, commit: bool) -> ErrorCode:
-        if not self.is_coordinator_for(tid):
-            return E.not_coordinator
+        if (cerr := self.coordinator_error(tid)) != E.none:
+            return cerr
         m = self.txns.get(tid)
         if m is None or m.producer_id != producer_id:
             return E.invalid_producer_id_mapping
@@ -348,8 +412,8 @@ class TransactionCoordinator:
         epoch. The markers carry the bumped epoch, so anything the producer sent in the
         transaction that arrives late (a produce, a retried EndTxn once the next transaction
         runs) is fenced instead of joining the next transaction."""
-        if not self.is_coordinator_for(tid):
-            return InitResult(E.not_coordinator)
+        if (cerr := self.coordinator_error(tid)) != E.none:
+            return InitResult(cerr)
         m = self.txns.get(tid)
         if m is None:
             return InitResult(E.invalid_producer_id_mapping)
@@ -415,27 +479,12 @@ class TransactionCoordinator:
                 continue  # deleted meanwhile: nothing left to mark
             state = part.log.producer_state
             state.verified.pop(m.producer_id, None)
-            if m.producer_id not in state.ongoing and tp[0] != "__consumer_offsets":
+            if m.producer_id not in state.ongoing and tp[0] != OFFSETS_TOPIC:
                 continue  # nothing was written there in this transaction
             part.append(view, header, None)
-        tracker = self._txn_offsets()
-        if tracker is not None:
+        if self.groups is not None:
             # the marker is in __consumer_offsets: the offsets take effect (commit) or go
-            self._materialize(tracker.complete(m.producer_id, commit))
-
-    def _materialize(self, applied: list[tuple[tuple[str, str, int], Any]]) -> None:
-        from odradek.coordinator.group.offsets import CommittedOffset
-
-        g = self.groups
-        for (group_id, t, p), pending in applied:
-            try:
-                v = pending.value
-                g.offsets.put(group_id, (t, p), CommittedOffset(
-                    int(v["offset"]), int(v.get("leader_epoch", -1)), v.get("metadata") or "",
-                    int(v.get("commit_timestamp", pending.timestamp))))
-            except Exception:
-                log.exception("making transactional offsets of group %r visible failed",
-                              group_id)
+            self.groups.complete_txn_offsets(m.producer_id, commit)
 
     def _complete(self, m: TxnMetadata, commit: bool) -> None:
         self._write_markers(m, commit)
@@ -491,8 +540,8 @@ class TransactionCoordinator:
     # ---------------------------------------------------------------- describe
 
     def describe(self, tid: str) -> tuple[ErrorCode, TxnMetadata | None]:
-        if not self.is_coordinator_for(tid):
-            return E.not_coordinator, None
+        if (cerr := self.coordinator_error(tid)) != E.none:
+            return cerr, None
         m = self.txns.get(tid)
         return (E.transactional_id_not_found, None) if m is None else (E.none, m)
 

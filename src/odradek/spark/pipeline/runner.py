@@ -10,6 +10,7 @@ import logging
 import os
 import signal
 import sys
+import tempfile
 import threading
 import time
 from collections.abc import Callable, Iterable, Mapping
@@ -22,6 +23,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.streaming import DataStreamWriter, StreamingQuery
 
 from odradek.spark.options import parse_sink
+from odradek.spark.pipeline.logs import DEFAULT_LEVEL, log_conf
 from odradek.spark.pipeline.model import (
     Flow,
     Hook,
@@ -32,6 +34,7 @@ from odradek.spark.pipeline.model import (
     View,
 )
 from odradek.spark.pipeline.options import output_mode, sink_options, source_options
+from odradek.spark.pipeline.progress import Progress
 from odradek.spark.session import session
 from odradek.spark.sink import check_columns
 
@@ -60,6 +63,7 @@ class RunOptions:
     conf: dict[str, str] = field(default_factory=dict)
     variables: dict[str, str] = field(default_factory=dict)
     app_name: str = "odradek-pipeline"
+    spark_log_level: str = DEFAULT_LEVEL  # one of logs.LEVELS
 
 
 @dataclass
@@ -90,7 +94,7 @@ class Context:
         return default
 
 
-def make_session(opts: RunOptions) -> SparkSession:
+def make_session(opts: RunOptions, log_dir: Path | None = None) -> SparkSession:
     # Python workers, on this machine or a cluster's, must run this interpreter: it has odradek.
     os.environ["PYSPARK_PYTHON"] = sys.executable
     os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable
@@ -100,9 +104,11 @@ def make_session(opts: RunOptions) -> SparkSession:
     path = os.pathsep.join(p for p in (os.getcwd(), os.environ.get("PYTHONPATH", "")) if p)
     conf["spark.executorEnv.PYTHONPATH"] = path
     conf.update(opts.conf)
+    conf.update(log_conf(opts.spark_log_level, conf, log_dir))
     spark = session(opts.master, opts.app_name, conf)
-    # Failures are reported by the runner, one line each; Spark would add 130-line traces.
-    spark.sparkContext.setLogLevel("FATAL")
+    # The log4j2 file sets the level from the JVM's start; this also covers a JVM that was
+    # already running (a session made earlier in this process) or a user's own log4j2 file.
+    spark.sparkContext.setLogLevel(opts.spark_log_level)
     return spark
 
 
@@ -129,12 +135,15 @@ def _guard(where: str, what: str, action: Callable[[], Any]) -> Any:
 class Prepared:
     writers: list[tuple[Flow, DataStreamWriter]]
     hooks: list[Hook]
+    # Rows each foreachBatch flow wrote, per batch id: that sink reports no output count.
+    output_rows: dict[str, dict[int, int]] = field(default_factory=dict)
 
 
 def prepare(spark: SparkSession, pipeline: Pipeline, opts: RunOptions) -> Prepared:
     """Every source, view and flow defined in the session; nothing started yet."""
     writers: list[tuple[Flow, DataStreamWriter]] = []
     hooks: list[Hook] = []
+    output_rows: dict[str, dict[int, int]] = {}
     for el in pipeline.elements:
         if isinstance(el, Source):
             options = source_options(el.name, el.where, el.options, opts.bootstrap)
@@ -147,10 +156,10 @@ def prepare(spark: SparkSession, pipeline: Pipeline, opts: RunOptions) -> Prepar
         elif isinstance(el, Statement):
             _guard(el.where, "statement", lambda e=el: spark.sql(e.sql))
         elif isinstance(el, Flow):
-            writers.append((el, _writer(spark, el, opts)))
+            writers.append((el, _writer(spark, el, opts, output_rows)))
         else:
             hooks.append(el)
-    return Prepared(writers, hooks)
+    return Prepared(writers, hooks, output_rows)
 
 
 def _dataframe(build: Callable[[Any], Any] | None, spark: SparkSession) -> DataFrame:
@@ -161,7 +170,8 @@ def _dataframe(build: Callable[[Any], Any] | None, spark: SparkSession) -> DataF
     return df
 
 
-def _writer(spark: SparkSession, flow: Flow, opts: RunOptions) -> DataStreamWriter:
+def _writer(spark: SparkSession, flow: Flow, opts: RunOptions,
+            output_rows: dict[str, dict[int, int]]) -> DataStreamWriter:
     what = f"flow '{flow.name}'"
     mode = output_mode(flow.name, flow.where, flow.output_mode)
     sink = sink_options(flow.name, flow.where, flow.options, opts.bootstrap)
@@ -181,7 +191,7 @@ def _writer(spark: SparkSession, flow: Flow, opts: RunOptions) -> DataStreamWrit
     else:
         # A Python data source sink takes appends only ("does not support Update mode"), so an
         # update/complete flow writes each micro-batch's changed rows with the batch sink.
-        writer = writer.foreachBatch(_batch_writer(sink))
+        writer = writer.foreachBatch(_batch_writer(sink, output_rows.setdefault(flow.name, {})))
     if opts.available_now:
         writer = writer.trigger(availableNow=True)
     elif opts.trigger_interval:
@@ -189,9 +199,16 @@ def _writer(spark: SparkSession, flow: Flow, opts: RunOptions) -> DataStreamWrit
     return writer
 
 
-def _batch_writer(sink: Mapping[str, str]) -> Callable[[DataFrame, int], None]:
-    def write(batch: DataFrame, _batch_id: int) -> None:
-        batch.write.format("odradek").options(**sink).mode("append").save()
+def _batch_writer(sink: Mapping[str, str], counts: dict[int, int]) -> Callable[[DataFrame, int], None]:
+    """foreachBatch runs this in the driver's Python process, so `counts` is the runner's own."""
+    def write(batch: DataFrame, batch_id: int) -> None:
+        # Cached, so counting for the progress line does not run the batch's plan twice.
+        batch.persist()
+        try:
+            counts[batch_id] = batch.count()
+            batch.write.format("odradek").options(**sink).mode("append").save()
+        finally:
+            batch.unpersist()
     return write
 
 
@@ -270,13 +287,24 @@ class Stopper:
         self.requested.set()
 
 
-def wait(queries: list[Running], stopper: Stopper, report: Callable[[str], None]) -> int:
-    """Until every query ends (AvailableNow) or a stop is asked; 1 if a query failed."""
+def wait(queries: list[Running], stopper: Stopper, report: Callable[[str], None],
+         error: Callable[[str], None] | None = None,
+         output_rows: Mapping[str, Mapping[int, int]] | None = None) -> int:
+    """Until every query ends (AvailableNow) or a stop is asked; 1 if a query failed.
+
+    Between waits, each query's new micro-batches are reported, one line each."""
+    error = error or report
+    progress = Progress(report, output_rows or {})
     active = list(queries)
     while active:
+        for q in active:
+            progress.poll(q.name, q.query)
         if stopper.requested.is_set():
             report("stopping: signal received")
             stop_all(active)
+            for q in active:
+                progress.poll(q.name, q.query)
+                report(f"flow '{q.name}' stopped: {progress.summary(q.name)}")
             return 0
         r = active[0]
         try:
@@ -288,22 +316,26 @@ def wait(queries: list[Running], stopper: Stopper, report: Callable[[str], None]
             active = active[1:] + active[:1]
             continue
         active.pop(0)
+        progress.poll(r.name, r.query)  # its last batches, before it is called finished
         if err is not None and r.writer is not None and r.restarts < RESTARTS \
                 and any(t in str(err) for t in TRANSIENT):
             # A start-up timeout, not a data problem: the checkpoint makes a restart safe.
-            report(f"flow '{r.name}' failed to start ({brief(err).splitlines()[0]}); restarting")
+            error(f"flow '{r.name}' failed to start ({brief(err).splitlines()[0]}); restarting")
             time.sleep(2.0 * (r.restarts + 1))
             active.append(Running(r.name, r.writer.start(), r.writer, r.restarts + 1))
             continue
         if err is not None:
-            report(f"flow '{r.name}' failed: {brief(err)}")
+            error(f"flow '{r.name}' failed: {brief(err)}")
             stop_all(active)
             return 1
-        report(f"flow '{r.name}' finished")
+        report(f"flow '{r.name}' finished: {progress.summary(r.name)}")
     return 0
 
 
-def run(path: Path, opts: RunOptions, report: Callable[[str], None] = print) -> int:
+def run(path: Path, opts: RunOptions, report: Callable[[str], None] = print,
+        error: Callable[[str], None] | None = None) -> int:
+    """Load, prepare and start the pipeline, then wait; `report` gets progress and status
+    lines, `error` (default: `report`) a flow's failure."""
     from odradek.spark.pipeline.load import load
 
     for p in (str(Path(path).resolve().parent if Path(path).is_file() else Path(path).resolve()), os.getcwd()):
@@ -312,11 +344,12 @@ def run(path: Path, opts: RunOptions, report: Callable[[str], None] = print) -> 
     pipeline = load(Path(path), opts.variables)
     stopper = Stopper()
     stopper.install()
-    spark = make_session(opts)
-    try:
-        prepared = prepare(spark, pipeline, opts)
-        queries = start(spark, prepared, opts)
-        report(f"started {len(queries)} flow(s): {', '.join(r.name for r in queries)}")
-        return wait(queries, stopper, report)
-    finally:
-        spark.stop()
+    with tempfile.TemporaryDirectory(prefix="odradek-spark-log-") as log_dir:
+        spark = make_session(opts, Path(log_dir))
+        try:
+            prepared = prepare(spark, pipeline, opts)
+            queries = start(spark, prepared, opts)
+            report(f"started {len(queries)} flow(s): {', '.join(r.name for r in queries)}")
+            return wait(queries, stopper, report, error, prepared.output_rows)
+        finally:
+            spark.stop()

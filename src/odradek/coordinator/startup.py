@@ -1,0 +1,131 @@
+"""Starting the node's coordinators on one runtime: create `__consumer_offsets` and
+`__transaction_state` if needed, replay the partitions this node leads, finish half-ended
+transactions, start the timers. The node calls `start_coordinators` before it listens and
+`Coordinators.stop` when it shuts down."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+import uuid
+from dataclasses import dataclass
+from typing import Any
+
+from odradek.coordinator import offsets_topic as ot
+from odradek.coordinator.group.coordinator import GroupConfig, GroupCoordinator
+from odradek.coordinator.runtime import (
+    CoordinatorRuntime,
+    CreateTopics,
+    ensure_internal_topic,
+    internal_topic_spec,
+)
+from odradek.coordinator.transaction.coordinator import TransactionCoordinator, TxnConfig
+from odradek.coordinator.transaction.producer_ids import BLOCK_SIZE, ProducerIdManager
+from odradek.coordinator.transaction.state_log import TOPIC as TXN_TOPIC
+
+log = logging.getLogger(__name__)
+
+TXN_SEGMENT_BYTES = 104857600
+PRODUCER_EXPIRY_JOB = "producer-id-expiry"
+
+
+@dataclass
+class Coordinators:
+    runtime: CoordinatorRuntime
+    group: GroupCoordinator
+    transaction: TransactionCoordinator
+
+    async def stop(self) -> None:
+        """Stop every timer; waiting JoinGroup/SyncGroup requests get NOT_COORDINATOR."""
+        await self.group.stop()
+        await self.transaction.stop()
+        await self.runtime.stop()
+
+
+async def start_coordinators(config: Any, controller: Any, replica_manager: Any, node_id: int,
+                             create_topics: CreateTopics, live_brokers: int) -> Coordinators:
+    """`create_topics(specs)` creates topics through the controller and lets the partitions
+    follow (the node's admin path); `live_brokers` caps the internal topics' replication
+    factor (Kafka refuses to create them with fewer live brokers than their factor, default
+    3, which would leave a single node with no coordinator)."""
+    runtime = CoordinatorRuntime(replica_manager)
+    group = await _start_group(runtime, config, controller, create_topics, live_brokers)
+    txn = await _start_transaction(runtime, config, controller, replica_manager, node_id,
+                                   group, create_topics, live_brokers)
+    return Coordinators(runtime, group, txn)
+
+
+async def _start_group(runtime: CoordinatorRuntime, config: Any, controller: Any,
+                       create_topics: CreateTopics, live_brokers: int) -> GroupCoordinator:
+    gconf = GroupConfig.from_broker_config(config)
+    spec = internal_topic_spec(
+        ot.TOPIC, gconf.num_partitions, config.get_int("offsets.topic.replication.factor"),
+        live_brokers, {"compression.type": "producer",
+                       "segment.bytes": str(config.get_int("offsets.topic.segment.bytes"))})
+    gconf.num_partitions = await ensure_internal_topic(lambda: controller.image, create_topics,
+                                                       spec)
+
+    def lookup(name: str) -> tuple[uuid.UUID, int] | None:
+        t = controller.image.topics_by_name.get(name)
+        return None if t is None else (t.topic_id, len(t.partitions))
+
+    def name_of(topic_id: uuid.UUID) -> str | None:
+        t = controller.image.topics_by_id.get(topic_id)
+        return None if t is None else t.name
+
+    coord = GroupCoordinator(runtime.rm, gconf, lookup, name_of,
+                             lambda: list(controller.image.topics_by_name), runtime)
+    began = time.monotonic()
+    count = await asyncio.to_thread(coord.load)
+    log.info("group coordinator loaded %d records of %s (%d groups) in %.2f s", count, ot.TOPIC,
+             len(coord.groups), time.monotonic() - began)
+    coord.start()
+    return coord
+
+
+async def _start_transaction(runtime: CoordinatorRuntime, config: Any, controller: Any,
+                             rm: Any, node_id: int, group: GroupCoordinator,
+                             create_topics: CreateTopics,
+                             live_brokers: int) -> TransactionCoordinator:
+    tconf = TxnConfig.from_broker_config(config)
+    segment = config.values.get("transaction.state.log.segment.bytes") or TXN_SEGMENT_BYTES
+    spec = internal_topic_spec(
+        TXN_TOPIC, tconf.num_partitions,
+        config.get_int("transaction.state.log.replication.factor"), live_brokers,
+        {"segment.bytes": str(segment)})
+    tconf.num_partitions = await ensure_internal_topic(lambda: controller.image, create_topics,
+                                                       spec)
+
+    def partition_exists(name: str, p: int) -> bool:
+        t = controller.image.topics_by_name.get(name)
+        return t is not None and 0 <= p < len(t.partitions)
+
+    def allocate() -> tuple[int, int]:
+        return controller.allocate_producer_ids(node_id, -1, BLOCK_SIZE)  # type: ignore[no-any-return]
+
+    coord = TransactionCoordinator(rm, tconf, ProducerIdManager(allocate), group,
+                                   partition_exists, runtime)
+    count = await asyncio.to_thread(coord.load)
+    pending = coord.load_offsets()
+    if pending:
+        log.info("%d transactional offsets of %s wait for their transaction's marker", pending,
+                 ot.TOPIC)
+    coord.recover()
+    log.info("transaction coordinator loaded %d records of %s (%d transactional ids)", count,
+             TXN_TOPIC, len(coord.txns))
+    # the replica manager's producer state asks the coordinator for transactional epochs,
+    # and expires idle producer ids on the runtime's scheduler (Kafka's LogManager task)
+    rm.producer_epoch_of = coord.epoch_of
+    rm.set_producer_id_expiration(tconf.producer_id_expiration_ms)
+
+    def expire_producers() -> None:
+        gone = rm.remove_expired_producers()
+        if gone:
+            log.info("%d idle producer ids expired (producer.id.expiration.ms)", gone)
+
+    runtime.scheduler.every(PRODUCER_EXPIRY_JOB,
+                            max(0.05, tconf.producer_id_expiration_check_ms / 1000),
+                            expire_producers)
+    coord.start()
+    return coord
