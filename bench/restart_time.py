@@ -182,7 +182,7 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--before", type=Path, help="src/ of the code to compare against")
     ap.add_argument("--sizes-mb", type=int, nargs="*", default=[2048])
-    ap.add_argument("--batch-mb", type=int, default=1024, help="bytes of the batch-count cases")
+    ap.add_argument("--batch-mb", type=int, default=1024, help="bytes of the batch-count cases (0: none)")
     ap.add_argument("--tail-mb", type=int, default=64)
     ap.add_argument("--dir", type=Path, default=None)
     args = ap.parse_args()
@@ -190,8 +190,9 @@ def main() -> None:
     if args.before is not None:
         variants.insert(0, ("before", args.before.resolve()))
     cases = [(f"{mb} MB in ~1 MB batches", mb, 1_000_000) for mb in args.sizes_mb]
-    cases += [(f"{args.batch_mb} MB in ~1 MB batches", args.batch_mb, 1_000_000),
-              (f"{args.batch_mb} MB in ~1 KB batches", args.batch_mb, 1_000)]
+    if args.batch_mb > 0:
+        cases += [(f"{args.batch_mb} MB in ~1 MB batches", args.batch_mb, 1_000_000),
+                  (f"{args.batch_mb} MB in ~1 KB batches", args.batch_mb, 1_000)]
     root = Path(tempfile.mkdtemp(prefix="restart-", dir=args.dir))
     try:
         print(f"| data | code | batch bytes | kill -9 restart (tail {args.tail_mb} MB) | "
