@@ -1,7 +1,9 @@
 """Api key -> handler, and the dispatch the server calls for every request.
 
-The advertised table is built from the handlers registered here, so a client
-is never told about an api this node cannot answer.
+Each handler module declares the versions it serves (its `VERSIONS`, next to the
+handlers); the advertised table and the routing table are built from those declarations
+for the api keys routed here, so a client is never told about an api this node cannot
+answer, and the numbers live in one place.
 """
 
 from __future__ import annotations
@@ -26,7 +28,7 @@ from odradek.broker.handlers import (
 )
 from odradek.broker.refusals import api_name, refused
 from odradek.broker.transport_signals import Disconnect
-from odradek.protocol.apis import SUPPORTED, ApiKey
+from odradek.protocol.apis import ApiKey, ApiVersionRange
 from odradek.protocol.errors import ProtocolError
 
 log = logging.getLogger(__name__)
@@ -76,12 +78,24 @@ HANDLERS: dict[ApiKey, Handler] = {
 WANTS_PEER = frozenset({groups.handle_join_group, groups.handle_consumer_group_heartbeat})
 
 
+# the handler modules whose VERSIONS declare what HANDLERS routes
+HANDLER_MODULES = (api_versions, cluster, configs, fetch, groups, list_offsets, metadata,
+                   partitions, produce, topics, transactions)
+
+
+def declarations() -> list[ApiVersionRange]:
+    """Every version range the handler modules declare, in module order (duplicates kept,
+    so a test can see them)."""
+    return [decl for module in HANDLER_MODULES for decl in module.VERSIONS]
+
+
 def advertised_apis() -> dict[int, tuple[int, int]]:
-    """The registered handlers with the version ranges the protocol layer serves."""
-    missing = [k.name for k in HANDLERS if k not in SUPPORTED]
+    """The routed api keys with the version ranges their handler modules declare."""
+    declared = {d.api_key: (d.min_version, d.max_version) for d in declarations()}
+    missing = [k.name for k in HANDLERS if k not in declared]
     if missing:
-        log.warning("handlers without a supported version range (not advertised): %s", missing)
-    return {int(k): SUPPORTED[k] for k in HANDLERS if k in SUPPORTED}
+        log.warning("handlers without a declared version range (not advertised): %s", missing)
+    return {int(k): declared[k] for k in HANDLERS if k in declared}
 
 
 class Dispatcher:

@@ -9,13 +9,14 @@ from __future__ import annotations
 
 import enum
 from collections.abc import Mapping
+from typing import NamedTuple
 
 __all__ = [
     "BEYOND_KAFKA_39",
     "FIRST_FLEXIBLE_VERSION",
     "KAFKA_39_VERSIONS",
-    "SUPPORTED",
     "ApiKey",
+    "ApiVersionRange",
     "is_flexible",
     "request_header_version",
     "response_header_version",
@@ -119,6 +120,18 @@ class ApiKey(enum.IntEnum):
     DELETE_SHARE_GROUP_OFFSETS = 92
 
 
+class ApiVersionRange(NamedTuple):
+    """The versions of one api a handler serves, both ends included.
+
+    Each broker handler module declares these next to its handlers; the broker routes and
+    advertises exactly what is declared.
+    """
+
+    api_key: ApiKey
+    min_version: int
+    max_version: int
+
+
 _K = ApiKey
 
 # First flexible version of each api ("flexibleVersions": "N+" in Kafka's
@@ -179,7 +192,7 @@ FIRST_FLEXIBLE_VERSION: Mapping[ApiKey, int | None] = {
 }
 
 # Versions a Kafka 3.9 broker advertises to clients (plus the broker/controller
-# apis for completeness); later issues pick their SUPPORTED range from here.
+# apis for completeness); the handlers pick their served range from here.
 KAFKA_39_VERSIONS: Mapping[ApiKey, tuple[int, int]] = {
     _K.PRODUCE: (0, 11),
     _K.FETCH: (0, 17),
@@ -246,61 +259,6 @@ KAFKA_39_VERSIONS: Mapping[ApiKey, tuple[int, int]] = {
     _K.REMOVE_RAFT_VOTER: (0, 0),
 }
 
-# What this node advertises: Kafka 3.9's client-facing ranges for the apis that
-# have a handler, narrowed where we cannot serve old formats:
-# - Fetch v0-3 would need down-conversion to magic 0/1 (not done);
-# - ListOffsets v0, CreateTopics v0-1, DeleteTopics v0, DescribeConfigs v0,
-#   DescribeLogDirs v0, OffsetForLeaderEpoch v0-1: Kafka 4 removed them and
-#   kio (our codec) has no schema for them.
-# Later issues add their apis here (FindCoordinator, JoinGroup, InitProducerId,
-# SaslHandshake, ...) when their handler exists; the broker may also build its
-# own table from registered handlers with `supported_versions`.
-SUPPORTED: dict[ApiKey, tuple[int, int]] = {
-    _K.PRODUCE: (0, 12),
-    _K.FETCH: (4, 17),
-    _K.LIST_OFFSETS: (1, 9),
-    _K.METADATA: (0, 12),
-    _K.API_VERSIONS: (0, 4),
-    _K.CREATE_TOPICS: (2, 7),
-    _K.DELETE_TOPICS: (1, 6),
-    _K.DELETE_RECORDS: (0, 2),
-    _K.OFFSET_FOR_LEADER_EPOCH: (2, 4),
-    _K.DESCRIBE_CONFIGS: (1, 4),
-    _K.ALTER_CONFIGS: (0, 2),
-    _K.DESCRIBE_LOG_DIRS: (1, 4),
-    _K.CREATE_PARTITIONS: (0, 3),
-    _K.INCREMENTAL_ALTER_CONFIGS: (0, 1),
-    _K.DESCRIBE_CLUSTER: (0, 1),
-    # consumer groups (issue 4); OffsetCommit/OffsetFetch start where kio's schemas do.
-    # ConsumerGroupHeartbeat/Describe go to v1 (Kafka 4.0, KIP-1082): librdkafka 2.10+
-    # needs v1 for group.protocol=consumer (listed in BEYOND_KAFKA_39).
-    _K.OFFSET_COMMIT: (2, 9),
-    _K.OFFSET_FETCH: (1, 9),
-    _K.FIND_COORDINATOR: (0, 5),
-    _K.JOIN_GROUP: (0, 9),
-    _K.HEARTBEAT: (0, 4),
-    _K.LEAVE_GROUP: (0, 5),
-    _K.SYNC_GROUP: (0, 5),
-    _K.DESCRIBE_GROUPS: (0, 5),
-    _K.LIST_GROUPS: (0, 5),
-    _K.DELETE_GROUPS: (0, 2),
-    _K.OFFSET_DELETE: (0, 0),
-    _K.CONSUMER_GROUP_HEARTBEAT: (0, 1),
-    _K.CONSUMER_GROUP_DESCRIBE: (0, 1),
-    # idempotent producers and transactions (issue 6)
-    _K.INIT_PRODUCER_ID: (0, 5),
-    _K.ADD_PARTITIONS_TO_TXN: (0, 5),
-    _K.ADD_OFFSETS_TO_TXN: (0, 4),
-    # Produce v12, EndTxn v5, TxnOffsetCommit v5: KIP-890 part 2 (Kafka 4.0, in
-    # BEYOND_KAFKA_39): epoch bumped at the end of every transaction, partitions added by
-    # the produce itself, TxnOffsetCommit doing AddOffsetsToTxn's work
-    _K.END_TXN: (0, 5),
-    _K.TXN_OFFSET_COMMIT: (0, 5),
-    _K.DESCRIBE_TRANSACTIONS: (0, 0),
-    _K.LIST_TRANSACTIONS: (0, 1),
-    _K.DESCRIBE_PRODUCERS: (0, 0),
-}
-
 # Versions advertised above Kafka 3.9's maximum, because current clients need them.
 BEYOND_KAFKA_39: Mapping[ApiKey, int] = {
     _K.CONSUMER_GROUP_HEARTBEAT: 1,
@@ -334,15 +292,17 @@ _CODEC_MIN: Mapping[ApiKey, int] = {
 
 
 def supported_versions(api_keys: list[int] | set[int] | Mapping[int, object]) -> dict[ApiKey, tuple[int, int]]:
-    """Kafka 3.9's range for each given api key, narrowed to what our codecs read.
+    """The widest range this node could serve for each given api key: Kafka 3.9's range,
+    raised to BEYOND_KAFKA_39 where current clients need more, narrowed to what our codecs read.
 
-    For the broker to build its advertised table from the handlers it has.
+    The ranges the node does serve are declared by its handlers (odradek.broker.handlers.*
+    VERSIONS) and must lie inside this.
     """
     out: dict[ApiKey, tuple[int, int]] = {}
     for key in api_keys:
         k = ApiKey(key)
-        lo, hi = SUPPORTED.get(k) or KAFKA_39_VERSIONS[k]
-        out[k] = (max(lo, _CODEC_MIN.get(k, 0)), hi)
+        lo, hi = KAFKA_39_VERSIONS[k]
+        out[k] = (max(lo, _CODEC_MIN.get(k, 0)), max(hi, BEYOND_KAFKA_39.get(k, hi)))
     return out
 
 

@@ -15,14 +15,10 @@ from kio.schema.request_header.v2.header import RequestHeader as KioHeaderV2
 from kio.serial import entity_writer
 
 from odradek.protocol.apis import (
-    BEYOND_KAFKA_39,
-    KAFKA_39_VERSIONS,
-    SUPPORTED,
     ApiKey,
     is_flexible,
     request_header_version,
     response_header_version,
-    supported_versions,
 )
 from odradek.protocol.errors import ProtocolError
 from odradek.protocol.headers import (
@@ -31,7 +27,6 @@ from odradek.protocol.headers import (
     encode_response_header,
     parse_request_header,
 )
-from odradek.protocol.messages import request_class
 
 ALL_KIO = [(k, v) for k, name in api_key_map.items() for v in sorted(schema_name_map[name])]
 
@@ -61,24 +56,6 @@ def test_removed_versions_and_apis() -> None:
     assert response_header_version(ApiKey.API_VERSIONS, 3) == 0
     assert request_header_version(ApiKey.API_VERSIONS, 99) == 2
     assert request_header_version(1234, 0) == 2  # unknown api: read as flexible
-
-
-def test_supported_is_servable() -> None:
-    for key, (lo, hi) in SUPPORTED.items():
-        k39 = KAFKA_39_VERSIONS[key]
-        assert k39[0] <= lo <= hi <= max(k39[1], BEYOND_KAFKA_39.get(key, -1)), key
-        for v in range(lo, hi + 1):
-            if key != ApiKey.PRODUCE:
-                request_class(key, v)
-    # versions older librdkafka (2.0.x) looks for
-    assert SUPPORTED[ApiKey.PRODUCE][0] == 0 and SUPPORTED[ApiKey.PRODUCE][1] >= 7
-    assert SUPPORTED[ApiKey.FETCH][0] <= 4 <= 10 <= SUPPORTED[ApiKey.FETCH][1]
-    assert SUPPORTED[ApiKey.LIST_OFFSETS][0] <= 1
-    extra = supported_versions([ApiKey.FIND_COORDINATOR, ApiKey.JOIN_GROUP, ApiKey.SASL_HANDSHAKE,
-                                ApiKey.INIT_PRODUCER_ID, ApiKey.OFFSET_COMMIT])
-    assert extra[ApiKey.FIND_COORDINATOR][0] == 0
-    assert extra[ApiKey.SASL_HANDSHAKE] == (0, 1)
-    assert extra[ApiKey.OFFSET_COMMIT][0] == 2  # kio reads v2+
 
 
 def _kio_header(api_key: int, version: int, corr: int, client_id: str | None) -> bytes:

@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 from kio.index import load_request_schema, load_response_schema
 from kio.schema.index import api_key_map, schema_name_map
 
-from odradek.protocol.apis import SUPPORTED
+from odradek.broker.apis import advertised_apis
 from odradek.protocol.errors import ErrorCode, KafkaError, ProtocolError, UnsupportedVersion
 from odradek.protocol.messages import (
     decode_request,
@@ -28,7 +28,7 @@ ALL_CLASSES = [load_request_schema(k, v) for k, v in ALL_KIO] + [
     load_response_schema(k, v) for k, v in ALL_KIO
 ]
 SERVED = [
-    (k, v) for k, (lo, hi) in SUPPORTED.items() for v in range(lo, hi + 1) if k != 0
+    (k, v) for k, (lo, hi) in advertised_apis().items() for v in range(lo, hi + 1) if k != 0
 ]  # produce has its own hand-written decoder (v0-2 are not in kio)
 
 _settings = settings(

@@ -6,6 +6,7 @@ from typing import Any
 
 from odradek.broker.entities import build
 from odradek.broker.handlers.common import Response, respond
+from odradek.protocol.apis import ApiKey, ApiVersionRange
 from odradek.protocol.errors import ErrorCode
 from odradek.protocol.messages import encode_response, response_class
 
@@ -13,6 +14,9 @@ from odradek.protocol.messages import encode_response, response_class
 def _api_keys(advertised: dict[int, tuple[int, int]]) -> list[dict[str, int]]:
     return [{"api_key": k, "min_version": lo, "max_version": hi}
             for k, (lo, hi) in sorted(advertised.items())]
+
+
+VERSIONS = (ApiVersionRange(ApiKey.API_VERSIONS, 0, 4),)
 
 
 def handle(ctx: Any, header: Any, frame: memoryview) -> Response:

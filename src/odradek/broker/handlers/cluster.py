@@ -7,10 +7,17 @@ from typing import Any
 
 from odradek.broker.handlers import admin
 from odradek.broker.handlers.common import Response, decode, respond
+from odradek.protocol.apis import ApiKey, ApiVersionRange
 from odradek.protocol.errors import ErrorCode
 
 NO_AUTHORIZED_OPS = -2147483648
 BROKERS_ENDPOINT = 1
+
+
+VERSIONS = (
+    ApiVersionRange(ApiKey.DESCRIBE_CLUSTER, 0, 1),
+    ApiVersionRange(ApiKey.DESCRIBE_LOG_DIRS, 1, 4),  # v0: removed in Kafka 4, not in kio
+)
 
 
 def handle_describe_cluster(ctx: Any, header: Any, frame: memoryview) -> Response:

@@ -12,6 +12,7 @@ from odradek.metadata.configs import (
     describe_topic_configs,
 )
 from odradek.metadata.controller import AlterConfigsResource, IncrementalAlterConfigsResource
+from odradek.protocol.apis import ApiKey, ApiVersionRange
 from odradek.protocol.errors import ErrorCode, KafkaError
 
 TOPIC = 2
@@ -59,6 +60,13 @@ def _describe_one(ctx: Any, res: Any, synonyms: bool, docs: bool) -> list[Any]:
                                        include_documentation=docs, names=keys)
     raise KafkaError(ErrorCode.invalid_request,
                      f"unsupported resource type {res.resource_type}")
+
+
+VERSIONS = (
+    ApiVersionRange(ApiKey.DESCRIBE_CONFIGS, 1, 4),  # v0: removed in Kafka 4, not in kio
+    ApiVersionRange(ApiKey.ALTER_CONFIGS, 0, 2),
+    ApiVersionRange(ApiKey.INCREMENTAL_ALTER_CONFIGS, 0, 1),
+)
 
 
 def handle_describe_configs(ctx: Any, header: Any, frame: memoryview) -> Response:

@@ -12,7 +12,7 @@ import uuid
 from functools import partial
 from typing import Any
 
-from odradek.protocol.apis import response_header_version
+from odradek.protocol.apis import ApiKey, ApiVersionRange, response_header_version
 from odradek.protocol.errors import ErrorCode
 from odradek.protocol.fetch import decode_fetch_request, encode_fetch_response
 from odradek.replication.fetch_params import FetchParams, FetchTopic, FetchTopicResult
@@ -20,6 +20,10 @@ from odradek.replication.fetch_params import FetchParams, FetchTopic, FetchTopic
 _ZERO_UUID = uuid.UUID(int=0)
 # topic ids in place of names from this version on (KIP-516)
 _TOPIC_IDS_VERSION = 13
+
+
+# v0-3 would need down-conversion to magic 0/1 (not done)
+VERSIONS = (ApiVersionRange(ApiKey.FETCH, 4, 17),)
 
 
 def handle(ctx: Any, header: Any, frame: memoryview) -> Any:

@@ -25,6 +25,7 @@ from odradek.coordinator.group.coordinator import (
     JoinRequest,
     OffsetCommitEntry,
 )
+from odradek.protocol.apis import ApiKey, ApiVersionRange
 from odradek.protocol.errors import ErrorCode
 
 log = logging.getLogger(__name__)
@@ -47,6 +48,26 @@ def _host(peer: str | None) -> str:
         return ""
     host = peer.rsplit(":", 1)[0] if ":" in peer else peer
     return "/" + host.strip("[]")
+
+
+# OffsetCommit/OffsetFetch start where kio's schemas do. ConsumerGroupHeartbeat/Describe go
+# to v1 (Kafka 4.0, KIP-1082, beyond Kafka 3.9): librdkafka 2.10+ needs v1 for
+# group.protocol=consumer.
+VERSIONS = (
+    ApiVersionRange(ApiKey.FIND_COORDINATOR, 0, 5),
+    ApiVersionRange(ApiKey.JOIN_GROUP, 0, 9),
+    ApiVersionRange(ApiKey.SYNC_GROUP, 0, 5),
+    ApiVersionRange(ApiKey.HEARTBEAT, 0, 4),
+    ApiVersionRange(ApiKey.LEAVE_GROUP, 0, 5),
+    ApiVersionRange(ApiKey.OFFSET_COMMIT, 2, 9),
+    ApiVersionRange(ApiKey.OFFSET_FETCH, 1, 9),
+    ApiVersionRange(ApiKey.OFFSET_DELETE, 0, 0),
+    ApiVersionRange(ApiKey.DESCRIBE_GROUPS, 0, 5),
+    ApiVersionRange(ApiKey.LIST_GROUPS, 0, 5),
+    ApiVersionRange(ApiKey.DELETE_GROUPS, 0, 2),
+    ApiVersionRange(ApiKey.CONSUMER_GROUP_HEARTBEAT, 0, 1),
+    ApiVersionRange(ApiKey.CONSUMER_GROUP_DESCRIBE, 0, 1),
+)
 
 
 # ------------------------------------------------------------------ FindCoordinator

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from odradek.broker.handlers.common import Response, decode, respond, valid_topic_name
+from odradek.protocol.apis import ApiKey, ApiVersionRange
 from odradek.protocol.errors import ErrorCode, KafkaError
 
 LATEST = -1
@@ -13,6 +14,10 @@ MAX_TIMESTAMP = -3
 EARLIEST_LOCAL = -4
 LATEST_TIERED = -5
 READ_COMMITTED = 1
+
+
+# v0: Kafka 4 removed it and kio (our codec) has no schema for it
+VERSIONS = (ApiVersionRange(ApiKey.LIST_OFFSETS, 1, 9),)
 
 
 def handle(ctx: Any, header: Any, frame: memoryview) -> Response:

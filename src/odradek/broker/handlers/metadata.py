@@ -18,6 +18,7 @@ from odradek.broker.handlers.common import (
     respond,
     valid_topic_name,
 )
+from odradek.protocol.apis import ApiKey, ApiVersionRange
 from odradek.protocol.errors import ErrorCode
 
 log = logging.getLogger(__name__)
@@ -52,6 +53,9 @@ def topic_entry(topic: Any) -> dict[str, Any]:
 def error_entry(code: ErrorCode, name: str | None, topic_id: Any = None) -> dict[str, Any]:
     return {"error_code": code, "name": name, "topic_id": topic_id, "is_internal": False,
             "partitions": (), "topic_authorized_operations": NO_AUTHORIZED_OPS}
+
+
+VERSIONS = (ApiVersionRange(ApiKey.METADATA, 0, 12),)
 
 
 def handle(ctx: Any, header: Any, frame: memoryview) -> Any:

@@ -5,7 +5,12 @@ from __future__ import annotations
 from typing import Any
 
 from odradek.broker.handlers.common import Response, decode, respond, valid_topic_name
+from odradek.protocol.apis import ApiKey, ApiVersionRange
 from odradek.protocol.errors import ErrorCode, KafkaError
+
+# OffsetForLeaderEpoch v0-1: removed in Kafka 4, not in kio
+VERSIONS = (ApiVersionRange(ApiKey.DELETE_RECORDS, 0, 2),
+            ApiVersionRange(ApiKey.OFFSET_FOR_LEADER_EPOCH, 2, 4))
 
 HIGH_WATERMARK = -1
 

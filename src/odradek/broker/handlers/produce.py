@@ -15,7 +15,7 @@ from odradek.broker import refusals
 from odradek.broker.handlers.common import INTERNAL_TOPICS, Response, valid_topic_name
 from odradek.broker.handlers.transactions import implicit_add_partition
 from odradek.broker.transport_signals import Disconnect
-from odradek.protocol.apis import response_header_version
+from odradek.protocol.apis import ApiKey, ApiVersionRange, response_header_version
 from odradek.protocol.errors import ErrorCode
 from odradek.protocol.produce import (
     PartitionResult,
@@ -27,6 +27,10 @@ from odradek.protocol.records import ATTR_TRANSACTIONAL, BATCH_HEADER_SIZE, Batc
 log = logging.getLogger(__name__)
 
 _VALID_ACKS = (-1, 0, 1)
+
+# v0-12; v12 (Kafka 4.0, KIP-890 part 2, beyond Kafka 3.9) adds the partition to the
+# transaction itself
+VERSIONS = (ApiVersionRange(ApiKey.PRODUCE, 0, 12),)
 
 
 def handle(ctx: Any, header: Any, frame: memoryview) -> Response | None:

@@ -9,7 +9,12 @@ from typing import Any
 from odradek.broker.handlers import admin
 from odradek.broker.handlers.common import INTERNAL_TOPICS, Response, decode, respond
 from odradek.metadata.controller import CreatableTopic, CreatePartitionsTopic, DeleteTopicResult
+from odradek.protocol.apis import ApiKey, ApiVersionRange
 from odradek.protocol.errors import ErrorCode
+
+# CreateTopics v0-1, DeleteTopics v0: removed in Kafka 4, not in kio
+VERSIONS = (ApiVersionRange(ApiKey.CREATE_TOPICS, 2, 7), ApiVersionRange(ApiKey.DELETE_TOPICS, 1, 6),
+            ApiVersionRange(ApiKey.CREATE_PARTITIONS, 0, 3))
 
 log = logging.getLogger(__name__)
 

@@ -16,6 +16,7 @@ from odradek.broker.entities import ms
 from odradek.broker.handlers.common import Response, decode, respond
 from odradek.coordinator import offsets_topic as ot
 from odradek.coordinator.transaction.coordinator import InitResult, TransactionCoordinator
+from odradek.protocol.apis import ApiKey, ApiVersionRange
 from odradek.protocol.errors import ErrorCode
 
 log = logging.getLogger(__name__)
@@ -33,6 +34,20 @@ def _tc(ctx: Any) -> TransactionCoordinator | None:
 def _ipid(header: Any, code: ErrorCode, pid: int = -1, epoch: int = -1) -> Response:
     return respond(header, {"throttle_time": 0, "error_code": code, "producer_id": pid,
                             "producer_epoch": epoch})
+
+
+# EndTxn v5, TxnOffsetCommit v5: KIP-890 part 2 (Kafka 4.0, beyond Kafka 3.9): epoch bumped
+# at the end of every transaction, TxnOffsetCommit doing AddOffsetsToTxn's work
+VERSIONS = (
+    ApiVersionRange(ApiKey.INIT_PRODUCER_ID, 0, 5),
+    ApiVersionRange(ApiKey.ADD_PARTITIONS_TO_TXN, 0, 5),
+    ApiVersionRange(ApiKey.ADD_OFFSETS_TO_TXN, 0, 4),
+    ApiVersionRange(ApiKey.END_TXN, 0, 5),
+    ApiVersionRange(ApiKey.TXN_OFFSET_COMMIT, 0, 5),
+    ApiVersionRange(ApiKey.DESCRIBE_TRANSACTIONS, 0, 0),
+    ApiVersionRange(ApiKey.LIST_TRANSACTIONS, 0, 1),
+    ApiVersionRange(ApiKey.DESCRIBE_PRODUCERS, 0, 0),
+)
 
 
 def handle_init_producer_id(ctx: Any, header: Any, frame: memoryview) -> Response:
