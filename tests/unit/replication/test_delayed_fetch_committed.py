@@ -31,12 +31,14 @@ def test_read_committed_wait_wakes_on_the_marker(tmp_path: Path) -> None:
         uncommitted = DelayedFetch([part], 1, 0)
         waits = [asyncio.ensure_future(committed.wait(30000)),
                  asyncio.ensure_future(uncommitted.wait(30000))]
-        await asyncio.sleep(0.01)
+        while len(part._watchers) < 2:  # both parked (their tasks ran once)
+            await asyncio.sleep(0)
         append(0)
         append(1)
-        await asyncio.sleep(0.05)
-        early = waits[0].done()
         assert await asyncio.wait_for(waits[1], 10)  # min_bytes reached, not the timer
+        # the appends woke every watcher at once: had they woken the read_committed wait,
+        # its task would have finished in the same loop pass as the one just awaited
+        early = waits[0].done()
         assert tc.end_txn("df", pid, epoch, True) == ErrorCode.none
         woke = await asyncio.wait_for(waits[0], 10)
         # a wait that starts after the marker it missed returns at once

@@ -27,15 +27,18 @@ def test_append_wakes_once_and_unregisters(tmp_path: Path) -> None:
 
     async def scenario() -> list[str]:
         calls: list[str] = []
+        called = asyncio.Event()
         purgatory = DelayedOperationPurgatory("Fetch")
         fetch = DelayedFetch([part], 1, 0, purgatory=purgatory)
-        assert fetch.start(30_000, lambda: calls.append("done"))
+        assert fetch.start(30_000, lambda: (calls.append("done"), called.set()))
         assert part._watchers and fetch in purgatory
         _append(part)
         _append(part)
         fetch.complete()
         assert calls == []  # never from inside the append
-        await asyncio.sleep(0.01)
+        await asyncio.wait_for(called.wait(), 10)
+        # one more pass: a second on_done (the other append, complete()) would run by now
+        await asyncio.sleep(0)
         assert not part._watchers and fetch not in purgatory
         return calls
 
@@ -50,13 +53,17 @@ def test_timeout_and_cancel(tmp_path: Path) -> None:
 
     async def scenario() -> tuple[list[str], list[str]]:
         timed: list[str] = []
+        timed_out = asyncio.Event()
         purgatory = DelayedOperationPurgatory("Fetch")
-        DelayedFetch([part], 10**9, 0, purgatory=purgatory).start(5, lambda: timed.append("done"))
         cancelled: list[str] = []
         fetch = DelayedFetch([part], 10**9, 0, purgatory=purgatory)
-        fetch.start(5, lambda: cancelled.append("done"))
+        fetch.start(1, lambda: cancelled.append("done"))
         fetch.cancel()
-        await asyncio.sleep(0.05)
+        # the cancelled fetch's timer was due before this one's: once this one has fired,
+        # the cancelled one would have fired too had cancel() not stopped it
+        DelayedFetch([part], 10**9, 0, purgatory=purgatory).start(
+            20, lambda: (timed.append("done"), timed_out.set()))
+        await asyncio.wait_for(timed_out.wait(), 10)
         assert not part._watchers and not purgatory
         return timed, cancelled
 
