@@ -134,7 +134,10 @@ def test_complete_all_answers_every_waiting_fetch(tmp_path: Path) -> None:
         waits = [asyncio.ensure_future(DelayedFetch([part], 1, 0, purgatory=purgatory)
                                        .wait(WAIT_MS))
                  for _ in range(3)]
-        await asyncio.sleep(0.05)
+        for _ in range(1000):  # each task parks its fetch on its first run
+            if len(purgatory) == 3:
+                break
+            await asyncio.sleep(0)
         woken = purgatory.complete_all()
         done = await asyncio.wait_for(asyncio.gather(*waits), DEADLINE_S)
         return woken, done, purgatory.complete_all()
