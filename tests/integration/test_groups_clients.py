@@ -10,6 +10,7 @@ from collections import Counter
 
 import pytest
 from aiokafka import AIOKafkaConsumer
+from confluent_kafka import Consumer, Producer, TopicPartition
 from kafka import KafkaConsumer
 
 from tests.integration.group_support import (
@@ -32,6 +33,16 @@ def node(tmp_path_factory):
     n.stop()
 
 
+def committed_total(bootstrap: str, group: str, topic: str) -> int:
+    """The group's committed offsets summed over the 6 partitions (read by a non-member)."""
+    c = Consumer({"bootstrap.servers": bootstrap, "group.id": group, "enable.auto.commit": False})
+    try:
+        parts = c.committed([TopicPartition(topic, p) for p in range(6)], timeout=10)
+    finally:
+        c.close()
+    return sum(max(tp.offset, 0) for tp in parts)
+
+
 def check_exactly_once(values: list[bytes]) -> None:
     counts = Counter(values)
     assert len(counts) == N, f"{N - len(counts)} records never consumed"
@@ -50,7 +61,10 @@ def test_confluent_group(node, protocol, strategy):
                    what="3 members sharing 6 partitions")
         produce(node.bootstrap, topic, N)
         wait_until(lambda: sum(m.count() for m in members) >= N, what="all records")
-        time.sleep(0.5)  # anything beyond N would be a duplicate
+        # every record is committed: a duplicate could only come from a fetch restarting
+        # below a committed offset, so what the members hold now is all they will ever get
+        wait_until(lambda: committed_total(node.bootstrap, topic, topic) == N,
+                   what="every record committed")
         assert disjoint_cover([m.assignment for m in members], 6)
         for m in members:
             assert {p for p, _, _ in m.records} <= m.assignment
@@ -62,8 +76,16 @@ def test_confluent_group(node, protocol, strategy):
     late = Member(confluent_conf(node.bootstrap, topic, protocol, strategy), [topic]).start()
     try:
         wait_until(lambda: late.assignment == set(range(6)), what="late member assigned")
-        time.sleep(1.0)
-        assert late.records == []
+        # one new record per partition: the late member reads each partition in order from
+        # its committed offset, so once it has all six, any record it had to re-read before
+        # them is in late.records too
+        sentinels = [b"after-%d" % p for p in range(6)]
+        producer = Producer({"bootstrap.servers": node.bootstrap})
+        for p, value in enumerate(sentinels):
+            producer.produce(topic, value, partition=p)
+        assert producer.flush(30) == 0
+        wait_until(lambda: late.count() >= 6, what="the late member reading the new records")
+        assert [v for _, _, v in late.records if v not in sentinels] == []
     finally:
         late.stop()
 
@@ -102,7 +124,8 @@ def test_kafka_python_group(node):
                    what="kafka-python members sharing 6 partitions")
         produce(node.bootstrap, topic, N)
         wait_until(lambda: sum(len(g) for g in got) >= N, what="all records")
-        time.sleep(0.5)
+        wait_until(lambda: committed_total(node.bootstrap, topic, topic) == N,
+                   what="every record committed")
         assert not errors, errors
         assert disjoint_cover(assigned, 6)
         check_exactly_once([v for g in got for _, v in g])
