@@ -10,7 +10,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from odradek.metadata.configs import BrokerConfig, log_config, parse_properties
+from odradek.metadata.config.broker_configs import BrokerConfig
+from odradek.metadata.config.java_properties import parse_properties
+from odradek.metadata.config.log_config import log_config
 
 DEFAULT_LISTENER = "PLAINTEXT://localhost:9092"
 

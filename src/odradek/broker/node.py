@@ -38,9 +38,10 @@ from odradek.broker.logging_setup import log_levels, logs_to_stderr, setup_loggi
 from odradek.broker.server import Server
 from odradek.broker.startup import Prepared, StartRefused, prepare
 from odradek.coordinator.startup import start_coordinators
-from odradek.metadata.configs import BrokerConfig, log_config
+from odradek.metadata.config.broker_configs import BrokerConfig
+from odradek.metadata.config.log_config import log_config
 from odradek.metadata.controller import Controller, load_image
-from odradek.metadata.properties import MetaPropertiesError, ensure_meta_properties
+from odradek.metadata.meta_properties import MetaPropertiesError, ensure_meta_properties
 from odradek.metadata.quorum import MetadataLogDamaged, MetadataQuorum
 from odradek.replication.manager import ReplicaManager
 from odradek.storage.cleaner.log_cleaner import CleanerConfig
