@@ -30,12 +30,12 @@ from odradek.broker.config import (
     check_config,
     event_loop_of,
     listeners_of,
-    load_config,
 )
 from odradek.broker.context import BrokerContext
 from odradek.broker.handlers import admin
 from odradek.broker.logging_setup import log_levels, logs_to_stderr, setup_logging
 from odradek.broker.server import Server
+from odradek.broker.server_properties import load_config
 from odradek.broker.startup import Prepared, StartRefused, prepare
 from odradek.coordinator.startup import start_coordinators
 from odradek.metadata.config.broker_configs import BrokerConfig
