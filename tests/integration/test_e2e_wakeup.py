@@ -18,9 +18,8 @@ import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 
 from odradek.client.admin import ensure_topic
-from odradek.replication import delayed_fetch
-from odradek.replication.delayed_fetch import DelayedFetch
 from odradek.replication.partition import Partition
+from odradek.replication.purgatory import DelayedFetch, DelayedOperationPurgatory
 from odradek.storage.config import LogConfig
 from odradek.storage.log import Log
 from tests.support.broker import BrokerProcess
@@ -131,12 +130,14 @@ def test_complete_all_answers_every_waiting_fetch(tmp_path: Path) -> None:
     part = Partition("t", 0, uuid.uuid4(), log, leader=1, leader_epoch=0, replicas=[1], isr=[1])
 
     async def scenario() -> tuple[int, list[bool], int]:
-        waits = [asyncio.ensure_future(DelayedFetch([part], 1, 0).wait(WAIT_MS))
+        purgatory = DelayedOperationPurgatory("Fetch")
+        waits = [asyncio.ensure_future(DelayedFetch([part], 1, 0, purgatory=purgatory)
+                                       .wait(WAIT_MS))
                  for _ in range(3)]
         await asyncio.sleep(0.05)
-        woken = delayed_fetch.complete_all()
+        woken = purgatory.complete_all()
         done = await asyncio.wait_for(asyncio.gather(*waits), DEADLINE_S)
-        return woken, done, delayed_fetch.complete_all()
+        return woken, done, purgatory.complete_all()
 
     try:
         woken, done, left = asyncio.run(scenario())

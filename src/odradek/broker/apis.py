@@ -25,7 +25,7 @@ from odradek.broker.handlers import (
     transactions,
 )
 from odradek.broker.refusals import api_name, refused
-from odradek.broker.server import Disconnect
+from odradek.broker.transport_signals import Disconnect
 from odradek.protocol.apis import SUPPORTED, ApiKey
 from odradek.protocol.errors import ProtocolError
 

@@ -28,21 +28,17 @@ import struct
 from collections.abc import Callable
 from typing import Any
 
+from odradek.broker.transport_signals import Disconnect
 from odradek.protocol.errors import FrameTooLarge, ProtocolError
 from odradek.protocol.fetch import FileRegion
 from odradek.protocol.framing import FrameReceiver
 from odradek.protocol.headers import encode_response_header, parse_request_header
-from odradek.replication.delayed_fetch import complete_all
 
 log = logging.getLogger(__name__)
 
 _SIZE = struct.Struct(">i")
 # requests one connection may have in flight before we stop reading from it
 MAX_IN_FLIGHT = 100
-
-
-class Disconnect(Exception):
-    """Raised by a handler: log the message and close this connection."""
 
 
 # A dispatcher turns (connection, frame) into: (response header version, body parts) or None
@@ -304,8 +300,17 @@ class Connection(asyncio.BufferedProtocol):
                 if not self.server.can_add_writer:
                     break
                 writable = self._writable = loop.create_future()
-                # the public add_writer refuses an fd a transport owns; the transport's own
-                # buffer is empty and stays so while we send, so the selector slot is ours
+                # Why the loop's private _add_writer: the public add_writer (and so
+                # loop.sock_sendfile, which calls it when the socket is full) raises for an fd
+                # a transport owns. The public transport-level loop.sendfile(transport, file,
+                # offset, count) works, but per region it pauses and resumes reading (two
+                # epoll_ctl; pipelined requests wait meanwhile), fstats and lseeks the segment
+                # fd and awaits two futures: measured with bench.node_cost (Fetch v11 of 1 MB,
+                # 5,000 per run, 3 runs each interleaved, bench/RESULTS-h13data.md) the node
+                # spent 0.33 CPU s per GB consumed with it against 0.27 with this. The
+                # transport's own buffer is empty and stays so while we send (nothing else is
+                # written until this response is out), so the selector slot is ours; it is
+                # released in _drop_writer, also from connection_lost before the fd closes.
                 loop._add_writer(self._sock_fd, _set_done, writable)  # type: ignore[attr-defined]
                 try:
                     await writable
@@ -387,15 +392,19 @@ class Server:
         for srv in self._servers:
             srv.close()
 
-    async def drain(self, timeout: float = 10.0) -> None:
-        """Let in-flight requests finish and their responses go out, then close connections."""
+    async def drain(self, timeout: float = 10.0,
+                    complete_delayed: Callable[[], object] | None = None) -> None:
+        """Let in-flight requests finish and their responses go out, then close connections.
+        `complete_delayed` is called once no new request can come in (the ReplicaManager's
+        purgatories)."""
         for conn in list(self.connections):
             if conn.transport is not None and not conn.closed:
                 conn.transport.pause_reading()  # no new requests from now on
         self.draining = True
         # long polls parked on the log answer now with what they have, as Kafka's
         # purgatory does at shutdown, instead of holding the drain for their max wait
-        complete_all()
+        if complete_delayed is not None:
+            complete_delayed()
         deadline = asyncio.get_running_loop().time() + timeout
         # handlers that finish start send tasks: wait until no task is left
         while self.tasks:

@@ -2,8 +2,8 @@
 
 Two families: helpers over confluent-kafka (`config` for bootstrap and -X settings,
 `consumer_settings` for the shipped fetch settings, `factory` for `admin_client`, `consumer`,
-`producer`, `admin.ensure_topic`), and odradek's own native client for reading and writing
-record batches as numpy columns: `connection` (one blocking socket per broker), `metadata`
+`producer`, re-exported here; `admin.ensure_topic`), and odradek's own native client for
+reading and writing record batches as numpy columns: `connection` (one blocking socket per broker), `metadata`
 (the leader lookup), `fetcher` (Fetch v11 for one partition), `columnar` (batches decoded into
 columns), `batch_builder` and `producer_columnar` (batches built from columns, sent as Produce
 v9). The perf tools built on them live in odradek.perf.

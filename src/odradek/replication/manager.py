@@ -9,33 +9,36 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import struct
+import os
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
-
-from crc32c import crc32c
+from typing import Any, TypeVar
 
 from odradek.protocol.errors import ErrorCode, InvalidRecord, KafkaError, ProtocolError
-from odradek.protocol.produce import validate_produce_batch
-from odradek.protocol.records import (
-    ATTR_TIMESTAMP_TYPE,
-    ATTRIBUTES_OFFSET,
-    CRC_OFFSET,
-    MAX_TIMESTAMP_OFFSET,
-    BatchHeader,
-    validate_batches,
+from odradek.protocol.fetch import FetchPartitionResponse
+from odradek.protocol.produce import MAX_PRODUCE_VERSION
+from odradek.protocol.records import BatchHeader
+from odradek.replication.fetch_params import (
+    INLINE_READ_BYTES,
+    FetchIsolation,
+    FetchParams,
+    FetchTopic,
+    FetchTopicResult,
 )
 from odradek.replication.partition import Partition
+from odradek.replication.purgatory import DelayedFetch, DelayedOperationPurgatory
 from odradek.storage.checkpoints import REPLICATION_OFFSET_CHECKPOINT, read_offsets, write_offsets
-from odradek.storage.cleaner.log_cleaner import has_keyless_record
+from odradek.storage.log_validator import validate_records
 
 log = logging.getLogger(__name__)
 
 HW_CHECKPOINT = REPLICATION_OFFSET_CHECKPOINT
+# produce v0-v2: several batches per partition, no ZSTD (the node's own multi-batch writes)
+_MULTI_BATCH_PRODUCE_VERSION = 2
+_R = TypeVar("_R")
 
 
 @dataclass(slots=True)
@@ -84,6 +87,10 @@ class ReplicaManager:
         # what checkpoint() last wrote (None: nothing yet): (LEO, log start) per log, HWs
         self._checkpointed_logs: dict[tuple[str, int], tuple[int, int]] | None = None
         self._checkpointed_hws: dict[tuple[str, int], int] | None = None
+        # requests waiting on this node's partitions (Kafka's purgatories): long-polling
+        # fetches; acks=all produces once followers exist (DelayedProduce)
+        self.fetch_purgatory = DelayedOperationPurgatory("Fetch")
+        self.produce_purgatory = DelayedOperationPurgatory("Produce")
 
     # --- lookups ---------------------------------------------------------
 
@@ -91,16 +98,6 @@ class ReplicaManager:
         return self.partitions.get((topic, partition))
 
     partition = get
-
-    def read(self, topic: str, partition: int, offset: int, max_bytes: int,
-             read_committed: bool = False, min_one_batch: bool = True) -> Any:
-        """Batches up to the HW (LSO when read_committed): storage's LogReadResult.
-        Raises KafkaError (UNKNOWN_TOPIC_OR_PARTITION, OFFSET_OUT_OF_RANGE)."""
-        part = self.partitions.get((topic, partition))
-        if part is None:
-            raise KafkaError(ErrorCode.unknown_topic_or_partition, f"{topic}-{partition}")
-        limit = part.last_stable_offset if read_committed else part.high_watermark
-        return part.log.read(offset, max_bytes, limit, min_one_batch)
 
     # --- following the image ---------------------------------------------
 
@@ -216,64 +213,34 @@ class ReplicaManager:
 
     def append(self, topic: str, partition: int, records: memoryview | None, acks: int,
                single_batch: bool = True) -> AppendResult:
-        """Validate and append records to (topic, partition); errors come back in the result."""
+        """Validate and append records to (topic, partition); errors come back in the result.
+        For the node's own writes (the coordinators): validated as the latest produce
+        version does (`single_batch=False`: as produce v0-v2, several batches)."""
         part = self.partitions.get((topic, partition))
         if part is None:
             return AppendResult(ErrorCode.unknown_topic_or_partition,
                                 message=f"{topic}-{partition} is not hosted here")
-        return self.append_to(part, records, acks, single_batch)
+        version = MAX_PRODUCE_VERSION if single_batch else _MULTI_BATCH_PRODUCE_VERSION
+        return self.append_to(part, records, acks, version)
 
     def append_to(self, part: Partition, records: memoryview | None, acks: int,
-                  single_batch: bool) -> AppendResult:
-        """Validate and append a produce request's records to one partition."""
+                  produce_version: int) -> AppendResult:
+        """Validate (storage's LogValidator, with what the request's version allows) and append
+        a produce request's records to one partition, as leader."""
         try:
             if records is None or len(records) == 0:
                 raise InvalidRecord("produce request without records")
             part.check_acks(acks)
-            # produce v3+ carries one batch per partition: the fast path checks it as
-            # validate_batches would (same errors), with one header unpack
-            headers = (validate_produce_batch(records) if single_batch
-                       else validate_batches(records))
-            config = part.log.config
-            # the policy is a list of "compact"/"delete": a substring test is the same test
-            if "compact" in config.cleanup_policy:
-                # Kafka's LogValidator: the only place produce looks at keys
-                pos = 0
-                for h in headers:
-                    if has_keyless_record(records[pos:pos + h.size], h):
-                        raise InvalidRecord(
-                            "Compacted topic cannot accept message without key in topic "
-                            f"partition {part.topic}-{part.index}.")
-                    pos += h.size
-            max_bytes = config.max_message_bytes
-            for h in headers:
-                if h.size > max_bytes:
-                    raise KafkaError(ErrorCode.message_too_large,
-                                     f"batch of {h.size} bytes exceeds max.message.bytes {max_bytes}")
-            append_time = (int(time.time() * 1000)
-                           if config.message_timestamp_type == "LogAppendTime" else None)
+            batches, append_time = validate_records(records, part.log.config, produce_version,
+                                                    part.topic, part.index)
             base = -1
-            pos = 0
-            for h in headers:
-                batch = records if len(headers) == 1 else records[pos:pos + h.size]
-                pos += h.size
-                if h.producer_id >= 0:
-                    # idempotence: a retried batch gets its original offset back
-                    dup = part.log.producer_state.check(h.producer_id, h.producer_epoch,
-                                                        h.base_sequence, h.last_offset_delta,
-                                                        h.attributes)
-                    if dup is not None:
-                        if base < 0:
-                            base = dup
-                        continue
-                if append_time is not None:
-                    batch, h = stamp_log_append_time(batch, append_time)
-                info = part.append(batch, h, append_time)
+            for batch, h in batches:
+                # a retried idempotent batch comes back with its original offsets
+                info = part.append_records_to_leader(batch, h,
+                                                     append_time if append_time >= 0 else None)
                 if base < 0:
                     base = info.first_offset
-            return AppendResult(ErrorCode.none, base,
-                                append_time if append_time is not None else -1,
-                                part.log_start_offset)
+            return AppendResult(ErrorCode.none, base, append_time, part.log_start_offset)
         except KafkaError as exc:
             code = exc.code
             if code == ErrorCode.invalid_txn_state and self.producer_epoch_of is not None:
@@ -293,6 +260,130 @@ class ReplicaManager:
         if current is not None and h.producer_epoch < current:
             return ErrorCode.invalid_producer_epoch
         return code
+
+    # --- fetch -----------------------------------------------------------
+
+    def fetch_messages(self, params: FetchParams, topics: list[FetchTopic],
+                       respond: Callable[[list[FetchTopicResult]], _R]) -> _R | asyncio.Future[_R]:
+        """Read what `topics` ask for, up to the bound `params` sets (log end for a follower,
+        LSO for read_committed, HW else), and return `respond(results)`; or, when fewer than
+        min_bytes were found and the fetch may wait, a future resolved with `respond(results)`
+        of a second read once min_bytes arrived, max_wait_ms passed or the node stops (the
+        fetch purgatory; callbacks, not a coroutine: no task per long poll).
+
+        `topics`: (name or None for an unknown topic id, topic id, [(partition, fetch offset,
+        partition max bytes, current leader epoch)]). `results`: (name or "", topic id,
+        [FetchPartitionResponse]) in the same order. A partition's errors are in its response
+        (UNKNOWN_TOPIC_OR_PARTITION, UNKNOWN_TOPIC_ID, FENCED_LEADER_EPOCH,
+        UNKNOWN_LEADER_EPOCH, OFFSET_OUT_OF_RANGE); a fetch with an error never waits."""
+        results, accumulated, errors, watched = self._read_from_log(params, topics)
+        if (accumulated >= params.min_bytes or params.max_wait_ms <= 0 or errors
+                or not watched):
+            return respond(results)
+        return self._delay_fetch(params, topics, respond, accumulated, watched)
+
+    def _delay_fetch(self, params: FetchParams, topics: list[FetchTopic],
+                     respond: Callable[[list[FetchTopicResult]], _R], accumulated: int,
+                     watched: dict[Partition, int]) -> _R | asyncio.Future[_R]:
+        # apart from fetch_messages: its closures would cost every fetch their cells
+        # read_committed waits for the LSO to pass what was read, not for appends under it
+        delayed = DelayedFetch(watched, params.min_bytes, accumulated,
+                               read_committed=params.isolation == FetchIsolation.TXN_COMMITTED,
+                               stable_offsets=watched, purgatory=self.fetch_purgatory)
+        fut: asyncio.Future[_R] = asyncio.get_running_loop().create_future()
+
+        def complete() -> None:
+            if fut.done():  # cancelled: the connection or the node went away
+                return
+            try:
+                fut.set_result(respond(self._read_from_log(params, topics)[0]))
+            except Exception as exc:  # reported by the server as a failed handler
+                fut.set_exception(exc)
+
+        if not delayed.start(params.max_wait_ms, complete):
+            return respond(self._read_from_log(params, topics)[0])
+        fut.add_done_callback(lambda _: delayed.cancel())  # a cancelled one stops waiting
+        return fut
+
+    def complete_delayed_operations(self) -> int:
+        """Answer every parked request now with what there is (shutdown, as Kafka's purgatories
+        complete theirs): how many there were."""
+        return self.fetch_purgatory.complete_all() + self.produce_purgatory.complete_all()
+
+    def _read_from_log(self, params: FetchParams, topics: list[FetchTopic]
+                       ) -> tuple[list[FetchTopicResult], int, bool, dict[Partition, int]]:
+        """The results, bytes read, whether any partition failed, and the partitions a long
+        poll watches with the LSO each was read at (Kafka's readFromLog)."""
+        isolation = params.isolation
+        committed = isolation == FetchIsolation.TXN_COMMITTED
+        to_log_end = isolation == FetchIsolation.LOG_END
+        aborted: list[tuple[int, int]] | None = [] if committed else None
+        remaining = params.max_bytes
+        min_one = True
+        accumulated = 0
+        errors = False
+        watched: dict[Partition, int] = {}
+        partitions = self.partitions
+        out: list[FetchTopicResult] = []
+        for name, tid, parts in topics:
+            results = []
+            for index, offset, part_max, leader_epoch in parts:
+                part = partitions.get((name, index)) if name is not None else None
+                if part is None:
+                    code = (ErrorCode.unknown_topic_id if params.topic_ids and name is None
+                            else ErrorCode.unknown_topic_or_partition)
+                    results.append(FetchPartitionResponse(index, code, -1, -1, -1, None, -1,
+                                                          None))
+                    errors = True
+                    continue
+                hw = part.high_watermark
+                lso = part.last_stable_offset
+                if leader_epoch >= 0 and leader_epoch != part.leader_epoch:
+                    results.append(FetchPartitionResponse(
+                        index, part.leader_epoch_error(leader_epoch), hw, lso,
+                        part.log_start_offset, None, -1, None))
+                    errors = True
+                    continue
+                lg = part.log
+                start = lg.log_start_offset
+                leo = lg.log_end_offset
+                upper = leo if to_log_end else lso if committed else hw
+                if start <= offset <= leo and offset >= (upper if upper < leo else leo):
+                    # a consumer at the tail (the common case of a long poll): what Log.read
+                    # answers for it, without its lock and segment lookup
+                    region = None
+                    size = 0
+                else:
+                    limit = min(part_max, remaining) if remaining > 0 else 0
+                    try:
+                        res = lg.read(offset, max(limit, 0), upper, min_one)
+                    except KafkaError as exc:
+                        results.append(FetchPartitionResponse(
+                            index, exc.code, hw, lso, lg.log_start_offset, None, -1, None))
+                        errors = True
+                        continue
+                    region = res.region
+                    size = region.size if region is not None else 0
+                    start = lg.log_start_offset
+                if size:
+                    remaining -= size
+                    accumulated += size
+                    min_one = False
+                watched[part] = lso
+                # the clients drop the aborted transactions' records themselves
+                txns = part.aborted_transactions(offset, lso) if committed and size else aborted
+                records: Any = region if size else None
+                if 0 < size <= INLINE_READ_BYTES:
+                    try:
+                        data = os.pread(region.fd, size, region.position)  # type: ignore[union-attr]
+                    except OSError:  # the segment went away: the region path reports it
+                        data = b""
+                    if len(data) == size:
+                        records = data
+                results.append(FetchPartitionResponse(index, ErrorCode.none, hw, lso, start,
+                                                       txns, -1, records))
+            out.append((name or "", tid, results))
+        return out, accumulated, errors, watched
 
     # --- producer state --------------------------------------------------
 
@@ -345,17 +436,3 @@ class ReplicaManager:
     def read_hw_checkpoint(self) -> dict[tuple[str, int], int]:
         return read_offsets(self.data_dir / HW_CHECKPOINT)
 
-
-def stamp_log_append_time(batch: memoryview, now_ms: int) -> tuple[memoryview, BatchHeader]:
-    """A copy of the batch marked LogAppendTime with max timestamp `now_ms`, CRC redone.
-
-    The one place the produce path copies a batch: topics with
-    message.timestamp.type=LogAppendTime, as Kafka rewrites them too.
-    """
-    buf = bytearray(batch)
-    attrs = struct.unpack_from(">h", buf, ATTRIBUTES_OFFSET)[0] | ATTR_TIMESTAMP_TYPE
-    struct.pack_into(">h", buf, ATTRIBUTES_OFFSET, attrs)
-    struct.pack_into(">q", buf, MAX_TIMESTAMP_OFFSET, now_ms)
-    struct.pack_into(">I", buf, CRC_OFFSET, crc32c(memoryview(buf)[ATTRIBUTES_OFFSET:]))
-    view = memoryview(buf)
-    return view, BatchHeader.parse(view)

@@ -61,6 +61,15 @@ class Partition:
         """(producer id, first offset) of aborted transactions overlapping [start, end)."""
         return self.log.producer_state.txn_index.collect(start, end)
 
+    def leader_epoch_error(self, current_leader_epoch: int) -> ErrorCode | None:
+        """A request's current_leader_epoch checked against ours (-1: not checked): older is
+        FENCED_LEADER_EPOCH, newer (we have not heard of it yet) UNKNOWN_LEADER_EPOCH."""
+        if current_leader_epoch < 0 or current_leader_epoch == self.leader_epoch:
+            return None
+        if current_leader_epoch < self.leader_epoch:
+            return ErrorCode.fenced_leader_epoch
+        return ErrorCode.unknown_leader_epoch
+
     # --- produce ---------------------------------------------------------
 
     def check_acks(self, acks: int) -> None:
@@ -71,15 +80,38 @@ class Partition:
                                  f"{len(self.isr)} in-sync replicas, min.insync.replicas is "
                                  f"{min_isr}")
 
-    def append(self, batch: memoryview, header: Any, log_append_time_ms: int | None) -> Any:
-        """Append one validated batch; returns the storage AppendInfo."""
-        info = self.log.append(batch, header, self.leader_epoch, log_append_time_ms)
+    def append_records_to_leader(self, batch: memoryview, header: Any,
+                                 log_append_time_ms: int | None) -> Any:
+        """Append one validated client batch as leader, after the producer-state check; returns
+        the storage AppendInfo (for a retried idempotent batch, the offsets it was first given,
+        and nothing appended)."""
+        if header.producer_id < 0:  # no producer state to check: one call less
+            info = self.log.append(batch, header, self.leader_epoch, log_append_time_ms)
+        else:
+            info = self.log.append_as_leader(batch, header, self.leader_epoch,
+                                             log_append_time_ms)
+            if info.duplicate:
+                return info
+        # the produce hot path: _appended inline
         self.high_watermark = self.log.log_end_offset
         if self._watchers:
             size = len(batch)
             for watcher in tuple(self._watchers):
                 watcher(self, size)
         return info
+
+    def append(self, batch: memoryview, header: Any, log_append_time_ms: int | None) -> Any:
+        """Append one batch of the node's own (a coordinator's record or transaction marker):
+        no client checks. Returns the storage AppendInfo."""
+        info = self.log.append(batch, header, self.leader_epoch, log_append_time_ms)
+        self._appended(len(batch))
+        return info
+
+    def _appended(self, size: int) -> None:
+        self.high_watermark = self.log.log_end_offset
+        if self._watchers:
+            for watcher in tuple(self._watchers):
+                watcher(self, size)
 
     # --- delayed fetch ---------------------------------------------------
 

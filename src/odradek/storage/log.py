@@ -32,6 +32,12 @@ from odradek.storage.config import LogConfig
 from odradek.storage.epochs import LeaderEpochCache
 from odradek.storage.log_dir_failure import channel_for
 from odradek.storage.producer_state import ProducerStateManager, load_producer_state
+from odradek.storage.recovery import (
+    LogDamaged,
+    index_last_batch,
+    load_segments,
+    remove_orphan_indexes,
+)
 from odradek.storage.segment import (
     H_BASE,
     H_LAST_DELTA,
@@ -39,26 +45,19 @@ from odradek.storage.segment import (
     H_MAX_TS,
     NO_TIMESTAMP,
     Segment,
-    SegmentDamaged,
     SegmentTorn,
 )
+
+__all__ = ["AppendInfo", "Log", "LogDamaged", "LogReadResult"]
 
 log = logging.getLogger(__name__)
 
 PARTITION_METADATA = "partition.metadata"
 _LOG_FILE = re.compile(r"^(\d{20})\.log$")
-_INDEX_FILE = re.compile(r"^(\d{20})\.(index|timeindex|txnindex|snapshot)$")
+# (a producer snapshot is named by an offset, not by a segment: never an orphan)
+_INDEX_FILE = re.compile(r"^(\d{20})\.(index|timeindex|txnindex)$")
 _DIR_NAME = re.compile(r"^(.+)-(\d+)$")
 _LEFTOVER_SUFFIXES = (".tmp", ".cleaned", ".swap", ".deleted")
-
-
-class LogDamaged(Exception):
-    """Recovery found damage below the offset the caller knows to be durable; nothing was cut."""
-
-    def __init__(self, message: str, path: Path, offset: int) -> None:
-        super().__init__(message)
-        self.path = path
-        self.offset = offset
 
 
 class AppendInfo(NamedTuple):
@@ -67,6 +66,8 @@ class AppendInfo(NamedTuple):
     max_timestamp: int
     offset_of_max_timestamp: int
     log_append_time_ms: int
+    # a retried idempotent batch: the offsets it was given first, nothing appended
+    duplicate: bool = False
 
 
 class LogReadResult(NamedTuple):
@@ -152,6 +153,10 @@ class Log:
         # Guards the segment list: the log cleaner's swap runs on its own thread.
         self.lock = threading.RLock()
         self._allow_gaps = False
+        # what open() read of the `.log` files: CRC-scanned past the recovery point, walked
+        # below it (index checks); both 0 after a clean shutdown but for those checks
+        self.bytes_recovered_at_open = 0
+        self.bytes_checked_at_open = 0
         # The health of the log directory (Kafka's LogDirFailureChannel), shared by its logs.
         self.dir_state = channel_for(directory.parent)
         # Internal topics (offsets, transactions) stay writable below the free-space floor:
@@ -244,80 +249,20 @@ class Log:
             if m:
                 index_bases.add(int(m.group(1)))
         bases.sort()
-        # Index files without their .log are leftovers of a deleted segment.
-        for orphan in sorted(index_bases.difference(bases)):
-            log.info("%s: removing the index files of segment %d, whose .log is gone",
-                     self._dir, orphan)
-            for suffix in (".index", ".timeindex"):
-                with contextlib.suppress(FileNotFoundError):
-                    (self._dir / f"{orphan:020d}{suffix}").unlink()
-
+        remove_orphan_indexes(self._dir, sorted(index_bases.difference(bases)))
+        loaded = load_segments(
+            self._dir, bases, self.config, _now_ms(), recovery_point, self._allow_gaps,
+            self._epoch_seen, protect_below,
+        )
+        segments, recovered, rebuilt = loaded.segments, loaded.recovered, loaded.rebuilt
+        self.bytes_recovered_at_open = loaded.bytes_recovered
+        self.bytes_checked_at_open = loaded.bytes_checked
+        if loaded.bytes_recovered and protect_below is None:
+            # the proof of a start that read only its unflushed tail (issue 22)
+            log.info("%s: recovered %d bytes past the recovery point %d (%d bytes checked "
+                     "below it)", self._dir, loaded.bytes_recovered, recovery_point,
+                     loaded.bytes_checked)
         now = _now_ms()
-        segments = [Segment(self._dir, base, self.config, now) for base in bases]
-        if self._allow_gaps:
-            for seg in segments:
-                seg.contiguous = False
-        # The segment holding the recovery point and all after it may hold unflushed data.
-        first_dirty = max(0, bisect.bisect_right(bases, recovery_point) - 1) if bases else 0
-        recovered = False
-        rebuilt: list[Segment] = []
-        i = 0
-        while i < len(segments):
-            seg = segments[i]
-            is_last = i == len(segments) - 1
-            reason = ""
-            if i < first_dirty:
-                ok = seg.load_clean(check_crc=False)
-                reason = seg.unclean_reason
-            elif i == first_dirty and is_last:
-                # Shut down cleanly (or flushed to the end): indexes are checked, the batches
-                # after the last index entry CRC-checked, and the end must be the recovery point.
-                ok = seg.load_clean(check_crc=True)
-                reason = seg.unclean_reason
-                ok = ok and seg.next_offset == recovery_point
-            else:
-                ok = False
-            if not ok:
-                recovered = True
-                rebuilt.append(seg)
-                size_before = seg.size
-                try:
-                    cut = seg.recover(self._epoch_seen, protect_below)
-                except SegmentDamaged as exc:
-                    for other in segments:
-                        other.close()
-                    raise LogDamaged(
-                        f"{exc}, below offset {protect_below} known to be flushed",
-                        exc.path, exc.offset,
-                    ) from exc
-                if reason:
-                    # a segment below the recovery point (or a clean one) had to be rebuilt
-                    log.warning("%s; rebuilt the indexes of segment %d of %s from its batches",
-                                reason, seg.base_offset, self._dir.name)
-                elif protect_below is None:
-                    # (the metadata log, opened with a floor, is scanned whole at every start)
-                    log.info("%s: recovering unflushed segment %d (recovery point %d)",
-                             self._dir, seg.base_offset, recovery_point)
-                if cut:
-                    log.warning(
-                        "%s: segment %d has a torn or corrupt batch at byte %d (offset %d); "
-                        "cut %d bytes there",
-                        self._dir, seg.base_offset, seg.size, seg.next_offset,
-                        size_before - seg.size,
-                    )
-                    for dropped in segments[i + 1 :]:
-                        log.warning(
-                            "%s: deleted segment %d, which followed the corruption",
-                            self._dir,
-                            dropped.base_offset,
-                        )
-                        dropped.close()
-                        dropped.delete_files()
-                    del segments[i + 1 :]
-            if i < len(segments) - 1:
-                seg.on_become_inactive()
-            i += 1
-
         if not segments:
             segments = [
                 Segment(self._dir, max(log_start_offset, recovery_point, 0), self.config, now)
@@ -409,6 +354,29 @@ class Log:
             seg.update_config(config)
 
     # ---------------------------------------------------------------- append
+
+    def append_as_leader(
+        self,
+        batch: memoryview,
+        header: BatchHeader,
+        leader_epoch: int,
+        log_append_time_ms: int | None = None,
+    ) -> AppendInfo:
+        """`append` after the producer-state check (Kafka's analyzeAndValidateProducerState),
+        under the lock that also covers recording the batch's producer state: a batch an
+        idempotent producer retries gets back the offsets it was given first (`duplicate`,
+        nothing appended); out of order or fenced raises the KafkaError its state says."""
+        if header.producer_id < 0:
+            return self.append(batch, header, leader_epoch, log_append_time_ms)
+        with self.lock:
+            first = self.producer_state.check(
+                header.producer_id, header.producer_epoch, header.base_sequence,
+                header.last_offset_delta, header.attributes,
+            )
+            if first is not None:
+                last = first + header.last_offset_delta
+                return AppendInfo(first, last, -1, last, -1, True)
+            return self.append(batch, header, leader_epoch, log_append_time_ms)
 
     def append(
         self,
@@ -551,8 +519,12 @@ class Log:
             self._roll(self._leo, _now_ms())
 
     def _roll(self, base_offset: int, now: int) -> Segment:
+        # Kafka's snapshot at roll: a restart after kill -9 scans producers from here, not
+        # from the log's start; snapshots older than the first segment are of no more use.
         self.producer_state.take_snapshot(base_offset)
+        self.producer_state.delete_snapshots_below(self._segments[0].base_offset)
         old = self._segments[-1]
+        index_last_batch(old)
         old.on_become_inactive()
         seg = Segment(self._dir, base_offset, self.config, now)
         if seg.size:
@@ -905,6 +877,7 @@ class Log:
             return
         self._closed = True
         if not self._abandoned and not self.dir_state.offline:
+            index_last_batch(self._segments[-1])
             self._segments[-1].on_become_inactive()
             self.producer_state.take_snapshot(self._leo)
         for seg in self._segments:

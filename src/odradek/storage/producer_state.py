@@ -11,7 +11,9 @@ key is read to tell a commit from an abort).
 
 The state is snapshotted as `<offset>.snapshot` files in Kafka's format (at segment roll
 and at clean shutdown) and rebuilt at open from the newest snapshot plus a scan of the
-batches written after it.
+batches written after it. As in Kafka, a log with no producer still takes its snapshots (an
+empty state is a state): after a clean shutdown the newest snapshot stands at the log end
+offset and start-up reads no batch at all.
 """
 
 from __future__ import annotations
@@ -126,9 +128,12 @@ class ProducerStateManager:
         # producer id -> first offset of its open transaction on this partition
         self.ongoing: dict[int, int] = {}
         self.last_snapshot_offset = -1
+        # what the last load_producer_state walked: batches and their bytes (0 after a clean
+        # shutdown: the proof that start-up read no record data for this state)
+        self.scanned_batches = 0
+        self.scanned_bytes = 0
         # where the state stands: every batch below this offset has been applied
         self.map_end_offset = 0
-        self._had_snapshots = False
         # producer id -> epoch the transaction coordinator added this partition for (KIP-890):
         # a transaction's first batch here must be expected
         self.verified: dict[int, int] = {}
@@ -265,8 +270,8 @@ class ProducerStateManager:
             return None
         # producer.id.expiration.ms: idle producers leave with the next snapshot
         self.remove_expired()
-        if not self.producers and self.last_snapshot_offset < 0 and not self._had_snapshots:
-            return None  # a log that never saw a producer id keeps no snapshot files
+        # Taken even for a log that never saw a producer id (Kafka does too): without it the
+        # next start would scan the whole log to learn that there is nothing to learn.
         path = snapshot_path(self.dir, offset)
         try:
             atomic_write(path, self.encode_snapshot())
@@ -276,7 +281,6 @@ class ProducerStateManager:
                                        "snapshot %s failed: %s", self.dir, path.name, exc)
             return None
         self.last_snapshot_offset = offset
-        self._had_snapshots = True
         return path
 
     def load_snapshot(self, data: bytes) -> None:
@@ -322,7 +326,6 @@ class ProducerStateManager:
         stands at (where a scan must resume), log_start_offset when there is none."""
         self.producers, self.ongoing = {}, {}
         offsets = self.snapshot_offsets()
-        self._had_snapshots = bool(offsets)
         for off in offsets:
             if off > log_end_offset:
                 with contextlib.suppress(FileNotFoundError):
@@ -411,7 +414,8 @@ _H_ATTRS, _H_LAST_DELTA, _H_MAX_TS, _H_PID, _H_PEPOCH, _H_SEQ = 5, 6, 8, 9, 10, 
 
 def rebuild(state: ProducerStateManager, the_log: object, start: int) -> int:
     """Apply the batches of `the_log` from offset `start` to its end (recovery after the
-    newest snapshot). Returns how many batches were applied."""
+    newest snapshot). Returns how many batches were applied; `state.scanned_bytes` grows by
+    their size."""
     applied = 0
     for seg in the_log.segments:  # type: ignore[attr-defined]
         if seg.next_offset <= start:
@@ -437,6 +441,8 @@ def rebuild(state: ProducerStateManager, the_log: object, start: int) -> int:
             if done is not None and done.is_aborted:
                 state.index_abort(done, seg.base_offset)
             applied += 1
+            state.scanned_bytes += h[1] + 12
+    state.scanned_batches += applied
     return applied
 
 
@@ -455,6 +461,7 @@ def load_producer_state(the_log: object, expiration_ms: int | None = None) -> Pr
     if start < leo:
         n = rebuild(state, the_log, start)
         if n:
-            log.info("%s: producer state rebuilt from offset %d (%d batches)", state.dir, start, n)
+            log.info("%s: producer state rebuilt from offset %d (%d batches, %d bytes)",
+                     state.dir, start, n, state.scanned_bytes)
     state.map_end_offset = leo
     return state

@@ -9,7 +9,7 @@ from pathlib import Path
 
 from odradek.protocol.errors import ErrorCode
 from odradek.protocol.records import Record, build_batch
-from odradek.replication.delayed_fetch import DelayedFetch
+from odradek.replication.purgatory import DelayedFetch
 from tests.unit.coordinator.test_txn_offsets_replay import setup
 
 

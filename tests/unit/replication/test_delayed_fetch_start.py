@@ -1,4 +1,4 @@
-"""DelayedFetch.start: one on_done per park, watchers and timer gone after it."""
+"""DelayedFetch.start: one on_done per park, watchers, timer and purgatory entry gone after it."""
 
 from __future__ import annotations
 
@@ -7,9 +7,8 @@ import uuid
 from pathlib import Path
 
 from odradek.protocol.records import BatchHeader, Record, build_batch
-from odradek.replication import delayed_fetch
-from odradek.replication.delayed_fetch import DelayedFetch
 from odradek.replication.partition import Partition
+from odradek.replication.purgatory import DelayedFetch, DelayedOperationPurgatory
 from odradek.storage.log import Log, LogConfig
 
 
@@ -28,15 +27,16 @@ def test_append_wakes_once_and_unregisters(tmp_path: Path) -> None:
 
     async def scenario() -> list[str]:
         calls: list[str] = []
-        fetch = DelayedFetch([part], 1, 0)
+        purgatory = DelayedOperationPurgatory("Fetch")
+        fetch = DelayedFetch([part], 1, 0, purgatory=purgatory)
         assert fetch.start(30_000, lambda: calls.append("done"))
-        assert part._watchers and fetch in delayed_fetch._WAITING
+        assert part._watchers and fetch in purgatory
         _append(part)
         _append(part)
         fetch.complete()
         assert calls == []  # never from inside the append
         await asyncio.sleep(0.01)
-        assert not part._watchers and fetch not in delayed_fetch._WAITING
+        assert not part._watchers and fetch not in purgatory
         return calls
 
     try:
@@ -50,13 +50,14 @@ def test_timeout_and_cancel(tmp_path: Path) -> None:
 
     async def scenario() -> tuple[list[str], list[str]]:
         timed: list[str] = []
-        DelayedFetch([part], 10**9, 0).start(5, lambda: timed.append("done"))
+        purgatory = DelayedOperationPurgatory("Fetch")
+        DelayedFetch([part], 10**9, 0, purgatory=purgatory).start(5, lambda: timed.append("done"))
         cancelled: list[str] = []
-        fetch = DelayedFetch([part], 10**9, 0)
+        fetch = DelayedFetch([part], 10**9, 0, purgatory=purgatory)
         fetch.start(5, lambda: cancelled.append("done"))
         fetch.cancel()
         await asyncio.sleep(0.05)
-        assert not part._watchers and not delayed_fetch._WAITING
+        assert not part._watchers and not purgatory
         return timed, cancelled
 
     try:

@@ -23,7 +23,7 @@ from odradek.storage.producer_state import (
     control_marker,
     snapshot_path,
 )
-from tests.unit.storage.support import open_log, small_config
+from tests.unit.storage.support import append_values, open_log, small_config
 
 
 def batch(pid: int, epoch: int, seq: int, n: int = 3, txn: bool = False) -> tuple[memoryview, BatchHeader]:
@@ -206,3 +206,89 @@ def test_txn_index_collect_truncate_and_reload(tmp_path: Path) -> None:
     (tmp_path / f"{0:020d}.log").unlink()
     assert TxnIndex.load(tmp_path).collect(0, 200) == []
     assert not index_path(tmp_path, 0).exists()
+
+
+# ------------------------------------------------- snapshots of every log (issue 22)
+
+
+def test_empty_state_is_snapshotted_and_restored(tmp_path: Path) -> None:
+    s = ProducerStateManager(tmp_path)
+    s.map_end_offset = 7
+    assert s.take_snapshot() == snapshot_path(tmp_path, 7)  # no producer: still a snapshot
+    assert s.take_snapshot() is None  # already there
+    t = ProducerStateManager(tmp_path)
+    assert t.load_latest(9) == 7 and t.producers == {} and t.ongoing == {}
+
+
+def test_log_without_producers_snapshots_at_roll_and_close(tmp_path: Path) -> None:
+    log = open_log(tmp_path, small_config(segment_bytes=400))
+    for i in range(12):
+        append_values(log, [b"v%03d" % i + b"." * 60])
+    bases = [s.base_offset for s in log.segments]
+    assert len(bases) > 2
+    # one snapshot per roll, at the new segment's base offset, though no producer id was seen
+    assert log.producer_state.snapshot_offsets() == bases[1:]
+    leo = log.log_end_offset
+    log.close()
+    assert snapshot_path(log.dir, leo).exists()
+    again = open_log(tmp_path, small_config(segment_bytes=400), recovery_point=leo)
+    assert again.producer_state.scanned_batches == 0
+    assert again.producer_state.scanned_bytes == 0
+    again.close()
+
+
+def test_clean_reopen_reads_no_batch_for_producer_state(tmp_path: Path) -> None:
+    log = open_log(tmp_path, small_config(segment_bytes=400))
+    seq = 0
+    for _ in range(10):
+        view, h = batch(42, 1, seq)
+        log.append(view, h, 0)
+        seq += 3
+    leo = log.log_end_offset
+    log.close()
+    clean = open_log(tmp_path, small_config(segment_bytes=400), recovery_point=leo)
+    state = clean.producer_state
+    assert (state.scanned_batches, state.scanned_bytes) == (0, 0)
+    entry = state.producers[42]
+    assert (entry.epoch, entry.last_seq, entry.last_offset) == (1, seq - 1, leo - 1)
+    _, dup = batch(42, 1, seq - 3)
+    assert check(state, dup) == leo - 3  # the retried batch is still known as a duplicate
+    clean.close()
+
+
+def test_crash_reopen_scans_producers_only_after_the_newest_snapshot(tmp_path: Path) -> None:
+    cfg = small_config(segment_bytes=100_000)
+    log = open_log(tmp_path, cfg)
+    seq = 0
+    for _ in range(5):
+        view, h = batch(7, 0, seq)
+        log.append(view, h, 0)
+        seq += 3
+    first_leo = log.log_end_offset
+    log.close()  # clean: snapshot at first_leo
+    log = open_log(tmp_path, cfg, recovery_point=first_leo)
+    tail = 0
+    for _ in range(4):
+        view, h = batch(7, 0, seq)
+        log.append(view, h, 0)
+        tail += len(view)
+        seq += 3
+    # kill -9: no close; the next start has the recovery point of the clean shutdown
+    crashed = open_log(tmp_path, cfg, recovery_point=first_leo)
+    state = crashed.producer_state
+    assert (state.scanned_batches, state.scanned_bytes) == (4, tail)
+    assert state.producers[7].last_seq == seq - 1
+    assert crashed.bytes_recovered_at_open == tail
+    crashed.close()
+    log.close()
+
+
+def test_roll_drops_snapshots_below_the_first_segment(tmp_path: Path) -> None:
+    log = open_log(tmp_path, small_config(segment_bytes=400))
+    for i in range(16):
+        append_values(log, [b"v%03d" % i + b"." * 60])
+    assert log.delete_records_before(log.segments[2].base_offset) > 0
+    first = log.segments[0].base_offset
+    log.roll()
+    assert min(log.producer_state.snapshot_offsets()) >= first
+    log.close()

@@ -35,10 +35,9 @@ def _one(rm: Any, name: str, p: Any, committed: bool) -> dict[str, Any]:
         code = (ErrorCode.unknown_topic_or_partition if valid_topic_name(name)
                 else ErrorCode.invalid_topic_exception)
         return _err(index, code)
-    current = int(getattr(p, "current_leader_epoch", -1))
-    if current >= 0 and current != part.leader_epoch:
-        return _err(index, ErrorCode.fenced_leader_epoch if current < part.leader_epoch
-                    else ErrorCode.unknown_leader_epoch)
+    fenced = part.leader_epoch_error(int(getattr(p, "current_leader_epoch", -1)))
+    if fenced is not None:
+        return _err(index, fenced)
     ts = int(p.timestamp)
     epoch = part.leader_epoch
     upper = part.last_stable_offset if committed else part.high_watermark

@@ -1,7 +1,9 @@
 """Produce: validate each partition's batch and append it, without decoding records.
 
 The request is read by the hand-written decoder: record sets stay memoryviews
-into the request frame and go to the log's os.writev as they are.
+into the request frame and go to the log's os.writev as they are. The request's
+version goes down with them: storage's log validator checks what it allows
+(one batch from v3, ZSTD from v7).
 """
 
 from __future__ import annotations
@@ -12,7 +14,7 @@ from typing import Any
 from odradek.broker import refusals
 from odradek.broker.handlers.common import INTERNAL_TOPICS, Response, valid_topic_name
 from odradek.broker.handlers.transactions import implicit_add_partition
-from odradek.broker.server import Disconnect
+from odradek.broker.transport_signals import Disconnect
 from odradek.protocol.apis import response_header_version
 from odradek.protocol.errors import ErrorCode
 from odradek.protocol.produce import (
@@ -32,7 +34,6 @@ def handle(ctx: Any, header: Any, frame: memoryview) -> Response | None:
     req = decode_produce_request(frame, header.body_offset, version)
     acks = req.acks
     rm = ctx.replica_manager
-    single_batch = version >= 3
     results: list[tuple[str, list[PartitionResult]]] = []
     failed = False
     for topic in req.topics:
@@ -68,7 +69,7 @@ def handle(ctx: Any, header: Any, frame: memoryview) -> Response | None:
                     log.info("produce v%d to %s-%d of transaction %r refused: %s", version,
                              name, index, req.transactional_id, code.name.upper())
                     continue
-            r = rm.append_to(part, records, acks, single_batch)
+            r = rm.append_to(part, records, acks, version)
             if r.error:
                 failed = True
                 # a storage error is logged once by the storage layer (rate-limited), not per request

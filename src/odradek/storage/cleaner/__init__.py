@@ -1,5 +1,5 @@
-"""The log cleaner (compaction): offset map, segment rewriting and the crash-safe swap.
-
-This package's `swap` module is imported by `storage.log` (recovery at open), so the
-package itself imports nothing: use `odradek.storage.cleaner.log_cleaner` for the cleaner.
-"""
+"""The log cleaner (compaction of `cleanup.policy=compact` logs): `log_cleaner.LogCleaner` runs
+passes in a background thread (CleanerConfig, LogToClean), `offset_map.OffsetMap` keeps the
+latest offset per key in a fixed block of memory, and `swap` names the files of the crash-safe
+segment swap and recovers them at log open (`recover_swaps`). `storage.log` imports `swap` at
+open, so this package itself imports nothing: import `odradek.storage.cleaner.log_cleaner`."""
