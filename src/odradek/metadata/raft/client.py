@@ -97,7 +97,11 @@ class RaftClient:
 
     @property
     def leader_id(self) -> int | None:
-        return self.quorum.state.leader_id
+        """The leader this node vouches for: itself as leader, or the leader it follows. A
+        node that lost its leader (Prospective, Resigned, a restarted ex-leader) names none,
+        or voters would keep pointing each other back at a dead leader."""
+        st = self.quorum.state
+        return st.leader_id if st.role in (Role.LEADER, Role.FOLLOWER) else None
 
     @property
     def state(self) -> EpochState:
@@ -347,12 +351,9 @@ class RaftClient:
             return
         if req.pre_vote:
             st = self.quorum.state
-            grant = (
-                req.candidate_epoch > st.epoch
-                and st.role not in (Role.LEADER, Role.FOLLOWER)
-                and self._log_ok(req)
-            )
-            self._reply(msg, m.VoteResponse(m.NONE, st.epoch, st.leader_id, grant, True))
+            heard_leader = st.role is Role.LEADER or (isinstance(st, Follower) and st.fetched_ok)
+            grant = req.candidate_epoch > st.epoch and not heard_leader and self._log_ok(req)
+            self._reply(msg, m.VoteResponse(m.NONE, st.epoch, self.leader_id, grant, True))
             return
         if req.candidate_epoch < self.epoch:
             self._reply(
@@ -393,7 +394,7 @@ class RaftClient:
         st = self.quorum.state
         if req.leader_epoch < st.epoch:
             self._reply(
-                msg, m.BeginQuorumEpochResponse(m.FENCED_LEADER_EPOCH, st.epoch, st.leader_id)
+                msg, m.BeginQuorumEpochResponse(m.FENCED_LEADER_EPOCH, st.epoch, self.leader_id)
             )
             return
         if (
@@ -401,7 +402,9 @@ class RaftClient:
             and st.leader_id is not None
             and st.leader_id != req.leader_id
         ):
-            self._reply(msg, m.BeginQuorumEpochResponse(m.INVALID_REQUEST, st.epoch, st.leader_id))
+            self._reply(
+                msg, m.BeginQuorumEpochResponse(m.INVALID_REQUEST, st.epoch, self.leader_id)
+            )
             return
         if req.leader_epoch > st.epoch:
             self._go(Follower(req.leader_epoch, None, req.leader_id), now)
@@ -413,7 +416,7 @@ class RaftClient:
         st = self.quorum.state
         if req.leader_epoch < st.epoch:
             self._reply(
-                msg, m.EndQuorumEpochResponse(m.FENCED_LEADER_EPOCH, st.epoch, st.leader_id)
+                msg, m.EndQuorumEpochResponse(m.FENCED_LEADER_EPOCH, st.epoch, self.leader_id)
             )
             return
         if req.leader_epoch > st.epoch:
@@ -440,7 +443,7 @@ class RaftClient:
         st = self.quorum.state
 
         def answer(error: int, **kw: object) -> None:
-            body = m.FetchResponse(error, st.epoch, st.leader_id, self.high_watermark, **kw)  # type: ignore[arg-type]
+            body = m.FetchResponse(error, st.epoch, self.leader_id, self.high_watermark, **kw)  # type: ignore[arg-type]
             self._reply(msg, body)
 
         if req.current_leader_epoch < st.epoch:
@@ -501,6 +504,7 @@ class RaftClient:
             st.next_fetch_at = now + self.config.retry_backoff_ms
             return
         st.fetch_deadline = now + self.config.fetch_timeout_ms
+        st.fetched_ok = True
         if resp.diverging_epoch is not None:
             div = resp.diverging_epoch
             _, ours = self.log.end_offset_for_epoch(div.epoch)

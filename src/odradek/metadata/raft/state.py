@@ -114,6 +114,9 @@ class Follower(EpochState):
     next_fetch_at: int = 0
     inflight: int | None = None  # correlation id of the fetch in flight
     inflight_sent_ms: int = 0
+    # KIP-996: only a follower that has fetched from its leader in this role refuses pre-votes;
+    # one that merely heard the leader named may be following a dead leader
+    fetched_ok: bool = False
 
 
 @dataclass(slots=True)
