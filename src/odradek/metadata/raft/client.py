@@ -80,6 +80,10 @@ class RaftClient:
         self.rng = rng
         self.config = config or RaftConfig()
         self.quorum = QuorumState(local_id, self.voters, store)
+        if log.last_epoch() > self.quorum.epoch:
+            # the log has seen a later epoch than the stored state (a lost or old quorum-state
+            # file): never stand or vote in an epoch older than our own entries, as Kafka does
+            self.quorum.transition_to(Unattached(log.last_epoch()))
         self.high_watermark = 0  # volatile: unknown after a restart until the leader says
         self._outbox: list[m.Message] = []
         self._next_cid = 0
