@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import heapq
 import random
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from odradek.metadata.raft import messages as m
 from odradek.metadata.raft.client import RaftClient, RaftConfig
@@ -41,7 +41,7 @@ class SimConfig:
     durable_votes: bool = True
     # a lost message stands for a broken connection, which a real client notices well before
     # Kafka's 2 s request timeout; without this every lost Fetch would cost an election
-    raft: RaftConfig = RaftConfig(request_timeout_ms=300)
+    raft: RaftConfig = field(default_factory=lambda: RaftConfig(request_timeout_ms=300))
 
 
 class SimNode:
