@@ -475,7 +475,9 @@ class RaftClient:
             return
         progress = st.replicas.get(req.replica_id)
         if progress is not None:  # a voter (observers fetch too, but do not count)
-            progress.end_offset = max(progress.end_offset, req.fetch_offset)
+            # the latest fetch, not the largest: a replica that lost its log must not count
+            # for what it once had (the HW itself never goes back)
+            progress.end_offset = req.fetch_offset
             progress.last_fetch_ms = now
             self._maybe_advance_hw(st)
         records = tuple(self.log.read(req.fetch_offset, self.config.fetch_max_entries))
