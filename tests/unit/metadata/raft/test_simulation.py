@@ -14,7 +14,7 @@ import pytest
 from .checker import InvariantViolation
 from .simnet import SimConfig, Simulation
 
-SEEDS = int(os.environ.get("RAFT_SIM_SEEDS", "60"))
+SEEDS = int(os.environ.get("RAFT_SIM_SEEDS", "120"))
 
 # frequent, short crashes: the schedule under which forgetting a vote shows
 HARSH = {"fault_every_ms": 500, "crash_down_ms": (1, 200)}
