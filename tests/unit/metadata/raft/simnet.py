@@ -222,22 +222,28 @@ class Simulation:
         healed = self.now
         self._heal()
         deadline = healed + self.cfg.heal_bound_ms
-        target: int | None = None
+        target: tuple[int, int, int] | None = None  # (proposer, its epoch, offset)
         while self.now < deadline:
             self._step()
             leaders = [n for n in self.nodes.values() if n.client and n.client.role is Role.LEADER]
+            if target is not None:
+                proposer = self.nodes[target[0]].client
+                if proposer is None or (proposer.role, proposer.epoch) != (Role.LEADER, target[1]):
+                    target = None  # it lost its place before committing: ask the next leader
             if target is None and len(leaders) == 1:
-                leader = leaders[0]
-                assert leader.client is not None
-                target = leader.client.propose([b"after-heal"], self.now)
-                self._flush(leader)
+                leader = leaders[0].client
+                assert leader is not None
+                offset = leader.propose([b"after-heal"], self.now)
+                assert offset is not None
+                target = (leaders[0].node_id, leader.epoch, offset)
+                self._flush(leaders[0])
             if target is not None and all(
-                n.client is not None and n.client.high_watermark > target
+                n.client is not None
+                and n.client.high_watermark > target[2]
+                and n.log.epoch_at(target[2]) == target[1]
                 for n in self.nodes.values()
             ):
                 return self.now - healed
-            if target is not None and not leaders:
-                target = None  # that leader lost its place before committing: ask the next one
         raise AssertionError(
             f"seed {self.seed}: no leader committed within {self.cfg.heal_bound_ms} ms of healing"
         )
