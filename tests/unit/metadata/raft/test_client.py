@@ -212,10 +212,15 @@ def test_pre_vote_keeps_a_cut_off_voter_from_disrupting_the_quorum() -> None:
     assert bus.clients[2].role is Role.LEADER and bus.clients[1].role is Role.FOLLOWER
     # node 1 stops hearing from the leader (its fetches are lost) and stands after the fetch
     # timeout; node 3 still fetches, so it refuses the pre-vote and the epoch stays 1
+    pre_votes_from_1 = 0
     for t in range(2100, 4200, 100):
         for n in VOTERS:
             bus.poll(n, t)
+        pre_votes_from_1 += sum(
+            1 for x in bus.pending if x.src == 1 and getattr(x.body, "pre_vote", False)
+        )
         bus.deliver(t, keep=lambda x: x.src != 1 or not isinstance(x.body, m.FetchRequest))
+    assert pre_votes_from_1 == 2  # it did stand (Prospective), once, to both other voters
     assert bus.clients[2].role is Role.LEADER and bus.clients[2].epoch == 1
     assert bus.clients[3].epoch == 1
     assert bus.clients[1].epoch == 1
