@@ -44,7 +44,7 @@ from tests.support.broker import BrokerProcess
 
 from bench import compare
 from bench.run import git_revision, machine
-from bench.topics import ensure_topic
+from odradek.client.admin import ensure_topic
 
 HERE = Path(__file__).parent
 RESULTS = HERE / "RESULTS.md"

@@ -27,7 +27,7 @@ from tests.support.broker import BrokerProcess
 
 from bench import producer_perf
 from bench.run import RESULTS, git_revision, machine
-from bench.topics import ensure_topic
+from odradek.client.admin import ensure_topic
 from odradek.protocol.records import BatchHeader, Compression, Record, build_batch
 from odradek.storage.cleaner.log_cleaner import CleanerConfig, CleanStats, LogCleaner
 from odradek.storage.config import LogConfig

@@ -34,13 +34,13 @@ import sys
 import tempfile
 import time
 import traceback
-from collections import defaultdict
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from bench import limits as limits_mod
 from bench.peers.base import Phase
+from bench.rows import aggregate, rate_label
 from bench.run import git_revision, machine
 
 HERE = Path(__file__).parent
@@ -248,35 +248,6 @@ class Runner:
         for size in self.args.sizes:
             for workload, phase in system.native_benchmark(size, self.args.max_records):
                 self.add(f"{system.name}-benchmark", workload, run, size, 1, phase)
-
-
-def rate_label(rate: float) -> str:
-    if rate <= 0:
-        return "max"
-    return f"{rate / 1000:g}k"
-
-
-# ---------------------------------------------------------------- aggregation
-
-def key_of(row: dict[str, Any]) -> tuple[str, str, int, int]:
-    return row["system"], row["workload"], row["size"], row["partitions"]
-
-
-def aggregate(rows: list[dict[str, Any]]) -> dict[tuple[str, str, int, int], dict[str, Any]]:
-    groups: dict[tuple[str, str, int, int], list[dict[str, Any]]] = defaultdict(list)
-    for row in rows:
-        groups[key_of(row)].append(row)
-    out = {}
-    for key, group in groups.items():
-        agg: dict[str, Any] = {"runs": len(group)}
-        for field in ("records_per_sec", "mb_per_sec", "cpu_s_per_gb", "p50_ms", "p99_ms",
-                      "p999_ms"):
-            values = [r[field] for r in group if field in r]
-            if values:
-                agg[field] = {"median": statistics.median(values), "min": min(values),
-                              "max": max(values)}
-        out[key] = agg
-    return out
 
 
 def _ratio_by_run(rows: list[dict[str, Any]], peer: str, workload: str, size: int,

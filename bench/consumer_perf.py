@@ -2,7 +2,7 @@
 
     python -m bench.consumer_perf --bootstrap 127.0.0.1:9092 --topic perf --num-records 1000000
 
-A thin wrapper: the tool itself is `odradek.client.perf` (also `odradek bench consume`). It
+A thin wrapper: the tool itself is `odradek.perf` (also `odradek bench consume`). It
 reads every partition from the beginning with assign() (no group, so rebalance time is 0) in
 consume(num_messages=...) batches and counts key + value bytes like the Java tool.
 """
@@ -12,15 +12,9 @@ from __future__ import annotations
 import argparse
 import sys
 
-from odradek.client.perf import (
-    CLIENTS,
-    CONFLUENT,
-    CONSUMER_HEADER,
-    ConsumerResult,
-    consume_records,
-    consumer_config,
-    run_consumer,
-)
+from odradek.perf.confluent import consume_records, consumer_config
+from odradek.perf.results import CLIENTS, CONFLUENT, CONSUMER_HEADER, ConsumerResult
+from odradek.perf.runs import run_consumer
 
 HEADER = CONSUMER_HEADER
 __all__ = ["HEADER", "ConsumerResult", "consume_records", "consumer_config", "main", "run"]

@@ -34,7 +34,7 @@ from tests.support import wire
 from tests.support.broker import BrokerProcess
 
 from bench.run import Profiler
-from bench.topics import ensure_topic
+from odradek.client.admin import ensure_topic
 
 WINDOW = 16
 GB = 1e9

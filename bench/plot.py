@@ -29,7 +29,7 @@ def plot(data: dict[str, Any], out: Path) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    from bench.compare import aggregate, rate_label
+    from bench.rows import aggregate, rate_label
 
     agg = aggregate(data["rows"])
     systems = [s for s in data["systems_order"] if any(r["system"] == s for r in data["rows"])]

@@ -3,7 +3,7 @@
     python -m bench.producer_perf --bootstrap 127.0.0.1:9092 --topic perf \
         --num-records 1000000 --record-size 100 --partitions 6 --acks 1
 
-A thin wrapper: the tool itself is `odradek.client.perf` (also `odradek bench produce`).
+A thin wrapper: the tool itself is `odradek.perf` (also `odradek bench produce`).
 """
 
 from __future__ import annotations
@@ -11,17 +11,9 @@ from __future__ import annotations
 import argparse
 import sys
 
-from odradek.client.perf import (
-    SAMPLE_EVERY,
-    ProducerResult,
-    Stats,
-    Window,
-    high_watermarks,
-    make_payload,
-    percentile,
-    producer_config,
-    run_producer,
-)
+from odradek.perf.confluent import Stats, high_watermarks, make_payload, producer_config
+from odradek.perf.results import SAMPLE_EVERY, ProducerResult, Window, percentile
+from odradek.perf.runs import run_producer
 
 __all__ = ["SAMPLE_EVERY", "ProducerResult", "Stats", "Window", "high_watermarks", "main",
            "make_payload", "percentile", "producer_config", "run"]
@@ -45,7 +37,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("-X", dest="extra", action="append", default=[],
                         help="A librdkafka producer setting key=value (repeatable).")
     args = parser.parse_args(argv)
-    from bench.topics import ensure_topic
+    from odradek.client.admin import ensure_topic
 
     ensure_topic(args.bootstrap, args.topic, args.partitions)
     extra = dict(kv.split("=", 1) for kv in args.extra)

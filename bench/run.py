@@ -26,8 +26,9 @@ from pathlib import Path
 import psutil
 from tests.support.broker import BrokerProcess
 
-from bench.topics import ensure_topic
-from odradek.client import perf
+from odradek.client.admin import ensure_topic
+from odradek.perf import confluent, results
+from odradek.perf import runs as perf_runs
 
 RESULTS = Path(__file__).with_name("RESULTS.md")
 BEGIN = "<!-- issue-2 results: begin (written by `python -m bench.run`) -->"
@@ -195,7 +196,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--columnar-processes", default="1", metavar="N[,N...]",
                         help="Extra consume runs on odradek's own columnar Fetch client (not "
                              "confluent-kafka), one per count of processes; empty for none.")
-    parser.add_argument("--consumer-batch", type=int, default=perf.DEFAULT_BATCH,
+    parser.add_argument("--consumer-batch", type=int, default=results.DEFAULT_BATCH,
                         help="consume(num_messages=...) per call.")
     parser.add_argument("--profile", type=Path, default=None, metavar="DIR",
                         help="Record the node with py-spy during every phase into DIR.")
@@ -207,8 +208,8 @@ def main(argv: list[str] | None = None) -> int:
 
     tee = Tee()
     load_start = " ".join(f"{x:.2f}" for x in os.getloadavg())
-    produced: list[tuple[int, perf.ProducerResult, float]] = []
-    consumed: list[tuple[str, int, perf.ConsumerResult, float]] = []
+    produced: list[tuple[int, results.ProducerResult, float]] = []
+    consumed: list[tuple[str, int, results.ConsumerResult, float]] = []
     profiles: list[tuple[str, str]] = []
     with tempfile.TemporaryDirectory(prefix="odradek-bench-") as tmp:
         node = BrokerProcess(Path(tmp) / "data", settings=settings)
@@ -223,19 +224,19 @@ def main(argv: list[str] | None = None) -> int:
                 ensure_topic(node.bootstrap, topic, args.partitions)
                 profiler.start(f"produce-{n}p")
                 cpu0 = cpu_seconds(proc)
-                prod = perf.run_producer(node.bootstrap, topic, args.num_records,
+                prod = perf_runs.run_producer(node.bootstrap, topic, args.num_records,
                                          args.record_size, args.acks, producer_extra, out=tee,
                                          processes=n)
                 produced.append((n, prod, cpu_seconds(proc) - cpu0))
                 if args.profile:
                     profiles.append((f"produce, {_procs(n)}", profiler.stop()))
             expected = produced[0][1].records
-            runs = [(perf.CONFLUENT, n) for n in _counts(args.consumer_processes)]
-            runs += [(perf.COLUMNAR, n) for n in _counts(args.columnar_processes)]
+            runs = [(results.CONFLUENT, n) for n in _counts(args.consumer_processes)]
+            runs += [(results.COLUMNAR, n) for n in _counts(args.columnar_processes)]
             for client, n in runs:
                 profiler.start(f"consume-{client}-{n}p")
                 cpu0 = cpu_seconds(proc)
-                cons = perf.run_consumer(node.bootstrap, first_topic, expected,
+                cons = perf_runs.run_consumer(node.bootstrap, first_topic, expected,
                                          extra=consumer_extra, out=tee, processes=n,
                                          batch=args.consumer_batch, client=client)
                 consumed.append((client, n, cons, cpu_seconds(proc) - cpu0))
@@ -264,12 +265,12 @@ def main(argv: list[str] | None = None) -> int:
                     f"{_per_gb(cpu, prod.bytes):.1f} | |")
     for client, n, cons, cpu in consumed:
         label = (f"consume, odradek's own columnar client, not confluent-kafka ({_procs(n)})"
-                 if client == perf.COLUMNAR else f"consume ({_procs(n)})")
+                 if client == results.COLUMNAR else f"consume ({_procs(n)})")
         rows.append(f"| {label} | {cons.records_per_sec:,.0f} | "
                     f"{cons.mb_per_sec:.1f} | | {cpu:.2f} | {_per_gb(cpu, cons.bytes):.1f} | "
                     f"{cons.cpu_per_million:.2f} |")
     table = "\n".join(rows)
-    consumer_conf = {k: v for k, v in perf.consumer_config(None, consumer_extra).items()
+    consumer_conf = {k: v for k, v in confluent.consumer_config(None, consumer_extra).items()
                      if k not in ("bootstrap.servers", "group.id")}
     section = f"""## Issue 2: one node, confluent-kafka, {args.num_records:,} records of {args.record_size} B, {args.partitions} partitions, acks={args.acks}
 
@@ -278,7 +279,7 @@ def main(argv: list[str] | None = None) -> int:
 - machine: {m.cores} cores ({m.cpu_model}), Linux {m.kernel}, Python {m.python}; node, producers and consumers share the machine; load average at start / end: {load_start} / {load_end}
 - bar for issue 2: >= 500,000 records/s produced, >= 1,000,000 records/s consumed
 - N processes = N client processes, each with its own confluent-kafka client, started together; rate = all records / (barrier to last finish)
-- "odradek's own columnar client" rows are not confluent-kafka: odradek.client.perf_columnar, one Fetch v11 connection per partition, record batches CRC-checked and decoded into numpy columns (no Python object per record); client CPU = CPU seconds of the client process(es), every thread, per million records consumed
+- "odradek's own columnar client" rows are not confluent-kafka: odradek.perf.columnar_consumer, one Fetch v11 connection per partition, record batches CRC-checked and decoded into numpy columns (no Python object per record); client CPU = CPU seconds of the client process(es), every thread, per million records consumed
 
 | | records/s | MB/s | latency avg / p50 / p99 / p99.9 / max (ms) | node CPU s | node CPU s per GB | client CPU s per 1M records |
 |---|---:|---:|---|---:|---:|---:|

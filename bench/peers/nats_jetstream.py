@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from bench.peers.base import Phase, ServerProcess, ensure_debs, free_port, wait_port
-from odradek.client.perf import Pacer, latency_of, make_payload, stamp_payload
+from odradek.perf.confluent import Pacer, latency_of, make_payload, stamp_payload
 
 CLIENT = "bench.peers.nats_jetstream"
 WINDOW = 1000

@@ -10,7 +10,7 @@ import psutil
 from tests.support.broker import BrokerProcess
 
 from bench.peers.base import Phase
-from odradek.client import perf
+from odradek.perf import confluent, runs
 
 CLIENT = "bench.peers.odradek_node"
 
@@ -58,7 +58,7 @@ class OdradekSystem:
         return t.user + t.system
 
     def create(self, stream: str, partitions: int) -> None:
-        from odradek.cli.bench import ensure_topic
+        from odradek.client.admin import ensure_topic
 
         ensure_topic(self.endpoint, stream, partitions)
 
@@ -69,7 +69,7 @@ class OdradekSystem:
 
 def produce(endpoint: str, stream: str, partitions: int, size: int, max_records: int,
             max_seconds: float, processes: int = 1) -> Phase:
-    res = perf.run_producer(endpoint, stream, max_records, size, "1", out=None,
+    res = runs.run_producer(endpoint, stream, max_records, size, "1", out=None,
                             max_seconds=max_seconds, processes=processes)
     return Phase(res.records, res.records * size, res.seconds)
 
@@ -77,19 +77,19 @@ def produce(endpoint: str, stream: str, partitions: int, size: int, max_records:
 def consume(endpoint: str, stream: str, partitions: int, size: int, expected: int, total: Any,
             ready: Any, go: Any, timeout_s: float, processes: int = 1) -> Phase:
     if processes > 1 and total is None and ready is None:
-        res = perf.run_consumer(endpoint, stream, expected, timeout_s, out=None,
+        res = runs.run_consumer(endpoint, stream, expected, timeout_s, out=None,
                                 processes=processes)
         return Phase(res.records, res.bytes, res.seconds)
-    count, nbytes, start, end = perf.consume_records(endpoint, stream, None, expected, timeout_s,
+    count, nbytes, start, end = confluent.consume_records(endpoint, stream, None, expected, timeout_s,
                                                      None, ready, go, total)
     return Phase(count, nbytes, end - start)
 
 
 def e2e_produce(endpoint: str, stream: str, partitions: int, size: int, rate: float,
                 seconds: float, warmup_s: float) -> tuple[int, float]:
-    return perf.e2e_produce(endpoint, stream, rate, seconds, size, "1", None, warmup_s)
+    return confluent.e2e_produce(endpoint, stream, rate, seconds, size, "1", None, warmup_s)
 
 
 def e2e_consume(endpoint: str, stream: str, partitions: int, expected: Any, timeout_s: float,
                 ready: Any) -> tuple[int, list[float]]:
-    return perf.e2e_consume(endpoint, stream, expected, timeout_s, None, ready)
+    return confluent.e2e_consume(endpoint, stream, expected, timeout_s, None, ready)

@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from bench.peers.base import Phase, ServerProcess, ensure_debs, free_port, tail, wait_port
-from odradek.client.perf import latency_of, make_payload, stamp_payload
+from odradek.perf.confluent import latency_of, make_payload, stamp_payload
 
 CLIENT = "bench.peers.rabbitmq_streams"
 STREAM_PORT = 5552

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from bench.peers.base import Phase, ServerProcess, ensure_debs, free_port, wait_port
-from odradek.client.perf import Pacer, latency_of, make_payload, stamp_payload
+from odradek.perf.confluent import Pacer, latency_of, make_payload, stamp_payload
 
 CLIENT = "bench.peers.redis_streams"
 PIPELINE = 1000

@@ -56,7 +56,7 @@ class TansuSystem:
         return self.server.cpu_seconds() if self.server is not None else 0.0
 
     def create(self, stream: str, partitions: int) -> None:
-        from odradek.cli.bench import ensure_topic
+        from odradek.client.admin import ensure_topic
 
         ensure_topic(self.endpoint, stream, partitions)
 

@@ -14,7 +14,7 @@ from collections.abc import Iterator
 import pytest
 from confluent_kafka import Producer
 
-from odradek.client import perf
+from odradek.perf import results, runs
 from tests.integration.cli_support import odradek, ok
 from tests.integration.test_cli_bench import CONSUMER_HEADER, CONSUMER_LINE
 from tests.support.broker import BrokerProcess
@@ -54,8 +54,8 @@ def produced(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[BrokerP
 def test_columnar_counts_every_record_and_byte(produced: tuple[BrokerProcess, int],
                                                processes: int) -> None:
     node, nbytes = produced
-    result = perf.run_consumer(node.bootstrap, TOPIC, RECORDS, timeout_s=10, out=None,
-                               processes=processes, client=perf.COLUMNAR)
+    result = runs.run_consumer(node.bootstrap, TOPIC, RECORDS, timeout_s=10, out=None,
+                               processes=processes, client=results.COLUMNAR)
     assert (result.records, result.bytes, result.errors) == (RECORDS, nbytes, 0)
     assert result.cpu_seconds > 0
 
@@ -72,8 +72,8 @@ def test_columnar_counts_every_record_and_byte(produced: tuple[BrokerProcess, in
 def test_columnar_stops_at_the_number_asked_for(produced: tuple[BrokerProcess, int]) -> None:
     node, _ = produced
     for processes in (1, 2):
-        result = perf.run_consumer(node.bootstrap, TOPIC, RECORDS - 1234, timeout_s=10,
-                                   out=None, processes=processes, client=perf.COLUMNAR)
+        result = runs.run_consumer(node.bootstrap, TOPIC, RECORDS - 1234, timeout_s=10,
+                                   out=None, processes=processes, client=results.COLUMNAR)
         assert result.records == RECORDS - 1234
 
 

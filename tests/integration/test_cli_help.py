@@ -14,7 +14,9 @@ import pytest
 import typer.main
 
 from odradek.cli.main import app
-from odradek.metadata.configs import BROKER_CONFIGS, TOPIC_CONFIGS, to_config_string
+from odradek.metadata.config.broker_configs import BROKER_CONFIGS
+from odradek.metadata.config.config_def import to_config_string
+from odradek.metadata.config.topic_configs import TOPIC_CONFIGS
 from tests.integration.cli_support import odradek, ok
 from tests.integration.group_support import new_topic, produce
 from tests.support.broker import BrokerProcess

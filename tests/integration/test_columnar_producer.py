@@ -14,14 +14,14 @@ import numpy as np
 import pytest
 from confluent_kafka import Consumer, TopicPartition
 
-from odradek.client import perf
 from odradek.client.batch_builder import Binary, build_columnar_batch, fixed_column
 from odradek.client.producer_columnar import (
     ColumnarProducer,
     ProduceError,
     Settings,
-    run_producer_columnar,
 )
+from odradek.perf import confluent as perf
+from odradek.perf.runs import run_producer_columnar
 from tests.integration.cli_support import odradek, ok
 from tests.integration.test_cli_bench import PRODUCER_SUMMARY
 from tests.support.broker import BrokerProcess

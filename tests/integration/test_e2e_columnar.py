@@ -10,7 +10,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from odradek.client.batch_builder import build_columnar_batch
-from odradek.client.e2e_columnar import (
+from odradek.perf.confluent import latency_of, make_payload
+from odradek.perf.e2e_columnar import (
     StampedBatches,
     record_latencies_ms,
     scheduled_stamps,
@@ -18,7 +19,6 @@ from odradek.client.e2e_columnar import (
     warmup_records,
     whole_batches,
 )
-from odradek.client.perf import latency_of, make_payload
 from tests.integration.cli_support import ok
 from tests.integration.test_cli_bench import E2E, stored_records
 from tests.support.broker import BrokerProcess

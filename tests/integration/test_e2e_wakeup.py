@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 
-from odradek.cli.bench import ensure_topic
+from odradek.client.admin import ensure_topic
 from odradek.replication.partition import Partition
 from odradek.replication.purgatory import DelayedFetch, DelayedOperationPurgatory
 from odradek.storage.config import LogConfig

@@ -1,18 +1,17 @@
-"""The node's configuration: Kafka defaults < --config file < --set overrides.
+"""The node's start checks on its configuration, and its listeners.
 
 `check_config` is everything the node checks before it touches the data directory: every
 key's type and range (the config table), the listeners and their security protocols, the
 log levels and the event loop. A node that would have to refuse later never writes first.
+Where the values come from (Kafka defaults < --config file < --set) is `server_properties`.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from pathlib import Path
 
-from odradek.metadata.configs import BrokerConfig, log_config, parse_properties
-
-DEFAULT_LISTENER = "PLAINTEXT://localhost:9092"
+from odradek.metadata.config.broker_configs import BrokerConfig
+from odradek.metadata.config.log_config import log_config
 
 # Kafka's SecurityProtocol names; only PLAINTEXT is served by this node so far
 SECURITY_PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
@@ -29,34 +28,6 @@ class Listener:
     name: str
     host: str
     port: int
-
-
-def parse_overrides(overrides: list[str]) -> dict[str, str]:
-    values: dict[str, str] = {}
-    for item in overrides:
-        key, sep, value = item.partition("=")
-        if not sep or not key.strip():
-            raise ConfigError(f"--set expects key=value, got {item!r}")
-        values[key.strip()] = value.strip()
-    return values
-
-
-def load_config(config_file: Path | None, overrides: list[str]) -> BrokerConfig:
-    values: dict[str, str] = {}
-    if config_file is not None:
-        try:
-            text = Path(config_file).read_text()
-        except OSError as exc:
-            raise ConfigError(f"cannot read config file {config_file}: {exc}") from exc
-        except UnicodeDecodeError as exc:
-            raise ConfigError(f"config file {config_file} is not text: {exc}") from exc
-        values.update(parse_properties(text))
-    values.update(parse_overrides(overrides))
-    values.setdefault("listeners", DEFAULT_LISTENER)
-    try:
-        return BrokerConfig.from_properties(values)
-    except Exception as exc:  # a KafkaError/ValueError naming the bad key
-        raise ConfigError(str(exc)) from exc
 
 
 def parse_listeners(spec: str, key: str = "listeners") -> list[Listener]:

@@ -13,7 +13,7 @@ from odradek.replication.manager import ReplicaManager
 
 @dataclass(slots=True)
 class BrokerContext:
-    static_config: Any  # metadata.configs.BrokerConfig, as started
+    static_config: Any  # metadata.config.broker_configs.BrokerConfig, as started
     node_id: int
     cluster_id: str
     log_dir: Path

@@ -10,7 +10,7 @@ import logging
 import sys
 from pathlib import Path
 
-from odradek.metadata.configs import LOG_LEVEL_PREFIX, BrokerConfig
+from odradek.metadata.config.broker_configs import LOG_LEVEL_PREFIX, BrokerConfig
 
 LOG_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
 TRACE = 5  # below DEBUG: log4j's TRACE

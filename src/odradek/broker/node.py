@@ -30,17 +30,18 @@ from odradek.broker.config import (
     check_config,
     event_loop_of,
     listeners_of,
-    load_config,
 )
 from odradek.broker.context import BrokerContext
 from odradek.broker.handlers import admin
 from odradek.broker.logging_setup import log_levels, logs_to_stderr, setup_logging
 from odradek.broker.server import Server
+from odradek.broker.server_properties import load_config
 from odradek.broker.startup import Prepared, StartRefused, prepare
 from odradek.coordinator.startup import start_coordinators
-from odradek.metadata.configs import BrokerConfig, log_config
+from odradek.metadata.config.broker_configs import BrokerConfig
+from odradek.metadata.config.log_config import log_config
 from odradek.metadata.controller import Controller, load_image
-from odradek.metadata.properties import MetaPropertiesError, ensure_meta_properties
+from odradek.metadata.meta_properties import MetaPropertiesError, ensure_meta_properties
 from odradek.metadata.quorum import MetadataLogDamaged, MetadataQuorum
 from odradek.replication.manager import ReplicaManager
 from odradek.storage.cleaner.log_cleaner import CleanerConfig

@@ -2,7 +2,7 @@
 
 produce prints what kafka-producer-perf-test prints, consume what kafka-consumer-perf-test
 prints, e2e what Kafka's EndToEndLatency tool prints (at a chosen rate instead of one record
-at a time). The measuring itself lives in `odradek.client.perf`.
+at a time). The measuring itself lives in the `odradek.perf` package.
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ from odradek.cli.common import (
 )
 from odradek.client.consumer_settings import LIBRDKAFKA_DEFAULTS, settings_text
 
-# odradek.client.perf's client names and default batch, repeated so that `--help` does not
+# odradek.perf.results' client names and default batch, repeated so that `--help` does not
 # load the perf tools (numpy, multiprocessing); tests/unit/cli/test_constants.py checks them.
 CONFLUENT = "confluent-kafka"
 COLUMNAR = "columnar"
@@ -38,21 +38,16 @@ PartitionsOption = typer.Option(
 
 
 def ensure_topic(bootstrap: str, topic: str, partitions: int, timeout: float = 30.0) -> None:
+    """odradek.client.admin.ensure_topic, with the CLI's reachability check and error exit."""
     from confluent_kafka import KafkaException
-    from confluent_kafka.admin import NewTopic
 
-    from odradek.client import admin_client
+    from odradek.client.admin import ensure_topic as create_missing
 
     reach(bootstrap)
-    admin = admin_client(bootstrap)
-    futures = admin.create_topics([NewTopic(topic, num_partitions=partitions,
-                                            replication_factor=1)],
-                                  operation_timeout=timeout, request_timeout=timeout)
     try:
-        futures[topic].result(timeout)
+        create_missing(bootstrap, topic, partitions, timeout)
     except KafkaException as exc:
-        if exc.args[0].name() != "TOPIC_ALREADY_EXISTS":
-            fail(describe_error(exc))
+        fail(describe_error(exc))
 
 
 def _strings(overrides: dict[str, object]) -> dict[str, str]:
@@ -83,7 +78,7 @@ def produce(
     client_config: list[str] = ClientConfigOption,
 ) -> None:
     """Produce records as fast as the client goes (kafka-producer-perf-test)."""
-    from odradek.client import perf
+    from odradek.perf import runs
 
     overrides = client_overrides(client_config)
     if client not in CLIENTS:
@@ -92,13 +87,11 @@ def produce(
         ensure_topic(bootstrap, topic, partitions)
         try:
             if client == COLUMNAR:
-                from odradek.client.producer_columnar import run_producer_columnar
-
-                result = run_producer_columnar(bootstrap, topic, num_records, record_size,
-                                               acks, _strings(overrides),
-                                               throughput=throughput, processes=processes)
+                result = runs.run_producer_columnar(bootstrap, topic, num_records, record_size,
+                                                    acks, _strings(overrides),
+                                                    throughput=throughput, processes=processes)
             else:
-                result = perf.run_producer(bootstrap, topic, num_records, record_size, acks,
+                result = runs.run_producer(bootstrap, topic, num_records, record_size, acks,
                                            _strings(overrides), throughput=throughput,
                                            processes=processes)
         except (RuntimeError, ValueError) as exc:
@@ -133,7 +126,7 @@ def consume(
     client_config: list[str] = ClientConfigOption,
 ) -> None:
     """Read a topic from the beginning as fast as the client goes (kafka-consumer-perf-test)."""
-    from odradek.client import perf
+    from odradek.perf import runs
 
     overrides = client_overrides(client_config)
     if librdkafka_defaults:
@@ -143,7 +136,7 @@ def consume(
     reach(bootstrap, overrides)
     with kafka_errors():
         try:
-            result = perf.run_consumer(bootstrap, topic, messages, timeout, _strings(overrides),
+            result = runs.run_consumer(bootstrap, topic, messages, timeout, _strings(overrides),
                                        processes=processes, batch=batch, client=client)
         except RuntimeError as exc:
             fail(str(exc))
@@ -177,7 +170,7 @@ def e2e(
     client_config: list[str] = ClientConfigOption,
 ) -> None:
     """End-to-end latency, produce call to consumer, at a fixed rate (EndToEndLatency)."""
-    from odradek.client import perf
+    from odradek.perf import confluent
 
     overrides = client_overrides(client_config)
     if client not in CLIENTS:
@@ -187,7 +180,7 @@ def e2e(
     with kafka_errors():
         ensure_topic(bootstrap, name, partitions)
         if client == COLUMNAR:
-            from odradek.client import e2e_columnar
+            from odradek.perf import e2e_columnar
 
             extra = _strings(overrides)
             try:
@@ -199,7 +192,7 @@ def e2e(
             except (RuntimeError, ValueError) as exc:
                 fail(str(exc))
         else:
-            result = perf.run_e2e(bootstrap, name, rate, seconds, record_size, acks,
-                                  producer_extra=_strings(overrides))
+            result = confluent.run_e2e(bootstrap, name, rate, seconds, record_size, acks,
+                                       producer_extra=_strings(overrides))
     if not result.records:
         raise typer.Exit(1)

@@ -1,6 +1,6 @@
 """`odradek config list --broker|--topic`: every config key a node or a topic takes.
 
-Read from the config table the node itself validates with (odradek.metadata.configs), so
+Read from the config tables the node itself validates with (odradek.metadata.config), so
 the listing cannot drift from what `serve --set` and `topic create -c` accept.
 """
 
@@ -25,7 +25,7 @@ def _type_name(defn: Any) -> str:
 def _default(defn: Any, broker: dict[str, Any]) -> str:
     """The default as a user would write it; a topic config without its own default takes
     its broker synonym's (as Kafka does), shown as that value."""
-    from odradek.metadata.configs import to_config_string
+    from odradek.metadata.config.config_def import to_config_string
 
     if defn.sensitive:
         return ""
@@ -47,7 +47,8 @@ def first_sentence(doc: str) -> str:
 
 
 def config_rows(kind: str) -> list[list[Any]]:
-    from odradek.metadata.configs import BROKER_CONFIGS, TOPIC_CONFIGS
+    from odradek.metadata.config.broker_configs import BROKER_CONFIGS
+    from odradek.metadata.config.topic_configs import TOPIC_CONFIGS
 
     table = BROKER_CONFIGS if kind == "broker" else TOPIC_CONFIGS
     rows = []

@@ -1,9 +1,13 @@
-"""The clients odradek's tools and services use to talk to a node. confluent-kafka helpers:
-`config` (resolve_bootstrap, client_config) and `factory` (admin_client, producer, consumer),
-re-exported here. odradek's own native client, no Python object per record: `fetcher`
-(PartitionFetcher), `columnar` (decode_fetched into numpy columns), `batch_builder`
-(build_columnar_batch), `producer_columnar` (ColumnarProducer). The perf tools behind `odradek
-bench` live here too for now: `perf`, `perf_columnar`, `perf_parallel`, `e2e_columnar`."""
+"""The clients odradek's tools and services use to talk to a node.
+
+Two families: helpers over confluent-kafka (`config` for bootstrap and -X settings,
+`consumer_settings` for the shipped fetch settings, `factory` for `admin_client`, `consumer`,
+`producer`, re-exported here; `admin.ensure_topic`), and odradek's own native client for
+reading and writing record batches as numpy columns: `connection` (one blocking socket per broker), `metadata`
+(the leader lookup), `fetcher` (Fetch v11 for one partition), `columnar` (batches decoded into
+columns), `batch_builder` and `producer_columnar` (batches built from columns, sent as Produce
+v9). The perf tools built on them live in odradek.perf.
+"""
 
 from typing import Any
 

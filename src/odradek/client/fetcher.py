@@ -12,29 +12,24 @@ broker's work overlaps ours.
 
 from __future__ import annotations
 
-import mmap
-import socket
 import struct
 from collections.abc import Mapping
 from datetime import timedelta
-from typing import Any, NamedTuple
+from typing import NamedTuple
+
+from odradek.client.connection import Connection, error_name, servers, supports
+from odradek.client.metadata import topic_leaders
 
 # kio (and odradek.protocol.messages over it) is imported where used: it takes seconds to
 # import, and every Spark Python process that plans a query imports this module's caller.
 
 __all__ = ["FetchError", "Fetched", "PartitionFetcher", "parse_fetch", "supports"]
 
-FETCH, METADATA = 1, 3
+FETCH = 1
 NO_ERROR, LEADER_NOT_AVAILABLE = 0, 5
-FETCH_VERSION, METADATA_VERSION = 11, 8
-_LEN = struct.Struct(">i")
-_CORR = struct.Struct(">i")
+FETCH_VERSION = 11
 # Room for the response fields around the records in one frame.
 _FRAME_SLACK = 1 << 20
-# Receive buffers from this size on are anonymous maps (see _Conn._exact).
-_MMAP_AT = 1 << 20
-# Settings a plain socket honours as confluent-kafka would (or that do not matter to it).
-_PLAIN = {"plaintext", ""}
 
 
 class FetchError(RuntimeError):
@@ -52,26 +47,6 @@ class Fetched(NamedTuple):
     log_start_offset: int
     aborted: list[tuple[int, int]]  # (producer_id, first_offset)
     records: bytes | memoryview  # a memoryview only from receive(copy=False)
-
-
-def supports(client: Mapping[str, str]) -> bool:
-    """True when the client settings need nothing beyond a plaintext socket."""
-    proto = client.get("security.protocol", "plaintext").strip().lower()
-    return proto in _PLAIN and not any(k.startswith(("sasl.", "ssl.")) for k in client)
-
-
-def _servers(bootstrap: str) -> list[tuple[str, int]]:
-    out = []
-    for item in bootstrap.split(","):
-        item = item.strip()
-        if "://" in item:
-            item = item.split("://", 1)[1]
-        host, _, port = item.rpartition(":")
-        if host and port.isdigit():
-            out.append((host.strip("[]"), int(port)))
-    if not out:
-        raise ValueError(f"no host:port in bootstrap.servers {bootstrap!r}")
-    return out
 
 
 _FETCH_TOP = struct.Struct(">ihi")  # throttle_time_ms, error_code, session_id
@@ -142,58 +117,6 @@ def _count(n: int, left: int, least: int, nullable: bool = False) -> int:
     return n
 
 
-class _Conn:
-    def __init__(self, host: str, port: int, client_id: str, timeout_s: float, max_frame: int) -> None:
-        self.sock = socket.create_connection((host, port), timeout=timeout_s)
-        self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4 << 20)
-        self.client_id = client_id
-        self.max_frame = max_frame
-        self.corr = 0
-        self.buf: bytearray | mmap.mmap = bytearray(0)
-
-    def send(self, api_key: int, version: int, body: bytes) -> int:
-        from odradek.protocol.headers import encode_request_header
-
-        self.corr += 1
-        head = encode_request_header(api_key, version, self.corr, self.client_id)
-        self.sock.sendall(_LEN.pack(len(head) + len(body)) + head + body)
-        return self.corr
-
-    def receive(self, corr: int) -> memoryview:
-        """The next response frame, read-only; it lives in this connection's buffer, so it
-        is valid only until the next `receive` (decode it first: kio copies what it keeps)."""
-        size = _LEN.unpack(self._exact(4))[0]
-        if size < 4 or size > self.max_frame:
-            raise ConnectionError(f"response frame of {size} bytes is out of bounds "
-                                  f"(at most {self.max_frame})")
-        frame = self._exact(size).toreadonly()
-        got = _CORR.unpack_from(frame, 0)[0]
-        if got != corr:
-            raise ConnectionError(f"response correlation id {got}, expected {corr}")
-        return frame
-
-    def _exact(self, n: int) -> memoryview:
-        # One buffer per connection, grown (with room to spare: response sizes wander) to
-        # the biggest frame seen: a fresh one per response cost a zero-filled allocation of
-        # up to 32 MiB, and copying it into `bytes` for kio another pass (measured: 12% of
-        # the columnar consumer's CPU). Anonymous mmap: its pages are zeroed by the kernel
-        # as they are first written, not filled once more up front.
-        if len(self.buf) < n:
-            self.buf = mmap.mmap(-1, n + (n >> 3)) if n >= _MMAP_AT else bytearray(n)
-        view = memoryview(self.buf)[:n]
-        got = 0
-        while got < n:
-            k = self.sock.recv_into(view[got:], n - got)
-            if k == 0:
-                raise ConnectionError("the broker closed the connection")
-            got += k
-        return view
-
-    def close(self) -> None:
-        self.sock.close()
-
-
 class PartitionFetcher:
     """Fetches one partition from its leader; `send` then `receive`, one in flight."""
 
@@ -202,56 +125,33 @@ class PartitionFetcher:
                  max_bytes: int = 64 << 20, partition_max_bytes: int = 32 << 20,
                  max_wait_ms: int = 100) -> None:
         self.topic, self.partition = topic, partition
-        self.bootstrap = _servers(client["bootstrap.servers"])
+        self.bootstrap = client["bootstrap.servers"]
+        servers(self.bootstrap)  # a bad bootstrap.servers fails here, not at the first fetch
         self.client_id = client.get("client.id", "odradek-spark")
         self.isolation = 1 if read_committed else 0
         self.timeout_s = timeout_s
         self.max_bytes, self.partition_max_bytes = max_bytes, partition_max_bytes
         self.max_wait_ms = max_wait_ms
-        self._conn: _Conn | None = None
+        self._conn: Connection | None = None
         self._pending: int | None = None
 
-    def _connect(self) -> _Conn:
+    def _connect(self) -> Connection:
         if self._conn is None:
             host, port = self._leader()
-            self._conn = _Conn(host, port, self.client_id, self.timeout_s,
+            self._conn = Connection(host, port, self.client_id, self.timeout_s,
                                self.max_bytes + _FRAME_SLACK)
         return self._conn
 
     def _leader(self) -> tuple[str, int]:
-        from kio.schema.metadata.v8.request import MetadataRequest, MetadataRequestTopic
-
-        from odradek.protocol.messages import decode_response, encode_request
-
-        last: Exception | None = None
-        for host, port in self.bootstrap:
-            try:
-                conn = _Conn(host, port, self.client_id, self.timeout_s, 64 << 20)
-            except OSError as exc:
-                last = exc
-                continue
-            try:
-                req = MetadataRequest(topics=(MetadataRequestTopic(name=self.topic),),
-                                      allow_auto_topic_creation=False,
-                                      include_cluster_authorized_operations=False,
-                                      include_topic_authorized_operations=False)
-                corr = conn.send(METADATA, METADATA_VERSION, encode_request(req))
-                meta: Any = decode_response(METADATA, METADATA_VERSION, conn.receive(corr), 4)
-            finally:
-                conn.close()
-            brokers = {b.node_id: (b.host, int(b.port)) for b in meta.brokers}
-            for t in meta.topics:
-                if t.name != self.topic:
-                    continue
-                if int(t.error_code.value) != NO_ERROR:
-                    raise FetchError(int(t.error_code.value), f"metadata of {self.topic}: "
-                                     f"{t.error_code.name}")
-                for p in t.partitions:
-                    if p.partition_index == self.partition and p.leader_id in brokers:
-                        return brokers[p.leader_id]
+        found = topic_leaders(self.bootstrap, self.topic, self.client_id, self.timeout_s)
+        if found is not None and found.error_code != NO_ERROR:
+            raise FetchError(found.error_code, f"metadata of {self.topic}: "
+                             f"{error_name(found.error_code)}")
+        node = found.leaders.get(self.partition, -1) if found is not None else -1
+        if found is None or node not in found.brokers:
             raise FetchError(LEADER_NOT_AVAILABLE,
                              f"no leader for {self.topic}-{self.partition}")
-        raise ConnectionError(f"cannot reach any bootstrap server: {last}")
+        return found.brokers[node]
 
     def send(self, offset: int) -> None:
         """Ask for records from `offset` (a response not yet received is read first)."""

@@ -10,59 +10,42 @@ Every partition's answer is read: error codes are counted per (partition, error)
 first one kept as text; nothing is retried. With acks=0 the node sends no answer and
 closes the connection when a request fails (as Kafka does), which `flush` notices.
 
-`run_producer_columnar` is `odradek bench produce --client columnar`.
+The perf tool over it (`odradek bench produce --client columnar`) is
+odradek.perf.columnar_producer.
 """
 
 from __future__ import annotations
 
 import collections
-import importlib
 import socket
 import struct
-import sys
 import time
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
-from typing import Any, NamedTuple, TextIO
+from dataclasses import dataclass
+from typing import Any, NamedTuple
 
-from odradek.client.config import resolve_bootstrap
-from odradek.client.fetcher import _Conn, _servers, supports
-from odradek.client.perf import (
-    REPORT_INTERVAL_S,
-    ProducerResult,
-    ProduceRun,
-    high_watermarks,
-    make_payload,
-    producer_result,
-    report_producer,
-)
+from odradek.client.connection import Connection, error_name
+from odradek.client.metadata import topic_leaders
 from odradek.protocol.primitives import Reader, encode_uvarint
 
 __all__ = [
-    "COLUMNAR_LABEL",
     "ColumnarProducer",
-    "ColumnarRun",
     "ProduceError",
     "Settings",
+    "acks_value",
     "encode_produce_request",
-    "produce_columnar",
-    "run_producer_columnar",
     "settings_from",
 ]
 
-PRODUCE, METADATA, API_VERSIONS = 0, 3, 18
-PRODUCE_VERSION, METADATA_VERSION = 9, 8
+PRODUCE, API_VERSIONS = 0, 18
+PRODUCE_VERSION = 9
 UNKNOWN_TOPIC_OR_PARTITION, LEADER_NOT_AVAILABLE = 3, 5
-COLUMNAR_LABEL = ("columnar (odradek's own Produce v9 client, record batches built with numpy, "
-                  "not confluent-kafka)")
 _LEN = struct.Struct(">i")
 _HEADER = struct.Struct(">hhih")  # api key, version, correlation id, client id length
 _ACKS_TIMEOUT = struct.Struct(">hi")
 _I32 = struct.Struct(">i")
 _RECORDS_COUNT = struct.Struct(">i")
 _RECORDS_COUNT_OFFSET = 57
-_WARM = ("kio.schema.produce.v9.response", "kio.schema.metadata.v8.request",
-         "kio.schema.metadata.v8.response", "odradek.protocol.messages", "numpy")
 
 
 class ProduceError(RuntimeError):
@@ -71,15 +54,6 @@ class ProduceError(RuntimeError):
     def __init__(self, code: int, message: str) -> None:
         super().__init__(message)
         self.code = code
-
-
-def _error_name(code: int) -> str:
-    from odradek.protocol.errors import ErrorCode
-
-    try:
-        return ErrorCode(code).name.upper()
-    except ValueError:
-        return f"error code {code}"
 
 
 def encode_produce_request(correlation_id: int, client_id: str, acks: int, timeout_ms: int,
@@ -111,7 +85,7 @@ def encode_produce_request(correlation_id: int, client_id: str, acks: int, timeo
     return parts
 
 
-class _Connection(_Conn):
+class _Connection(Connection):
     """The fetcher's blocking connection, sending many parts with one sendmsg."""
 
     def __init__(self, host: str, port: int, client_id: str, timeout_s: float) -> None:
@@ -169,7 +143,7 @@ class Settings:
 _CODECS = {"none": 0, "gzip": 1, "snappy": 2, "lz4": 3, "zstd": 4}
 
 
-def _acks(value: str) -> int:
+def acks_value(value: str) -> int:
     if value.strip().lower() == "all":
         return -1
     acks = int(value)
@@ -184,7 +158,7 @@ def settings_from(acks: str, extra: Mapping[str, str] | None) -> Settings:
     `compression.codec`, `client.id`) plus `batches.per.request`; other keys (`linger.ms`:
     batches are built whole, nothing waits) are ignored."""
     x = dict(extra or {})
-    s = Settings(acks=_acks(x.get("acks", acks)))
+    s = Settings(acks=acks_value(x.get("acks", acks)))
     s.max_in_flight = int(x.get("max.in.flight", x.get("max.in.flight.requests.per.connection",
                                                        s.max_in_flight)))
     s.timeout_ms = int(x.get("request.timeout.ms", s.timeout_ms))
@@ -201,40 +175,16 @@ def settings_from(acks: str, extra: Mapping[str, str] | None) -> Settings:
     return s
 
 
-def topic_leaders(bootstrap: str, topic: str, client_id: str = "odradek-columnar",
-                  timeout_s: float = 30.0) -> tuple[dict[int, tuple[str, int]], dict[int, int]]:
-    """(broker id -> (host, port), partition -> leader id) of `topic`, from Metadata v8.
-    Raises ProduceError with the topic's error code (UNKNOWN_TOPIC_OR_PARTITION, ...)."""
-    from kio.schema.metadata.v8.request import MetadataRequest, MetadataRequestTopic
-
-    from odradek.protocol.messages import decode_response, encode_request
-
-    last: Exception | None = None
-    for host, port in _servers(bootstrap):
-        try:
-            conn = _Conn(host, port, client_id, timeout_s, 64 << 20)
-        except OSError as exc:
-            last = exc
-            continue
-        try:
-            req = MetadataRequest(topics=(MetadataRequestTopic(name=topic),),
-                                  allow_auto_topic_creation=False,
-                                  include_cluster_authorized_operations=False,
-                                  include_topic_authorized_operations=False)
-            corr = conn.send(METADATA, METADATA_VERSION, encode_request(req))
-            meta: Any = decode_response(METADATA, METADATA_VERSION, conn.receive(corr), 4)
-        finally:
-            conn.close()
-        brokers = {int(b.node_id): (b.host, int(b.port)) for b in meta.brokers}
-        for t in meta.topics:
-            if t.name != topic:
-                continue
-            code = int(t.error_code.value)
-            if code:
-                raise ProduceError(code, f"topic {topic}: {_error_name(code)}")
-            return brokers, {int(p.partition_index): int(p.leader_id) for p in t.partitions}
+def leaders_of(bootstrap: str, topic: str, client_id: str = "odradek-columnar",
+               timeout_s: float = 30.0) -> tuple[dict[int, tuple[str, int]], dict[int, int]]:
+    """(broker id -> (host, port), partition -> leader id) of `topic`. Raises ProduceError
+    with the topic's error code (UNKNOWN_TOPIC_OR_PARTITION, ...)."""
+    found = topic_leaders(bootstrap, topic, client_id, timeout_s)
+    if found is None:
         raise ProduceError(UNKNOWN_TOPIC_OR_PARTITION, f"topic {topic}: not in the metadata")
-    raise ConnectionError(f"cannot reach any bootstrap server: {last}")
+    if found.error_code:
+        raise ProduceError(found.error_code, f"topic {topic}: {error_name(found.error_code)}")
+    return found.brokers, found.leaders
 
 
 class ColumnarProducer:
@@ -246,7 +196,7 @@ class ColumnarProducer:
         self.settings = settings or Settings()
         self.bootstrap = bootstrap
         self.timeout_s = self.settings.timeout_ms / 1000 + 10
-        self.brokers, self.leaders = topic_leaders(bootstrap, topic, self.settings.client_id,
+        self.brokers, self.leaders = leaders_of(bootstrap, topic, self.settings.client_id,
                                                    self.timeout_s)
         self.partitions = sorted(self.leaders)
         self._conns: dict[int, _Connection] = {}
@@ -325,7 +275,7 @@ class ColumnarProducer:
             self.failed_records += count
             self.errors[(partition, code)] += 1
             if self.first_error is None:
-                name = _error_name(code) if code >= 0 else "MISSING_PARTITION_RESPONSE"
+                name = error_name(code) if code >= 0 else "MISSING_PARTITION_RESPONSE"
                 self.first_error = (f"{self.topic}-{partition}: {name}"
                                     + (f": {message}" if message else ""))
 
@@ -356,192 +306,3 @@ class ColumnarProducer:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
-
-
-# ---------------------------------------------------------------------------- perf tool
-
-
-@dataclass
-class ColumnarRun(ProduceRun):
-    """ProduceRun plus the client's own counts: records the node answered without error,
-    CPU seconds of this process, and errors per (partition, error code)."""
-
-    acked: int = 0
-    cpu_seconds: float = 0.0
-    error_codes: dict[tuple[int, int], int] = field(default_factory=dict)
-
-
-def records_per_batch(settings: Settings, record_size: int) -> int:
-    """batch.num.messages, fewer when batch.size (bytes of the whole batch) is reached first."""
-    from odradek.client.batch_builder import fixed_column, records_size
-
-    value = b"\0" * record_size
-
-    def fits(count: int) -> bool:
-        # The offset delta's and the length's varints grow with the batch: measure it whole.
-        return 61 + records_size(None, fixed_column(value, count)) <= settings.batch_size
-
-    lo, hi = 1, settings.batch_num_messages
-    while lo < hi:
-        mid = (lo + hi + 1) // 2
-        if fits(mid):
-            lo = mid
-        else:
-            hi = mid - 1
-    return lo
-
-
-def produce_columnar(bootstrap: str | None, topic: str, num_records: int, record_size: int,
-                     acks: str = "1", extra: Mapping[str, str] | None = None,
-                     out: TextIO | None = None, throughput: float = -1,
-                     max_seconds: float | None = None, ready: Any = None,
-                     go: Any = None) -> ColumnarRun:
-    """The produce loop of one process (the perf tool's; `ready`/`go` as in
-    perf.produce_records). Every record carries the same random payload of record_size bytes
-    and a null key, as kafka-producer-perf-test sends: the payload is still copied into
-    every record of every batch (a broadcast view, not a cached batch)."""
-    for name in _WARM:
-        importlib.import_module(name)
-    from odradek.client.batch_builder import build_columnar_batch, fixed_column
-
-    client = {"bootstrap.servers": resolve_bootstrap(bootstrap), **dict(extra or {})}
-    if not supports(client):
-        raise RuntimeError("the columnar client speaks PLAINTEXT only (no SASL/SSL settings)")
-    settings = settings_from(acks, extra)
-    producer = ColumnarProducer(client["bootstrap.servers"], topic, settings)
-    try:
-        producer.connect()
-        partitions = producer.partitions
-        if not partitions:
-            raise ProduceError(UNKNOWN_TOPIC_OR_PARTITION, f"topic {topic} has no partitions")
-        per_request = settings.batches_per_request or len(partitions)
-        per_request = min(per_request, len(partitions))
-        per_batch = records_per_batch(settings, record_size)
-        values = fixed_column(make_payload(record_size), per_batch)
-        if ready is not None:
-            ready.set()
-            go.wait()
-        cpu0 = time.process_time()
-        start = time.monotonic()
-        deadline = start + max_seconds if max_seconds else float("inf")
-        window_start, window_count, window_lat = start, 0, len(producer.latencies_ms)
-        sent = turn = 0
-        while sent < num_records and time.monotonic() < deadline:
-            batches = []
-            now_ms = int(time.time() * 1000)
-            for _ in range(per_request):
-                n = min(per_batch, num_records - sent)
-                if n <= 0:
-                    break
-                batch = build_columnar_batch(values[:n], base_timestamp=now_ms,
-                                             compression=settings.compression)
-                batches.append((partitions[turn % len(partitions)], batch))
-                turn += 1
-                sent += n
-                window_count += n
-            producer.send(batches)
-            if throughput > 0:
-                ahead = sent / throughput - (time.monotonic() - start)
-                if ahead > 0:
-                    time.sleep(ahead)
-            now = time.monotonic()
-            if out is not None and now - window_start >= REPORT_INTERVAL_S:
-                _window_line(out, window_count, now - window_start, record_size,
-                             producer.latencies_ms[window_lat:])
-                window_start, window_count = now, 0
-                window_lat = len(producer.latencies_ms)
-        producer.flush()
-        end = time.monotonic()
-        cpu = time.process_time() - cpu0
-    finally:
-        producer.close()
-    return ColumnarRun(sent=producer.sent_records, samples=producer.latencies_ms,
-                       errors=sum(producer.errors.values()), first_error=producer.first_error,
-                       start=start, end=end, acked=producer.acked_records, cpu_seconds=cpu,
-                       error_codes=dict(producer.errors))
-
-
-def _window_line(out: TextIO, count: int, seconds: float, record_size: int,
-                 latencies: list[float]) -> None:
-    avg = sum(latencies) / len(latencies) if latencies else 0.0
-    top = max(latencies, default=0.0)
-    print(f"{count} records sent, {count / seconds:.1f} records/sec "
-          f"({count * record_size / seconds / (1024 * 1024):.2f} MB/sec), {avg:.1f} ms avg "
-          f"latency, {top:.1f} ms max latency.", file=out, flush=True)
-
-
-def wait_for_watermarks(bootstrap: str | None, topic: str, target: int,
-                        settle_s: float = 2.0, limit_s: float = 60.0) -> int:
-    """The topic's watermark sum once it reaches `target` or stops moving for settle_s
-    (acks=0: the node may still be appending when the client has sent its last byte)."""
-    last = high_watermarks(bootstrap, topic)
-    changed = start = time.monotonic()
-    while last < target and time.monotonic() - changed < settle_s \
-            and time.monotonic() - start < limit_s:
-        time.sleep(0.1)
-        now = high_watermarks(bootstrap, topic)
-        if now != last:
-            last, changed = now, time.monotonic()
-    return last
-
-
-def report_columnar(result: ProducerResult, cpu_seconds: float, out: TextIO | None,
-                    first_error: str | None, processes: int,
-                    error_codes: Mapping[tuple[int, int], int]) -> None:
-    if out is not None:
-        per_million = cpu_seconds / max(result.records / 1e6, 1e-12)
-        print(f"# client: {COLUMNAR_LABEL}; client CPU {cpu_seconds:.2f} s "
-              f"({per_million:.2f} CPU s per 1M records)", file=out)
-    report_producer(result, out, first_error, processes)
-    if error_codes:
-        listed = ", ".join(f"{'?' if p < 0 else p}: {_error_name(c) if c >= 0 else 'closed'} "
-                           f"x{n}" for (p, c), n in sorted(error_codes.items()))
-        print(f"errors per partition: {listed}", file=sys.stderr)
-
-
-def run_producer_columnar(bootstrap: str | None, topic: str, num_records: int, record_size: int,
-                          acks: str = "1", extra: dict[str, str] | None = None,
-                          out: TextIO | None = sys.stdout, throughput: float = -1,
-                          max_seconds: float | None = None,
-                          processes: int = 1) -> ProducerResult:
-    """perf.run_producer's semantics on the columnar client: acknowledged records are
-    counted from the topic's high watermarks (capped at what was sent), latency percentiles
-    are per request (send to answer; none with acks=0). Like kafka-producer-perf-test, every
-    record is the same random payload of record_size bytes (null key). With `processes` > 1
-    that many processes share the records and the rate."""
-    if processes > 1:
-        from odradek.client.perf_parallel import run_producers
-
-        return run_producers(bootstrap, topic, num_records, record_size, acks, extra, out,
-                             throughput, max_seconds, processes, columnar=True)
-    before = high_watermarks(bootstrap, topic)
-    run = produce_columnar(bootstrap, topic, num_records, record_size, acks, extra, out,
-                           throughput, max_seconds)
-    return finish_columnar(bootstrap, topic, before, [run], record_size, acks, out, 1)
-
-
-def finish_columnar(bootstrap: str | None, topic: str, before: int, runs: list[ColumnarRun],
-                    record_size: int, acks: str, out: TextIO | None,
-                    processes: int) -> ProducerResult:
-    """Count, total and report the runs of one or more producer processes."""
-    sent = sum(r.sent for r in runs)
-    if _acks(acks) == 0:
-        after = wait_for_watermarks(bootstrap, topic, before + sent)
-    else:
-        after = high_watermarks(bootstrap, topic)
-    acknowledged = min(after - before, sent)
-    start = min(r.start for r in runs)
-    end = max(r.end for r in runs)
-    samples = [s for r in runs for s in r.samples]
-    result = producer_result(acknowledged, end - start, record_size, samples)
-    result.errors = sent - acknowledged
-    codes: collections.Counter[tuple[int, int]] = collections.Counter()
-    for r in runs:
-        codes.update(r.error_codes)
-    if codes and not result.errors:
-        # Watermarks can hide errors (another producer's records); the answers cannot.
-        result.errors = sum(r.sent - r.acked for r in runs) if _acks(acks) else sum(codes.values())
-    first_error = next((r.first_error for r in runs if r.first_error), None)
-    report_columnar(result, sum(r.cpu_seconds for r in runs), out, first_error, processes,
-                    codes)
-    return result

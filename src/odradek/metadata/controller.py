@@ -18,17 +18,14 @@ from dataclasses import dataclass, field
 from enum import IntEnum
 from typing import Any
 
-from odradek.metadata.configs import (
+from odradek.metadata.config.broker_configs import (
     BROKER_CONFIGS,
-    TOPIC_CONFIGS,
     BrokerConfig,
-    ConfigEntry,
-    ConfigType,
-    describe_topic_configs,
-    parse_value,
     validate_broker_dynamic_configs,
-    validate_topic_configs,
 )
+from odradek.metadata.config.config_def import ConfigEntry, ConfigType, parse_value
+from odradek.metadata.config.describe import describe_topic_configs
+from odradek.metadata.config.topic_configs import TOPIC_CONFIGS, validate_topic_configs
 from odradek.metadata.image import MetadataDelta, MetadataImage
 from odradek.metadata.quorum import Quorum
 from odradek.metadata.records import (

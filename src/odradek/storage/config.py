@@ -1,32 +1,17 @@
-"""Per-log configuration: Kafka's topic configs, with Kafka's defaults.
+"""Per-log configuration: the topic configs the storage layer acts on, with Kafka's defaults.
 
-Only what the storage layer acts on is interpreted here; the full config table
-(validation, synonyms, describe) lives in `odradek.metadata.configs`, which
-builds a `LogConfig` with `LogConfig.from_topic_configs`.
+A `LogConfig` holds typed values (ints, bools, a float, strings); each field is a Kafka topic
+config's name with underscores for dots (`segment.bytes` -> `segment_bytes`). Storage parses
+no config strings: the config table in `odradek.metadata.config` parses and validates them and
+builds a `LogConfig` from the typed values (`odradek.metadata.config.log_config.log_config`).
 """
 
 from __future__ import annotations
 
-import dataclasses
 from dataclasses import dataclass
-from typing import Any
 
 # Kafka encodes "never" for flush.messages / flush.ms as Long.MAX_VALUE.
 LONG_MAX = 9223372036854775807
-
-
-def _bool(value: str) -> bool:
-    v = value.strip().lower()
-    if v in ("true", "1", "yes"):
-        return True
-    if v in ("false", "0", "no"):
-        return False
-    raise ValueError(f"not a boolean: {value!r}")
-
-
-def _optional_long(value: str) -> int | None:
-    n = int(value)
-    return None if n >= LONG_MAX else n
 
 
 @dataclass(frozen=True, slots=True)
@@ -45,7 +30,7 @@ class LogConfig:
     flush_ms: int | None = None
     retention_ms: int = 604800000
     retention_bytes: int = -1
-    cleanup_policy: str = "delete"
+    cleanup_policy: str = "delete"  # comma-separated: "delete", "compact" or both
     file_delete_delay_ms: int = 60000
     delete_retention_ms: int = 86400000
     min_compaction_lag_ms: int = 0
@@ -55,58 +40,3 @@ class LogConfig:
     min_insync_replicas: int = 1
     unclean_leader_election_enable: bool = False
     preallocate: bool = False
-
-    @classmethod
-    def from_topic_configs(
-        cls, configs: dict[str, str], base: LogConfig | None = None
-    ) -> LogConfig:
-        """Build from Kafka topic config names (`segment.bytes` ...) over `base` (default: Kafka's).
-
-        Unknown keys are ignored (they belong to other layers); a malformed value raises ValueError
-        naming the key.
-        """
-        changes: dict[str, Any] = {}
-        for key, raw in configs.items():
-            spec = _KEYS.get(key)
-            if spec is None or raw is None:
-                continue
-            field, convert = spec
-            try:
-                changes[field] = convert(raw)
-            except (TypeError, ValueError) as exc:
-                raise ValueError(f"invalid value {raw!r} for {key}: {exc}") from None
-        start = base if base is not None else cls()
-        return dataclasses.replace(start, **changes) if changes else start
-
-
-def _policy(value: str) -> str:
-    return ",".join(p.strip() for p in value.split(",") if p.strip())
-
-
-_KEYS: dict[str, tuple[str, Any]] = {
-    "segment.bytes": ("segment_bytes", int),
-    "segment.ms": ("segment_ms", int),
-    "segment.jitter.ms": ("segment_jitter_ms", int),
-    "index.interval.bytes": ("index_interval_bytes", int),
-    "segment.index.bytes": ("segment_index_bytes", int),
-    "max.message.bytes": ("max_message_bytes", int),
-    "message.timestamp.type": ("message_timestamp_type", str),
-    "message.timestamp.before.max.ms": ("message_timestamp_before_max_ms", int),
-    "message.timestamp.after.max.ms": ("message_timestamp_after_max_ms", int),
-    "flush.messages": ("flush_messages", _optional_long),
-    "flush.ms": ("flush_ms", _optional_long),
-    "retention.ms": ("retention_ms", int),
-    "retention.bytes": ("retention_bytes", int),
-    "cleanup.policy": ("cleanup_policy", _policy),
-    "file.delete.delay.ms": ("file_delete_delay_ms", int),
-    "delete.retention.ms": ("delete_retention_ms", int),
-    "min.compaction.lag.ms": ("min_compaction_lag_ms", int),
-    "max.compaction.lag.ms": ("max_compaction_lag_ms", int),
-    "min.cleanable.dirty.ratio": ("min_cleanable_dirty_ratio", float),
-    "compression.type": ("compression_type", str),
-    "min.insync.replicas": ("min_insync_replicas", int),
-    "unclean.leader.election.enable": ("unclean_leader_election_enable", _bool),
-    "preallocate": ("preallocate", _bool),
-}
-
-TOPIC_CONFIG_KEYS = frozenset(_KEYS)

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 from odradek.cli import bench, common
-from odradek.client import BOOTSTRAP_ENV, DEFAULT_BOOTSTRAP, perf
+from odradek.client import BOOTSTRAP_ENV, DEFAULT_BOOTSTRAP
+from odradek.perf import results as perf
 
 
 def test_bootstrap_constants_agree_with_the_client() -> None:

@@ -12,7 +12,7 @@ from confluent_kafka import Consumer
 
 from odradek.client import consumer, consumer_settings
 from odradek.client.consumer_settings import LIBRDKAFKA_DEFAULTS, SHIPPED, settings_text
-from odradek.client.perf import consumer_config
+from odradek.perf.confluent import consumer_config
 
 NOWHERE = "127.0.0.1:1"  # nothing listens: the consumer is created, never connects
 

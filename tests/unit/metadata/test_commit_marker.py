@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from odradek.cli.storage_verify import scan_segment, verify_data_dir
-from odradek.metadata.configs import BrokerConfig
+from odradek.metadata.config.broker_configs import BrokerConfig
 from odradek.metadata.controller import Controller, load_image
 from odradek.metadata.image import MetadataImage
 from odradek.metadata.quorum import (

@@ -4,7 +4,8 @@ import uuid
 
 import pytest
 
-from odradek.metadata.configs import BrokerConfig, ConfigSource
+from odradek.metadata.config.broker_configs import BrokerConfig
+from odradek.metadata.config.config_def import ConfigSource
 from odradek.metadata.controller import (
     AlterConfigsResource,
     AlterOp,

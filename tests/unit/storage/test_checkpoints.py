@@ -7,7 +7,6 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from odradek.storage.checkpoints import CheckpointError, read_offsets, write_offsets
-from odradek.storage.config import LogConfig
 
 
 def test_round_trip_and_format(tmp_path: Path) -> None:
@@ -41,21 +40,3 @@ def test_round_trip_property(tmp_path_factory, offsets: dict[tuple[str, int], in
     path = tmp_path_factory.mktemp("cp") / "cp"
     write_offsets(path, offsets)
     assert read_offsets(path) == offsets
-
-
-def test_log_config_from_topic_configs() -> None:
-    cfg = LogConfig.from_topic_configs(
-        {
-            "segment.bytes": "1000",
-            "flush.messages": "9223372036854775807",
-            "flush.ms": "50",
-            "cleanup.policy": "compact, delete",
-            "preallocate": "true",
-            "unknown.key": "x",
-        }
-    )
-    assert cfg.segment_bytes == 1000 and cfg.flush_messages is None and cfg.flush_ms == 50
-    assert cfg.cleanup_policy == "compact,delete" and cfg.preallocate is True
-    assert cfg.index_interval_bytes == 4096 and cfg.segment_ms == 604800000
-    with pytest.raises(ValueError, match=r"segment\.ms"):
-        LogConfig.from_topic_configs({"segment.ms": "soon"})

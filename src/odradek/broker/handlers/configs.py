@@ -6,11 +6,8 @@ from typing import Any
 
 from odradek.broker.handlers import admin
 from odradek.broker.handlers.common import Response, decode, respond, valid_topic_name
-from odradek.metadata.configs import (
-    ConfigSource,
-    describe_broker_configs,
-    describe_topic_configs,
-)
+from odradek.metadata.config.config_def import ConfigSource
+from odradek.metadata.config.describe import describe_broker_configs, describe_topic_configs
 from odradek.metadata.controller import AlterConfigsResource, IncrementalAlterConfigsResource
 from odradek.protocol.apis import ApiKey, ApiVersionRange
 from odradek.protocol.errors import ErrorCode, KafkaError

@@ -8,8 +8,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from odradek.client.columnar import columns, select
-from odradek.client.perf_columnar import merged
-from odradek.client.perf_parallel import consumer_quotas, shares
+from odradek.perf.columnar_consumer import merged
+from odradek.perf.parallel import consumer_quotas, shares
 from odradek.protocol.records import Compression, Record, build_batch
 
 

@@ -1,4 +1,4 @@
-"""Perf tools over confluent-kafka: what kafka-producer-perf-test, kafka-consumer-perf-test and
+"""The perf tools over confluent-kafka: what kafka-producer-perf-test, kafka-consumer-perf-test and
 Kafka's EndToEndLatency tool measure and print.
 
 Used by `odradek bench produce|consume|e2e` and by the benchmarks under bench/.
@@ -32,8 +32,6 @@ import string
 import sys
 import time
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
-from datetime import datetime
 from typing import Any, TextIO
 
 from confluent_kafka import (
@@ -47,63 +45,18 @@ from confluent_kafka import (
 
 from odradek.client.config import resolve_bootstrap
 from odradek.client.consumer_settings import consumer_settings
-
-REPORT_INTERVAL_S = 5.0
-SAMPLE_EVERY = 16
-PERCENTILES = (("50", 0.5), ("95", 0.95), ("99", 0.99), ("99.9", 0.999))
-
+from odradek.perf.results import (
+    DEFAULT_BATCH,
+    REPORT_INTERVAL_S,
+    SAMPLE_EVERY,
+    ConsumeRun,
+    LatencyResult,
+    ProduceRun,
+    Window,
+    latency_result,
+)
 
 # ---------------------------------------------------------------------------- producer
-
-@dataclass
-class Window:
-    """Counts between two progress lines (and for the whole run)."""
-
-    start: float
-    count: int = 0
-    bytes: int = 0
-    latency_sum_ms: float = 0.0
-    latency_max_ms: float = 0.0
-
-    def add(self, latency_ms: float, size: int) -> None:
-        self.count += SAMPLE_EVERY
-        self.bytes += size * SAMPLE_EVERY
-        self.latency_sum_ms += latency_ms
-        if latency_ms > self.latency_max_ms:
-            self.latency_max_ms = latency_ms
-
-    def line(self, now: float) -> str:
-        elapsed = max(now - self.start, 1e-9)
-        rate = self.count / elapsed
-        mb = self.bytes / elapsed / (1024 * 1024)
-        avg = self.latency_sum_ms * SAMPLE_EVERY / self.count if self.count else 0.0
-        return (f"{self.count} records sent, {rate:.1f} records/sec ({mb:.2f} MB/sec), "
-                f"{avg:.1f} ms avg latency, {self.latency_max_ms:.1f} ms max latency")
-
-
-@dataclass
-class ProducerResult:
-    records: int
-    errors: int
-    seconds: float
-    records_per_sec: float
-    mb_per_sec: float
-    avg_latency_ms: float
-    max_latency_ms: float
-    percentiles_ms: dict[str, float] = field(default_factory=dict)
-    record_size: int = 0
-
-    @property
-    def bytes(self) -> int:
-        return self.records * self.record_size
-
-    def summary(self) -> str:
-        p = self.percentiles_ms
-        return (f"{self.records} records sent, {self.records_per_sec:.1f} records/sec "
-                f"({self.mb_per_sec:.2f} MB/sec), {self.avg_latency_ms:.2f} ms avg latency, "
-                f"{self.max_latency_ms:.2f} ms max latency, {p['50']:.0f} ms 50th, "
-                f"{p['95']:.0f} ms 95th, {p['99']:.0f} ms 99th, {p['99.9']:.0f} ms 99.9th.")
-
 
 class Stats:
     """Latencies of the sampled records; each stands for SAMPLE_EVERY records in the counts."""
@@ -135,12 +88,6 @@ class Stats:
             if self.out is not None:
                 print(self.window.line(now) + ".", file=self.out, flush=True)
             self.window = Window(now)
-
-
-def percentile(sorted_values: list[float], fraction: float) -> float:
-    if not sorted_values:
-        return 0.0
-    return sorted_values[min(len(sorted_values) - 1, int(fraction * len(sorted_values)))]
 
 
 def make_payload(size: int, seed: int = 0) -> bytes:
@@ -178,19 +125,6 @@ def high_watermarks(bootstrap: str | None, topic: str) -> int:
                    for p in meta.partitions)
     finally:
         consumer.close()
-
-
-@dataclass
-class ProduceRun:
-    """What one producer (process) did: records handed to produce(), sampled latencies (ms),
-    sampled delivery errors, and its start and end on CLOCK_MONOTONIC (system wide)."""
-
-    sent: int
-    samples: list[float]
-    errors: int
-    first_error: str | None
-    start: float
-    end: float
 
 
 def produce_records(bootstrap: str | None, topic: str, num_records: int, record_size: int,
@@ -240,59 +174,6 @@ def produce_records(bootstrap: str | None, topic: str, num_records: int, record_
     return ProduceRun(sent, stats.samples, stats.errors, stats.first_error, start, end)
 
 
-def producer_result(acknowledged: int, seconds: float, record_size: int,
-                    samples: list[float]) -> ProducerResult:
-    """Totals and latency percentiles (over the sampled records of every process)."""
-    samples = sorted(samples)
-    elapsed = max(seconds, 1e-9)
-    return ProducerResult(
-        records=acknowledged,
-        errors=0,
-        seconds=elapsed,
-        records_per_sec=acknowledged / elapsed,
-        mb_per_sec=acknowledged * record_size / elapsed / (1024 * 1024),
-        avg_latency_ms=sum(samples) / len(samples) if samples else 0.0,
-        max_latency_ms=samples[-1] if samples else 0.0,
-        percentiles_ms={name: percentile(samples, q) for name, q in PERCENTILES},
-        record_size=record_size,
-    )
-
-
-def run_producer(bootstrap: str | None, topic: str, num_records: int, record_size: int,
-                 acks: str = "1", extra: dict[str, str] | None = None,
-                 out: TextIO | None = sys.stdout, throughput: float = -1,
-                 max_seconds: float | None = None, processes: int = 1) -> ProducerResult:
-    """Produce `num_records` records (fewer if `max_seconds` runs out), at most `throughput`
-    records/s when it is positive (kafka-producer-perf-test's --throughput, -1 = unlimited).
-    With `processes` > 1 that many producer processes share the records (and the rate)."""
-    if processes > 1:
-        from odradek.client.perf_parallel import run_producers
-
-        return run_producers(bootstrap, topic, num_records, record_size, acks, extra, out,
-                             throughput, max_seconds, processes)
-    before = high_watermarks(bootstrap, topic)
-    run = produce_records(bootstrap, topic, num_records, record_size, acks, extra, out,
-                          throughput, max_seconds)
-    # Watermarks count every producer's records: with others writing to the topic at the same
-    # time the count is capped at what this run sent (and is then only an upper bound).
-    acknowledged = min(high_watermarks(bootstrap, topic) - before, run.sent)
-    result = producer_result(acknowledged, run.end - run.start, record_size, run.samples)
-    result.errors = run.sent - acknowledged
-    report_producer(result, out, run.first_error)
-    return result
-
-
-def report_producer(result: ProducerResult, out: TextIO | None, first_error: str | None,
-                    processes: int = 1) -> None:
-    if out is not None:
-        if processes > 1:
-            print(f"# {processes} producer processes", file=out)
-        print(result.summary(), file=out, flush=True)
-    if result.errors:
-        print(f"{result.errors} records not acknowledged; first sampled error: "
-              f"{first_error}", file=sys.stderr)
-
-
 def _pace(start: float, sent: int, rate: float, poll: Any) -> None:
     """Hold the producer back to `rate` records/s since `start` (serving callbacks meanwhile)."""
     ahead = sent / rate - (time.monotonic() - start)
@@ -304,53 +185,6 @@ def _pace(start: float, sent: int, rate: float, poll: Any) -> None:
 
 # ---------------------------------------------------------------------------- consumer
 
-CONSUMER_HEADER = ("start.time, end.time, data.consumed.in.MB, MB.sec, data.consumed.in.nMsg, "
-                   "nMsg.sec, rebalance.time.ms, fetch.time.ms, fetch.MB.sec, fetch.nMsg.sec")
-
-
-@dataclass
-class ConsumerResult:
-    records: int
-    bytes: int
-    start_wall: float
-    end_wall: float
-    seconds: float
-    errors: int = 0
-    cpu_seconds: float = 0.0  # of the client process(es), all threads
-    client: str = "confluent-kafka"
-
-    @property
-    def cpu_per_million(self) -> float:
-        return self.cpu_seconds / max(self.records / 1e6, 1e-12)
-
-    def client_line(self) -> str:
-        return (f"# client: {self.client}; client CPU {self.cpu_seconds:.2f} s "
-                f"({self.cpu_per_million:.2f} CPU s per 1M records)")
-
-    @property
-    def mb(self) -> float:
-        return self.bytes / (1024 * 1024)
-
-    @property
-    def records_per_sec(self) -> float:
-        return self.records / max(self.seconds, 1e-9)
-
-    @property
-    def mb_per_sec(self) -> float:
-        return self.mb / max(self.seconds, 1e-9)
-
-    def line(self) -> str:
-        ms = self.seconds * 1000
-        return (f"{_stamp(self.start_wall)}, {_stamp(self.end_wall)}, {self.mb:.4f}, "
-                f"{self.mb_per_sec:.4f}, {self.records}, {self.records_per_sec:.4f}, 0, "
-                f"{ms:.0f}, {self.mb_per_sec:.4f}, {self.records_per_sec:.4f}")
-
-
-def _stamp(t: float) -> str:
-    d = datetime.fromtimestamp(t)
-    return d.strftime("%Y-%m-%d %H:%M:%S:") + f"{d.microsecond // 1000:03d}"
-
-
 def consumer_config(bootstrap: str | None, extra: dict[str, str] | None = None) -> dict[str, object]:
     """The bench consumer: the shipped fetch settings (client.consumer_settings) with a
     bigger receive buffer, then `extra` (-X, or librdkafka's defaults) on top."""
@@ -361,7 +195,7 @@ def consumer_config(bootstrap: str | None, extra: dict[str, str] | None = None) 
                              receive_message_max_bytes=128 * 1024 * 1024)
 
 
-def _partitions(consumer: Consumer, topic: str) -> list[int]:
+def partitions_of(consumer: Consumer, topic: str) -> list[int]:
     meta = consumer.list_topics(topic, timeout=30).topics[topic]
     if meta.error is not None:
         raise RuntimeError(f"topic {topic}: {meta.error.name()}")
@@ -379,34 +213,6 @@ def _record_bytes(msgs: Any) -> int:
             + sum(map(len, filter(None, map(_key_of, msgs)))))
 
 
-DEFAULT_BATCH = 10000
-CONFLUENT = "confluent-kafka"
-COLUMNAR = "columnar"
-CLIENTS = (CONFLUENT, COLUMNAR)
-
-
-def client_label(client: str) -> str:
-    if client == COLUMNAR:
-        return "columnar (odradek's own Fetch v11 client + numpy decoder, not confluent-kafka)"
-    return "confluent-kafka (librdkafka)"
-
-
-@dataclass
-class ConsumeRun:
-    """What one consumer (process) read: records and key + value bytes counted from the
-    messages themselves, errors other than end-of-partition, and its start and end
-    (wall clock, time.time())."""
-
-    records: int
-    bytes: int
-    start: float
-    end: float
-    errors: int = 0
-    first_error: str | None = None
-    processes: int = 1
-    cpu_seconds: float = 0.0  # process CPU (every thread) from start to end
-
-
 def consume_partitions(bootstrap: str | None, topic: str, partitions: list[int] | None,
                        num_records: int, timeout_s: float, extra: dict[str, str] | None,
                        ready: Any = None, go: Any = None, total: Any = None,
@@ -419,7 +225,7 @@ def consume_partitions(bootstrap: str | None, topic: str, partitions: list[int] 
     first_error: str | None = None
     try:
         if partitions is None:
-            partitions = _partitions(consumer, topic)
+            partitions = partitions_of(consumer, topic)
         consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in partitions])
         if ready is not None:
             ready.set()
@@ -475,73 +281,12 @@ def consume_records(bootstrap: str | None, topic: str, partitions: list[int] | N
     return run.records, run.bytes, run.start, run.end
 
 
-def run_consumer(bootstrap: str | None, topic: str, num_records: int, timeout_s: float = 10.0,
-                 extra: dict[str, str] | None = None, out: TextIO | None = sys.stdout,
-                 processes: int = 1, batch: int = DEFAULT_BATCH,
-                 client: str = CONFLUENT) -> ConsumerResult:
-    """One consumer, or `processes` consumers splitting the partitions between them (one
-    Python process tops out near one core; kafka-consumer-perf-test had --threads for this).
-    `client` is CONFLUENT (confluent-kafka) or COLUMNAR (odradek.client.perf_columnar)."""
-    if client not in CLIENTS:
-        raise ValueError(f"unknown consumer client {client!r} (one of {', '.join(CLIENTS)})")
-    if processes > 1:
-        from odradek.client.perf_parallel import run_consumers
-
-        run = run_consumers(bootstrap, topic, num_records, timeout_s, extra, processes, batch,
-                            client=client)
-    elif client == COLUMNAR:
-        from odradek.client.perf_columnar import consume_columnar
-
-        run = consume_columnar(bootstrap, topic, None, num_records, timeout_s, extra)
-    else:
-        run = consume_partitions(bootstrap, topic, None, num_records, timeout_s, extra,
-                                 batch=batch)
-    result = ConsumerResult(run.records, run.bytes, run.start, run.end, run.end - run.start,
-                            run.errors, run.cpu_seconds, client_label(client))
-    if out is not None:
-        if run.processes > 1:
-            print(f"# {run.processes} consumer processes", file=out)
-        print(result.client_line(), file=out)
-        print(CONSUMER_HEADER, file=out)
-        print(result.line(), file=out, flush=True)
-    if run.errors:
-        print(f"consumer: {run.errors} errors, first: {run.first_error}", file=sys.stderr)
-    return result
-
-
 # ---------------------------------------------------------------------------- end to end
 
 E2E_LINGER_MS = "1"
 E2E_FETCH_WAIT_MS = "10"
 # The producer's shortest sleep between bursts (see Pacer).
 PACE_TICK_S = 0.0005
-
-
-@dataclass
-class LatencyResult:
-    """End-to-end latencies (ms) of the measured records, and the rate that was achieved."""
-
-    records: int
-    seconds: float
-    latencies_ms: list[float]
-
-    @property
-    def records_per_sec(self) -> float:
-        return self.records / max(self.seconds, 1e-9)
-
-    def pct(self, fraction: float) -> float:
-        return percentile(self.latencies_ms, fraction)
-
-    @property
-    def avg_ms(self) -> float:
-        return sum(self.latencies_ms) / len(self.latencies_ms) if self.latencies_ms else 0.0
-
-    def summary(self) -> str:
-        # EndToEndLatency prints the average and three percentiles; the rate is ours.
-        return (f"{self.records} records at {self.records_per_sec:.1f} records/sec\n"
-                f"Avg latency: {self.avg_ms:.4f} ms\n"
-                f"Percentiles: 50th = {self.pct(0.5):.3f}, 99th = {self.pct(0.99):.3f}, "
-                f"99.9th = {self.pct(0.999):.3f}")
 
 
 def stamp_payload(payload: bytearray, warmup: bool) -> None:
@@ -609,7 +354,7 @@ def e2e_consume(bootstrap: str | None, topic: str, expected: Any, timeout_s: flo
     count = 0
     try:
         consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING)
-                         for p in _partitions(consumer, topic)])
+                         for p in partitions_of(consumer, topic)])
         # One empty poll so the connection and fetch session exist before the producer starts.
         consumer.consume(num_messages=1, timeout=0.5)
         with gc_paused():
@@ -750,13 +495,3 @@ def e2e_pair(worker: Callable[[tuple[Any, ...], Any], None],
         proc.join(30)
         if proc.is_alive():
             proc.kill()
-
-
-def latency_result(sent: int, measured_s: float, count: int,
-                   latencies: list[float]) -> LatencyResult:
-    """Every measured record's latency, sorted; a record that never arrived is reported."""
-    latencies.sort()
-    if count < sent:
-        print(f"end-to-end: {sent - count} of {sent} records never reached the consumer",
-              file=sys.stderr)
-    return LatencyResult(records=len(latencies), seconds=measured_s, latencies_ms=latencies)

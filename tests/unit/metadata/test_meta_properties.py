@@ -2,7 +2,7 @@ from __future__ import annotations
 
 import pytest
 
-from odradek.metadata.properties import (
+from odradek.metadata.meta_properties import (
     META_PROPERTIES,
     MetaPropertiesError,
     ensure_meta_properties,

@@ -1,6 +1,6 @@
 """End-to-end latency with odradek's own columnar client (`odradek bench e2e --client columnar`).
 
-What is measured is what `perf.run_e2e` measures with confluent-kafka, in the same encoding
+What is measured is what `perf.confluent.run_e2e` measures with confluent-kafka, in the same encoding
 (`perf.stamp_payload` / `perf.latency_of`: bytes 0-7 a CLOCK_MONOTONIC time in ns, big-endian;
 byte 8 is 1 for warm-up records), but with queues we control on both sides:
 
@@ -38,13 +38,8 @@ from typing import Any, TextIO
 import numpy as np
 
 from odradek.client.config import resolve_bootstrap
-from odradek.client.perf import (
-    LatencyResult,
-    e2e_pair,
-    gc_paused,
-    latency_result,
-    make_payload,
-)
+from odradek.perf.confluent import e2e_pair, gc_paused, make_payload
+from odradek.perf.results import LatencyResult, latency_result
 from odradek.protocol.records import ATTRIBUTES_OFFSET, BASE_TIMESTAMP_OFFSET, CRC_OFFSET
 
 __all__ = [
@@ -183,7 +178,7 @@ def record_latencies_ms(buffer: bytes | memoryview, value_pos: np.ndarray, value
 
 
 def _client(bootstrap: str | None) -> dict[str, str]:
-    from odradek.client.fetcher import supports
+    from odradek.client.connection import supports
 
     client = {"bootstrap.servers": resolve_bootstrap(bootstrap), "client.id": "odradek-e2e"}
     if not supports(client):
@@ -286,9 +281,9 @@ class _Follower:
 
     def __init__(self, host: str, port: int, client_id: str, topic: str,
                  partitions: list[int], max_wait_ms: int) -> None:
-        from odradek.client.fetcher import _Conn
+        from odradek.client.connection import Connection
 
-        self.conn = _Conn(host, port, client_id, 60, 64 << 20)
+        self.conn = Connection(host, port, client_id, 60, 64 << 20)
         self.topic, self.max_wait_ms = topic, max_wait_ms
         self.offsets = dict.fromkeys(partitions, 0)
         self.corr = 0
@@ -328,10 +323,10 @@ def e2e_consume_columnar(bootstrap: str | None, topic: str, expected: Any, timeo
     timeout_s without a record. `stats` as in e2e_produce_columnar, over the fetch loop."""
     from odradek.client.columnar import columns, select
     from odradek.client.fetcher import FetchError
-    from odradek.client.producer_columnar import topic_leaders
+    from odradek.client.producer_columnar import leaders_of
 
     client = _client(bootstrap)
-    brokers, leaders = topic_leaders(client["bootstrap.servers"], topic, client["client.id"])
+    brokers, leaders = leaders_of(client["bootstrap.servers"], topic, client["client.id"])
     by_leader: dict[int, list[int]] = {}
     for p, node in sorted(leaders.items()):
         by_leader.setdefault(node, []).append(p)
@@ -429,7 +424,7 @@ def run_e2e_columnar(bootstrap: str | None, topic: str, rate: float, seconds: fl
                      timeout_s: float = 10.0, out: TextIO | None = sys.stdout,
                      tick_s: float = DEFAULT_TICK_S,
                      max_wait_ms: int = DEFAULT_FETCH_WAIT_MS) -> LatencyResult:
-    """perf.run_e2e with the columnar client: a consumer process follows the (fresh) topic
+    """perf.confluent.run_e2e with the columnar client: a consumer process follows the (fresh) topic
     while this process produces at `rate`; latencies of every record after the warm-up."""
     if out is not None:
         print(e2e_settings_columnar(acks, tick_s, max_wait_ms), file=out, flush=True)

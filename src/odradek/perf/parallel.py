@@ -20,21 +20,23 @@ from typing import Any, TextIO
 
 from confluent_kafka import Consumer, TopicPartition
 
-from odradek.client.perf import (
+from odradek.perf.columnar_consumer import consume_columnar
+from odradek.perf.confluent import (
+    consume_partitions,
+    consumer_config,
+    high_watermarks,
+    partitions_of,
+    produce_records,
+)
+from odradek.perf.results import (
     COLUMNAR,
     CONFLUENT,
     ConsumeRun,
     ProducerResult,
     ProduceRun,
-    _partitions,
-    consume_partitions,
-    consumer_config,
-    high_watermarks,
-    produce_records,
     producer_result,
     report_producer,
 )
-from odradek.client.perf_columnar import consume_columnar
 
 START_TIMEOUT_S = 60.0
 
@@ -115,7 +117,7 @@ def run_producers(bootstrap: str | None, topic: str, num_records: int, record_si
     rate = throughput / processes if throughput > 0 else throughput
     fn: Any = produce_records
     if columnar:
-        from odradek.client.producer_columnar import produce_columnar
+        from odradek.perf.columnar_producer import produce_columnar
 
         fn = produce_columnar
     for count in shares(num_records, processes):
@@ -124,7 +126,7 @@ def run_producers(bootstrap: str | None, topic: str, num_records: int, record_si
                    {})
     pool.release()
     if columnar:
-        from odradek.client.producer_columnar import finish_columnar
+        from odradek.perf.columnar_producer import finish_columnar
 
         runs_c = pool.collect(timeout=(max_seconds or 3600) + 300)
         return finish_columnar(bootstrap, topic, before, runs_c, record_size, acks, out,
@@ -164,7 +166,7 @@ def run_consumers(bootstrap: str | None, topic: str, num_records: int, timeout_s
     `processes` processes; CPU seconds are summed over them."""
     probe = Consumer(consumer_config(bootstrap, extra))
     try:
-        partitions = _partitions(probe, topic)
+        partitions = partitions_of(probe, topic)
         marks = {p: probe.get_watermark_offsets(TopicPartition(topic, p), timeout=30)
                  for p in partitions}
     finally:

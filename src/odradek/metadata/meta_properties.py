@@ -13,6 +13,8 @@ import uuid
 from dataclasses import dataclass
 from pathlib import Path
 
+from odradek.metadata.config.java_properties import parse_properties
+
 __all__ = [
     "META_PROPERTIES",
     "MetaProperties",
@@ -79,8 +81,6 @@ class MetaProperties:
 
     @classmethod
     def from_text(cls, text: str, where: str = META_PROPERTIES) -> MetaProperties:
-        from odradek.metadata.configs import parse_properties
-
         props = parse_properties(text)
         try:
             version = int(props.get("version", ""))

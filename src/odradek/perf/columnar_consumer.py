@@ -28,7 +28,8 @@ from collections.abc import Mapping
 from typing import Any
 
 from odradek.client.config import resolve_bootstrap
-from odradek.client.perf import ConsumeRun
+from odradek.perf.confluent import consumer_config, partitions_of
+from odradek.perf.results import ConsumeRun
 
 _WARM = ("kio.schema.fetch.v11.request", "kio.schema.fetch.v11.response",
          "kio.schema.metadata.v8.request", "kio.schema.metadata.v8.response",
@@ -46,12 +47,10 @@ def watermarks(bootstrap: str | None, topic: str,
     """(log start, high watermark) of every partition, asked through confluent-kafka."""
     from confluent_kafka import Consumer, TopicPartition
 
-    from odradek.client.perf import _partitions, consumer_config
-
     probe = Consumer(consumer_config(bootstrap, dict(extra or {})))
     try:
         return {p: probe.get_watermark_offsets(TopicPartition(topic, p), timeout=30)
-                for p in _partitions(probe, topic)}
+                for p in partitions_of(probe, topic)}
     finally:
         probe.close()
 

@@ -1,0 +1,449 @@
+"""The broker config table and a node's broker config.
+
+`BROKER_CONFIGS` holds Kafka's broker configs that odradek knows: the node's own (identity,
+listeners, sockets, cleaner, internal topics, groups) and the broker-level twins of the topic
+configs (`log.retention.ms`, ...), plus odradek's own keys (`odradek.event.loop`, `log.level`,
+`log.level.<package>`, `log.dir.free.space.min.bytes`). `BrokerConfig` layers a node's values:
+Kafka's default < static (server.properties, --set) < dynamic cluster default < dynamic for
+this broker, and hands out typed values.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping
+from typing import Any
+
+from odradek.metadata.config.config_def import (
+    LONG_MAX,
+    ConfigDef,
+    ConfigError,
+    ConfigSource,
+    ConfigType,
+    Validator,
+    at_least,
+    between,
+    check_value,
+    compression_level,
+    list_of,
+    one_of,
+    parse_value,
+    to_config_string,
+)
+from odradek.metadata.config.topic_configs import COMPRESSION_TYPES, TOPIC_CONFIGS
+from odradek.protocol.errors import ErrorCode, KafkaError
+
+__all__ = [
+    "BROKER_CONFIGS",
+    "BROKER_SYNONYM_GROUPS",
+    "DYNAMIC_BROKER_CONFIGS",
+    "LOG_LEVELS",
+    "LOG_LEVEL_PREFIX",
+    "BrokerConfig",
+    "validate_broker_configs",
+    "validate_broker_dynamic_configs",
+]
+
+log = logging.getLogger(__name__)
+
+B, S, I, L, D, LST = (  # noqa: E741
+    ConfigType.BOOLEAN,
+    ConfigType.STRING,
+    ConfigType.INT,
+    ConfigType.LONG,
+    ConfigType.DOUBLE,
+    ConfigType.LIST,
+)
+
+# log4j's level names, as Kafka's broker loggers take them (case-insensitive here)
+LOG_LEVELS = ("TRACE", "DEBUG", "INFO", "WARN", "ERROR", "FATAL", "OFF")
+# odradek-only: `log.level.<logger>` sets one package's level, e.g. log.level.odradek.storage
+LOG_LEVEL_PREFIX = "log.level."
+
+
+def _log_level(name: str, value: Any) -> None:
+    if value is not None and value.strip().upper() not in LOG_LEVELS:
+        raise ConfigError(
+            f"Invalid value {value} for configuration {name}: "
+            f"String must be one of: {', '.join(LOG_LEVELS)}"
+        )
+
+
+def _non_empty_list(name: str, value: Any) -> None:
+    if value is not None and any(not v for v in value):
+        raise ConfigError(f"Invalid value {','.join(value)} for configuration {name}: empty item")
+
+
+def _b(
+    name: str,
+    ctype: ConfigType,
+    default: Any,
+    validator: Validator | None,
+    doc: str,
+    dynamic: bool = False,
+) -> ConfigDef:
+    return ConfigDef(name, ctype, default, validator, doc, (), dynamic)
+
+
+# Broker-level twins of the topic configs (their synonyms).
+_LOG_BROKER_DEFS = [
+    _b("log.cleanup.policy", LST, ["delete"], list_of("compact", "delete"),
+       "Default cleanup.policy of topics."),
+    _b("compression.type", S, "producer", one_of(*COMPRESSION_TYPES),
+       "Default compression.type of topics."),
+    _b("compression.gzip.level", I, -1, compression_level(1, 9, -1),
+       "Default compression.gzip.level."),
+    _b("compression.lz4.level", I, 9, compression_level(1, 17),
+       "Default compression.lz4.level."),
+    _b("compression.zstd.level", I, 3, compression_level(-131072, 22),
+       "Default compression.zstd.level."),
+    _b("log.cleaner.delete.retention.ms", L, 86_400_000, at_least(0),
+       "Default delete.retention.ms of topics."),
+    _b("log.segment.delete.delay.ms", L, 60_000, at_least(0),
+       "Default file.delete.delay.ms of topics."),
+    _b("log.flush.interval.messages", L, LONG_MAX, at_least(1),
+       "Default flush.messages of topics."),
+    _b("log.flush.interval.ms", L, None, None,
+       "Default flush.ms of topics; when unset log.flush.scheduler.interval.ms is used."),
+    _b("log.flush.scheduler.interval.ms", L, LONG_MAX, None,
+       "How often the flusher checks whether a log needs an fsync."),
+    _b("log.index.interval.bytes", I, 4096, at_least(0),
+       "Default index.interval.bytes of topics."),
+    _b("log.local.retention.bytes", L, -2, at_least(-2), "Default local.retention.bytes."),
+    _b("log.local.retention.ms", L, -2, at_least(-2), "Default local.retention.ms."),
+    _b("log.cleaner.max.compaction.lag.ms", L, LONG_MAX, at_least(1),
+       "Default max.compaction.lag.ms of topics."),
+    _b("message.max.bytes", I, 1_048_588, at_least(0),
+       "The largest record batch the broker accepts; default max.message.bytes of topics."),
+    _b("log.message.downconversion.enable", B, True, None,
+       "Default message.downconversion.enable of topics."),
+    _b("log.message.format.version", S, "3.0-IV1", None, "Deprecated and ignored."),
+    _b("log.message.timestamp.after.max.ms", L, LONG_MAX, at_least(0),
+       "Default message.timestamp.after.max.ms of topics."),
+    _b("log.message.timestamp.before.max.ms", L, LONG_MAX, at_least(0),
+       "Default message.timestamp.before.max.ms of topics."),
+    _b("log.message.timestamp.difference.max.ms", L, LONG_MAX, at_least(0),
+       "Deprecated default message.timestamp.difference.max.ms of topics."),
+    _b("log.message.timestamp.type", S, "CreateTime", one_of("CreateTime", "LogAppendTime"),
+       "Default message.timestamp.type of topics."),
+    _b("log.cleaner.min.cleanable.ratio", D, 0.5, between(0, 1),
+       "Default min.cleanable.dirty.ratio of topics."),
+    _b("log.cleaner.min.compaction.lag.ms", L, 0, at_least(0),
+       "Default min.compaction.lag.ms of topics."),
+    _b("min.insync.replicas", I, 1, at_least(1), "Default min.insync.replicas of topics."),
+    _b("log.preallocate", B, False, None, "Default preallocate of topics."),
+    _b("log.retention.bytes", L, -1, at_least(-1), "Default retention.bytes of topics."),
+    _b("log.retention.ms", L, None, None,
+       "Default retention.ms of topics; takes precedence over minutes and hours."),
+    _b("log.retention.minutes", I, None, None,
+       "Default retention of topics in minutes; takes precedence over hours."),
+    _b("log.retention.hours", I, 168, None, "Default retention of topics in hours."),
+    _b("log.segment.bytes", I, 1_073_741_824, at_least(14), "Default segment.bytes of topics."),
+    _b("log.index.size.max.bytes", I, 10_485_760, at_least(4),
+       "Default segment.index.bytes of topics."),
+    _b("log.roll.jitter.ms", L, None, None,
+       "Default segment.jitter.ms of topics; takes precedence over hours."),
+    _b("log.roll.jitter.hours", I, 0, at_least(0), "Default segment jitter in hours."),
+    _b("log.roll.ms", L, None, None,
+       "Default segment.ms of topics; takes precedence over hours."),
+    _b("log.roll.hours", I, 168, at_least(1), "Default segment age before rolling, in hours."),
+    _b("unclean.leader.election.enable", B, False, None,
+       "Default unclean.leader.election.enable of topics."),
+]
+
+_NODE_BROKER_DEFS = [
+    _b("node.id", I, 1, None,
+       "The id of this node (odradek defaults it to 1 so that a single node needs no config)."),
+    _b("broker.id", I, -1, None, "Older name of node.id; when set it must agree with node.id."),
+    _b("process.roles", LST, ["broker", "controller"], list_of("broker", "controller"),
+       "The roles this node plays."),
+    _b("listeners", LST, ["PLAINTEXT://localhost:9092"], _non_empty_list,
+       "Comma-separated URIs (NAME://host:port) the node listens on."),
+    _b("advertised.listeners", LST, None, None,
+       "Listeners handed to clients in metadata; defaults to listeners."),
+    _b("controller.listener.names", LST, None, None, "Names of the controller listeners."),
+    _b("controller.quorum.voters", LST, [], None, "The controller quorum: id@host:port,..."),
+    _b("inter.broker.listener.name", S, None, None, "Listener used between brokers."),
+    _b("listener.security.protocol.map", S,
+       "SASL_SSL:SASL_SSL,PLAINTEXT:PLAINTEXT,SSL:SSL,SASL_PLAINTEXT:SASL_PLAINTEXT", None,
+       "Listener name to security protocol."),
+    _b("broker.rack", S, None, None, "The rack of this node."),
+    _b("log.dir", S, "/tmp/kafka-logs", None,
+       "Directory of the logs (used when log.dirs is unset)."),
+    _b("log.dirs", S, None, None, "Directories of the logs; the first one is used."),
+    _b("metadata.log.dir", S, None, None, "Directory of the metadata log; defaults to log.dirs."),
+    _b("num.partitions", I, 1, at_least(1), "Default partition count of new topics."),
+    _b("default.replication.factor", I, 1, None, "Default replication factor of new topics."),
+    _b("auto.create.topics.enable", B, True, None,
+       "Create a topic when a client asks for its metadata and it does not exist."),
+    _b("delete.topic.enable", B, True, None, "Whether topics may be deleted."),
+    _b("socket.request.max.bytes", I, 104_857_600, at_least(1),
+       "The largest request the node reads."),
+    _b("socket.send.buffer.bytes", I, 102_400, None, "SO_SNDBUF of sockets; -1 for the OS."),
+    _b("socket.receive.buffer.bytes", I, 102_400, None, "SO_RCVBUF of sockets; -1 for the OS."),
+    _b("queued.max.requests", I, 500, at_least(1), "In-flight requests before reading pauses."),
+    _b("connections.max.idle.ms", L, 600_000, None, "Idle connections are closed after this."),
+    _b("fetch.max.bytes", I, 57_671_680, at_least(1024), "Most bytes one fetch returns."),
+    _b("replica.fetch.max.bytes", I, 1_048_576, at_least(0),
+       "Bytes a follower fetches per partition."),
+    _b("replica.lag.time.max.ms", L, 30_000, None,
+       "A follower this far behind leaves the ISR."),
+    _b("num.network.threads", I, 3, at_least(1),
+       "Accepted for compatibility; odradek serves from one event loop.", dynamic=True),
+    _b("num.io.threads", I, 8, at_least(1),
+       "Accepted for compatibility; odradek serves from one event loop.", dynamic=True),
+    _b("num.replica.fetchers", I, 1, None, "Fetcher tasks per source broker.", dynamic=True),
+    _b("num.recovery.threads.per.data.dir", I, 1, at_least(1),
+       "Threads recovering logs at start.", dynamic=True),
+    _b("background.threads", I, 10, at_least(1), "Background task threads.", dynamic=True),
+    _b("log.dir.free.space.min.bytes", L, -1, at_least(-1),
+       "odradek-specific (Kafka has no such key; Redpanda has a like floor): below this much "
+       "free space in a log directory produces are refused with KAFKA_STORAGE_ERROR (clients "
+       "retry it) while reads, deletes, retention and compaction go on; they resume once space "
+       "is back. -1: the smaller of 256 MiB and 5% of the disk; 0: refuse only when full."),
+    _b("log.retention.check.interval.ms", L, 300_000, at_least(1),
+       "How often logs are checked for segments to delete."),
+    _b("log.flush.offset.checkpoint.interval.ms", I, 60_000, at_least(0),
+       "How often the recovery-point checkpoint is written."),
+    _b("log.flush.start.offset.checkpoint.interval.ms", I, 60_000, at_least(0),
+       "How often the log-start-offset checkpoint is written."),
+    _b("log.cleaner.enable", B, True, None, "Run the log cleaner (compaction)."),
+    _b("log.cleaner.threads", I, 1, at_least(0), "Log cleaner threads.", dynamic=True),
+    _b("log.cleaner.backoff.ms", L, 15_000, at_least(0),
+       "How long the cleaner sleeps when no log needs cleaning.", dynamic=True),
+    _b("log.cleaner.dedupe.buffer.size", L, 134_217_728, None,
+       "Memory of the cleaner's key -> offset map, over all cleaner threads.", dynamic=True),
+    _b("log.cleaner.io.buffer.load.factor", D, 0.9, None,
+       "How full the cleaner's offset map may get.", dynamic=True),
+    _b("log.cleaner.io.buffer.size", I, 524_288, at_least(0),
+       "The cleaner's I/O buffer size, over all cleaner threads.", dynamic=True),
+    _b("log.cleaner.io.max.bytes.per.second", D, 1.7976931348623157e308, None,
+       "Cleaner I/O throttle (not enforced by odradek).", dynamic=True),
+    _b("offsets.topic.num.partitions", I, 50, at_least(1),
+       "Partitions of __consumer_offsets."),
+    _b("offsets.topic.replication.factor", ConfigType.SHORT, 3, at_least(1),
+       "Replication factor of __consumer_offsets (capped at the live brokers for one node)."),
+    _b("offsets.topic.segment.bytes", I, 104_857_600, at_least(1),
+       "segment.bytes of __consumer_offsets."),
+    _b("offsets.retention.minutes", I, 10_080, at_least(1),
+       "How long committed offsets of empty groups are kept."),
+    _b("transaction.state.log.num.partitions", I, 50, at_least(1),
+       "Partitions of __transaction_state."),
+    _b("transaction.state.log.replication.factor", ConfigType.SHORT, 3, at_least(1),
+       "Replication factor of __transaction_state."),
+    _b("transaction.state.log.min.isr", I, 2, at_least(1), "min.insync.replicas of it."),
+    _b("group.initial.rebalance.delay.ms", I, 3000, None,
+       "How long the first rebalance of a new classic group waits for more members."),
+    _b("group.min.session.timeout.ms", I, 6000, None, "Smallest session timeout allowed."),
+    _b("group.max.session.timeout.ms", I, 1_800_000, None, "Largest session timeout allowed."),
+    _b("odradek.event.loop", S, "auto", one_of("auto", "asyncio", "uvloop"),
+       "odradek: the asyncio event loop implementation the node runs on."),
+    _b("log.level", S, "INFO", _log_level,
+       "odradek: the level of the node's log (TRACE, DEBUG, INFO, WARN, ERROR, FATAL, OFF). "
+       "One package's level: log.level.<package>, e.g. log.level.odradek.storage=DEBUG. "
+       "Kafka sets these in log4j.properties instead."),
+]
+
+
+def _log_synonym_dynamic(defn: ConfigDef) -> ConfigDef:
+    # Kafka lets the first broker synonym of each topic config change at runtime.
+    primaries = {d.synonyms[0].name for d in TOPIC_CONFIGS.values() if d.synonyms}
+    primaries.discard("log.message.format.version")
+    if defn.name in primaries:
+        return ConfigDef(defn.name, defn.type, defn.default, defn.validator, defn.doc, (), True)
+    return defn
+
+
+BROKER_CONFIGS: dict[str, ConfigDef] = {
+    d.name: d for d in [*_NODE_BROKER_DEFS, *map(_log_synonym_dynamic, _LOG_BROKER_DEFS)]
+}
+DYNAMIC_BROKER_CONFIGS = frozenset(n for n, d in BROKER_CONFIGS.items() if d.dynamic)
+
+# Which broker configs stand together (Kafka's brokerConfigSynonyms), for describing a broker.
+BROKER_SYNONYM_GROUPS: dict[str, tuple[str, ...]] = {}
+for _group in (
+    ("log.roll.ms", "log.roll.hours"),
+    ("log.roll.jitter.ms", "log.roll.jitter.hours"),
+    ("log.retention.ms", "log.retention.minutes", "log.retention.hours"),
+):
+    for _name in _group:
+        BROKER_SYNONYM_GROUPS[_name] = _group
+BROKER_SYNONYM_GROUPS["log.flush.interval.ms"] = (
+    "log.flush.interval.ms",
+    "log.flush.scheduler.interval.ms",
+)
+
+for _d in TOPIC_CONFIGS.values():
+    for _s in _d.synonyms:
+        assert _s.name in BROKER_CONFIGS, _s.name
+
+
+def validate_broker_configs(configs: Mapping[str, str]) -> dict[str, Any]:
+    """Parse and check broker configs; unknown keys are kept unparsed (Kafka warns and ignores)."""
+    parsed: dict[str, Any] = {}
+    for name, raw in configs.items():
+        defn = BROKER_CONFIGS.get(name)
+        if defn is None and name.startswith(LOG_LEVEL_PREFIX):
+            defn = BROKER_CONFIGS["log.level"]  # a per-package level: same type and values
+        if defn is None:
+            parsed[name] = raw
+            continue
+        parsed[name] = check_value(defn, name, raw)
+    return parsed
+
+
+def validate_broker_dynamic_configs(configs: Mapping[str, str | None]) -> None:
+    """Check a dynamic broker config change: known, dynamic and valid (None deletes)."""
+    for name, raw in configs.items():
+        defn = BROKER_CONFIGS.get(name)
+        if defn is None:
+            raise ConfigError(f"Unknown broker config name: {name}")
+        if not defn.dynamic:
+            raise KafkaError(
+                ErrorCode.invalid_request, f"Cannot update these configs dynamically: {{{name}}}"
+            )
+        if raw is not None:
+            check_value(defn, name, raw)
+
+
+# --- a node's broker config --------------------------------------------------------------------
+
+
+class BrokerConfig:
+    """A node's broker config: static properties plus dynamic overrides from the metadata log.
+
+    `values` holds the explicitly set static keys as strings; `dynamic` (this broker) and
+    `dynamic_default` (cluster-wide) come from ConfigRecords of resource type BROKER.
+    """
+
+    def __init__(
+        self,
+        values: Mapping[str, str] | None = None,
+        dynamic: Mapping[str, str] | None = None,
+        dynamic_default: Mapping[str, str] | None = None,
+    ) -> None:
+        self.values: dict[str, str] = dict(values or {})
+        self.dynamic: dict[str, str] = dict(dynamic or {})
+        self.dynamic_default: dict[str, str] = dict(dynamic_default or {})
+        self._parsed = validate_broker_configs(
+            {**self.values, **self.dynamic_default, **self.dynamic}
+        )
+
+    @classmethod
+    def from_properties(cls, props: Mapping[str, str]) -> BrokerConfig:
+        """Validate static properties (raises INVALID_CONFIG naming the key); unknown keys warn."""
+        for name in props:
+            if (name not in BROKER_CONFIGS and name not in TOPIC_CONFIGS
+                    and not name.startswith(LOG_LEVEL_PREFIX)):
+                log.warning("The configuration '%s' was supplied but isn't a known config.", name)
+        config = cls(props)
+        node_id, broker_id = props.get("node.id"), props.get("broker.id")
+        if (
+            node_id is not None
+            and broker_id is not None
+            and config.get("node.id") != parse_value("broker.id", ConfigType.INT, broker_id)
+        ):
+            raise ConfigError(
+                f"broker.id ({broker_id.strip()}) must match node.id ({node_id.strip()})"
+            )
+        return config
+
+    def with_dynamic(
+        self, dynamic: Mapping[str, str], dynamic_default: Mapping[str, str]
+    ) -> BrokerConfig:
+        return BrokerConfig(self.values, dynamic, dynamic_default)
+
+    # -- lookups
+
+    def is_set(self, name: str) -> bool:
+        return name in self.dynamic or name in self.dynamic_default or name in self.values
+
+    def get(self, name: str) -> Any:
+        """The typed effective value: dynamic > dynamic default > static > Kafka's default."""
+        if name in self._parsed:
+            return self._parsed[name]
+        defn = BROKER_CONFIGS.get(name)
+        return None if defn is None else defn.default
+
+    def source_of(self, name: str) -> ConfigSource | None:
+        if name in self.dynamic:
+            return ConfigSource.DYNAMIC_BROKER_CONFIG
+        if name in self.dynamic_default:
+            return ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG
+        if name in self.values:
+            return ConfigSource.STATIC_BROKER_CONFIG
+        defn = BROKER_CONFIGS.get(name)
+        if defn is not None and defn.default is not None:
+            return ConfigSource.DEFAULT_CONFIG
+        return None
+
+    def get_int(self, name: str) -> int:
+        value = self.get(name)
+        if value is None:
+            raise KeyError(name)
+        return int(value)
+
+    def get_bool(self, name: str) -> bool:
+        value = self.get(name)
+        if isinstance(value, str):
+            return value.strip().lower() == "true"
+        return bool(value)
+
+    def get_str(self, name: str) -> str | None:
+        value = self.get(name)
+        if value is None or isinstance(value, str):
+            return value
+        return to_config_string(value)
+
+    def get_list(self, name: str) -> list[str]:
+        value = self.get(name)
+        if value is None:
+            return []
+        if isinstance(value, str):
+            return [v.strip() for v in value.split(",") if v.strip()]
+        return list(value)
+
+    def get_float(self, name: str) -> float:
+        return float(self.get(name))
+
+    # -- the node's identity and addresses
+
+    @property
+    def node_id(self) -> int:
+        if "node.id" not in self._parsed and "broker.id" in self._parsed:
+            return int(self._parsed["broker.id"])
+        return self.get_int("node.id")
+
+    @property
+    def listeners(self) -> list[str]:
+        return self.get_list("listeners")
+
+    @property
+    def advertised_listeners(self) -> list[str]:
+        return self.get_list("advertised.listeners") or self.listeners
+
+    @property
+    def log_dirs(self) -> list[str]:
+        return self.get_list("log.dirs") or self.get_list("log.dir")
+
+    def topic_default(self, name: str) -> tuple[Any, str | None, ConfigSource]:
+        """A topic config's broker-level value: (value, synonym it came from, source)."""
+        defn = TOPIC_CONFIGS[name]
+        for syn in defn.synonyms:
+            source = self.source_of(syn.name)
+            if source is not None and source is not ConfigSource.DEFAULT_CONFIG:
+                return _scaled(self.get(syn.name), syn.multiplier), syn.name, source
+        for syn in defn.synonyms:
+            syn_def = BROKER_CONFIGS[syn.name]
+            if syn_def.default is not None:
+                return _scaled(syn_def.default, syn.multiplier), syn.name, ConfigSource.DEFAULT_CONFIG
+        return defn.default, None, ConfigSource.DEFAULT_CONFIG
+
+    def __repr__(self) -> str:
+        return f"BrokerConfig(values={self.values!r}, dynamic={self.dynamic!r})"
+
+
+def _scaled(value: Any, multiplier: int) -> Any:
+    if multiplier == 1 or value is None:
+        return value
+    return min(int(value) * multiplier, LONG_MAX)
