@@ -19,7 +19,8 @@ from odradek.broker.config import Listener
 from odradek.broker.context import BrokerContext
 from odradek.broker.entities import build
 from odradek.broker.server import Connection, Server
-from odradek.metadata.configs import BrokerConfig, log_config
+from odradek.metadata.config.broker_configs import BrokerConfig
+from odradek.metadata.config.log_config import log_config
 from odradek.metadata.controller import Controller, load_image
 from odradek.metadata.quorum import MetadataQuorum
 from odradek.protocol.apis import ApiKey, response_header_version
