@@ -49,8 +49,8 @@ KNOWN_CYCLES: set[tuple[str, ...]] = set()
 # tests/ import the CLI only to test it: tests/unit/cli/, and the in-process runs of the app.
 TESTS_OF_THE_CLI = ("tests.unit.cli.", "tests.integration.test_cli_help")
 # Tests that still import a CLI module for something that belongs lower (storage_verify's
-# scan belongs in storage). Their
-# files are not this change's to edit: the lead moves them. The list only shrinks.
+# scan belongs in storage). Their files are not this change's to edit: the lead moves them.
+# The list only shrinks.
 KNOWN_CLI_IMPORTS_IN_TESTS = {
     "tests.unit.metadata.test_commit_marker",
     "tests.unit.storage.test_recovery",
