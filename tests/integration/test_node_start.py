@@ -9,6 +9,7 @@ with client id, API and reason, repeated ones once.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import socket
 import subprocess
@@ -119,11 +120,38 @@ def test_data_dir_that_is_a_file(tmp_path: Path) -> None:
 
 
 @pytest.mark.timeout(60)
-def test_data_dir_with_a_missing_parent(tmp_path: Path) -> None:
-    data = tmp_path / "missing" / "data"
-    assert_refused(serve(data, "--set", f"listeners=PLAINTEXT://127.0.0.1:{free_port()}"),
-                   str(tmp_path / "missing"), "does not exist")
+def test_refused_start_removes_the_missing_parents_it_created(tmp_path: Path) -> None:
+    # as Kafka does for its log dirs, missing parents are created; a refused start takes
+    # back every directory it made
+    data = tmp_path / "missing" / "deeper" / "data"
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        assert_refused(serve(data, "--set", f"listeners=PLAINTEXT://127.0.0.1:{port}"),
+                       str(port), "in use")
     assert not (tmp_path / "missing").exists()
+
+
+@pytest.mark.timeout(120)
+def test_data_dir_with_missing_parents_is_created(tmp_path: Path) -> None:
+    data = tmp_path / "missing" / "data"
+    port = free_port()
+    proc = subprocess.Popen([*ODRADEK, "serve", "--data-dir", str(data), "--set",
+                             f"listeners=PLAINTEXT://127.0.0.1:{port}"],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            assert proc.poll() is None, proc.stderr.read().decode() if proc.stderr else ""
+            with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", port), 0.5):
+                break
+            assert time.monotonic() < deadline, "the node did not listen"
+            time.sleep(0.1)
+        assert (data / "meta.properties").exists()
+    finally:
+        proc.terminate()
+        assert proc.wait(30) == 0
 
 
 @pytest.mark.timeout(60)

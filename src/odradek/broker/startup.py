@@ -30,7 +30,7 @@ class Prepared:
     data_dir: Path
     lock: DataDirLock
     sockets: list[socket.socket] = field(default_factory=list)
-    created_dir: bool = False
+    created_dir: Path | None = None  # the outermost directory this start created
     created_lock_file: bool = False
 
     def undo(self) -> None:
@@ -39,9 +39,7 @@ class Prepared:
             sock.close()
         self.sockets.clear()
         self.lock.release(remove=self.created_lock_file)
-        if self.created_dir:
-            with contextlib.suppress(OSError):  # not empty: something else wrote there
-                self.data_dir.rmdir()
+        _remove_created(self.data_dir, self.created_dir)
 
     def release(self) -> None:
         for sock in self.sockets:
@@ -49,39 +47,58 @@ class Prepared:
         self.lock.release()
 
 
-def check_data_dir(data_dir: Path) -> bool:
-    """Refuse a data directory we could not use; True when it exists already."""
+def check_data_dir(data_dir: Path) -> Path | None:
+    """Refuse a data directory we could not use.
+
+    Returns None when it exists already, else the outermost missing directory: like Kafka's
+    log dirs, missing parents are created, and a failed start removes what it created.
+    """
     if data_dir.exists():
         if not data_dir.is_dir():
             raise StartRefused(f"data directory {data_dir} is not a directory")
         if not os.access(data_dir, os.R_OK | os.W_OK | os.X_OK):
             raise StartRefused(f"data directory {data_dir} is not writable by this user "
                                "(permission denied)")
-        return True
+        return None
+    outermost = data_dir
     parent = data_dir.parent
-    if not parent.exists():
-        raise StartRefused(f"cannot create data directory {data_dir}: its parent {parent} "
-                           "does not exist")
+    while not parent.exists() and parent != parent.parent:
+        outermost, parent = parent, parent.parent
     if not parent.is_dir():
         raise StartRefused(f"cannot create data directory {data_dir}: {parent} is not a "
                            "directory")
     if not os.access(parent, os.W_OK | os.X_OK):
         raise StartRefused(f"cannot create data directory {data_dir}: {parent} is not "
                            "writable by this user (permission denied)")
-    return False
+    return outermost
 
 
-def lock_data_dir(data_dir: Path) -> tuple[DataDirLock, bool, bool]:
-    """Create the directory if needed and lock it: (lock, created dir, created lock file)."""
-    existed = check_data_dir(data_dir)
-    created_dir = False
-    if not existed:
+def _remove_created(data_dir: Path, outermost: Path | None) -> None:
+    """Remove the directories a failed start created, innermost first, if still empty."""
+    if outermost is None:
+        return
+    path = data_dir
+    while True:
+        with contextlib.suppress(OSError):  # not empty: something else wrote there
+            path.rmdir()
+        if path == outermost or path == path.parent:
+            return
+        path = path.parent
+
+
+def lock_data_dir(data_dir: Path) -> tuple[DataDirLock, Path | None, bool]:
+    """Create the directory if needed and lock it.
+
+    Returns (lock, the outermost directory created or None, created the lock file).
+    """
+    created = check_data_dir(data_dir)
+    if created is not None:
         try:
-            data_dir.mkdir()
-            created_dir = True
+            data_dir.mkdir(parents=True)
         except FileExistsError:
-            pass  # created under us; the lock decides who may use it
+            created = None  # created under us; the lock decides who may use it
         except OSError as exc:
+            _remove_created(data_dir, created)
             raise StartRefused(f"cannot create data directory {data_dir}: "
                                f"{exc.strerror or exc}") from None
     had_lock_file = (data_dir / LOCK_FILE).exists()
@@ -90,12 +107,10 @@ def lock_data_dir(data_dir: Path) -> tuple[DataDirLock, bool, bool]:
     except DataDirLocked as exc:
         raise StartRefused(str(exc)) from None
     except OSError as exc:
-        if created_dir:
-            with contextlib.suppress(OSError):
-                data_dir.rmdir()
+        _remove_created(data_dir, created)
         raise StartRefused(f"cannot lock data directory {data_dir}: "
                            f"{exc.strerror or exc}") from None
-    return lock, created_dir, not had_lock_file
+    return lock, created, not had_lock_file
 
 
 def bind_listener(lst: Listener) -> list[socket.socket]:
