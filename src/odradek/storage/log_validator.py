@@ -37,7 +37,7 @@ from odradek.protocol.records import (
     BatchHeader,
     validate_batches,
 )
-from odradek.storage.cleaner.log_cleaner import has_keyless_record
+from odradek.storage.cleaner.batches import has_keyless_record
 from odradek.storage.config import LONG_MAX, LogConfig
 
 __all__ = ["ZSTD_MIN_PRODUCE_VERSION", "ValidatedRecords", "stamp_log_append_time",
