@@ -119,6 +119,11 @@ def test_example_pipeline_runs_sql_and_python_flows(spark_broker: BrokerProcess,
         while got != want and proc.poll() is None and time.monotonic() < deadline:
             time.sleep(2)
             got = outputs(bootstrap, topics)
+        # Spark records a batch's progress just after the batch commits: the output can be
+        # read before the runner has a progress event to print, so wait for its lines too.
+        while (_rows_reported(out_path.read_text()) < 150 and proc.poll() is None
+               and time.monotonic() < deadline):
+            time.sleep(0.5)
         assert proc.poll() is None, "the continuous run exited by itself"
         proc.send_signal(signal.SIGTERM)
         proc.wait(timeout=120)
@@ -169,3 +174,9 @@ def test_bad_definitions_fail_naming_the_problem(spark_broker: BrokerProcess, tm
     for part in expected:
         assert part in message, message
     assert not (tmp_path / "ck").exists()
+
+
+def _rows_reported(out: str) -> int:
+    """Input rows of the slow_views batches the runner has printed so far."""
+    return sum(int(n.replace(",", ""))
+               for n in re.findall(r"^flow 'slow_views': batch \d+: ([\d,]+) rows in", out, re.M))
