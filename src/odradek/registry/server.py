@@ -1,0 +1,47 @@
+"""Run the registry: read `_schemas`, then serve HTTP on the listeners until SIGTERM/Ctrl-C."""
+
+from __future__ import annotations
+
+import logging
+from urllib.parse import urlsplit
+
+from odradek.registry.records import TOPIC
+
+log = logging.getLogger(__name__)
+
+
+def parse_listener(listener: str) -> tuple[str, int]:
+    """`http://host:port` -> (host, port). Only plain HTTP for now."""
+    parts = urlsplit(listener.strip())
+    if parts.scheme != "http" or not parts.hostname or parts.port is None:
+        raise ValueError(f"a listener is http://host:port, got {listener!r}")
+    return parts.hostname, parts.port
+
+
+def run(bootstrap: str, listeners: str = "http://127.0.0.1:8081", topic: str = TOPIC) -> int:
+    import asyncio
+
+    import uvicorn
+
+    from odradek.registry.app import build_app
+    from odradek.registry.store import KafkaStore
+
+    endpoints = [parse_listener(item) for item in listeners.split(",") if item.strip()]
+    if not endpoints:
+        raise ValueError("no listener given")
+    store = KafkaStore(bootstrap, topic)
+    store.start()
+    app = build_app(store)
+    servers = [uvicorn.Server(uvicorn.Config(app, host=host, port=port, log_level="warning",
+                                             access_log=False, lifespan="off"))
+               for host, port in endpoints]
+
+    async def serve_all() -> None:
+        await asyncio.gather(*(server.serve() for server in servers))
+
+    try:
+        print(f"registry serving on {listeners} over {bootstrap} ({topic})", flush=True)
+        asyncio.run(serve_all())
+    finally:
+        store.close()
+    return 0
