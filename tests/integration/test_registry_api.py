@@ -218,3 +218,35 @@ def test_restart_reads_schemas_back(broker: BrokerProcess, tmp_path: Path) -> No
         third = avro_record("Other", [{"name": "x", "type": "long"}])
         new_id = reg.call("POST", "/subjects/c/versions", {"schema": third})[1]["id"]
         assert new_id > max(ids.values())
+
+
+def test_references_mode_and_unknown_paths(registry: RegistryProcess) -> None:
+    address = json.dumps({"type": "record", "name": "Address", "namespace": "test",
+                          "fields": [{"name": "city", "type": "string"}]})
+    person = json.dumps({"type": "record", "name": "Person", "namespace": "test",
+                         "fields": [{"name": "home", "type": "test.Address"}]})
+    addr_id = registry.call("POST", "/subjects/address/versions", {"schema": address})[1]["id"]
+    refs = [{"name": "test.Address", "subject": "address", "version": 1}]
+    # Without the reference the type is unknown; with it the schema parses.
+    assert registry.call("POST", "/subjects/person/versions",
+                         {"schema": person})[1]["error_code"] == 42201
+    status, body = registry.call("POST", "/subjects/person/versions",
+                                 {"schema": person, "references": refs})
+    assert status == 200 and body["id"] != addr_id
+    person_id = body["id"]
+    assert registry.call("GET", "/subjects/person/versions/1")[1]["references"] == refs
+    assert registry.call("GET", "/subjects/address/versions/1/referencedby") == (200, [person_id])
+    bad_ref = [{"name": "test.Address", "subject": "address", "version": 9}]
+    assert registry.call("POST", "/subjects/p2/versions",
+                         {"schema": person, "references": bad_ref})[1]["error_code"] == 42201
+
+    assert registry.call("GET", "/mode") == (200, {"mode": "READWRITE"})
+    assert registry.call("PUT", "/mode", {"mode": "SIDEWAYS"})[1]["error_code"] == 42204
+    assert registry.call("PUT", "/mode", {"mode": "READONLY"}) == (200, {"mode": "READONLY"})
+    status, body = registry.call("POST", "/subjects/x/versions", {"schema": USER_V1})
+    assert (status, body["error_code"]) == (422, 42205)
+    assert registry.call("PUT", "/mode", {"mode": "READWRITE"}) == (200, {"mode": "READWRITE"})
+    assert registry.call("POST", "/subjects/x/versions", {"schema": USER_V1})[0] == 200
+
+    status, body = registry.call("GET", "/no/such/path")
+    assert (status, body["error_code"]) == (404, 404)

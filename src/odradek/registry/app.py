@@ -7,6 +7,7 @@ import json
 from typing import Any
 
 from starlette.applications import Starlette
+from starlette.exceptions import HTTPException
 from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
@@ -60,9 +61,12 @@ class RegistryApp:
         # the next one is planned, so ids and version numbers never collide.
         self.write_lock = asyncio.Lock()
 
-    async def _write(self, plan: Any, *args: Any) -> Any:
+    async def _write(self, plan: Any, *args: Any, subject: str | None = None,
+                     check_mode: bool = True) -> Any:
         async with self.write_lock:
             with self.store.lock:
+                if check_mode:
+                    self.state.check_writable(subject)
                 result, recs = plan(*args)
             await asyncio.to_thread(self.store.write, recs)
             return result
@@ -79,7 +83,7 @@ class RegistryApp:
         with self.store.lock:
             parsed = self.state.parse_request(body)
         schema_id = await self._write(self.state.plan_register, subject, parsed,
-                                      list(body.get("references") or []))
+                                      list(body.get("references") or []), subject=subject)
         return reply({"id": schema_id})
 
     async def lookup(self, request: Request) -> Response:
@@ -109,14 +113,15 @@ class RegistryApp:
         return Response(text, media_type=CONTENT_TYPE)
 
     async def delete_subject(self, request: Request) -> Response:
-        deleted = await self._write(self.state.plan_delete_subject,
-                                    request.path_params["subject"], flag(request, "permanent"))
+        subject = request.path_params["subject"]
+        deleted = await self._write(self.state.plan_delete_subject, subject,
+                                    flag(request, "permanent"), subject=subject)
         return reply(deleted)
 
     async def delete_version(self, request: Request) -> Response:
         p = request.path_params
         number = await self._write(self.state.plan_delete_version, p["subject"], p["version"],
-                                   flag(request, "permanent"))
+                                   flag(request, "permanent"), subject=p["subject"])
         return reply(number)
 
     # ---- schemas by id ----------------------------------------------------------------------
@@ -178,8 +183,9 @@ class RegistryApp:
 
     async def put_config(self, request: Request) -> Response:
         body = await read_json(request)
-        level = await self._write(self.state.plan_config, request.path_params.get("subject"),
-                                  body.get("compatibility"))
+        subject = request.path_params.get("subject")
+        level = await self._write(self.state.plan_config, subject, body.get("compatibility"),
+                                  subject=subject)
         return reply({"compatibility": level})
 
     async def delete_config(self, request: Request) -> Response:
@@ -212,6 +218,21 @@ class RegistryApp:
             out["messages"] = reasons
         return reply(out)
 
+    async def referenced_by(self, request: Request) -> Response:
+        p = request.path_params
+        with self.store.lock:
+            return reply(self.state.referenced_by(p["subject"], p["version"]))
+
+    async def get_mode(self, request: Request) -> Response:
+        with self.store.lock:
+            return reply({"mode": self.state.mode(request.path_params.get("subject"))})
+
+    async def put_mode(self, request: Request) -> Response:
+        body = await read_json(request)
+        mode = await self._write(self.state.plan_mode, request.path_params.get("subject"),
+                                 body.get("mode"), check_mode=False)
+        return reply({"mode": mode})
+
     async def root(self, request: Request) -> Response:
         return reply({})
 
@@ -219,6 +240,12 @@ class RegistryApp:
 async def _registry_error(request: Request, exc: Exception) -> Response:
     assert isinstance(exc, errors.RegistryError)
     return error(exc)
+
+
+async def _http_error(request: Request, exc: Exception) -> Response:
+    assert isinstance(exc, HTTPException)
+    return reply({"error_code": exc.status_code, "message": f"HTTP {exc.status_code} {exc.detail}"},
+                 exc.status_code)
 
 
 async def _unexpected(request: Request, exc: Exception) -> Response:
@@ -233,6 +260,8 @@ def build_app(store: KafkaStore) -> Starlette:
         Route("/subjects/{subject:str}/versions", api.register, methods=["POST"]),
         Route("/subjects/{subject:str}/versions", api.versions, methods=["GET"]),
         Route("/subjects/{subject:str}/versions/{version:str}/schema", api.version_schema,
+              methods=["GET"]),
+        Route("/subjects/{subject:str}/versions/{version:str}/referencedby", api.referenced_by,
               methods=["GET"]),
         Route("/subjects/{subject:str}/versions/{version:str}", api.version, methods=["GET"]),
         Route("/subjects/{subject:str}/versions/{version:str}", api.delete_version,
@@ -249,10 +278,15 @@ def build_app(store: KafkaStore) -> Starlette:
         Route("/config/{subject:str}", api.get_config, methods=["GET"]),
         Route("/config/{subject:str}", api.put_config, methods=["PUT"]),
         Route("/config/{subject:str}", api.delete_config, methods=["DELETE"]),
+        Route("/mode", api.get_mode, methods=["GET"]),
+        Route("/mode", api.put_mode, methods=["PUT"]),
+        Route("/mode/{subject:str}", api.get_mode, methods=["GET"]),
+        Route("/mode/{subject:str}", api.put_mode, methods=["PUT"]),
         Route("/compatibility/subjects/{subject:str}/versions/{version:str}", api.compatibility,
               methods=["POST"]),
         Route("/compatibility/subjects/{subject:str}/versions", api.compatibility,
               methods=["POST"]),
     ]
     return Starlette(routes=routes, exception_handlers={
-        errors.RegistryError: _registry_error, Exception: _unexpected})
+        errors.RegistryError: _registry_error, HTTPException: _http_error,
+        Exception: _unexpected})

@@ -14,6 +14,7 @@ from odradek.registry import errors, records
 from odradek.registry.compat import DEFAULT_LEVEL, LEVELS, check
 from odradek.registry.schemas import ParsedSchema, parse
 
+MODES = ("READWRITE", "READONLY", "IMPORT")
 Record = tuple[dict[str, Any], dict[str, Any] | None]
 
 
@@ -217,6 +218,28 @@ class RegistryState:
                     "being permanently deleted")
             return v.version, [(records.schema_key(subject, v.version), None)]
         return v.version, [self._version_record(v, True)]
+
+    def mode(self, subject: str | None) -> str:
+        return self.modes.get(subject) or self.modes.get(None) or "READWRITE"
+
+    def check_writable(self, subject: str | None) -> None:
+        if self.mode(subject) == "READONLY":
+            raise errors.RegistryError(
+                errors.OPERATION_NOT_PERMITTED,
+                f"Subject {subject} is in read-only mode" if subject else
+                "The registry is in read-only mode")
+
+    def plan_mode(self, subject: str | None, mode: Any) -> tuple[str, list[Record]]:
+        if not isinstance(mode, str) or mode.upper() not in MODES:
+            raise errors.RegistryError(errors.INVALID_MODE,
+                                       f"Invalid mode. Valid values are {', '.join(MODES)}")
+        return mode.upper(), [(records.mode_key(subject), {"mode": mode.upper()})]
+
+    def referenced_by(self, subject: str, ref: str) -> list[int]:
+        v = self.version(subject, ref)
+        return sorted(stored.schema_id for stored in self.schemas.values()
+                      if any(r.get("subject") == subject and r.get("version") == v.version
+                             for r in stored.references if isinstance(r, dict)))
 
     def plan_config(self, subject: str | None, level: Any) -> tuple[str, list[Record]]:
         if not isinstance(level, str) or level.upper() not in LEVELS:
