@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+import json
+from typing import Any
+
 from odradek.registry.avro_compat import can_read
-from odradek.registry.schemas import AVRO, ParsedSchema
+from odradek.registry.json_compat import can_read as json_can_read
+from odradek.registry.schemas import AVRO, JSON, ParsedSchema
 
 LEVELS = ("NONE", "BACKWARD", "BACKWARD_TRANSITIVE", "FORWARD", "FORWARD_TRANSITIVE",
           "FULL", "FULL_TRANSITIVE")
@@ -16,14 +20,21 @@ def check_pair(level: str, new: ParsedSchema, old: ParsedSchema) -> list[str]:
         return []
     if new.schema_type != old.schema_type:
         return [f"the schema type changed from {old.schema_type} to {new.schema_type}"]
-    if new.schema_type != AVRO:
-        # JSON Schema and Protobuf rules are not implemented yet: same type passes.
+    reader_of: Any
+    if new.schema_type == AVRO:
+        reader_of = can_read
+        new_form, old_form = new.parsed, old.parsed
+    elif new.schema_type == JSON:
+        reader_of = json_can_read
+        new_form, old_form = json.loads(new.text), json.loads(old.text)
+    else:
+        # Protobuf's wire rules are not implemented yet: same type passes.
         return []
     reasons: list[str] = []
     if level.startswith(("BACKWARD", "FULL")):  # the new schema reads the old data
-        reasons += [f"BACKWARD {r}" for r in can_read(new.parsed, old.parsed)]
+        reasons += [f"BACKWARD {r}" for r in reader_of(new_form, old_form)]
     if level.startswith(("FORWARD", "FULL")):  # the old schema reads the new data
-        reasons += [f"FORWARD {r}" for r in can_read(old.parsed, new.parsed)]
+        reasons += [f"FORWARD {r}" for r in reader_of(old_form, new_form)]
     return reasons
 
 
