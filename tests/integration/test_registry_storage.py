@@ -158,3 +158,46 @@ def test_concurrent_registers_get_distinct_stable_ids(registry: RegistryProcess)
     for i, schema_id in results.items():
         _, body = registry.call("GET", f"/schemas/ids/{schema_id}")
         assert json.loads(body["schema"])["name"] == f"R{i}"
+
+
+def test_json_serde_round_trip_and_json_compatibility(broker: BrokerProcess,
+                                                      registry: RegistryProcess) -> None:
+    from confluent_kafka.schema_registry import Schema, SchemaRegistryClient
+    from confluent_kafka.schema_registry.json_schema import JSONDeserializer, JSONSerializer
+    from confluent_kafka.serialization import MessageField, SerializationContext
+
+    schema = json.dumps({"type": "object", "properties": {"sku": {"type": "string"},
+                                                          "qty": {"type": "integer"}},
+                         "required": ["sku"]})
+    client = SchemaRegistryClient({"url": registry.url})
+    ser = JSONSerializer(schema, client)
+    topic = "orders"
+    ctx = SerializationContext(topic, MessageField.VALUE)
+    p = producer(broker.bootstrap, {"acks": "all"})
+    sent = [{"sku": f"s{i}", "qty": i} for i in range(10)]
+    for value in sent:
+        p.produce(topic, value=ser(value, ctx))
+    assert p.flush(30) == 0
+    de = JSONDeserializer(None, schema_registry_client=SchemaRegistryClient({"url": registry.url}))
+    c = consumer(broker.bootstrap)
+    c.assign([TopicPartition(topic, 0, OFFSET_BEGINNING)])
+    got = []
+    while len(got) < len(sent):
+        msg = c.poll(10)
+        assert msg is not None and not msg.error()
+        got.append(de(msg.value(), ctx))
+    c.close()
+    assert got == sent
+    registered = client.get_latest_version(f"{topic}-value")
+    assert registered.schema.schema_type == "JSON"
+
+    # BACKWARD: requiring a new property is refused (409); widening qty is accepted.
+    narrower = json.loads(schema)
+    narrower["required"] = ["sku", "qty"]
+    status, body = registry.call("POST", f"/subjects/{topic}-value/versions",
+                                 {"schema": json.dumps(narrower), "schemaType": "JSON"})
+    assert (status, body["error_code"]) == (409, 409), body
+    wider = json.loads(schema)
+    wider["properties"]["qty"] = {"type": "number"}
+    assert client.register_schema(f"{topic}-value", Schema(json.dumps(wider), "JSON")) \
+        != registered.schema_id

@@ -3,7 +3,7 @@
 Avro is parsed by fastavro; equality is on a key-sorted, whitespace-free JSON rendering of the
 schema (it keeps defaults and docs, which Avro's Parsing Canonical Form drops: two schemas that
 differ only in a default must get different ids, as in Confluent's registry). JSON Schema is
-checked to be JSON; Protobuf text is kept as given (their compatibility rules are not in yet).
+checked against its metaschema (jsonschema); Protobuf text is kept as given, unchecked.
 """
 
 from __future__ import annotations
@@ -69,8 +69,20 @@ def parse(schema_type: str | None, text: Any, refs: Any = None,
             raise invalid_schema(f"not JSON: {exc}") from None
         if not isinstance(obj, (dict, bool)):
             raise invalid_schema("a JSON Schema is an object or a boolean")
+        _check_json_schema(obj)
         return ParsedSchema(JSON, text, _compact(obj), references)
     return ParsedSchema(PROTOBUF, text, text.strip(), references)
+
+
+def _check_json_schema(obj: Any) -> None:
+    """Validate against the metaschema the schema names ($schema; the latest draft if none)."""
+    from jsonschema.exceptions import SchemaError
+    from jsonschema.validators import validator_for
+
+    try:
+        validator_for(obj).check_schema(obj)
+    except SchemaError as exc:
+        raise invalid_schema(f"not a JSON Schema: {exc.message}") from None
 
 
 def _compact(obj: Any) -> str:

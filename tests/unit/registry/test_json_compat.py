@@ -73,3 +73,13 @@ def test_type_change_between_schema_types_is_refused() -> None:
     reasons = check("BACKWARD", parse("JSON", '{"type": "string"}'),
                     [parse("AVRO", '"string"')])
     assert reasons == ["the schema type changed from AVRO to JSON"]
+
+
+@pytest.mark.parametrize("text", ['{"type": "strin"}', '{"type": 5}', '{"required": "a"}',
+                                  '[1]', "{nope"])
+def test_bad_json_schema_is_42201(text: str) -> None:
+    from odradek.registry.errors import RegistryError
+
+    with pytest.raises(RegistryError) as info:
+        parse("JSON", text)
+    assert info.value.error_code == 42201
