@@ -31,6 +31,7 @@ class RegistryProcess:
         self.port = port or free_port()
         self.log_path = log_path
         self.proc: subprocess.Popen[bytes] | None = None
+        self.extra_args: list[str] = []
 
     @property
     def url(self) -> str:
@@ -40,7 +41,7 @@ class RegistryProcess:
         log = open(self.log_path, "ab")  # noqa: SIM115 - handed to the child process
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "odradek.cli.main", "registry", "serve", "-b", self.bootstrap,
-             "--listeners", self.url], stdout=log, stderr=subprocess.STDOUT,
+             "--listeners", self.url, *self.extra_args], stdout=log, stderr=subprocess.STDOUT,
             env={**os.environ, "PYTHONUNBUFFERED": "1"})
         log.close()
         deadline = time.monotonic() + timeout

@@ -15,6 +15,10 @@ def serve(
     listeners: str = typer.Option("http://127.0.0.1:8081", "--listeners",
                                   help="Comma-separated http://host:port to serve on."),
     topic: str = typer.Option("_schemas", "--topic", help="The compacted topic (kafkastore.topic)."),
+    leader_eligibility: bool = typer.Option(
+        True, "--leader-eligibility/--no-leader-eligibility",
+        help="May this instance be elected the writer (leader.eligibility)? Followers forward "
+             "writes to the leader."),
 ) -> None:
     """Serve the registry until SIGTERM or Ctrl-C (it reads _schemas to the end first)."""
     import logging
@@ -29,4 +33,4 @@ def serve(
     except ValueError as exc:
         typer.echo(f"odradek registry serve: {exc}", err=True)
         raise typer.Exit(2) from None
-    raise typer.Exit(run(resolve_bootstrap(bootstrap), listeners, topic))
+    raise typer.Exit(run(resolve_bootstrap(bootstrap), listeners, topic, leader_eligibility))

@@ -14,12 +14,14 @@ from starlette.routing import Route
 
 from odradek.registry import errors
 from odradek.registry.compat import check_pair
+from odradek.registry.election import Election
 from odradek.registry.schemas import SCHEMA_TYPES
 from odradek.registry.store import KafkaStore
 
 CONTENT_TYPE = "application/vnd.schemaregistry.v1+json"
 ACCEPTED_TYPES = ("application/vnd.schemaregistry.v1+json", "application/vnd.schemaregistry+json",
                   "application/json", "application/octet-stream")
+FORWARDED_HEADER = "X-Odradek-Forwarded"
 MAX_BODY = 4 * 1024 * 1024  # bytes; a larger request body gets 413 without being read whole
 
 
@@ -35,7 +37,9 @@ def flag(request: Request, name: str) -> bool:
     return request.query_params.get(name, "false").lower() == "true"
 
 
-async def read_json(request: Request) -> dict[str, Any]:
+async def read_body(request: Request) -> bytes:
+    if "body" in request.scope.get("state", {}):
+        return bytes(request.scope["state"]["body"])
     ctype = request.headers.get("content-type", "application/json").split(";")[0].strip()
     if ctype and ctype not in ACCEPTED_TYPES:
         raise errors.RegistryError(415, f"Unsupported content type {ctype}", status=415)
@@ -44,6 +48,12 @@ async def read_json(request: Request) -> dict[str, Any]:
         body += chunk
         if len(body) > MAX_BODY:
             raise errors.RegistryError(413, f"Request body over {MAX_BODY} bytes", status=413)
+    request.scope.setdefault("state", {})["body"] = body
+    return body
+
+
+async def read_json(request: Request) -> dict[str, Any]:
+    body = await read_body(request)
     try:
         obj = json.loads(body or b"{}")
     except ValueError as exc:
@@ -54,8 +64,9 @@ async def read_json(request: Request) -> dict[str, Any]:
 
 
 class RegistryApp:
-    def __init__(self, store: KafkaStore) -> None:
+    def __init__(self, store: KafkaStore, election: Election | None = None) -> None:
         self.store = store
+        self.election = election
         self.state = store.state
         # One write at a time: a write is planned from the view, appended, and applied before
         # the next one is planned, so ids and version numbers never collide.
@@ -64,12 +75,36 @@ class RegistryApp:
     async def _write(self, plan: Any, *args: Any, subject: str | None = None,
                      check_mode: bool = True) -> Any:
         async with self.write_lock:
+            if self.election is not None:
+                # The last write may have been another instance's (a previous leader's).
+                await asyncio.to_thread(self.store.catch_up)
             with self.store.lock:
                 if check_mode:
                     self.state.check_writable(subject)
                 result, recs = plan(*args)
             await asyncio.to_thread(self.store.write, recs)
             return result
+
+    async def forwarded(self, request: Request) -> Response | None:
+        """On a follower, the leader's answer to this write; None on the leader."""
+        if self.election is None:
+            return None
+        url = await asyncio.to_thread(self.election.wait_leader_url)
+        if url is None:
+            raise errors.RegistryError(errors.FORWARD_ERROR, "No leader elected yet", status=500)
+        if url == self.election.url:
+            return None
+        if request.headers.get(FORWARDED_HEADER):
+            raise errors.RegistryError(errors.FORWARD_ERROR,
+                                       f"Forwarded to {self.election.url}, not the leader",
+                                       status=500)
+        body = await read_body(request)
+        target = url + request.url.path + (f"?{request.url.query}" if request.url.query else "")
+        status, data = await asyncio.to_thread(forward, request.method, target, body)
+        if status < 300:
+            # Read-your-writes on this instance too: apply the leader's records first.
+            await asyncio.to_thread(self.store.catch_up)
+        return Response(data, status_code=status, media_type=CONTENT_TYPE)
 
     # ---- subjects ---------------------------------------------------------------------------
     async def subjects(self, request: Request) -> Response:
@@ -78,6 +113,8 @@ class RegistryApp:
                                                   request.query_params.get("subjectPrefix", "")))
 
     async def register(self, request: Request) -> Response:
+        if (answer := await self.forwarded(request)) is not None:
+            return answer
         subject = request.path_params["subject"]
         body = await read_json(request)
         with self.store.lock:
@@ -113,12 +150,16 @@ class RegistryApp:
         return Response(text, media_type=CONTENT_TYPE)
 
     async def delete_subject(self, request: Request) -> Response:
+        if (answer := await self.forwarded(request)) is not None:
+            return answer
         subject = request.path_params["subject"]
         deleted = await self._write(self.state.plan_delete_subject, subject,
                                     flag(request, "permanent"), subject=subject)
         return reply(deleted)
 
     async def delete_version(self, request: Request) -> Response:
+        if (answer := await self.forwarded(request)) is not None:
+            return answer
         p = request.path_params
         number = await self._write(self.state.plan_delete_version, p["subject"], p["version"],
                                    flag(request, "permanent"), subject=p["subject"])
@@ -182,6 +223,8 @@ class RegistryApp:
             return reply({"compatibilityLevel": self.state.level(subject)})
 
     async def put_config(self, request: Request) -> Response:
+        if (answer := await self.forwarded(request)) is not None:
+            return answer
         body = await read_json(request)
         subject = request.path_params.get("subject")
         level = await self._write(self.state.plan_config, subject, body.get("compatibility"),
@@ -189,6 +232,8 @@ class RegistryApp:
         return reply({"compatibility": level})
 
     async def delete_config(self, request: Request) -> Response:
+        if (answer := await self.forwarded(request)) is not None:
+            return answer
         subject = request.path_params["subject"]
         from odradek.registry.records import config_key
 
@@ -228,6 +273,8 @@ class RegistryApp:
             return reply({"mode": self.state.mode(request.path_params.get("subject"))})
 
     async def put_mode(self, request: Request) -> Response:
+        if (answer := await self.forwarded(request)) is not None:
+            return answer
         body = await read_json(request)
         mode = await self._write(self.state.plan_mode, request.path_params.get("subject"),
                                  body.get("mode"), check_mode=False)
@@ -252,8 +299,24 @@ async def _unexpected(request: Request, exc: Exception) -> Response:
     return error(errors.RegistryError(errors.STORE_ERROR, f"Internal error: {exc}", status=500))
 
 
-def build_app(store: KafkaStore) -> Starlette:
-    api = RegistryApp(store)
+def forward(method: str, url: str, body: bytes) -> tuple[int, bytes]:
+    import urllib.error
+    import urllib.request
+
+    req = urllib.request.Request(url, data=body or None, method=method, headers={
+        "Content-Type": CONTENT_TYPE, FORWARDED_HEADER: "1"})
+    try:
+        with urllib.request.urlopen(req, timeout=60) as resp:
+            return resp.status, resp.read()
+    except urllib.error.HTTPError as exc:
+        return exc.code, exc.read()
+    except OSError as exc:
+        raise errors.RegistryError(errors.FORWARD_ERROR, f"Error forwarding to the leader {url}: "
+                                   f"{exc}", status=500) from None
+
+
+def build_app(store: KafkaStore, election: Election | None = None) -> Starlette:
+    api = RegistryApp(store, election)
     routes = [
         Route("/", api.root, methods=["GET"]),
         Route("/subjects", api.subjects, methods=["GET"]),

@@ -18,12 +18,14 @@ def parse_listener(listener: str) -> tuple[str, int]:
     return parts.hostname, parts.port
 
 
-def run(bootstrap: str, listeners: str = "http://127.0.0.1:8081", topic: str = TOPIC) -> int:
+def run(bootstrap: str, listeners: str = "http://127.0.0.1:8081", topic: str = TOPIC,
+        leader_eligibility: bool = True) -> int:
     import asyncio
 
     import uvicorn
 
     from odradek.registry.app import build_app
+    from odradek.registry.election import Election
     from odradek.registry.store import KafkaStore
 
     endpoints = [parse_listener(item) for item in listeners.split(",") if item.strip()]
@@ -31,7 +33,11 @@ def run(bootstrap: str, listeners: str = "http://127.0.0.1:8081", topic: str = T
         raise ValueError("no listener given")
     store = KafkaStore(bootstrap, topic)
     store.start()
-    app = build_app(store)
+    # The first listener is the URL other instances forward writes to (the group's client.id).
+    host, port = endpoints[0]
+    election = Election(bootstrap, topic, f"http://{host}:{port}", eligible=leader_eligibility)
+    election.start()
+    app = build_app(store, election)
     servers = [uvicorn.Server(uvicorn.Config(app, host=host, port=port, log_level="warning",
                                              access_log=False, lifespan="off"))
                for host, port in endpoints]
@@ -43,5 +49,6 @@ def run(bootstrap: str, listeners: str = "http://127.0.0.1:8081", topic: str = T
         print(f"registry serving on {listeners} over {bootstrap} ({topic})", flush=True)
         asyncio.run(serve_all())
     finally:
+        election.close()
         store.close()
     return 0

@@ -28,6 +28,7 @@ class KafkaStore:
         self._thread: threading.Thread | None = None
         self._producer: Any = None
         self._consumer: Any = None
+        self._offsets: Any = None
 
     # ---- life cycle -------------------------------------------------------------------------
     def start(self) -> None:
@@ -39,8 +40,11 @@ class KafkaStore:
         self._producer = producer(self.bootstrap, {
             "acks": "all", "enable.idempotence": True, "linger.ms": 0})
         self._consumer = consumer(self.bootstrap, {"enable.partition.eof": False})
-        tp = TopicPartition(self.topic, 0)
-        _, end = self._consumer.get_watermark_offsets(tp, timeout=self.timeout)
+        # Watermark queries get their own handle: on the polling consumer they were seen to
+        # block while the reader thread polls.
+        self._offsets = consumer(self.bootstrap)
+        self._offsets_lock = threading.Lock()
+        end = self.end_offset()
         # From the log start: compaction may have removed offset 0.
         self._consumer.assign([TopicPartition(self.topic, 0, OFFSET_BEGINNING)])
         self._thread = threading.Thread(target=self._read_loop, name="registry-reader",
@@ -57,6 +61,7 @@ class KafkaStore:
             self._thread.join(timeout=5)
         if self._consumer is not None:
             self._consumer.close()
+            self._offsets.close()
         if self._producer is not None:
             self._producer.flush(5)
 
@@ -104,6 +109,18 @@ class KafkaStore:
                         log.warning("skipping %s offset %d: %r", self.topic, msg.offset(), exc)
                 self.position = msg.offset() + 1
                 self.lock.notify_all()
+
+    def end_offset(self) -> int:
+        from confluent_kafka import TopicPartition
+
+        with self._offsets_lock:
+            _, end = self._offsets.get_watermark_offsets(TopicPartition(self.topic, 0),
+                                                         timeout=self.timeout)
+        return int(end)
+
+    def catch_up(self) -> None:
+        """Apply everything in the topic now (another instance may have written last)."""
+        self.wait_for(self.end_offset())
 
     def wait_for(self, offset: int) -> None:
         """Block until the view has applied every record before `offset`."""
