@@ -251,3 +251,27 @@ def test_references_mode_and_unknown_paths(registry: RegistryProcess) -> None:
 
     status, body = registry.call("GET", "/no/such/path")
     assert (status, body["error_code"]) == (404, 404)
+
+
+def test_metadata_and_rule_set_are_stored_and_returned(registry: RegistryProcess) -> None:
+    from confluent_kafka.schema_registry import SchemaRegistryClient
+
+    metadata = {"properties": {"owner": "team-a"}}
+    rule_set = {"domainRules": [{"name": "r1", "kind": "CONDITION", "mode": "WRITE",
+                                 "type": "CEL", "expr": "message.name != ''"}]}
+    status, body = registry.call("POST", "/subjects/m/versions",
+                                 {"schema": USER_V1, "metadata": metadata, "ruleSet": rule_set})
+    assert status == 200
+    with_rules = body["id"]
+    # The same text without them is another schema (another id, another version).
+    plain = registry.call("POST", "/subjects/m/versions", {"schema": USER_V1})[1]["id"]
+    assert plain != with_rules
+    got = registry.call("GET", "/subjects/m/versions/1")[1]
+    assert (got["metadata"], got["ruleSet"]) == (metadata, rule_set)
+    assert registry.call("GET", f"/schemas/ids/{with_rules}")[1]["metadata"] == metadata
+    client = SchemaRegistryClient({"url": registry.url})
+    fetched = client.get_schema(with_rules)
+    assert fetched.metadata is not None and fetched.metadata.properties.to_dict() == {
+        "owner": "team-a"}
+    assert registry.call("POST", "/subjects/m/versions",
+                         {"schema": USER_V1, "metadata": [1]})[1]["error_code"] == 42201

@@ -16,6 +16,7 @@ from odradek.registry import errors
 from odradek.registry.compat import check_pair
 from odradek.registry.election import Election
 from odradek.registry.schemas import SCHEMA_TYPES
+from odradek.registry.state import extras_of
 from odradek.registry.store import KafkaStore
 
 CONTENT_TYPE = "application/vnd.schemaregistry.v1+json"
@@ -182,8 +183,7 @@ class RegistryApp:
             out: dict[str, Any] = {"schema": stored.parsed.text}
             if stored.parsed.schema_type != "AVRO":
                 out["schemaType"] = stored.parsed.schema_type
-            if stored.references:
-                out["references"] = stored.references
+            out.update(extras_of(stored))
         return reply(out)
 
     async def schema_text_by_id(self, request: Request) -> Response:

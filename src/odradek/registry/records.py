@@ -24,7 +24,8 @@ def schema_key(subject: str, version: int) -> dict[str, Any]:
 
 
 def schema_value(subject: str, version: int, schema_id: int, schema: str, schema_type: str,
-                 references: list[dict[str, Any]], deleted: bool) -> dict[str, Any]:
+                 references: list[dict[str, Any]], deleted: bool, metadata: Any = None,
+                 rule_set: Any = None) -> dict[str, Any]:
     value: dict[str, Any] = {"subject": subject, "version": version, "id": schema_id,
                              "schema": schema, "deleted": deleted}
     # Confluent leaves schemaType out for Avro (the default) and writes it for the others.
@@ -32,6 +33,10 @@ def schema_value(subject: str, version: int, schema_id: int, schema: str, schema
         value["schemaType"] = schema_type
     if references:
         value["references"] = references
+    if metadata is not None:
+        value["metadata"] = metadata
+    if rule_set is not None:
+        value["ruleSet"] = rule_set
     return value
 
 

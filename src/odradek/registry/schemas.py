@@ -9,7 +9,7 @@ checked against its metaschema (jsonschema); Protobuf text is kept as given, unc
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from odradek.registry.errors import invalid_schema
@@ -28,10 +28,25 @@ class ParsedSchema:
     references: tuple[tuple[str, str, int], ...] = ()
     # fastavro's parsed form (AVRO only), used by the compatibility checker.
     parsed: Any = field(default=None, compare=False, hash=False)
+    # Confluent's metadata and ruleSet objects, stored and returned as given; `extras` is their
+    # canonical JSON, part of the identity (a schema with other rules is another schema).
+    metadata: Any = field(default=None, compare=False, hash=False)
+    rule_set: Any = field(default=None, compare=False, hash=False)
+    extras: str = ""
 
-    def identity(self) -> tuple[str, str, tuple[tuple[str, str, int], ...]]:
+    def identity(self) -> tuple[str, str, tuple[tuple[str, str, int], ...], str]:
         """What makes two registrations the same schema (and so the same id)."""
-        return (self.schema_type, self.canonical, self.references)
+        return (self.schema_type, self.canonical, self.references, self.extras)
+
+
+def with_extras(schema: ParsedSchema, metadata: Any, rule_set: Any) -> ParsedSchema:
+    for name, value in (("metadata", metadata), ("ruleSet", rule_set)):
+        if value is not None and not isinstance(value, dict):
+            raise invalid_schema(f"{name} must be an object")
+    if metadata is None and rule_set is None:
+        return schema
+    extras = _compact({"metadata": metadata, "ruleSet": rule_set})
+    return replace(schema, metadata=metadata, rule_set=rule_set, extras=extras)
 
 
 def _references(refs: Any) -> tuple[tuple[str, str, int], ...]:

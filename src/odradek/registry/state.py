@@ -12,7 +12,7 @@ from typing import Any
 
 from odradek.registry import errors, records
 from odradek.registry.compat import DEFAULT_LEVEL, LEVELS, check
-from odradek.registry.schemas import ParsedSchema, parse
+from odradek.registry.schemas import ParsedSchema, parse, with_extras
 
 MODES = ("READWRITE", "READONLY", "IMPORT")
 Record = tuple[dict[str, Any], dict[str, Any] | None]
@@ -81,8 +81,9 @@ class RegistryState:
         if schema_id not in self.schemas:
             refs = list(value.get("references") or [])
             try:
-                parsed = parse(value.get("schemaType"), value["schema"], refs,
-                               self._referenced(refs))
+                parsed = with_extras(parse(value.get("schemaType"), value["schema"], refs,
+                                           self._referenced(refs)),
+                                     value.get("metadata"), value.get("ruleSet"))
             except errors.RegistryError:
                 # A record we cannot parse (another registry's type or version) is kept as text.
                 parsed = ParsedSchema(str(value.get("schemaType") or "AVRO"), value["schema"],
@@ -110,7 +111,8 @@ class RegistryState:
         refs = body.get("references") or []
         if not isinstance(refs, list):
             raise errors.invalid_schema("references must be a list")
-        return parse(body.get("schemaType"), body.get("schema"), refs, self._referenced(refs))
+        parsed = parse(body.get("schemaType"), body.get("schema"), refs, self._referenced(refs))
+        return with_extras(parsed, body.get("metadata"), body.get("ruleSet"))
 
     def subject_names(self, deleted: bool = False, prefix: str = "") -> list[str]:
         return sorted(s for s, vs in self.subjects.items() if s.startswith(prefix)
@@ -146,9 +148,7 @@ class RegistryState:
                                "schema": stored.parsed.text}
         if stored.parsed.schema_type != "AVRO":
             out["schemaType"] = stored.parsed.schema_type
-        if stored.references:
-            out["references"] = stored.references
-        return out
+        return {**out, **extras_of(stored)}
 
     def lookup(self, subject: str, parsed: ParsedSchema, deleted: bool = False) -> Version:
         live = self.versions(subject, deleted)
@@ -175,14 +175,15 @@ class RegistryState:
         schema_id = self.ids_by_identity.get(parsed.identity()) or self.max_id + 1
         number = max((v.version for v in existing), default=0) + 1
         value = records.schema_value(subject, number, schema_id, parsed.text, parsed.schema_type,
-                                     references, False)
+                                     references, False, parsed.metadata, parsed.rule_set)
         return schema_id, [(records.schema_key(subject, number), value)]
 
     def _version_record(self, v: Version, deleted: bool) -> Record:
         stored = self.schemas[v.schema_id]
         return (records.schema_key(v.subject, v.version),
                 records.schema_value(v.subject, v.version, v.schema_id, stored.parsed.text,
-                                     stored.parsed.schema_type, stored.references, deleted))
+                                     stored.parsed.schema_type, stored.references, deleted,
+                                     stored.parsed.metadata, stored.parsed.rule_set))
 
     def plan_delete_subject(self, subject: str, permanent: bool) -> tuple[list[int], list[Record]]:
         all_versions = self.versions(subject, deleted=True)
@@ -249,6 +250,18 @@ class RegistryState:
                                        f"forward_transitive, and full_transitive (got {level!r})")
         value = {**self.configs.get(subject, {}), "compatibilityLevel": level.upper()}
         return level.upper(), [(records.config_key(subject), value)]
+
+
+def extras_of(stored: StoredSchema) -> dict[str, Any]:
+    """The optional parts of a schema's answer: references, metadata, ruleSet."""
+    out: dict[str, Any] = {}
+    if stored.references:
+        out["references"] = stored.references
+    if stored.parsed.metadata is not None:
+        out["metadata"] = stored.parsed.metadata
+    if stored.parsed.rule_set is not None:
+        out["ruleSet"] = stored.parsed.rule_set
+    return out
 
 
 def parse_version(ref: str) -> int:
