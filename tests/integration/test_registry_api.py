@@ -209,6 +209,7 @@ def test_restart_reads_schemas_back(broker: BrokerProcess, tmp_path: Path) -> No
         reg.call("POST", "/subjects/a/versions", {"schema": USER_V2})
         reg.call("PUT", "/config/a", {"compatibility": "FORWARD"})
         reg.call("DELETE", "/subjects/b")
+    assert reg.proc is not None and reg.proc.returncode == 0, reg.log()  # SIGTERM: clean exit
     with running_registry(broker.bootstrap, tmp_path, "second") as reg:
         assert reg.call("GET", "/subjects") == (200, ["a"])
         assert reg.call("GET", "/subjects?deleted=true") == (200, ["a", "b"])

@@ -37,6 +37,12 @@ def test_two_registries_agree_and_follower_forwards(broker: BrokerProcess,
         for reg in (one, two):
             status, body = reg.call("POST", "/subjects/s/versions", {"schema": bad})
             assert (status, body["error_code"]) == (409, 409)
+        # The first instance stops (and leaves the group): the other one takes the writes.
+        one.stop()
+        assert one.proc is not None and one.proc.returncode == 0, one.log()
+        late = json.dumps({"type": "record", "name": "L", "fields": []})
+        status, body = two.call("POST", "/subjects/late/versions", {"schema": late})
+        assert status == 200 and body["id"] > max(a[1]["id"], b[1]["id"], c[1]["id"]), body
 
 
 def test_ineligible_instance_forwards_every_write(broker: BrokerProcess, tmp_path: Path) -> None:

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import contextlib
 import logging
+import signal
+from collections.abc import Iterator
 from urllib.parse import urlsplit
 
 from odradek.registry.records import TOPIC
@@ -38,13 +41,26 @@ def run(bootstrap: str, listeners: str = "http://127.0.0.1:8081", topic: str = T
     election = Election(bootstrap, topic, f"http://{host}:{port}", eligible=leader_eligibility)
     election.start()
     app = build_app(store, election)
-    servers = [uvicorn.Server(uvicorn.Config(app, host=host, port=port, log_level="warning",
-                                             access_log=False, lifespan="off"))
+    class _Server(uvicorn.Server):
+        # uvicorn's own handling re-raises SIGTERM after shutdown (so our cleanup, leaving the
+        # group among it, would not run) and holds for one server only: we stop them all.
+        @contextlib.contextmanager
+        def capture_signals(self) -> Iterator[None]:
+            yield
+
+    servers = [_Server(uvicorn.Config(app, host=host, port=port, log_level="warning",
+                                      access_log=False, lifespan="off"))
                for host, port in endpoints]
+
+    def stop(signum: int, frame: object) -> None:
+        for server in servers:
+            server.should_exit = True
 
     async def serve_all() -> None:
         await asyncio.gather(*(server.serve() for server in servers))
 
+    signal.signal(signal.SIGTERM, stop)
+    signal.signal(signal.SIGINT, stop)
     try:
         print(f"registry serving on {listeners} over {bootstrap} ({topic})", flush=True)
         asyncio.run(serve_all())
