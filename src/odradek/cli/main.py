@@ -13,6 +13,7 @@ from odradek.cli import dump_log as dump_log_cmd
 from odradek.cli import group as group_cmd
 from odradek.cli import pipeline as pipeline_cmd
 from odradek.cli import produce as produce_cmd
+from odradek.cli import registry as registry_cmd
 from odradek.cli import storage as storage_cmd
 from odradek.cli import topic as topic_cmd
 from odradek.cli import transaction as transaction_cmd
@@ -72,6 +73,7 @@ app.add_typer(transaction_cmd.app, name="transaction")
 app.add_typer(pipeline_cmd.app, name="pipeline")
 app.add_typer(storage_cmd.app, name="storage")
 app.add_typer(config_cmd.app, name="config")
+app.add_typer(registry_cmd.app, name="registry")
 app.command("produce")(produce_cmd.produce)
 app.command("consume")(consume_cmd.consume)
 app.command("dump-log")(dump_log_cmd.dump_log)

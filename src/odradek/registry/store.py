@@ -1,0 +1,156 @@
+"""`_schemas` over the Kafka protocol: a reader thread that applies every record to the view,
+and writes that return only once the record is acknowledged (acks=all, idempotent producer)
+and the reader has applied it (read-your-writes)."""
+
+from __future__ import annotations
+
+import json
+import logging
+import threading
+from typing import Any
+
+from odradek.registry import errors, records
+from odradek.registry.state import Record, RegistryState
+
+log = logging.getLogger(__name__)
+
+
+class KafkaStore:
+    def __init__(self, bootstrap: str, topic: str = records.TOPIC, timeout: float = 30.0) -> None:
+        self.bootstrap = bootstrap
+        self.topic = topic
+        self.timeout = timeout
+        self.state = RegistryState()
+        # Held while the reader applies a record and while a request reads the view.
+        self.lock = threading.Condition()
+        self.position = 0  # next offset the reader will apply
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._producer: Any = None
+        self._consumer: Any = None
+        self._offsets: Any = None
+
+    # ---- life cycle -------------------------------------------------------------------------
+    def start(self) -> None:
+        from confluent_kafka import OFFSET_BEGINNING, TopicPartition
+
+        from odradek.client import consumer, producer
+
+        self._ensure_topic()
+        self._producer = producer(self.bootstrap, {
+            "acks": "all", "enable.idempotence": True, "linger.ms": 0})
+        self._consumer = consumer(self.bootstrap, {"enable.partition.eof": False})
+        # Watermark queries get their own handle: on the polling consumer they were seen to
+        # block while the reader thread polls.
+        self._offsets = consumer(self.bootstrap)
+        self._offsets_lock = threading.Lock()
+        end = self.end_offset()
+        # From the log start: compaction may have removed offset 0.
+        self._consumer.assign([TopicPartition(self.topic, 0, OFFSET_BEGINNING)])
+        self._thread = threading.Thread(target=self._read_loop, name="registry-reader",
+                                        daemon=True)
+        self._thread.start()
+        # Serve nothing until the view holds everything the topic held when we started.
+        self.wait_for(end)
+        log.info("read %s to offset %d: %d subjects, %d schemas", self.topic, end,
+                 len(self.state.subjects), len(self.state.schemas))
+
+    def close(self) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout=5)
+        if self._consumer is not None:
+            self._consumer.close()
+            self._offsets.close()
+        if self._producer is not None:
+            self._producer.flush(5)
+
+    def _ensure_topic(self) -> None:
+        from confluent_kafka import KafkaError
+        from confluent_kafka.admin import NewTopic
+
+        from odradek.client import admin_client
+
+        admin = admin_client(self.bootstrap)
+        meta = admin.list_topics(timeout=self.timeout)
+        if self.topic in meta.topics:
+            return
+        replicas = min(3, max(1, len(meta.brokers)))
+        new = NewTopic(self.topic, num_partitions=1, replication_factor=replicas,
+                       config={"cleanup.policy": "compact"})
+        future = admin.create_topics([new], operation_timeout=self.timeout)[self.topic]
+        try:
+            future.result(timeout=self.timeout)
+        except Exception as exc:  # a racing registry created it first: fine
+            err = exc.args[0] if exc.args else None
+            if getattr(err, "code", lambda: None)() != KafkaError.TOPIC_ALREADY_EXISTS:
+                raise
+
+    # ---- reading ----------------------------------------------------------------------------
+    def _read_loop(self) -> None:
+        while not self._stop.is_set():
+            msg = self._consumer.poll(0.2)
+            if msg is None:
+                continue
+            if msg.error():
+                log.warning("reading %s: %s", self.topic, msg.error())
+                continue
+            try:
+                key = records.decode(msg.key())
+                value = records.decode(msg.value())
+            except (ValueError, UnicodeDecodeError):
+                key = value = None
+            with self.lock:
+                if key is not None:
+                    try:
+                        self.state.apply(key, value)
+                    except (KeyError, TypeError, ValueError) as exc:
+                        # A record of a shape we do not know is skipped, not fatal.
+                        log.warning("skipping %s offset %d: %r", self.topic, msg.offset(), exc)
+                self.position = msg.offset() + 1
+                self.lock.notify_all()
+
+    def end_offset(self) -> int:
+        from confluent_kafka import TopicPartition
+
+        with self._offsets_lock:
+            _, end = self._offsets.get_watermark_offsets(TopicPartition(self.topic, 0),
+                                                         timeout=self.timeout)
+        return int(end)
+
+    def catch_up(self) -> None:
+        """Apply everything in the topic now (another instance may have written last)."""
+        self.wait_for(self.end_offset())
+
+    def wait_for(self, offset: int) -> None:
+        """Block until the view has applied every record before `offset`."""
+        with self.lock:
+            if not self.lock.wait_for(lambda: self.position >= offset, timeout=self.timeout):
+                raise errors.RegistryError(
+                    errors.OPERATION_TIMEOUT,
+                    f"timed out reading {self.topic} to offset {offset}", status=500)
+
+    # ---- writing ----------------------------------------------------------------------------
+    def write(self, recs: list[Record]) -> None:
+        """Append `recs`, in order; return once they are acknowledged and applied."""
+        if not recs:
+            return
+        results: list[Any] = []
+
+        def delivered(err: Any, msg: Any) -> None:
+            results.append((err, msg))
+
+        for key, value in recs:
+            self._producer.produce(self.topic, key=json.dumps(key, separators=(",", ":")),
+                                   value=records.encode(value), partition=0,
+                                   on_delivery=delivered)
+        remaining = self._producer.flush(self.timeout)
+        if remaining or len(results) != len(recs):
+            raise errors.RegistryError(errors.OPERATION_TIMEOUT,
+                                       f"timed out writing to {self.topic}", status=500)
+        failed = [err for err, _ in results if err is not None]
+        if failed:
+            raise errors.RegistryError(errors.STORE_ERROR,
+                                       f"Error while writing to {self.topic}: {failed[0]}",
+                                       status=500)
+        self.wait_for(max(msg.offset() for _, msg in results) + 1)
