@@ -62,8 +62,8 @@ def handle(ctx: Any, header: Any, frame: memoryview) -> Response | None:
                 out.append(PartitionResult(index, ErrorCode.invalid_topic_exception, -1,
                                            error_message=f"Cannot append to internal topic {name}"))
                 failed = True
-                log.warning("produce to internal topic %s-%d from client %r refused", name,
-                            index, header.client_id)
+                refusals.note(header, ErrorCode.invalid_topic_exception,
+                              f"{name}-{index}: cannot append to an internal topic")
                 continue
             if version >= 12 and req.transactional_id is not None and records is not None:
                 code = _implicit_add(ctx, req.transactional_id, name, index, records)
