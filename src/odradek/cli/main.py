@@ -46,11 +46,14 @@ def main(
 
 @app.command()
 def serve(
-    data_dir: Path = typer.Option(Path("./data"), "--data-dir", help="Where logs and metadata live."),
-    config: Path | None = typer.Option(None, "--config", help="A server.properties file."),
-    set_: list[str] = typer.Option([], "--set", help="Override a config: key=value (repeatable)."),
+    data_dir: Path = typer.Option(Path("./data"), "--data-dir", metavar="DIR",
+                                  help="Where logs and metadata live (created if missing)."),
+    config: Path | None = typer.Option(None, "--config", metavar="FILE",
+                                        help="A server.properties file."),
+    set_: list[str] = typer.Option([], "--set", metavar="KEY=VALUE",
+                                   help="Override a config (repeatable)."),
     log_file: Path | None = typer.Option(
-        None, "--log-file",
+        None, "--log-file", metavar="FILE",
         help="Append the node's log to this file instead of stderr. Levels: --set "
              "log.level=DEBUG, or one package: --set log.level.odradek.storage=DEBUG."),
 ) -> None:
