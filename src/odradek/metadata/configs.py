@@ -535,6 +535,13 @@ _NODE_BROKER_DEFS = [
     _b("socket.receive.buffer.bytes", I, 102_400, None, "SO_RCVBUF of sockets; -1 for the OS."),
     _b("queued.max.requests", I, 500, at_least(1), "In-flight requests before reading pauses."),
     _b("connections.max.idle.ms", L, 600_000, None, "Idle connections are closed after this."),
+    _b("max.connections", I, 2_147_483_647, at_least(0),
+       "Most connections the node holds at once; a new connection past it is closed."),
+    _b("max.connections.per.ip", I, 2_147_483_647, at_least(0),
+       "Most connections from one address; a new connection past it is closed."),
+    _b("max.connections.per.ip.overrides", S, "", None,
+       "Per-address (or hostname) limits overriding max.connections.per.ip, e.g. "
+       "\"hostName:100,127.0.0.1:200\"."),
     _b("fetch.max.bytes", I, 57_671_680, at_least(1024), "Most bytes one fetch returns."),
     _b("replica.fetch.max.bytes", I, 1_048_576, at_least(0),
        "Bytes a follower fetches per partition."),
