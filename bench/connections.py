@@ -143,7 +143,7 @@ def main() -> None:
     ap.add_argument("--src", default=str(Path(__file__).resolve().parent.parent / "src"))
     ap.add_argument("--seconds", type=float, default=5.0)
     args = ap.parse_args()
-    run(Path(args.src), [int(c) for c in args.counts.split(",")], args.seconds)
+    run(Path(args.src), [int(c) for c in args.counts.split(",") if c.strip()], args.seconds)
 
 
 if __name__ == "__main__":

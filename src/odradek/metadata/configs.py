@@ -147,6 +147,15 @@ def at_least(minimum: float) -> Validator:
     return check
 
 
+def _host_counts(name: str, value: Any) -> None:
+    """max.connections.per.ip.overrides: "host:count,host:count"."""
+    for item in (value or "").split(","):
+        host, sep, count = item.strip().rpartition(":")
+        if item.strip() and not (sep and host and count.strip().isdigit()):
+            raise ConfigError(f"Invalid value {value} for configuration {name}: "
+                              f"{item.strip()!r} is not host:count")
+
+
 def between(low: float, high: float) -> Validator:
     def check(name: str, value: Any) -> None:
         if value is not None and not (low <= value <= high):
@@ -539,7 +548,7 @@ _NODE_BROKER_DEFS = [
        "Most connections the node holds at once; a new connection past it is closed."),
     _b("max.connections.per.ip", I, 2_147_483_647, at_least(0),
        "Most connections from one address; a new connection past it is closed."),
-    _b("max.connections.per.ip.overrides", S, "", None,
+    _b("max.connections.per.ip.overrides", S, "", _host_counts,
        "Per-address (or hostname) limits overriding max.connections.per.ip, e.g. "
        "\"hostName:100,127.0.0.1:200\"."),
     _b("fetch.max.bytes", I, 57_671_680, at_least(1024), "Most bytes one fetch returns."),
