@@ -8,8 +8,8 @@ measured the same way), opens N connections that each send one ApiVersions reque
 its answer (so every connection has received something), and reports the node's RSS growth per
 connection right away and again after the node's idle sweep (IDLE_RELEASE_S, 5 s: twice that
 is waited), then the acks=1 produce rate of 1 KB records with confluent-kafka while they are
-open. The connect/disconnect rate (one client, connect, ApiVersions, close, in a loop) shows
-the cost of the accept path.
+open. The connect/disconnect rate (one client, connect, ApiVersions, close, in a loop) and the
+node's CPU time per such cycle show the cost of the accept path.
 """
 
 from __future__ import annotations
@@ -84,8 +84,16 @@ def _produce_rate(bootstrap: str, seconds: float) -> float:
     return n / (time.monotonic() - start)
 
 
-def _connect_rate(port: int, seconds: float) -> float:
+def _cpu(node: psutil.Process) -> float:
+    t = node.cpu_times()
+    return float(t.user + t.system)
+
+
+def _connect_rate(port: int, seconds: float, node: psutil.Process) -> tuple[float, float]:
+    """Connects per second (wall clock: noisy on a shared machine) and the node's CPU
+    microseconds per connect/ApiVersions/close (what the accept path costs)."""
     n = 0
+    cpu = _cpu(node)
     start = time.monotonic()
     while time.monotonic() - start < seconds:
         s = socket.create_connection(("127.0.0.1", port))
@@ -93,7 +101,7 @@ def _connect_rate(port: int, seconds: float) -> float:
         _read_answer(s)
         s.close()
         n += 1
-    return n / (time.monotonic() - start)
+    return n / (time.monotonic() - start), (_cpu(node) - cpu) / n * 1e6
 
 
 def run(src: Path, counts: list[int], seconds: float) -> None:
@@ -108,8 +116,8 @@ def run(src: Path, counts: list[int], seconds: float) -> None:
             admin = AdminClient({"bootstrap.servers": bootstrap})
             admin.create_topics([NewTopic("bench-conns", 1, 1)])["bench-conns"].result(30)
             node = psutil.Process(proc.pid)
-            rate = _connect_rate(port, seconds)
-            print(f"connect+ApiVersions+close: {rate:.0f}/s")
+            rate, cpu_us = _connect_rate(port, seconds, node)
+            print(f"connect+ApiVersions+close: {rate:.0f}/s, node CPU {cpu_us:.0f} us each")
             base_tput = _produce_rate(bootstrap, seconds)
             print(f"produce, no idle connections: {base_tput:.0f} rec/s of 1 KB")
             for count in counts:

@@ -101,10 +101,10 @@ class Acceptor:
     """Accepts on one listening socket and hands admitted connections to `admit`'s caller.
 
     `admit(ip)` says whether a new connection from `ip` fits the limits (and counts it when it
-    does); `serve(sock, ip)` makes the transport and protocol for an admitted one."""
+    does); `serve(sock, ip, addr)` makes the transport and protocol for an admitted one."""
 
     def __init__(self, sock: socket.socket, admit: Callable[[str], bool],
-                 serve: Callable[[socket.socket, str], None]) -> None:
+                 serve: Callable[[socket.socket, str, Any], None]) -> None:
         self.sock = sock
         self._admit = admit
         self._serve = serve
@@ -159,7 +159,7 @@ class Acceptor:
                 continue
             try:
                 conn.setblocking(False)
-                self._serve(conn, ip)
+                self._serve(conn, ip, addr)
             except Exception:  # never lose the accept loop to one connection
                 log.exception("setting up a connection from %s failed", ip)
                 conn.close()

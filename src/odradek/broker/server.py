@@ -25,6 +25,7 @@ import logging
 import os
 import socket
 import struct
+from asyncio.selector_events import BaseSelectorEventLoop
 from collections.abc import Callable
 from typing import Any
 
@@ -387,12 +388,16 @@ class Server:
         self._per_ip: dict[str, int] = {}
         self.refused = RateLimitedLog()
         self._sweep: asyncio.TimerHandle | None = None
+        self._make_transport: Callable[..., Any] | None = None
 
     async def start(self, host: str, port: int, sock: socket.socket | None = None) -> None:
         loop = asyncio.get_running_loop()
         # uvloop refuses add_writer on a socket a transport owns: use the copy fallback there
         self.can_add_writer = (type(loop).__module__.startswith("asyncio")
                                and hasattr(loop, "_add_writer"))
+        self._make_transport = (getattr(loop, "_make_socket_transport", None)
+                                if isinstance(loop, BaseSelectorEventLoop)
+                                else None)
         if sock is None:
             sock = socket.create_server((host, port), reuse_port=False)
         acceptor = Acceptor(sock, self.admit, self._serve)
@@ -436,9 +441,16 @@ class Server:
         else:
             self._per_ip[ip] = left - 1
 
-    def _serve(self, sock: socket.socket, ip: str) -> None:
-        loop = asyncio.get_running_loop()
+    def _serve(self, sock: socket.socket, ip: str, addr: Any) -> None:
         protocol = Connection(self, ip)
+        if self._make_transport is not None:
+            # Why the selector loop's private _make_socket_transport: it is what the loop's
+            # own accept path ends in, minus a task and two coroutines per connection
+            # (connect_accepted_socket awaits _create_connection_transport, which awaits
+            # connection_made); the peer address is the one accept() gave, no getpeername
+            self._make_transport(sock, protocol, extra={"peername": addr})
+            return
+        loop = asyncio.get_running_loop()
         task = loop.create_task(loop.connect_accepted_socket(lambda: protocol, sock))
 
         def made(t: asyncio.Task[Any]) -> None:
