@@ -22,6 +22,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from odradek.broker.acceptor import ConnectionLimits
 from odradek.broker.apis import Dispatcher, advertised_apis
 from odradek.broker.config import (
     ConfigError,
@@ -174,7 +175,8 @@ class Node:
 
         _log_internal_topics(controller.image, had_internal)
 
-        server = Server(Dispatcher(ctx), config.get_int("socket.request.max.bytes"))
+        server = Server(Dispatcher(ctx), config.get_int("socket.request.max.bytes"),
+                        limits=ConnectionLimits.from_config(config))
         # the sockets were bound before anything was opened; listening can still fail when
         # another node bound the same port at the same moment (startup.bind_listener)
         try:

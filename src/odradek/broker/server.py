@@ -25,9 +25,11 @@ import logging
 import os
 import socket
 import struct
+from asyncio.selector_events import BaseSelectorEventLoop
 from collections.abc import Callable
 from typing import Any
 
+from odradek.broker.acceptor import Acceptor, ConnectionLimits, RateLimitedLog
 from odradek.broker.transport_signals import Disconnect
 from odradek.protocol.errors import FrameTooLarge, ProtocolError
 from odradek.protocol.fetch import FileRegion
@@ -39,6 +41,8 @@ log = logging.getLogger(__name__)
 _SIZE = struct.Struct(">i")
 # requests one connection may have in flight before we stop reading from it
 MAX_IN_FLIGHT = 100
+# a connection with no read for this long gives its receive buffers back (FrameReceiver.release)
+IDLE_RELEASE_S = 5.0
 
 
 # A dispatcher turns (connection, frame) into: (response header version, body parts) or None
@@ -57,8 +61,10 @@ class _Slot:
 
 
 class Connection(asyncio.BufferedProtocol):
-    def __init__(self, server: Server) -> None:
+    def __init__(self, server: Server, ip: str = "") -> None:
         self.server = server
+        self.ip = ip  # counted against max.connections.per.ip until connection_lost
+        self.active = False  # a read since the last idle sweep
         self.receiver = FrameReceiver(server.max_request_bytes)
         self._out: list[Any] = []  # response parts waiting for the end of this loop pass
         self._out_scheduled = False
@@ -103,6 +109,7 @@ class Connection(asyncio.BufferedProtocol):
         self._out.clear()
         self.closed = True
         self.server.connections.discard(self)
+        self.server.release(self.ip)
         if self._drain_waiter is not None and not self._drain_waiter.done():
             self._drain_waiter.set_result(None)
 
@@ -118,6 +125,7 @@ class Connection(asyncio.BufferedProtocol):
         return self.receiver.get_buffer()
 
     def buffer_updated(self, nbytes: int) -> None:
+        self.active = True
         if self.closed:
             return
         try:
@@ -364,33 +372,113 @@ def _api_name(header: Any) -> str:
 class Server:
     """Listens on the node's listeners and owns the connections."""
 
-    def __init__(self, dispatch: Dispatch, max_request_bytes: int, *, zero_copy: bool = True) -> None:
+    def __init__(self, dispatch: Dispatch, max_request_bytes: int, *, zero_copy: bool = True,
+                 limits: ConnectionLimits | None = None) -> None:
         self.dispatch = dispatch
         self.max_request_bytes = max_request_bytes
         self.zero_copy = zero_copy
+        self.limits = limits or ConnectionLimits()
         self.connections: set[Connection] = set()
         self.tasks: set[asyncio.Future[Any]] = set()
-        self._servers: list[asyncio.base_events.Server] = []
+        self._acceptors: list[Acceptor] = []
         self.can_add_writer = True
         self.draining = False
+        # admitted connections (those still being set up included), in all and per address
+        self.open_count = 0
+        self._per_ip: dict[str, int] = {}
+        self.refused = RateLimitedLog()
+        self._sweep: asyncio.TimerHandle | None = None
+        self._make_transport: Callable[..., Any] | None = None
 
     async def start(self, host: str, port: int, sock: socket.socket | None = None) -> None:
         loop = asyncio.get_running_loop()
         # uvloop refuses add_writer on a socket a transport owns: use the copy fallback there
         self.can_add_writer = (type(loop).__module__.startswith("asyncio")
                                and hasattr(loop, "_add_writer"))
-        if sock is not None:  # bound by the node before it opened anything (startup.py)
-            srv = await loop.create_server(lambda: Connection(self), sock=sock, backlog=1024)
+        self._make_transport = (getattr(loop, "_make_socket_transport", None)
+                                if isinstance(loop, BaseSelectorEventLoop)
+                                else None)
+        if sock is None:
+            sock = socket.create_server((host, port), reuse_port=False)
+        acceptor = Acceptor(sock, self.admit, self._serve)
+        acceptor.start(backlog=1024)
+        self._acceptors.append(acceptor)
+        log.info("listening on %s", sock.getsockname())
+        if self._sweep is None:
+            self._sweep = loop.call_later(IDLE_RELEASE_S, self._release_idle)
+
+    @property
+    def accept_failures(self) -> int:
+        return sum(a.accept_errors.total for a in self._acceptors)
+
+    def admit(self, ip: str) -> bool:
+        """Count a new connection from `ip`, or refuse it (max.connections,
+        max.connections.per.ip): the acceptor then closes it at once."""
+        limits = self.limits
+        per_ip = self._per_ip.get(ip, 0)
+        if self.open_count >= limits.max_connections:
+            self.refused.note(logging.WARNING, lambda n: (
+                f"refused {n} connection(s) (the last from {ip}): the node has the configured "
+                f"maximum of {limits.max_connections} connections (max.connections)"))
+            return False
+        if per_ip >= limits.per_ip(ip):
+            self.refused.note(logging.WARNING, lambda n: (
+                f"refused {n} connection(s) (the last from {ip}): {ip} has the configured "
+                f"maximum of {limits.per_ip(ip)} connections (max.connections.per.ip)"))
+            return False
+        self.open_count += 1
+        self._per_ip[ip] = per_ip + 1
+        return True
+
+    def release(self, ip: str) -> None:
+        """An admitted connection is gone."""
+        left = self._per_ip.get(ip)
+        if left is None:
+            return
+        self.open_count -= 1
+        if left <= 1:
+            del self._per_ip[ip]
         else:
-            srv = await loop.create_server(lambda: Connection(self), host or None, port,
-                                           reuse_address=True, backlog=1024)
-        self._servers.append(srv)
-        for sock in srv.sockets:
-            log.info("listening on %s", sock.getsockname())
+            self._per_ip[ip] = left - 1
+
+    def _serve(self, sock: socket.socket, ip: str, addr: Any) -> None:
+        protocol = Connection(self, ip)
+        if self._make_transport is not None:
+            # Why the selector loop's private _make_socket_transport: it is what the loop's
+            # own accept path ends in, minus a task and two coroutines per connection
+            # (connect_accepted_socket awaits _create_connection_transport, which awaits
+            # connection_made); the peer address is the one accept() gave, no getpeername
+            self._make_transport(sock, protocol, extra={"peername": addr})
+            return
+        loop = asyncio.get_running_loop()
+        task = loop.create_task(loop.connect_accepted_socket(lambda: protocol, sock))
+
+        def made(t: asyncio.Task[Any]) -> None:
+            if not t.cancelled() and t.exception() is None:
+                return
+            if protocol.transport is None:  # connection_lost will never come: uncount it here
+                self.release(ip)
+                sock.close()
+            if not t.cancelled():
+                log.warning("setting up a connection from %s failed: %s", ip, t.exception())
+
+        task.add_done_callback(made)
+
+    def _release_idle(self) -> None:
+        """Connections that read nothing since the last sweep give their buffers back."""
+        for conn in self.connections:
+            if conn.active:
+                conn.active = False
+            else:
+                conn.receiver.release()
+        self._sweep = asyncio.get_running_loop().call_later(IDLE_RELEASE_S, self._release_idle)
 
     def stop_accepting(self) -> None:
-        for srv in self._servers:
-            srv.close()
+        for acceptor in self._acceptors:
+            acceptor.close()
+        if self._sweep is not None:
+            self._sweep.cancel()
+            self._sweep = None
 
     async def drain(self, timeout: float = 10.0,
                     complete_delayed: Callable[[], object] | None = None) -> None:
@@ -418,9 +506,4 @@ class Server:
                 conn.flush_output()
                 conn.closed = True
                 conn.transport.close()
-        for srv in self._servers:
-            try:
-                await asyncio.wait_for(srv.wait_closed(), 2.0)
-            except Exception:  # closing is best effort at shutdown
-                pass
 

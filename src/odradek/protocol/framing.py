@@ -99,14 +99,19 @@ def frame(payload_parts: list[bytes | memoryview | _Sized]) -> list[bytes | memo
 class FrameReceiver:
     """Frames for a reader that receives into buffers it is handed (asyncio.BufferedProtocol).
 
-    Between frames the socket is read into a 256 KiB buffer (asyncio's own read size: one
-    read serves many small frames in one loop pass). A frame that arrives whole in it is
-    handed out as a view of it when it is large (no copy; the buffer is then never written
-    below that point again while any view of it lives) and copied out when small (so a few
-    small requests never pin a whole buffer). A frame that does not fit gets a buffer of its
-    own, sized from its checked length, and the socket is read straight into the rest of it.
-    That buffer starts at no more than INITIAL_FRAME_BYTES and doubles as bytes arrive, so a
-    peer that declares 100 MB and sends 10 bytes costs at most INITIAL_FRAME_BYTES.
+    Between frames the socket is read into a "small" buffer. It starts at MIN_SMALL_BYTES and
+    doubles, up to SMALL_BYTES (asyncio's own read size: one read serves many small frames in
+    one loop pass), each time a read fills it: a busy connection soon reads 256 KiB at a time,
+    one that sends a Metadata request now and then never needs more than 16 KiB. `release()`
+    (the server calls it for connections that have been quiet for a few seconds) drops every
+    buffer that holds nothing, so an idle connection holds no receive buffer at all: 1,000
+    idle connections used to hold 256 KiB each. A frame that arrives whole in the small
+    buffer is handed out as a view of it when it is large (no copy; the buffer is then never
+    written below that point again while any view of it lives) and copied out when small (so
+    a few small requests never pin a whole buffer). A frame that does not fit gets a buffer of
+    its own, sized from its checked length, and the socket is read straight into the rest of
+    it. That buffer starts at no more than INITIAL_FRAME_BYTES and doubles as bytes arrive, so
+    a peer that declares 100 MB and sends 10 bytes costs at most INITIAL_FRAME_BYTES.
 
     After a large frame, the next read goes straight into that frame's buffer (its first
     SMALL_BYTES): when it starts another large frame (a producer sending big requests back to
@@ -124,18 +129,21 @@ class FrameReceiver:
     """
 
     SMALL_BYTES = 256 * 1024
+    MIN_SMALL_BYTES = 16 * 1024
     COPY_BELOW = 16 * 1024
     INITIAL_FRAME_BYTES = 1024 * 1024
     # a large frame's buffer is kept for the next one up to this size (more would pin too much
     # memory per connection for a rare request)
     SPARE_MAX_BYTES = 64 * 1024 * 1024
 
-    __slots__ = ("_end", "_frame", "_got", "_into_spare", "_need", "_shared", "_small",
-                 "_spare", "_start", "max_frame_bytes")
+    __slots__ = ("_end", "_frame", "_got", "_into_spare", "_need", "_offered", "_shared",
+                 "_small", "_spare", "_start", "_want", "max_frame_bytes")
 
     def __init__(self, max_frame_bytes: int) -> None:
         self.max_frame_bytes = max_frame_bytes
-        self._small = bytearray(self.SMALL_BYTES)
+        self._small = bytearray()  # allocated at the first read (an idle peer costs nothing)
+        self._want = self.MIN_SMALL_BYTES  # the size _small has at the next read
+        self._offered = 0  # length of the last buffer get_buffer handed out
         self._start = 0  # unparsed bytes of _small are [_start, _end)
         self._end = 0
         self._shared = False  # views of _small were handed out: never rewind it while they live
@@ -169,27 +177,39 @@ class FrameReceiver:
                 self._frame = frame = grown
             return memoryview(frame)[held : 4 + self._need]
         spare = self._spare
-        if (self._end == 0 and spare is not None and len(spare) > self.SMALL_BYTES
+        want = self._want
+        if (self._end == 0 and spare is not None and len(spare) > want
                 and sys.getrefcount(spare) <= 3):
             # references: the attribute, the local name, getrefcount's argument
             self._into_spare = True
-            return memoryview(spare)[: self.SMALL_BYTES]
+            self._offered = want
+            return memoryview(spare)[:want]
         if self._shared and sys.getrefcount(self._small) <= 2:
             # the attribute and getrefcount's argument: every view handed out is gone
             self._shared = False
             if self._start == self._end:
                 self._start = self._end = 0
-        if self._end == len(self._small):
+        if len(self._small) < want:
+            # first read, or reads filled it: a bigger buffer, with the start of a frame
+            # (if any) moved to its front; views handed out keep the old one alive
+            left = self._end - self._start
+            grown = bytearray(want)
+            grown[:left] = memoryview(self._small)[self._start : self._end]
+            self._small, self._shared = grown, False
+            self._start, self._end = 0, left
+        elif self._end == len(self._small):
             # full: the start of a frame (shorter than _small) is left; move it to the front
             # of this buffer, or of a fresh one when frames handed out still use this one
             left = self._end - self._start
             tail = self._small[self._start : self._end]
             if self._shared:
-                self._small = bytearray(self.SMALL_BYTES)
+                self._small = bytearray(len(self._small))
                 self._shared = False
             self._small[:left] = tail
             self._start, self._end = 0, left
-        return memoryview(self._small)[self._end:]
+        view = memoryview(self._small)[self._end:]
+        self._offered = len(view)
+        return view
 
     def buffer_updated(self, n: int) -> list[memoryview]:
         frame = self._frame
@@ -202,11 +222,15 @@ class FrameReceiver:
             self._got = self._need = 0
             self._spare = frame if len(frame) <= self.SPARE_MAX_BYTES else None
             return [done]
+        if n == self._offered and self._want < self.SMALL_BYTES:
+            self._want *= 2  # the read filled what it was given: more is likely waiting
         if self._into_spare:
             self._into_spare = False
             if self._received_in_spare(n):
                 return []
             # not the start of a large frame: what was read goes to the (empty) small buffer
+            if len(self._small) < self._want:  # _want >= n: it was >= what was offered
+                self._small = bytearray(self._want)
             self._small[:n] = memoryview(self._spare)[:n]  # type: ignore[index]
         self._end += n
         frames: list[memoryview] = []
@@ -224,11 +248,26 @@ class FrameReceiver:
         size = _SIZE.unpack_from(spare, 0)[0]
         if size < 0 or size > self.max_frame_bytes:
             raise FrameTooLarge(size, self.max_frame_bytes)
-        if size <= len(self._small) - 4 or size + 4 > len(spare) or n - 4 >= size:
+        # a frame the small buffer (as buffer_updated sizes it) holds goes there
+        if size <= max(len(self._small), self._want) - 4 or size + 4 > len(spare) or n - 4 >= size:
             return False
         self._spare = None
         self._frame, self._need, self._got = spare, size, n - 4
         return True
+
+    def release(self) -> int:
+        """Drop the buffers that hold nothing (the connection has gone quiet): the small buffer
+        and the spare one. The next read starts again from MIN_SMALL_BYTES. A partly received
+        frame keeps what it has. Returns the bytes let go."""
+        if self._frame is not None or self._start != self._end or self._into_spare:
+            return 0
+        freed = len(self._small) + (len(self._spare) if self._spare is not None else 0)
+        self._small = bytearray()
+        self._spare = None
+        self._start = self._end = 0
+        self._shared = False
+        self._want = self.MIN_SMALL_BYTES
+        return freed
 
     def _large_frame_buffer(self, size: int, got: int) -> bytearray:
         """A buffer for `size` bytes (a frame and its size prefix) of which `got` have arrived:

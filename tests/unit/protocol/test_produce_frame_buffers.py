@@ -70,6 +70,9 @@ def test_a_smaller_frame_fits_in_the_spare_buffer() -> None:
 def test_the_small_buffer_is_reused_once_its_views_are_gone() -> None:
     rx = FrameReceiver(64 << 20)
     size = 60 * 1024  # handed out as views of the small buffer (no copy)
+    for tag in range(6):  # the small buffer grows from MIN_SMALL_BYTES as reads fill it
+        (frame,) = _feed(rx, _stream([_body(size, tag)]), size + 4)
+        del frame
     small = id(rx._small)
     for tag in range(20):  # several times the small buffer's size
         (frame,) = _feed(rx, _stream([_body(size, tag)]), size + 4)

@@ -74,6 +74,14 @@ def _non_empty_list(name: str, value: Any) -> None:
         raise ConfigError(f"Invalid value {','.join(value)} for configuration {name}: empty item")
 
 
+def _host_counts(name: str, value: Any) -> None:
+    """max.connections.per.ip.overrides: "host:count,host:count"."""
+    for item in (value or "").split(","):
+        host, sep, count = item.strip().rpartition(":")
+        if item.strip() and not (sep and host and count.strip().isdigit()):
+            raise ConfigError(f"Invalid value {value} for configuration {name}: "
+                              f"{item.strip()!r} is not host:count")
+
 def _b(
     name: str,
     ctype: ConfigType,
@@ -183,6 +191,13 @@ _NODE_BROKER_DEFS = [
     _b("socket.receive.buffer.bytes", I, 102_400, None, "SO_RCVBUF of sockets; -1 for the OS."),
     _b("queued.max.requests", I, 500, at_least(1), "In-flight requests before reading pauses."),
     _b("connections.max.idle.ms", L, 600_000, None, "Idle connections are closed after this."),
+    _b("max.connections", I, 2_147_483_647, at_least(0),
+       "Most connections the node holds at once; a new connection past it is closed."),
+    _b("max.connections.per.ip", I, 2_147_483_647, at_least(0),
+       "Most connections from one address; a new connection past it is closed."),
+    _b("max.connections.per.ip.overrides", S, "", _host_counts,
+       "Per-address (or hostname) limits overriding max.connections.per.ip, e.g. "
+       "\"hostName:100,127.0.0.1:200\"."),
     _b("fetch.max.bytes", I, 57_671_680, at_least(1024), "Most bytes one fetch returns."),
     _b("replica.fetch.max.bytes", I, 1_048_576, at_least(0),
        "Bytes a follower fetches per partition."),
