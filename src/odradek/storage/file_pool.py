@@ -1,0 +1,152 @@
+"""A bounded pool of open files: inactive segments borrow an fd and give it back.
+
+A node with thousands of partitions cannot keep every segment file open (issue 22: each
+partition held three fds, and a fresh node wedged at about 6,600 partitions). Segments that
+are not taking appends hold a `PooledFile` instead of an fd; the pool opens it on demand and
+keeps at most `max_open` of them open, closing the least recently used.
+
+An fd in use must never be closed under its user: a pending sendfile of a fetch response
+would otherwise read whatever file reuses the number. `PooledFile.pinned_fd()` returns a
+`PinnedFd`, an `int` that holds a pin on its file for as long as the object lives. It is
+passed wherever an fd number goes (`os.pread`, `os.sendfile`, a `FileRegion`), and the pin
+goes when the last reference does (CPython frees it at once), so an fd held by a response
+being sent stays open until the response is gone. Eviction skips pinned files; the pool may
+then run over `max_open` for a while, never closing what is in use. A file closed (its
+segment deleted) while pinned is closed by its last unpin.
+
+Odradek-specific: the pool size is the broker config `log.open.files.max` (Kafka keeps every
+segment file open, mmap'ing its indexes). The pool is process-wide (`DEFAULT_POOL`), because
+the limit it protects, RLIMIT_NOFILE, is.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import threading
+from collections import OrderedDict
+from pathlib import Path
+
+DEFAULT_MAX_OPEN = 256
+
+
+class PinnedFd(int):
+    """An fd number that keeps its file open (pinned in its pool) while this object lives."""
+
+    _file: PooledFile | None
+
+    def __new__(cls, fd: int, file: PooledFile) -> PinnedFd:
+        obj = super().__new__(cls, fd)
+        obj._file = file
+        return obj
+
+    def __del__(self) -> None:
+        file, self._file = self._file, None
+        if file is not None:
+            file.pool._unpin(file)
+
+
+class PooledFile:
+    """One file the pool may open and close: its path (renames follow it), its open flags."""
+
+    __slots__ = ("__weakref__", "closed", "fd", "flags", "path", "pins", "pool")
+
+    def __init__(self, pool: FilePool, path: Path, flags: int) -> None:
+        self.pool = pool
+        self.path = path
+        self.flags = flags
+        self.fd = -1  # open only while in the pool's LRU (or pinned)
+        self.pins = 0
+        self.closed = False
+
+    def pinned_fd(self) -> PinnedFd:
+        """The open fd, pinned until the returned object is dropped."""
+        return self.pool._pin(self)
+
+    def close(self) -> None:
+        """For good (the segment is closed or deleted); a pinned fd closes at its last unpin."""
+        self.pool._close(self)
+
+    def __repr__(self) -> str:
+        return f"PooledFile({self.path}, fd={self.fd}, pins={self.pins})"
+
+
+class FilePool:
+    def __init__(self, max_open: int = DEFAULT_MAX_OPEN) -> None:
+        self.max_open = max(1, max_open)
+        # open, unpinned-or-pinned files, least recently used first
+        self._lru: OrderedDict[int, PooledFile] = OrderedDict()
+        # Flushes and the cleaner borrow fds from worker threads while the event loop reads.
+        self._lock = threading.RLock()  # a PinnedFd may die (unpin) inside a locked call
+        self.opens = 0  # files opened so far (a reopen after eviction counts), for tests/bench
+
+    def file(self, path: Path, flags: int = os.O_RDWR) -> PooledFile:
+        """A file of this pool, not opened yet."""
+        return PooledFile(self, path, flags)
+
+    @property
+    def open_count(self) -> int:
+        return len(self._lru)
+
+    def resize(self, max_open: int) -> None:
+        with self._lock:
+            self.max_open = max(1, max_open)
+            self._evict()
+
+    def _pin(self, f: PooledFile) -> PinnedFd:
+        with self._lock:
+            if f.closed:
+                raise OSError(errno.EBADF, f"{f.path}: file closed")
+            if f.fd < 0:
+                # opened under the lock: a second borrower must not open it twice; opens are rare
+                f.fd = os.open(f.path, f.flags, 0o644)
+                self.opens += 1
+                self._lru[id(f)] = f
+                self._evict()
+            else:
+                self._lru.move_to_end(id(f))
+            f.pins += 1
+            return PinnedFd(f.fd, f)
+
+    def _unpin(self, f: PooledFile) -> None:
+        with self._lock:
+            f.pins -= 1
+            if f.pins > 0:
+                return
+            if f.closed:
+                self._drop(f)
+            elif len(self._lru) > self.max_open:
+                self._evict()
+
+    def _close(self, f: PooledFile) -> None:
+        with self._lock:
+            f.closed = True
+            if f.pins == 0:
+                self._drop(f)
+
+    def _drop(self, f: PooledFile) -> None:
+        self._lru.pop(id(f), None)
+        if f.fd >= 0:
+            fd, f.fd = f.fd, -1
+            os.close(fd)
+
+    def _evict(self) -> None:
+        """Close least recently used unpinned files until at most max_open are open."""
+        if len(self._lru) <= self.max_open:
+            return
+        for key in list(self._lru):
+            if len(self._lru) <= self.max_open:
+                return
+            f = self._lru.get(key)
+            if f is not None and f.pins == 0:
+                self._drop(f)
+
+    def close_all(self) -> None:
+        """Close every unpinned file (tests, shutdown); the files can be opened again."""
+        with self._lock:
+            for f in list(self._lru.values()):
+                if f.pins == 0:
+                    self._drop(f)
+
+
+DEFAULT_POOL = FilePool()
