@@ -531,6 +531,11 @@ _NODE_BROKER_DEFS = [
     _b("delete.topic.enable", B, True, None, "Whether topics may be deleted."),
     _b("socket.request.max.bytes", I, 104_857_600, at_least(1),
        "The largest request the node reads."),
+    _b("max.connections", I, INT_MAX, at_least(0),
+       "The most connections the node accepts; counted in its file-descriptor budget."),
+    _b("log.open.files.max", I, 256, at_least(1),
+       "Odradek-specific: the most files of inactive segments and indexes kept open at once "
+       "(a pool, least recently used closed first); Kafka keeps every segment file open."),
     _b("socket.send.buffer.bytes", I, 102_400, None, "SO_SNDBUF of sockets; -1 for the OS."),
     _b("socket.receive.buffer.bytes", I, 102_400, None, "SO_RCVBUF of sockets; -1 for the OS."),
     _b("queued.max.requests", I, 500, at_least(1), "In-flight requests before reading pauses."),

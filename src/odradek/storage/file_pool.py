@@ -102,10 +102,11 @@ class FilePool:
                 f.fd = os.open(f.path, f.flags, 0o644)
                 self.opens += 1
                 self._lru[id(f)] = f
+                f.pins += 1  # before evicting: the file just opened is not a candidate
                 self._evict()
             else:
                 self._lru.move_to_end(id(f))
-            f.pins += 1
+                f.pins += 1
             return PinnedFd(f.fd, f)
 
     def _unpin(self, f: PooledFile) -> None:
@@ -150,3 +151,52 @@ class FilePool:
 
 
 DEFAULT_POOL = FilePool()
+
+
+# ---------------------------------------------------------------- the fd budget
+
+# fds a node holds besides its partitions, the pool and its connections: listening sockets,
+# the metadata log, the data-dir lock, checkpoint files being rewritten, the event loop's own
+# (epoll, wake-up pipe), stdio and the log file.
+BASE_FDS = 64
+# Connections counted when `max.connections` is left at Kafka's default (Integer.MAX_VALUE),
+# which is no figure to budget with.
+UNBOUNDED_CONNECTION_RESERVE = 256
+_INT_MAX = 2**31 - 1
+
+
+def fds_needed(partitions: int, pool_size: int, max_connections: int) -> int:
+    """The fds a node needs at worst: one per partition (its active segment's .log, once
+    written), the pool's files, its connections and its fixed ones."""
+    connections = (
+        UNBOUNDED_CONNECTION_RESERVE if max_connections >= _INT_MAX else max(0, max_connections)
+    )
+    return partitions + pool_size + connections + BASE_FDS
+
+
+def soft_fd_limit() -> int:
+    """This process's RLIMIT_NOFILE soft limit (a large number when unlimited)."""
+    import resource
+
+    soft, _ = resource.getrlimit(resource.RLIMIT_NOFILE)
+    return _INT_MAX if soft == resource.RLIM_INFINITY else soft
+
+
+def raise_fd_limit() -> tuple[int, int, int]:
+    """Raise the soft RLIMIT_NOFILE to the hard limit, as far as the kernel allows; returns
+    (soft before, soft now, hard)."""
+    import resource
+
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    new = soft
+    if soft != resource.RLIM_INFINITY and (hard == resource.RLIM_INFINITY or hard > soft):
+        for target in (hard, 1 << 20):  # an unlimited hard limit: the kernel's nr_open cap
+            if target == resource.RLIM_INFINITY:
+                continue
+            try:
+                resource.setrlimit(resource.RLIMIT_NOFILE, (target, hard))
+            except (ValueError, OSError):
+                continue
+            new = target
+            break
+    return soft, new, hard

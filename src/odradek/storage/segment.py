@@ -97,6 +97,7 @@ class Segment:
         )
         self._fd = -1
         self._active_pin: PinnedFd | None = None
+        self._size_at_release_check = -1
         self.size = os.fstat(self._file.pinned_fd()).st_size
         self.offset_index = OffsetIndex(directory / f"{stem}.index", config.segment_index_bytes)
         self.time_index = TimeIndex(directory / f"{stem}.timeindex", config.segment_index_bytes)
@@ -140,7 +141,22 @@ class Segment:
     def _activate(self) -> int:
         pin = self._active_pin = self._file.pinned_fd()
         self._fd = int(pin)
+        self._size_at_release_check = self.size
         return self._fd
+
+    def release_if_idle(self) -> bool:
+        """Hand the active fd back to the pool when nothing was appended since the last call
+        (or since activation): an idle partition then costs no fd, and its next append takes
+        the fd back from the pool (no syscall while the pool still holds it open). Call on the
+        thread that appends (the event loop): an append in flight must keep its fd."""
+        if self._fd < 0:
+            return False
+        if self.size != self._size_at_release_check:
+            self._size_at_release_check = self.size
+            return False
+        self._fd = -1
+        self._active_pin = None
+        return True
 
     def __repr__(self) -> str:
         return f"Segment(base={self.base_offset}, next={self.next_offset}, size={self.size})"
