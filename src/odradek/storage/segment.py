@@ -134,6 +134,10 @@ class Segment:
         FileRegion holding it keeps the file open until the response is sent, even if the
         segment rolls meanwhile and the pool evicts it (a lock and a dict move, no syscall
         while the file is open). -1 once closed."""
+        pin = self._active_pin
+        if pin is not None:
+            # the active segment's own pin, shared: a holder keeps it alive past a roll
+            return pin
         if self._file.closed:
             return -1
         return self._file.pinned_fd()
@@ -156,6 +160,8 @@ class Segment:
             return False
         self._fd = -1
         self._active_pin = None
+        self.offset_index.release()
+        self.time_index.release()
         return True
 
     def __repr__(self) -> str:

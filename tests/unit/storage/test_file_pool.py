@@ -124,3 +124,41 @@ def test_the_budget_counts_partitions_pool_connections_and_the_nodes_own() -> No
     assert fds_needed(100, 256, 1000) == 100 + 256 + 1000 + 64
     # Kafka's default max.connections is no figure: a fixed reserve stands for it
     assert fds_needed(100, 256, unbounded) < 1024
+
+
+def test_the_active_segments_fd_survives_a_roll_while_a_region_holds_it(tmp_path: Path) -> None:
+    config = LogConfig()
+    seg = Segment(tmp_path, 0, config, 0)
+    prefix, batch = bytes(16), memoryview(bytes(64))
+    seg.append(prefix, batch, 64, 0, 1)  # activates: the segment pins its fd
+    region = FileRegion(seg.fd, 0, 64)
+    old = DEFAULT_POOL.max_open
+    try:
+        DEFAULT_POOL.resize(1)
+        seg.on_become_inactive()  # rolled: the segment's own pin goes, the region's stays
+        others = [Segment(tmp_path, 1000 * (i + 1), config, 0) for i in range(3)]
+        assert seg._file.fd == region.fd and os.fstat(region.fd).st_size == 64
+        del region
+        gc.collect()
+        for o in others:
+            o.fd  # noqa: B018
+            o.close()
+        assert seg._file.fd == -1
+    finally:
+        DEFAULT_POOL.resize(old)
+        seg.close()
+
+
+def test_an_idle_active_segment_gives_its_fds_back(tmp_path: Path) -> None:
+    config = LogConfig(index_interval_bytes=0)  # an index entry each append: index fds open
+    seg = Segment(tmp_path, 0, config, 0)
+    prefix, batch = bytes(16), memoryview(bytes(64))
+    seg.append(prefix, batch, 64, 0, 1)
+    seg.append(prefix, batch, 64, 1, 2)
+    assert seg._fd >= 0 and seg.offset_index._pin is not None
+    assert not seg.release_if_idle()  # appended since activation: kept
+    assert seg.release_if_idle()  # nothing since the last check: back to the pool
+    assert seg._fd == -1 and seg.offset_index._pin is None and seg.time_index._pin is None
+    seg.append(prefix, batch, 64, 2, 3)  # takes it back
+    assert seg._fd >= 0 and seg.next_offset == 3 and seg.size == 192
+    seg.close()
