@@ -72,12 +72,17 @@ class PooledFile:
 
 
 class FilePool:
+    """Open files not in use wait in an LRU of at most `max_open`; pinned files (in use) are
+    outside it, so eviction only ever looks at the LRU's cold end."""
+
     def __init__(self, max_open: int = DEFAULT_MAX_OPEN) -> None:
         self.max_open = max(1, max_open)
-        # open, unpinned-or-pinned files, least recently used first
+        # open and unpinned, least recently used first
         self._lru: OrderedDict[int, PooledFile] = OrderedDict()
-        # Flushes and the cleaner borrow fds from worker threads while the event loop reads.
-        self._lock = threading.RLock()  # a PinnedFd may die (unpin) inside a locked call
+        self._pinned_open = 0  # open files with pins (not in the LRU)
+        # a PinnedFd may die (unpin) inside a locked call: reentrant. Flushes and the cleaner
+        # borrow fds from worker threads while the event loop reads.
+        self._lock = threading.RLock()
         self.opens = 0  # files opened so far (a reopen after eviction counts), for tests/bench
 
     def file(self, path: Path, flags: int = os.O_RDWR) -> PooledFile:
@@ -86,7 +91,7 @@ class FilePool:
 
     @property
     def open_count(self) -> int:
-        return len(self._lru)
+        return len(self._lru) + self._pinned_open
 
     def resize(self, max_open: int) -> None:
         with self._lock:
@@ -97,16 +102,15 @@ class FilePool:
         with self._lock:
             if f.closed:
                 raise OSError(errno.EBADF, f"{f.path}: file closed")
-            if f.fd < 0:
-                # opened under the lock: a second borrower must not open it twice; opens are rare
-                f.fd = os.open(f.path, f.flags, 0o644)
-                self.opens += 1
-                self._lru[id(f)] = f
-                f.pins += 1  # before evicting: the file just opened is not a candidate
-                self._evict()
-            else:
-                self._lru.move_to_end(id(f))
-                f.pins += 1
+            if f.pins == 0:
+                if f.fd < 0:
+                    # opened under the lock: a second borrower must not open it twice
+                    f.fd = os.open(f.path, f.flags, 0o644)
+                    self.opens += 1
+                else:
+                    del self._lru[id(f)]
+                self._pinned_open += 1
+            f.pins += 1
             return PinnedFd(f.fd, f)
 
     def _unpin(self, f: PooledFile) -> None:
@@ -114,40 +118,39 @@ class FilePool:
             f.pins -= 1
             if f.pins > 0:
                 return
+            self._pinned_open -= 1
             if f.closed:
                 self._drop(f)
-            elif len(self._lru) > self.max_open:
-                self._evict()
+                return
+            self._lru[id(f)] = f
+            self._evict()
 
     def _close(self, f: PooledFile) -> None:
         with self._lock:
             f.closed = True
             if f.pins == 0:
+                self._lru.pop(id(f), None)
                 self._drop(f)
 
-    def _drop(self, f: PooledFile) -> None:
-        self._lru.pop(id(f), None)
+    @staticmethod
+    def _drop(f: PooledFile) -> None:
         if f.fd >= 0:
             fd, f.fd = f.fd, -1
             os.close(fd)
 
     def _evict(self) -> None:
-        """Close least recently used unpinned files until at most max_open are open."""
-        if len(self._lru) <= self.max_open:
-            return
-        for key in list(self._lru):
-            if len(self._lru) <= self.max_open:
-                return
-            f = self._lru.get(key)
-            if f is not None and f.pins == 0:
-                self._drop(f)
+        """Close least recently used files until at most max_open wait unused."""
+        lru = self._lru
+        while len(lru) > self.max_open:
+            _, f = lru.popitem(last=False)
+            self._drop(f)
 
     def close_all(self) -> None:
         """Close every unpinned file (tests, shutdown); the files can be opened again."""
         with self._lock:
-            for f in list(self._lru.values()):
-                if f.pins == 0:
-                    self._drop(f)
+            while self._lru:
+                _, f = self._lru.popitem(last=False)
+                self._drop(f)
 
 
 DEFAULT_POOL = FilePool()

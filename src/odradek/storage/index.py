@@ -80,8 +80,16 @@ class _IndexFile:
             view = view[n:]
 
     def _truncate_file(self, entries: int) -> None:
-        fd = self._open()
-        os.ftruncate(fd, entries * self.entry_size)
+        # rare (a reset, a truncation): a pin for this call only, unless writes hold one
+        pin = self._pin
+        if pin is None:
+            pf = self._pf
+            if pf is None:
+                pf = self._pf = self._pool.file(
+                    self._path, os.O_WRONLY | os.O_CREAT | os.O_APPEND
+                )
+            pin = pf.pinned_fd()
+        os.ftruncate(pin, entries * self.entry_size)
 
     def _read_file(self) -> bytes:
         try:
