@@ -48,7 +48,7 @@ from odradek.metadata.records import (
     UnfenceBrokerRecord,
 )
 from odradek.protocol.errors import ErrorCode, KafkaError
-from odradek.storage.file_pool import fds_needed, soft_fd_limit
+from odradek.storage.file_pool import FdBudget
 
 __all__ = [
     "AlterConfigsResource",
@@ -304,7 +304,7 @@ class Controller:
             records: list[MetadataRecord] = []
             accepted: dict[str, str] = {}  # collision key -> name, for this request
             broker_config = self.broker_config
-            budget = _FdBudget(self.image, broker_config)
+            budget = _fd_budget(self.image, broker_config)
             for t in topics:
                 if counts[t.name] > 1:
                     results.append(
@@ -551,7 +551,7 @@ class Controller:
                 counts[t.name] = counts.get(t.name, 0) + 1
             results: list[CreatePartitionsResult] = []
             records: list[MetadataRecord] = []
-            budget = _FdBudget(self.image, self.broker_config)
+            budget = _fd_budget(self.image, self.broker_config)
             for t in topics:
                 if counts[t.name] > 1:
                     results.append(
@@ -730,31 +730,14 @@ class Controller:
             validate_broker_dynamic_configs({k: v for k, v in new.items() if current.get(k) != v})
 
 
-class _FdBudget:
-    """Issue 22: partitions past the node's file-descriptor budget are refused up front, before
-    a record is written, rather than found out when an open() or accept() fails (Kafka has no
-    such check; it runs out of fds). The answer is POLICY_VIOLATION, not INVALID_REQUEST: the
-    request is well formed, and a limit of this node refuses it, as this controller's "excessively
-    large batch" refusal does; INVALID_REQUEST tells a client its request is malformed."""
-
-    def __init__(self, image: MetadataImage, broker_config: BrokerConfig) -> None:
-        self.partitions = sum(len(t.partitions) for t in image.topics_by_name.values())
-        self.pool_size = broker_config.get_int("log.open.files.max")
-        self.max_connections = broker_config.get_int("max.connections")
-        self.limit = soft_fd_limit()
-
-    def take(self, partitions: int) -> str | None:
-        """Count `partitions` more, or say why they do not fit (and count nothing)."""
-        needed = fds_needed(self.partitions + partitions, self.pool_size, self.max_connections)
-        if needed > self.limit:
-            return (
-                f"Creating {partitions} partition(s) would take this node to {needed} file "
-                f"descriptors, over its limit (RLIMIT_NOFILE) of {self.limit}: one per partition "
-                f"({self.partitions} now), log.open.files.max ({self.pool_size}), connections "
-                f"(max.connections) and its own. Raise the limit or delete topics."
-            )
-        self.partitions += partitions
-        return None
+def _fd_budget(image: MetadataImage, broker_config: BrokerConfig) -> FdBudget:
+    """Issue 22: partitions past the node's fd budget are refused up front, before a record is
+    written. POLICY_VIOLATION, not INVALID_REQUEST: the request is well formed and a limit of
+    this node refuses it (as the "excessively large batch" refusal above does), while
+    INVALID_REQUEST tells a client its request is malformed."""
+    return FdBudget(sum(len(t.partitions) for t in image.topics_by_name.values()),
+                    broker_config.get_int("log.open.files.max"),
+                    broker_config.get_int("max.connections"))
 
 
 def _endpoints_from_listeners(listeners: Sequence[str]) -> list[tuple[str, str, int, int]]:

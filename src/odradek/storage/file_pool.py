@@ -203,3 +203,27 @@ def raise_fd_limit() -> tuple[int, int, int]:
             new = target
             break
     return soft, new, hard
+
+
+class FdBudget:
+    """Partitions counted against the fd limit, for a CreateTopics or CreatePartitions: each
+    `take` either counts its partitions or says why they do not fit (Kafka has no such check;
+    it runs out of fds)."""
+
+    def __init__(self, partitions: int, pool_size: int, max_connections: int) -> None:
+        self.partitions = partitions
+        self.pool_size = pool_size
+        self.max_connections = max_connections
+        self.limit = soft_fd_limit()
+
+    def take(self, partitions: int) -> str | None:
+        needed = fds_needed(self.partitions + partitions, self.pool_size, self.max_connections)
+        if needed > self.limit:
+            return (
+                f"Creating {partitions} partition(s) would take this node to {needed} file "
+                f"descriptors, over its limit (RLIMIT_NOFILE) of {self.limit}: one per partition "
+                f"({self.partitions} now), log.open.files.max ({self.pool_size}), connections "
+                f"(max.connections) and its own. Raise the limit or delete topics."
+            )
+        self.partitions += partitions
+        return None
