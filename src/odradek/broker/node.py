@@ -46,6 +46,7 @@ from odradek.metadata.meta_properties import MetaPropertiesError, ensure_meta_pr
 from odradek.metadata.quorum import MetadataLogDamaged, MetadataQuorum
 from odradek.replication.manager import ReplicaManager
 from odradek.storage.cleaner.log_cleaner import CleanerConfig
+from odradek.storage.file_pool import DEFAULT_POOL, fds_needed, raise_fd_limit
 from odradek.storage.log_dir_failure import channel_for
 from odradek.storage.log_manager import LogManager
 
@@ -119,6 +120,10 @@ class Node:
         except MetaPropertiesError as exc:
             raise StartRefused(f"data directory {self.data_dir}: {exc}") from None
         log.info("node %d of cluster %s, data in %s", node_id, meta.cluster_id, self.data_dir)
+        # issue 22: fds are a budget; the soft limit goes up to the hard one before any is used
+        was, soft, hard = raise_fd_limit()
+        log.info("file descriptors: soft limit %d (was %d), hard limit %d", soft, was, hard)
+        DEFAULT_POOL.resize(config.get_int("log.open.files.max"))
 
         quorum = await asyncio.to_thread(MetadataQuorum.open, self.data_dir, node_id)
         image = await asyncio.to_thread(load_image, quorum, meta.cluster_id)
@@ -132,6 +137,11 @@ class Node:
                  len(controller.image.topics_by_name),
                  ", ".join(f"{a.name}://{a.host}:{a.port}" for a in advertised))
 
+        partitions = sum(len(t.partitions) for t in controller.image.topics_by_name.values())
+        needed = fds_needed(partitions, DEFAULT_POOL.max_open, config.get_int("max.connections"))
+        if needed > soft:
+            log.warning("file descriptors: %d partitions, log.open.files.max and max.connections "
+                        "need up to %d, over the limit of %d", partitions, needed, soft)
         topic_configs = _TopicConfigs(controller)
         # issue 22: one data dir, so its failure stops the node (a restart recovers from disk)
         dir_state = channel_for(self.data_dir)
@@ -244,6 +254,7 @@ class Node:
                 try:
                     await asyncio.to_thread(rm.checkpoint)
                     await asyncio.to_thread(log_manager.flush_dirty_logs)
+                    log_manager.release_idle_fds()  # on the loop, which appends
                 except Exception:
                     log.exception("checkpoint failed")
             if time.monotonic() >= next_retention:

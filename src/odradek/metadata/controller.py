@@ -45,6 +45,7 @@ from odradek.metadata.records import (
     UnfenceBrokerRecord,
 )
 from odradek.protocol.errors import ErrorCode, KafkaError
+from odradek.storage.file_pool import FdBudget
 
 __all__ = [
     "AlterConfigsResource",
@@ -300,6 +301,7 @@ class Controller:
             records: list[MetadataRecord] = []
             accepted: dict[str, str] = {}  # collision key -> name, for this request
             broker_config = self.broker_config
+            budget = _fd_budget(self.image, broker_config)
             for t in topics:
                 if counts[t.name] > 1:
                     results.append(
@@ -321,6 +323,10 @@ class Controller:
                             "Unable to perform excessively large batch operation.",
                         )
                     )
+                    continue
+                refusal = budget.take(result.num_partitions)
+                if refusal is not None:
+                    results.append(CreateTopicResult(t.name, ErrorCode.policy_violation, refusal))
                     continue
                 accepted[_collision_key(t.name)] = t.name
                 records.extend(topic_records)
@@ -542,6 +548,7 @@ class Controller:
                 counts[t.name] = counts.get(t.name, 0) + 1
             results: list[CreatePartitionsResult] = []
             records: list[MetadataRecord] = []
+            budget = _fd_budget(self.image, self.broker_config)
             for t in topics:
                 if counts[t.name] > 1:
                     results.append(
@@ -552,6 +559,12 @@ class Controller:
                     new_records = self._create_partitions(t)
                 except KafkaError as exc:
                     results.append(CreatePartitionsResult(t.name, exc.code, exc.message or None))
+                    continue
+                refusal = budget.take(sum(isinstance(r, PartitionRecord) for r in new_records))
+                if refusal is not None:
+                    results.append(
+                        CreatePartitionsResult(t.name, ErrorCode.policy_violation, refusal)
+                    )
                     continue
                 records.extend(new_records)
                 results.append(CreatePartitionsResult(t.name))
@@ -712,6 +725,16 @@ class Controller:
             validate_topic_configs(new)
         else:
             validate_broker_dynamic_configs({k: v for k, v in new.items() if current.get(k) != v})
+
+
+def _fd_budget(image: MetadataImage, broker_config: BrokerConfig) -> FdBudget:
+    """Issue 22: partitions past the node's fd budget are refused up front, before a record is
+    written. POLICY_VIOLATION, not INVALID_REQUEST: the request is well formed and a limit of
+    this node refuses it (as the "excessively large batch" refusal above does), while
+    INVALID_REQUEST tells a client its request is malformed."""
+    return FdBudget(sum(len(t.partitions) for t in image.topics_by_name.values()),
+                    broker_config.get_int("log.open.files.max"),
+                    broker_config.get_int("max.connections"))
 
 
 def _endpoints_from_listeners(listeners: Sequence[str]) -> list[tuple[str, str, int, int]]:

@@ -20,6 +20,8 @@ import sys
 from array import array
 from pathlib import Path
 
+from odradek.storage.file_pool import DEFAULT_POOL, FilePool, PinnedFd, PooledFile
+
 _OFFSET_ENTRY = struct.Struct(">ii")
 _TIME_ENTRY = struct.Struct(">qi")
 _LITTLE_ENDIAN_HOST = sys.byteorder == "little"
@@ -30,19 +32,45 @@ class CorruptIndex(ValueError):
 
 
 class _IndexFile:
-    """The append-only file behind an index. Opened only while its segment is active."""
+    """The append-only file behind an index. Written only while its segment is active, through
+    the process's file pool (storage/file_pool.py): an index costs an fd only while the pool
+    holds it open, and entries are written once per `index.interval.bytes` of log."""
 
     entry_size = 0
 
-    def __init__(self, path: Path, max_index_bytes: int) -> None:
-        self.path = path
+    def __init__(self, path: Path, max_index_bytes: int, pool: FilePool | None = None) -> None:
+        self._path = path
         self.max_entries = max(1, max_index_bytes // self.entry_size)
-        self._fd: int | None = None
+        self._pool = pool if pool is not None else DEFAULT_POOL
+        self._pf: PooledFile | None = None
+        self._pin: PinnedFd | None = None
+
+    @property
+    def path(self) -> Path:
+        return self._path
+
+    @path.setter
+    def path(self, value: Path) -> None:
+        # a rename (`.deleted`): a reopen after eviction must find the file under its new name
+        self._path = value
+        if self._pf is not None:
+            self._pf.path = value
 
     def _open(self) -> int:
-        if self._fd is None:
-            self._fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
-        return self._fd
+        """The file's fd, pinned until `release` or `close`: an active segment's index writes
+        make no pool call (measured: a pin per entry cost about 1 us an append)."""
+        pin = self._pin
+        if pin is not None:
+            return pin
+        pf = self._pf
+        if pf is None:
+            pf = self._pf = self._pool.file(self._path, os.O_WRONLY | os.O_CREAT | os.O_APPEND)
+        pin = self._pin = pf.pinned_fd()
+        return pin
+
+    def release(self) -> None:
+        """Give the fd back to the pool (the segment went idle); the next write pins it again."""
+        self._pin = None
 
     def _write(self, data: bytes) -> None:
         fd = self._open()
@@ -52,8 +80,16 @@ class _IndexFile:
             view = view[n:]
 
     def _truncate_file(self, entries: int) -> None:
-        fd = self._open()
-        os.ftruncate(fd, entries * self.entry_size)
+        # rare (a reset, a truncation): a pin for this call only, unless writes hold one
+        pin = self._pin
+        if pin is None:
+            pf = self._pf
+            if pf is None:
+                pf = self._pf = self._pool.file(
+                    self._path, os.O_WRONLY | os.O_CREAT | os.O_APPEND
+                )
+            pin = pf.pinned_fd()
+        os.ftruncate(pin, entries * self.entry_size)
 
     def _read_file(self) -> bytes:
         try:
@@ -64,17 +100,22 @@ class _IndexFile:
 
     def flush(self) -> None:
         # Flushes run on a worker thread while the event loop may roll the segment and close
-        # this fd: fall back to fsync by path, and a file deleted meanwhile needs nothing.
-        fd = self._fd
-        if fd is not None:
+        # this file: fall back to fsync by path, and a file deleted meanwhile needs nothing.
+        # (fsync flushes the inode's pages whatever fd it is given, so a reopen is as good.)
+        pf = self._pf
+        if pf is not None:
             try:
-                os.fsync(fd)
+                fd = pf.pinned_fd()
+            except FileNotFoundError:
                 return
             except OSError as exc:
-                # only a closed fd falls back: an fsync that failed (EIO) must not be retried
-                # by path, which would report success over lost pages (issue 22)
-                if exc.errno != errno.EBADF:
+                if exc.errno != errno.EBADF:  # closed meanwhile: by path below
                     raise
+            else:
+                # an fsync that failed (EIO) must not be retried by path, which would report
+                # success over lost pages (issue 22)
+                os.fsync(fd)
+                return
         try:
             fd = os.open(self.path, os.O_RDONLY)
         except FileNotFoundError:
@@ -85,9 +126,10 @@ class _IndexFile:
             os.close(fd)
 
     def close(self) -> None:
-        if self._fd is not None:
-            os.close(self._fd)
-            self._fd = None
+        self._pin = None
+        if self._pf is not None:
+            self._pf.close()
+            self._pf = None
 
 
 class OffsetIndex(_IndexFile):

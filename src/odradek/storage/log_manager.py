@@ -239,6 +239,17 @@ class LogManager:
             if flush_ms is not None and now - lg.last_flush_ms >= flush_ms:
                 lg.flush()
 
+    def release_idle_fds(self) -> int:
+        """Active segments with no append since the last call give their fd back to the file
+        pool (issue 22: an idle partition costs no fd). On the event loop, which appends.
+        Returns how many were released."""
+        released = 0
+        for lg in list(self._logs.values()):
+            if lg.is_closed:
+                continue
+            released += lg.active_segment.release_if_idle()
+        return released
+
     def cleanup(self, now_ms: int | None = None) -> int:
         """Retention (delete policy) over every log; returns segments deleted."""
         now = _now_ms() if now_ms is None else now_ms

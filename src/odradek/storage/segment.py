@@ -22,6 +22,7 @@ from typing import NoReturn
 
 from odradek.protocol.records import BATCH_HEADER_SIZE, CURRENT_MAGIC, LOG_OVERHEAD, batch_crc_ok
 from odradek.storage.config import LogConfig
+from odradek.storage.file_pool import DEFAULT_POOL, PinnedFd, PooledFile
 from odradek.storage.index import CorruptIndex, OffsetIndex, TimeIndex
 
 # base_offset, batch_length, leader_epoch, magic, crc, attributes, last_offset_delta,
@@ -87,9 +88,17 @@ class Segment:
     def __init__(self, directory: Path, base_offset: int, config: LogConfig, now_ms: int) -> None:
         self.base_offset = base_offset
         stem = f"{base_offset:020d}"
-        self.log_path = directory / f"{stem}.log"
-        self.fd = os.open(self.log_path, os.O_RDWR | os.O_CREAT | os.O_APPEND, 0o644)
-        self.size = os.fstat(self.fd).st_size
+        self._log_path = directory / f"{stem}.log"
+        # The .log goes through the file pool (storage/file_pool.py): an inactive segment holds
+        # no fd. The segment taking appends pins its fd once, at its first append
+        # (`_activate`), so the hot path reads a plain int and makes no extra syscall.
+        self._file: PooledFile = DEFAULT_POOL.file(
+            self._log_path, os.O_RDWR | os.O_CREAT | os.O_APPEND
+        )
+        self._fd = -1
+        self._active_pin: PinnedFd | None = None
+        self._size_at_release_check = -1
+        self.size = os.fstat(self._file.pinned_fd()).st_size
         self.offset_index = OffsetIndex(directory / f"{stem}.index", config.segment_index_bytes)
         self.time_index = TimeIndex(directory / f"{stem}.timeindex", config.segment_index_bytes)
         self.next_offset = base_offset
@@ -109,6 +118,51 @@ class Segment:
         self.roll_jitter_ms = (
             random.randrange(config.segment_jitter_ms) if config.segment_jitter_ms > 0 else 0
         )
+
+    @property
+    def log_path(self) -> Path:
+        return self._log_path
+
+    @log_path.setter
+    def log_path(self, value: Path) -> None:
+        self._log_path = value
+        self._file.path = value  # a reopen after eviction finds the renamed file
+
+    @property
+    def fd(self) -> int:
+        """The .log's fd, pinned in the pool for as long as the returned int lives: a
+        FileRegion holding it keeps the file open until the response is sent, even if the
+        segment rolls meanwhile and the pool evicts it (a lock and a dict move, no syscall
+        while the file is open). -1 once closed."""
+        pin = self._active_pin
+        if pin is not None:
+            # the active segment's own pin, shared: a holder keeps it alive past a roll
+            return pin
+        if self._file.closed:
+            return -1
+        return self._file.pinned_fd()
+
+    def _activate(self) -> int:
+        pin = self._active_pin = self._file.pinned_fd()
+        self._fd = int(pin)
+        self._size_at_release_check = self.size
+        return self._fd
+
+    def release_if_idle(self) -> bool:
+        """Hand the active fd back to the pool when nothing was appended since the last call
+        (or since activation): an idle partition then costs no fd, and its next append takes
+        the fd back from the pool (no syscall while the pool still holds it open). Call on the
+        thread that appends (the event loop): an append in flight must keep its fd."""
+        if self._fd < 0:
+            return False
+        if self.size != self._size_at_release_check:
+            self._size_at_release_check = self.size
+            return False
+        self._fd = -1
+        self._active_pin = None
+        self.offset_index.release()
+        self.time_index.release()
+        return True
 
     def __repr__(self) -> str:
         return f"Segment(base={self.base_offset}, next={self.next_offset}, size={self.size})"
@@ -162,8 +216,11 @@ class Segment:
         lands whole or not at all: on any failure (a short write included) the file is cut back
         to where it ended and SegmentWriteError raised (SegmentTorn when even that fails)."""
         position = self.size
+        fd = self._fd
+        if fd < 0:
+            fd = self._activate()
         try:
-            written = os.writev(self.fd, (prefix, batch[16:]))
+            written = os.writev(fd, (prefix, batch[16:]))
         except OSError as exc:
             self._cut_back(position, exc)
         if written != size:
@@ -248,6 +305,9 @@ class Segment:
                 raise
         self.offset_index.close()
         self.time_index.close()
+        # back to the pool: the fd may be evicted now (never while a reader holds it)
+        self._fd = -1
+        self._active_pin = None
 
     # -------------------------------------------------------------------- read
 
@@ -504,18 +564,24 @@ class Segment:
     # ------------------------------------------------------------ lifecycle
 
     def flush(self) -> None:
-        if self.fd < 0:  # closed meanwhile (deleted by another thread's truncation)
+        try:
+            fd = self.fd
+        except OSError as exc:  # closed by another thread between the check and the pin
+            if exc.errno == errno.EBADF:
+                return
+            raise
+        if fd < 0:  # closed meanwhile (deleted by another thread's truncation)
             return
-        os.fsync(self.fd)
+        os.fsync(fd)
         self.offset_index.flush()
         self.time_index.flush()
 
     def close(self) -> None:
         self.offset_index.close()
         self.time_index.close()
-        if self.fd >= 0:
-            os.close(self.fd)
-            self.fd = -1
+        self._fd = -1
+        self._active_pin = None
+        self._file.close()  # a reader still holding the fd closes it when done
 
     def rename_to_deleted(self) -> None:
         """Kafka's first step of deleting a segment: its files get the `.deleted` suffix (the fd

@@ -87,9 +87,12 @@ def test_a_region_handed_out_stays_readable_after_its_log_is_deleted(tmp_path: P
     lm.delete("t", 0)
     assert not (tmp_path / "t-0").exists()
     assert os.pread(region.fd, region.size, region.position) == expected
-    lm.close()  # closes what deletion left open
+    lm.close()  # the region pins its fd (storage/file_pool.py): still open while held
+    assert os.pread(region.fd, region.size, region.position) == expected
+    fd = int(region.fd)
+    del region  # the last pin goes: the file is closed
     with pytest.raises(OSError):
-        os.fstat(region.fd)
+        os.fstat(fd)
 
 
 def test_flush_dirty_logs_honours_flush_ms(tmp_path: Path) -> None:

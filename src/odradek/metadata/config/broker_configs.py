@@ -192,7 +192,11 @@ _NODE_BROKER_DEFS = [
     _b("queued.max.requests", I, 500, at_least(1), "In-flight requests before reading pauses."),
     _b("connections.max.idle.ms", L, 600_000, None, "Idle connections are closed after this."),
     _b("max.connections", I, 2_147_483_647, at_least(0),
-       "Most connections the node holds at once; a new connection past it is closed."),
+       "Most connections the node holds at once; a new connection past it is closed. "
+       "Counted in the node's file-descriptor budget."),
+    _b("log.open.files.max", I, 256, at_least(1),
+       "Odradek-specific: the most files of inactive segments and indexes kept open at once "
+       "(a pool, least recently used closed first); Kafka keeps every segment file open."),
     _b("max.connections.per.ip", I, 2_147_483_647, at_least(0),
        "Most connections from one address; a new connection past it is closed."),
     _b("max.connections.per.ip.overrides", S, "", _host_counts,
