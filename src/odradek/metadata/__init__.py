@@ -2,6 +2,8 @@
 RegisterBrokerRecord... the contents of `__cluster_metadata`), `quorum.MetadataQuorum` (makes
 them durable and ordered; a commit is flushed before it is visible), `image.MetadataImage` (the
 in-memory state replayed from them) and `controller.Controller` (decides topic creation,
-replica placement, config changes, broker registration and writes them as records). `configs`
-is Kafka's topic and broker config table (ConfigDef, BrokerConfig, validation, synonyms);
-`properties` reads and writes a log directory's `meta.properties`."""
+replica placement, config changes, broker registration and writes them as records). `config/`
+is Kafka's topic and broker config table (`config_def.ConfigDef`, `broker_configs.BrokerConfig`,
+`topic_configs`, `describe`, `log_config` for storage's LogConfig, `java_properties`);
+`meta_properties` reads and writes a log directory's `meta.properties`. `raft/` is the KRaft
+quorum as a sans-I/O state machine (`RaftClient`), not yet wired into the node."""
