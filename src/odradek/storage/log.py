@@ -4,14 +4,13 @@ Append assigns offsets from the log end offset and writes each batch as
 [patched 16-byte prefix, rest of the batch] with one `os.writev` (the batch is
 never copied). Read returns a `FileRegion` of whole batches from one segment,
 served as stored (sendfile). Nothing here decodes records. Split out: the directory layout
-(log_dir.py), the by-timestamp lookups (time_lookup.py) and retention / record deletion
-(retention.py), the last two mixed into Log.
+(log_dir.py); mixed into Log, the segment loading at open (log_load.py), the by-timestamp
+lookups (time_lookup.py) and retention / record deletion (retention.py).
 """
 
 from __future__ import annotations
 
 import bisect
-import logging
 import os
 import shutil
 import threading
@@ -25,7 +24,6 @@ from odradek.protocol.errors import ErrorCode, KafkaError, OffsetOutOfRange
 from odradek.protocol.fetch import FileRegion
 from odradek.protocol.records import BatchHeader, encode_batch_prefix
 from odradek.storage.checkpoints import fsync_dir
-from odradek.storage.cleaner.swap import recover_swaps
 from odradek.storage.config import LogConfig
 from odradek.storage.epochs import LeaderEpochCache
 from odradek.storage.log_dir import (
@@ -33,17 +31,15 @@ from odradek.storage.log_dir import (
     decode_topic_id,
     parse_log_dir_name,
     read_partition_metadata,
-    scan_log_dir,
     write_partition_metadata,
 )
 from odradek.storage.log_dir_failure import channel_for
+from odradek.storage.log_load import SegmentLoading
 from odradek.storage.log_lock import locked
 from odradek.storage.producer_state import ProducerStateManager, load_producer_state
 from odradek.storage.recovery import (
     LogDamaged,
     index_last_batch,
-    load_segments,
-    remove_orphan_indexes,
 )
 from odradek.storage.retention import Retention
 from odradek.storage.segment import H_BASE, H_LAST_DELTA, H_LENGTH, Segment, SegmentTorn
@@ -52,8 +48,6 @@ from odradek.storage.time_lookup import TimestampLookup
 __all__ = ["AppendInfo", "Log", "LogDamaged", "LogReadResult"]
 # Kept importable from here for `cli/storage_verify.py`; new code imports them from log_dir.
 __all__ += ["PARTITION_METADATA", "decode_topic_id", "parse_log_dir_name"]
-
-log = logging.getLogger(__name__)
 
 
 class AppendInfo(NamedTuple):
@@ -75,7 +69,7 @@ def _now_ms() -> int:
     return int(time.time() * 1000)
 
 
-class Log(Retention, TimestampLookup):
+class Log(SegmentLoading, Retention, TimestampLookup):
     def __init__(self, directory: Path, config: LogConfig) -> None:
         self._dir = directory
         parsed = parse_log_dir_name(directory.name)
@@ -158,67 +152,6 @@ class Log(Retention, TimestampLookup):
             )
         self._topic_id = topic_id
         write_partition_metadata(self._dir, topic_id)
-
-    def _load_segments(
-        self, recovery_point: int, log_start_offset: int, protect_below: int | None = None
-    ) -> None:
-        recover_swaps(self._dir)
-        bases, orphans = scan_log_dir(self._dir)
-        remove_orphan_indexes(self._dir, orphans)
-        loaded = load_segments(
-            self._dir, bases, self.config, _now_ms(), recovery_point, self._allow_gaps,
-            self._epoch_seen, protect_below,
-        )
-        segments, recovered, rebuilt = loaded.segments, loaded.recovered, loaded.rebuilt
-        self.bytes_recovered_at_open = loaded.bytes_recovered
-        self.bytes_checked_at_open = loaded.bytes_checked
-        if loaded.bytes_recovered and protect_below is None:
-            # the proof of a start that read only its unflushed tail (issue 22)
-            log.info("%s: recovered %d bytes past the recovery point %d (%d bytes checked "
-                     "below it)", self._dir, loaded.bytes_recovered, recovery_point,
-                     loaded.bytes_checked)
-        now = _now_ms()
-        if not segments:
-            segments = [
-                Segment(self._dir, max(log_start_offset, recovery_point, 0), self.config, now)
-            ]
-            segments[0].recover(None)
-            self._dir_dirty = True
-        self._segments = segments
-        self._bases = [s.base_offset for s in segments]
-        self._leo = segments[-1].next_offset
-        if protect_below is not None and self._leo < protect_below:
-            for seg in segments:  # before any checkpoint or snapshot is rewritten
-                seg.close()
-            raise LogDamaged(
-                f"{self._dir}: the log ends at offset {self._leo}, below offset {protect_below} "
-                "known to be flushed (segment files missing or cut)",
-                self._dir, self._leo,
-            )
-        if log_start_offset > self._leo:
-            # Kafka: a log start offset past the data means the log restarts empty there.
-            self._truncate_fully_and_start_at(log_start_offset)
-        self._log_start_offset = max(log_start_offset, self._segments[0].base_offset)
-        if recovered:
-            # What the scan validated becomes durable, so the recovery point can move to the end.
-            for seg in rebuilt:
-                if seg.fd >= 0:
-                    seg.flush()
-            fsync_dir(self._dir)
-            self._recovery_point = self._leo
-        else:
-            self._recovery_point = min(
-                max(recovery_point, self._segments[0].base_offset), self._leo
-            )
-        self.epochs.truncate_from_end(self._leo)
-        self.epochs.truncate_from_start(self._log_start_offset)
-        if recovered:
-            self.epochs._persist()
-
-    def _epoch_seen(self, epoch: int, start_offset: int) -> None:
-        latest = self.epochs.latest_epoch
-        if latest is None or epoch > latest:
-            self.epochs._assign(epoch, start_offset)
 
     # ------------------------------------------------------------ properties
 
