@@ -10,26 +10,29 @@ from __future__ import annotations
 
 import logging
 import random
-import re
 import threading
 import uuid
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass, field
-from enum import IntEnum
 from typing import Any
 
-from odradek.metadata.config.broker_configs import (
-    BROKER_CONFIGS,
-    BrokerConfig,
-    validate_broker_dynamic_configs,
-)
-from odradek.metadata.config.config_def import ConfigEntry, ConfigType, parse_value
+from odradek.metadata.config.broker_configs import BrokerConfig
 from odradek.metadata.config.describe import describe_topic_configs
-from odradek.metadata.config.topic_configs import TOPIC_CONFIGS, validate_topic_configs
+from odradek.metadata.config.topic_configs import validate_topic_configs
+from odradek.metadata.config_changes import incremental_changes, replacement_changes
+from odradek.metadata.controller_requests import (
+    AlterConfigsResource,
+    AlterConfigsResult,
+    AlterOp,
+    CreatableTopic,
+    CreatePartitionsResult,
+    CreatePartitionsTopic,
+    CreateTopicResult,
+    DeleteTopicResult,
+    IncrementalAlterConfigsResource,
+)
 from odradek.metadata.image import MetadataDelta, MetadataImage
 from odradek.metadata.quorum import Quorum
 from odradek.metadata.records import (
-    RESOURCE_BROKER,
     RESOURCE_TOPIC,
     BrokerEndpoint,
     BrokerFeature,
@@ -44,9 +47,17 @@ from odradek.metadata.records import (
     TopicRecord,
     UnfenceBrokerRecord,
 )
+from odradek.metadata.topic_rules import (
+    collision_key,
+    place_replicas,
+    validate_assignment,
+    validate_topic_name,
+)
 from odradek.protocol.errors import ErrorCode, KafkaError
 from odradek.storage.file_pool import FdBudget
 
+# The request and result types are re-exported: they are the controller's API, and the
+# broker's handlers import them from here.
 __all__ = [
     "AlterConfigsResource",
     "AlterConfigsResult",
@@ -64,110 +75,12 @@ __all__ = [
 
 log = logging.getLogger(__name__)
 
-MAX_TOPIC_NAME_LENGTH = 249
 # Kafka's controller refuses user operations that would write more records than this.
 MAX_RECORDS_PER_USER_OP = 10_000
 METADATA_VERSION = ("metadata.version", 21)  # 3.9-IV0
-ZERO_UUID = uuid.UUID(int=0)
-_LEGAL_TOPIC = re.compile(r"^[a-zA-Z0-9._-]+$")
 
 Listener = Callable[[MetadataDelta], None]
 
-
-class AlterOp(IntEnum):
-    SET = 0
-    DELETE = 1
-    APPEND = 2
-    SUBTRACT = 3
-
-
-@dataclass
-class CreatableTopic:
-    name: str
-    num_partitions: int = -1
-    replication_factor: int = -1
-    assignments: dict[int, list[int]] | None = None  # partition -> replicas
-    configs: dict[str, str | None] = field(default_factory=dict)
-
-
-@dataclass
-class CreateTopicResult:
-    name: str
-    error_code: ErrorCode = ErrorCode.none
-    error_message: str | None = None
-    topic_id: uuid.UUID = ZERO_UUID
-    num_partitions: int = -1
-    replication_factor: int = -1
-    configs: list[ConfigEntry] = field(default_factory=list)
-
-
-@dataclass
-class DeleteTopicResult:
-    name: str | None
-    topic_id: uuid.UUID
-    error_code: ErrorCode = ErrorCode.none
-    error_message: str | None = None
-
-
-@dataclass
-class CreatePartitionsTopic:
-    name: str
-    count: int
-    assignments: list[list[int]] | None = None  # replicas of each new partition
-
-
-@dataclass
-class CreatePartitionsResult:
-    name: str
-    error_code: ErrorCode = ErrorCode.none
-    error_message: str | None = None
-
-
-@dataclass
-class AlterConfigsResource:
-    resource_type: int
-    resource_name: str
-    # pairs as the request lists them, so a key given twice can be refused as Kafka does
-    configs: dict[str, str | None] | list[tuple[str, str | None]]
-
-
-@dataclass
-class IncrementalAlterConfigsResource:
-    resource_type: int
-    resource_name: str
-    ops: list[tuple[str, int, str | None]]  # (name, AlterOp, value)
-
-
-@dataclass
-class AlterConfigsResult:
-    resource_type: int
-    resource_name: str
-    error_code: ErrorCode = ErrorCode.none
-    error_message: str | None = None
-
-
-def validate_topic_name(name: str) -> None:
-    """Kafka's Topic.validate: raises INVALID_TOPIC_EXCEPTION."""
-    if not name:
-        raise KafkaError(ErrorCode.invalid_topic_exception, "Topic name is illegal, it can't be empty")
-    if name in (".", ".."):
-        raise KafkaError(ErrorCode.invalid_topic_exception, 'Topic name cannot be "." or ".."')
-    if len(name) > MAX_TOPIC_NAME_LENGTH:
-        raise KafkaError(
-            ErrorCode.invalid_topic_exception,
-            f"Topic name is illegal, it can't be longer than {MAX_TOPIC_NAME_LENGTH} "
-            f"characters, topic name: {name}",
-        )
-    if not _LEGAL_TOPIC.match(name):
-        raise KafkaError(
-            ErrorCode.invalid_topic_exception,
-            f'Topic name "{name}" is illegal, it contains a character other than '
-            "ASCII alphanumerics, '.', '_' and '-'",
-        )
-
-
-def _collision_key(name: str) -> str:
-    return name.replace(".", "_")
 
 
 def load_image(quorum: Quorum, cluster_id: str | None) -> MetadataImage:
@@ -328,7 +241,7 @@ class Controller:
                 if refusal is not None:
                     results.append(CreateTopicResult(t.name, ErrorCode.policy_violation, refusal))
                     continue
-                accepted[_collision_key(t.name)] = t.name
+                accepted[collision_key(t.name)] = t.name
                 records.extend(topic_records)
                 results.append(result)
             if not validate_only:
@@ -341,9 +254,9 @@ class Controller:
         validate_topic_name(t.name)
         if t.name in self.image.topics_by_name:
             raise KafkaError(ErrorCode.topic_already_exists, f"Topic '{t.name}' already exists.")
-        key = _collision_key(t.name)
+        key = collision_key(t.name)
         colliding = accepted.get(key) or next(
-            (n for n in self.image.topics_by_name if _collision_key(n) == key), None
+            (n for n in self.image.topics_by_name if collision_key(n) == key), None
         )
         if colliding is not None:
             raise KafkaError(
@@ -369,7 +282,7 @@ class Controller:
                     "partitions should be a consecutive 0-based integer sequence",
                 )
             assignment = [t.assignments[p] for p in range(len(t.assignments))]
-            self._validate_assignment(assignment, None)
+            validate_assignment(self.image, assignment, None)
         else:
             num_partitions = t.num_partitions
             if num_partitions == -1:
@@ -392,7 +305,7 @@ class Controller:
                     ErrorCode.policy_violation,
                     "Unable to perform excessively large batch operation.",
                 )
-            assignment = self._place(num_partitions, rf, 0)
+            assignment = place_replicas(self.image.live_brokers(), self._rng, num_partitions, rf, 0)
         try:
             validate_topic_configs(t.configs)
         except KafkaError as exc:
@@ -430,60 +343,6 @@ class Controller:
                 )
             )
         return out
-
-    def _place(self, num_partitions: int, rf: int, first: int) -> list[list[int]]:
-        live = self.image.live_brokers()
-        if rf > len(live):
-            raise KafkaError(
-                ErrorCode.invalid_replication_factor,
-                f"Unable to replicate the partition {rf} time(s): The target replication factor "
-                f"of {rf} cannot be reached because only {len(live)} broker(s) are registered.",
-            )
-        start = self._rng.randrange(len(live))
-        return [
-            [live[(start + first + p + i) % len(live)] for i in range(rf)]
-            for p in range(num_partitions)
-        ]
-
-    def _validate_assignment(self, assignment: list[list[int]], expected_rf: int | None) -> None:
-        registered = self.image.brokers
-        live = set(self.image.live_brokers())
-        for index, replicas in enumerate(assignment):
-            if not replicas:
-                raise KafkaError(
-                    ErrorCode.invalid_replica_assignment,
-                    "The manual partition assignment includes an empty replica list.",
-                )
-            seen: set[int] = set()
-            for broker in replicas:
-                if broker in seen:
-                    raise KafkaError(
-                        ErrorCode.invalid_replica_assignment,
-                        f"The manual partition assignment includes the broker {broker} "
-                        "more than once.",
-                    )
-                seen.add(broker)
-                if broker not in registered:
-                    raise KafkaError(
-                        ErrorCode.invalid_replica_assignment,
-                        f"The manual partition assignment includes broker {broker}, but no "
-                        "such broker is registered.",
-                    )
-            if expected_rf is None:
-                expected_rf = len(replicas)
-            elif len(replicas) != expected_rf:
-                raise KafkaError(
-                    ErrorCode.invalid_replica_assignment,
-                    f"The manual partition assignment includes a partition with "
-                    f"{len(replicas)} replica(s), but this is inconsistent with previous "
-                    f"partitions, which have {expected_rf} replica(s).",
-                )
-            if not seen & live:
-                raise KafkaError(
-                    ErrorCode.invalid_replica_assignment,
-                    f"All brokers specified in the manual partition assignment for partition "
-                    f"{index} are fenced or in controlled shutdown.",
-                )
 
     def delete_topics(
         self, names: Sequence[str] = (), ids: Sequence[uuid.UUID] = ()
@@ -601,10 +460,10 @@ class Controller:
                     f"Attempted to add {adding} additional partition(s), but only "
                     f"{len(t.assignments)} assignment(s) were specified.",
                 )
-            self._validate_assignment([list(a) for a in t.assignments], rf)
+            validate_assignment(self.image, [list(a) for a in t.assignments], rf)
             assignment = [list(a) for a in t.assignments]
         else:
-            assignment = self._place(adding, rf, current)
+            assignment = place_replicas(self.image.live_brokers(), self._rng, adding, rf, current)
         return self._partition_records(topic.topic_id, current, assignment)
 
     # ---------------------------------------------------------------- configs
@@ -613,12 +472,18 @@ class Controller:
         self, resources: Sequence[AlterConfigsResource], validate_only: bool = False
     ) -> list[AlterConfigsResult]:
         """Legacy AlterConfigs: the given configs replace every override of the resource."""
-        return self._alter(resources, self._replacement_changes, validate_only)
+        return self._alter(
+            resources, lambda res: replacement_changes(self.image, self.broker_config, res),
+            validate_only,
+        )
 
     def incremental_alter_configs(
         self, resources: Sequence[IncrementalAlterConfigsResource], validate_only: bool = False
     ) -> list[AlterConfigsResult]:
-        return self._alter(resources, self._incremental_changes, validate_only)
+        return self._alter(
+            resources, lambda res: incremental_changes(self.image, self.broker_config, res),
+            validate_only,
+        )
 
     def _alter(self, resources: Sequence[Any], changes_of: Any,
                validate_only: bool) -> list[AlterConfigsResult]:
@@ -643,88 +508,6 @@ class Controller:
             if not validate_only:
                 self._commit(records)
             return results
-
-    def _replacement_changes(self, res: AlterConfigsResource) -> dict[str, str | None]:
-        current = self._current_configs(res.resource_type, res.resource_name)
-        pairs = list(res.configs.items()) if isinstance(res.configs, dict) else list(res.configs)
-        new = dict(pairs)
-        if len(new) != len(pairs):
-            raise KafkaError(ErrorCode.invalid_request, "Error due to duplicate config keys")
-        self._validate_configs(res.resource_type, new, current)
-        changes: dict[str, str | None] = {k: None for k in current if k not in new}
-        changes.update({k: v for k, v in new.items() if current.get(k) != v})
-        return changes
-
-    def _incremental_changes(self, res: IncrementalAlterConfigsResource) -> dict[str, str | None]:
-        current = self._current_configs(res.resource_type, res.resource_name)
-        names = [name for name, _, _ in res.ops]
-        if len(set(names)) != len(names):
-            raise KafkaError(ErrorCode.invalid_request, "Error due to duplicate config keys")
-        new: dict[str, str | None] = dict(current)
-        for name, op, value in res.ops:
-            if op not in AlterOp.__members__.values():
-                raise KafkaError(ErrorCode.invalid_request, f"Unknown operation type {op}")
-            op = AlterOp(op)
-            if op is AlterOp.SET:
-                new[name] = value
-            elif op is AlterOp.DELETE:
-                new.pop(name, None)
-            else:
-                defn = (TOPIC_CONFIGS if res.resource_type == RESOURCE_TOPIC else BROKER_CONFIGS).get(
-                    name
-                )
-                if defn is None or defn.type is not ConfigType.LIST:
-                    raise KafkaError(
-                        ErrorCode.invalid_config,
-                        f"Can't {op.name} to key {name} because its type is not LIST.",
-                    )
-                items = self._current_list(res.resource_type, name, new.get(name))
-                given = [v.strip() for v in (value or "").split(",") if v.strip()]
-                if op is AlterOp.APPEND:
-                    items += [v for v in given if v not in items]
-                else:
-                    items = [v for v in items if v not in given]
-                new[name] = ",".join(items)
-        self._validate_configs(res.resource_type, new, current)
-        changes: dict[str, str | None] = {k: None for k in current if k not in new}
-        changes.update({k: v for k, v in new.items() if current.get(k) != v})
-        return changes
-
-    def _current_list(self, resource_type: int, name: str, override: str | None) -> list[str]:
-        if override is not None:
-            value: Any = parse_value(name, ConfigType.LIST, override)
-        elif resource_type == RESOURCE_TOPIC:
-            value = self.broker_config.topic_default(name)[0]
-        else:
-            value = self.broker_config.get(name)
-        return list(value or [])
-
-    def _current_configs(self, resource_type: int, resource_name: str) -> dict[str, str]:
-        if resource_type == RESOURCE_TOPIC:
-            if resource_name not in self.image.topics_by_name:
-                raise KafkaError(
-                    ErrorCode.unknown_topic_or_partition,
-                    "This server does not host this topic-partition.",
-                )
-            return dict(self.image.topic_configs(resource_name))
-        if resource_type == RESOURCE_BROKER:
-            if resource_name != "":
-                try:
-                    int(resource_name)
-                except ValueError:
-                    raise KafkaError(
-                        ErrorCode.invalid_request, f"Illegal broker id: {resource_name}"
-                    ) from None
-            return dict(self.image.broker_configs(resource_name))
-        raise KafkaError(ErrorCode.invalid_request, f"Unexpected resource type {resource_type}")
-
-    def _validate_configs(
-        self, resource_type: int, new: dict[str, str | None], current: dict[str, str]
-    ) -> None:
-        if resource_type == RESOURCE_TOPIC:
-            validate_topic_configs(new)
-        else:
-            validate_broker_dynamic_configs({k: v for k, v in new.items() if current.get(k) != v})
 
 
 def _fd_budget(image: MetadataImage, broker_config: BrokerConfig) -> FdBudget:

@@ -3,61 +3,51 @@
 Append assigns offsets from the log end offset and writes each batch as
 [patched 16-byte prefix, rest of the batch] with one `os.writev` (the batch is
 never copied). Read returns a `FileRegion` of whole batches from one segment,
-served as stored (sendfile). Nothing here decodes records except the by-timestamp
-and max-timestamp lookups, which decode the one batch they land in.
+served as stored (sendfile). Nothing here decodes records. Split out: the directory layout
+(log_dir.py); mixed into Log, the segment loading at open (log_load.py), the by-timestamp
+lookups (time_lookup.py) and retention / record deletion (retention.py).
 """
 
 from __future__ import annotations
 
-import base64
 import bisect
-import contextlib
-import logging
 import os
-import re
 import shutil
 import threading
 import time
 import uuid
 from collections.abc import Callable, Iterable
 from pathlib import Path
-from typing import Concatenate, NamedTuple, ParamSpec, TypeVar
+from typing import NamedTuple
 
 from odradek.protocol.errors import ErrorCode, KafkaError, OffsetOutOfRange
 from odradek.protocol.fetch import FileRegion
-from odradek.protocol.records import BatchHeader, decode_records, encode_batch_prefix
-from odradek.storage.checkpoints import atomic_write, fsync_dir
-from odradek.storage.cleaner.swap import recover_swaps
+from odradek.protocol.records import BatchHeader, encode_batch_prefix
+from odradek.storage.checkpoints import fsync_dir
 from odradek.storage.config import LogConfig
 from odradek.storage.epochs import LeaderEpochCache
+from odradek.storage.log_dir import (
+    PARTITION_METADATA,
+    decode_topic_id,
+    parse_log_dir_name,
+    read_partition_metadata,
+    write_partition_metadata,
+)
 from odradek.storage.log_dir_failure import channel_for
+from odradek.storage.log_load import SegmentLoading
+from odradek.storage.log_lock import locked
 from odradek.storage.producer_state import ProducerStateManager, load_producer_state
 from odradek.storage.recovery import (
     LogDamaged,
     index_last_batch,
-    load_segments,
-    remove_orphan_indexes,
 )
-from odradek.storage.segment import (
-    H_BASE,
-    H_LAST_DELTA,
-    H_LENGTH,
-    H_MAX_TS,
-    NO_TIMESTAMP,
-    Segment,
-    SegmentTorn,
-)
+from odradek.storage.retention import Retention
+from odradek.storage.segment import H_BASE, H_LAST_DELTA, H_LENGTH, Segment, SegmentTorn
+from odradek.storage.time_lookup import TimestampLookup
 
 __all__ = ["AppendInfo", "Log", "LogDamaged", "LogReadResult"]
-
-log = logging.getLogger(__name__)
-
-PARTITION_METADATA = "partition.metadata"
-_LOG_FILE = re.compile(r"^(\d{20})\.log$")
-# (a producer snapshot is named by an offset, not by a segment: never an orphan)
-_INDEX_FILE = re.compile(r"^(\d{20})\.(index|timeindex|txnindex)$")
-_DIR_NAME = re.compile(r"^(.+)-(\d+)$")
-_LEFTOVER_SUFFIXES = (".tmp", ".cleaned", ".swap", ".deleted")
+# Kept importable from here for `cli/storage_verify.py`; new code imports them from log_dir.
+__all__ += ["PARTITION_METADATA", "decode_topic_id", "parse_log_dir_name"]
 
 
 class AppendInfo(NamedTuple):
@@ -75,61 +65,11 @@ class LogReadResult(NamedTuple):
     first_batch_offset: int
 
 
-def parse_log_dir_name(name: str) -> tuple[str, int] | None:
-    """`<topic>-<partition>` -> (topic, partition); None for anything else."""
-    m = _DIR_NAME.match(name)
-    if m is None:
-        return None
-    return m.group(1), int(m.group(2))
-
-
-def log_dir_name(topic: str, partition: int) -> str:
-    return f"{topic}-{partition}"
-
-
-def encode_topic_id(topic_id: uuid.UUID) -> str:
-    """Kafka's text form of a Uuid: base64url of the 16 bytes, without padding."""
-    return base64.urlsafe_b64encode(topic_id.bytes).decode().rstrip("=")
-
-
-def decode_topic_id(text: str) -> uuid.UUID:
-    raw = base64.urlsafe_b64decode(text + "=" * (-len(text) % 4))
-    return uuid.UUID(bytes=raw)
-
-
 def _now_ms() -> int:
     return int(time.time() * 1000)
 
 
-def _largest_timestamp(seg: Segment) -> int:
-    """Kafka's LogSegment.largestTimestamp: the max record timestamp, or the file's
-    modification time for a segment without timestamps."""
-    if seg.max_timestamp >= 0:
-        return seg.max_timestamp
-    try:
-        return int(os.stat(seg.log_path).st_mtime * 1000)
-    except OSError:
-        return _now_ms()
-
-
-_P = ParamSpec("_P")
-_R = TypeVar("_R")
-
-
-def _locked(fn: Callable[Concatenate[Log, _P], _R]) -> Callable[Concatenate[Log, _P], _R]:
-    """Run a method under the log's lock: the cleaner thread swaps segments in while the
-    event loop appends and reads (an uncontended lock costs well under a microsecond)."""
-
-    def wrapper(self: Log, *args: _P.args, **kwargs: _P.kwargs) -> _R:
-        with self.lock:
-            return fn(self, *args, **kwargs)
-
-    wrapper.__name__ = fn.__name__
-    wrapper.__doc__ = fn.__doc__
-    return wrapper
-
-
-class Log:
+class Log(SegmentLoading, Retention, TimestampLookup):
     def __init__(self, directory: Path, config: LogConfig) -> None:
         self._dir = directory
         parsed = parse_log_dir_name(directory.name)
@@ -193,18 +133,7 @@ class Log:
         return self
 
     def _load_topic_id(self, topic_id: uuid.UUID | None) -> None:
-        path = self._dir / PARTITION_METADATA
-        stored: uuid.UUID | None = None
-        if path.exists():
-            try:
-                fields = dict(
-                    line.split(":", 1) for line in path.read_text().splitlines() if ":" in line
-                )
-                stored = decode_topic_id(fields["topic_id"].strip())
-            except (KeyError, ValueError, UnicodeDecodeError) as exc:
-                log.warning(
-                    "%s: unreadable %s (%s); rewriting it", self._dir, PARTITION_METADATA, exc
-                )
+        stored = read_partition_metadata(self._dir)
         if topic_id is not None and stored is not None and stored != topic_id:
             raise KafkaError(
                 ErrorCode.inconsistent_topic_id,
@@ -212,12 +141,7 @@ class Log:
             )
         self._topic_id = topic_id or stored
         if self._topic_id is not None and stored != self._topic_id:
-            self._write_partition_metadata()
-
-    def _write_partition_metadata(self) -> None:
-        assert self._topic_id is not None
-        body = f"version: 0\ntopic_id: {encode_topic_id(self._topic_id)}"
-        atomic_write(self._dir / PARTITION_METADATA, body.encode())
+            write_partition_metadata(self._dir, self._topic_id)
 
     def assign_topic_id(self, topic_id: uuid.UUID) -> None:
         if self._topic_id == topic_id:
@@ -227,83 +151,7 @@ class Log:
                 ErrorCode.inconsistent_topic_id, f"{self._dir} has topic id {self._topic_id}"
             )
         self._topic_id = topic_id
-        self._write_partition_metadata()
-
-    def _load_segments(
-        self, recovery_point: int, log_start_offset: int, protect_below: int | None = None
-    ) -> None:
-        bases: list[int] = []
-        index_bases: set[int] = set()
-        recover_swaps(self._dir)
-        for entry in os.scandir(self._dir):
-            name = entry.name
-            if name.endswith(_LEFTOVER_SUFFIXES):
-                with contextlib.suppress(FileNotFoundError):
-                    os.unlink(entry.path)
-                continue
-            m = _LOG_FILE.match(name)
-            if m:
-                bases.append(int(m.group(1)))
-                continue
-            m = _INDEX_FILE.match(name)
-            if m:
-                index_bases.add(int(m.group(1)))
-        bases.sort()
-        remove_orphan_indexes(self._dir, sorted(index_bases.difference(bases)))
-        loaded = load_segments(
-            self._dir, bases, self.config, _now_ms(), recovery_point, self._allow_gaps,
-            self._epoch_seen, protect_below,
-        )
-        segments, recovered, rebuilt = loaded.segments, loaded.recovered, loaded.rebuilt
-        self.bytes_recovered_at_open = loaded.bytes_recovered
-        self.bytes_checked_at_open = loaded.bytes_checked
-        if loaded.bytes_recovered and protect_below is None:
-            # the proof of a start that read only its unflushed tail (issue 22)
-            log.info("%s: recovered %d bytes past the recovery point %d (%d bytes checked "
-                     "below it)", self._dir, loaded.bytes_recovered, recovery_point,
-                     loaded.bytes_checked)
-        now = _now_ms()
-        if not segments:
-            segments = [
-                Segment(self._dir, max(log_start_offset, recovery_point, 0), self.config, now)
-            ]
-            segments[0].recover(None)
-            self._dir_dirty = True
-        self._segments = segments
-        self._bases = [s.base_offset for s in segments]
-        self._leo = segments[-1].next_offset
-        if protect_below is not None and self._leo < protect_below:
-            for seg in segments:  # before any checkpoint or snapshot is rewritten
-                seg.close()
-            raise LogDamaged(
-                f"{self._dir}: the log ends at offset {self._leo}, below offset {protect_below} "
-                "known to be flushed (segment files missing or cut)",
-                self._dir, self._leo,
-            )
-        if log_start_offset > self._leo:
-            # Kafka: a log start offset past the data means the log restarts empty there.
-            self._truncate_fully_and_start_at(log_start_offset)
-        self._log_start_offset = max(log_start_offset, self._segments[0].base_offset)
-        if recovered:
-            # What the scan validated becomes durable, so the recovery point can move to the end.
-            for seg in rebuilt:
-                if seg.fd >= 0:
-                    seg.flush()
-            fsync_dir(self._dir)
-            self._recovery_point = self._leo
-        else:
-            self._recovery_point = min(
-                max(recovery_point, self._segments[0].base_offset), self._leo
-            )
-        self.epochs.truncate_from_end(self._leo)
-        self.epochs.truncate_from_start(self._log_start_offset)
-        if recovered:
-            self.epochs._persist()
-
-    def _epoch_seen(self, epoch: int, start_offset: int) -> None:
-        latest = self.epochs.latest_epoch
-        if latest is None or epoch > latest:
-            self.epochs._assign(epoch, start_offset)
+        write_partition_metadata(self._dir, topic_id)
 
     # ------------------------------------------------------------ properties
 
@@ -347,7 +195,7 @@ class Log:
     def active_segment(self) -> Segment:
         return self._segments[-1]
 
-    @_locked
+    @locked
     def update_config(self, config: LogConfig) -> None:
         self.config = config
         for seg in self._segments:
@@ -389,7 +237,7 @@ class Log:
         partition leader epoch in the batch's first 16 bytes are patched on the way to disk.
         With LogAppendTime the caller has already set the batch's max timestamp (CRC included);
         `log_append_time_ms` is then the time indexed."""
-        # The produce hot path: the lock is taken here rather than by @_locked (one call frame
+        # The produce hot path: the lock is taken here rather than by @locked (one call frame
         # less per batch), and the clock is read only when a roll or flush rule needs it.
         size = header.batch_length + 12
         if len(batch) != size:
@@ -436,7 +284,7 @@ class Log:
             first, last, ts, last, -1 if log_append_time_ms is None else log_append_time_ms
         )
 
-    @_locked
+    @locked
     def append_many(
         self,
         batches: Iterable[tuple[memoryview, BatchHeader]],
@@ -512,7 +360,7 @@ class Log:
         if by_count or by_time:
             self.flush()
 
-    @_locked
+    @locked
     def roll(self) -> None:
         """Start a new segment at the log end offset (no-op when the active one is empty)."""
         if self._segments[-1].size:
@@ -540,7 +388,7 @@ class Log:
 
     # ------------------------------------------------------------------ read
 
-    @_locked
+    @locked
     def read(
         self, offset: int, max_bytes: int, max_offset: int | None = None, min_one_batch: bool = True
     ) -> LogReadResult:
@@ -595,67 +443,9 @@ class Log:
             out += more
         return out
 
-    def _read_batch(self, seg: Segment, position: int, h: tuple) -> tuple[BatchHeader, bytes]:
-        data = seg.read_bytes(position, h[H_LENGTH] + 12)
-        return BatchHeader.parse(data), data
-
-    # ----------------------------------------------------------- timestamps
-
-    @_locked
-    def offset_for_timestamp(self, timestamp: int) -> tuple[int, int] | None:
-        """(offset, timestamp) of the earliest record whose timestamp is >= `timestamp`, at or
-        after the log start offset; None when there is none."""
-        lso = self._log_start_offset
-        for seg in self._segments:
-            if seg.max_timestamp < timestamp or seg.next_offset <= lso:
-                continue
-            found = self._find_in_segment(seg, timestamp, lso)
-            if found is not None:
-                return found
-        return None
-
-    def _find_in_segment(
-        self, seg: Segment, timestamp: int, min_offset: int
-    ) -> tuple[int, int] | None:
-        start = 0
-        rel = seg.time_index.lookup_below(timestamp)
-        if rel is not None:
-            start = seg.offset_index.lookup(rel)
-        if min_offset > seg.base_offset:
-            start = max(start, seg.offset_index.lookup(min_offset - seg.base_offset))
-        for pos, h in seg.headers(start):
-            if h[H_BASE] + h[H_LAST_DELTA] < min_offset or h[H_MAX_TS] < timestamp:
-                continue
-            header, data = self._read_batch(seg, pos, h)
-            for record in decode_records(header, data):
-                if record.offset >= min_offset and record.timestamp >= timestamp:
-                    return record.offset, record.timestamp
-        return None
-
-    @_locked
-    def max_timestamp_offset(self) -> tuple[int, int]:
-        """(offset, timestamp) of the record with the largest timestamp (the first such);
-        (-1, -1) for a log without timestamps."""
-        best: Segment | None = None
-        for seg in self._segments:
-            if seg.max_timestamp > NO_TIMESTAMP and (
-                best is None or seg.max_timestamp > best.max_timestamp
-            ):
-                best = seg
-        if best is None:
-            return -1, -1
-        ts = best.max_timestamp
-        hit = best.find_batch(best.offset_of_max_timestamp)
-        if hit is not None and hit[1][H_MAX_TS] == ts:
-            header, data = self._read_batch(best, hit[0], hit[1])
-            for record in decode_records(header, data):
-                if record.timestamp == ts:
-                    return record.offset, ts
-        return best.offset_of_max_timestamp, ts
-
     # ------------------------------------------------------ truncate / delete
 
-    @_locked
+    @locked
     def truncate_to(self, offset: int) -> None:
         """Remove everything at or after `offset` (a follower diverged, or a leader epoch moved)."""
         if offset >= self._leo:
@@ -695,105 +485,11 @@ class Log:
         self.producer_state.ongoing.clear()
         self.producer_state.map_end_offset = offset
 
-    @_locked
-    def delete_records_before(self, offset: int) -> int:
-        """Move the log start offset up to `offset` and delete the segments wholly below it.
-        Returns the new log start offset."""
-        if offset > self._leo or offset < 0:
-            raise OffsetOutOfRange(f"offset {offset} is beyond the log end offset {self._leo}")
-        if offset <= self._log_start_offset:
-            return self._log_start_offset
-        self._log_start_offset = offset
-        while len(self._segments) > 1 and self._segments[1].base_offset <= offset:
-            self._retire(self._segments.pop(0))
-            self._bases.pop(0)
-        self._recovery_point = max(self._recovery_point, self._segments[0].base_offset)
-        self.epochs.truncate_from_start(offset)
-        return offset
-
-    @_locked
-    def delete_retention_breached(
-        self, now_ms: int | None = None, high_watermark: int | None = None
-    ) -> int:
-        """Delete old segments under `retention.ms` / `retention.bytes` (cleanup.policy delete),
-        oldest first, stopping at the first one to keep (Kafka's deletableSegments). Only
-        segments wholly below the high watermark go. As in Kafka, an expired active segment
-        with data goes too: a new empty segment is rolled first, so the log is never without
-        one. Returns how many segments went."""
-        if "delete" not in self.config.cleanup_policy.split(","):
-            return 0
-        now = _now_ms() if now_ms is None else now_ms
-        hw = self._leo if high_watermark is None else min(high_watermark, self._leo)
-        retention_ms = self.config.retention_ms
-        retention_bytes = self.config.retention_bytes
-        if retention_ms < 0 and retention_bytes < 0:
-            return 0
-        segments = self._segments
-        remaining = self.size_bytes
-        deletable = 0
-        for i, seg in enumerate(segments):
-            last = i == len(segments) - 1
-            upper = self._leo if last else segments[i + 1].base_offset
-            if (last and seg.size == 0) or upper > hw:
-                break
-            too_old = retention_ms >= 0 and now - _largest_timestamp(seg) > retention_ms
-            too_big = retention_bytes >= 0 and remaining - seg.size >= retention_bytes
-            if not (too_old or too_big):
-                break
-            remaining -= seg.size
-            deletable += 1
-        if not deletable:
-            return 0
-        if deletable == len(segments):
-            try:
-                self._roll(self._leo, now)
-            except OSError as exc:
-                # A full disk must not stop retention, which is what frees it: keep the active
-                # segment this time and delete the others.
-                self.dir_state.rate_limited.warning(
-                    "retention-roll", "%s: rolling for retention failed (%s); keeping the "
-                    "active segment", self._dir, exc,
-                )
-                deletable -= 1
-                if not deletable:
-                    return 0
-        for _ in range(deletable):
-            self._retire(self._segments.pop(0))
-            self._bases.pop(0)
-        self._log_start_offset = max(self._log_start_offset, self._segments[0].base_offset)
-        self._recovery_point = max(self._recovery_point, self._segments[0].base_offset)
-        self.epochs.truncate_from_start(self._log_start_offset)
-        return deletable
-
-    def _retire(self, seg: Segment) -> None:
-        """Rename a segment's files to `.deleted` now; remove them and close the fd after
-        `file.delete.delay.ms`, since a FileRegion handed out by `read` may still be on its way
-        to a socket (Kafka's asynchronous segment deletion)."""
-        seg.offset_index.close()
-        seg.time_index.close()
-        seg.rename_to_deleted()
-        now = _now_ms()
-        self._retired.append((now, seg))
-        self._dir_dirty = True
-        self.close_retired(now)
-
-    def close_retired(self, now_ms: int | None = None, force: bool = False) -> None:
-        now = _now_ms() if now_ms is None else now_ms
-        with self.lock:
-            keep: list[tuple[int, Segment]] = []
-            for when, seg in self._retired:
-                if force or now - when >= self.config.file_delete_delay_ms:
-                    seg.close()
-                    seg.delete_files()
-                else:
-                    keep.append((when, seg))
-            self._retired = keep
-
     @property
     def is_closed(self) -> bool:
         return self._closed or self._abandoned
 
-    @_locked
+    @locked
     def replace_segments(
         self, old: list[Segment], commit: Callable[[], None], open_new: Callable[[], Segment]
     ) -> bool:
@@ -862,7 +558,7 @@ class Log:
     def last_flush_ms(self) -> int:
         return self._last_flush_ms
 
-    @_locked
+    @locked
     def abandon(self) -> None:
         """Stop writing to this log (its files are being deleted). The segment fds stay open
         until `close()`, so FileRegions already handed out stay valid meanwhile."""
@@ -871,7 +567,7 @@ class Log:
             seg.offset_index.close()
             seg.time_index.close()
 
-    @_locked
+    @locked
     def close(self) -> None:
         if self._closed:
             return

@@ -33,7 +33,8 @@ from odradek.storage.checkpoints import (
 from odradek.storage.cleaner.log_cleaner import CHECKPOINT_FILE as CLEANER_CHECKPOINT
 from odradek.storage.cleaner.log_cleaner import CleanerConfig, LogCleaner
 from odradek.storage.config import LogConfig
-from odradek.storage.log import Log, log_dir_name, parse_log_dir_name
+from odradek.storage.log import Log
+from odradek.storage.log_dir import log_dir_name, parse_log_dir_name
 
 log = logging.getLogger(__name__)
 
