@@ -35,6 +35,7 @@ from odradek.protocol.records import (
     ATTR_COMPRESSION_MASK,
     ATTR_TRANSACTIONAL,
     ATTRIBUTES_OFFSET,
+    BATCH_HEADER,
     BATCH_HEADER_SIZE,
     CRC_OFFSET,
     CURRENT_MAGIC,
@@ -49,7 +50,7 @@ from odradek.protocol.records import (
 
 __all__ = ["Binary", "Column", "build_columnar_batch", "fixed_column", "records_size"]
 
-_HEADER = struct.Struct(">qiibIhiqqqhii")
+_HEADER = BATCH_HEADER  # protocol.records' one definition
 _CRC = struct.Struct(">I")
 # Kafka caps a record's length fields at int32; a varint of a zigzagged int32 is <= 5 bytes.
 _MAX_LEN = (1 << 31) - 1
