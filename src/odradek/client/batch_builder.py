@@ -30,7 +30,7 @@ import numpy as np
 from crc32c import crc32c
 from numpy.lib.stride_tricks import as_strided
 
-from odradek.protocol.primitives import encode_uvarint, encode_varint
+from odradek.protocol.primitives import MAX_VARLONG_BYTES, encode_uvarint, encode_varint
 from odradek.protocol.records import (
     ATTR_COMPRESSION_MASK,
     ATTR_TRANSACTIONAL,
@@ -115,7 +115,7 @@ def _zigzag(x: np.ndarray) -> np.ndarray:
 
 def _varint_size(u: np.ndarray) -> np.ndarray:
     size = np.ones(u.shape, np.int64)
-    for k in range(1, 10):
+    for k in range(1, MAX_VARLONG_BYTES):
         above = u >= np.uint64(1 << (7 * k))
         if not above.any():
             break

@@ -35,8 +35,9 @@ _I64 = struct.Struct(">q")
 _F64 = struct.Struct(">d")
 
 # A 32-bit unsigned varint needs at most 5 bytes, a 64-bit one at most 10.
-_MAX_VARINT_BYTES = 5
-_MAX_VARLONG_BYTES = 10
+# (Public: the numpy column codecs of client/ share them.)
+MAX_VARINT_BYTES = _MAX_VARINT_BYTES = 5
+MAX_VARLONG_BYTES = _MAX_VARLONG_BYTES = 10
 
 
 def zigzag_encode(n: int) -> int:
