@@ -81,3 +81,14 @@ def test_the_checks_see_a_copy() -> None:
     assert _VARINT_DEF.search("def _uvarint(buf: bytes, pos: int) -> tuple[int, int]:")
     assert _VARINT_DEF.search("    def _read_varint(buf, pos):")
     assert _VARINT_DEF.search("def zigzag(n):")
+
+
+def test_control_marker_reads_what_build_control_batch_wrote() -> None:
+    from odradek.protocol.records import ControlRecordType, build_control_batch, control_marker
+
+    for ctype, epoch in ((ControlRecordType.COMMIT, 3), (ControlRecordType.ABORT, 0)):
+        batch = build_control_batch(ctype, producer_id=7, producer_epoch=1, coordinator_epoch=epoch)
+        assert control_marker(batch) == (ctype, epoch)
+        assert control_marker(memoryview(batch)) == (ctype, epoch)
+        assert control_marker(batch[:63]) == (-1, -1)  # torn inside the record
+    assert control_marker(b"\x00" * 61) == (-1, -1)
