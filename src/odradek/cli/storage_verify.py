@@ -27,7 +27,17 @@ from odradek.metadata.quorum import (
     MetadataLogDamaged,
 )
 from odradek.metadata.records import decode_record
-from odradek.protocol.records import BATCH_HEADER_SIZE, BatchHeader, batch_crc_ok, decode_records
+from odradek.protocol.records import (
+    BATCH_HEADER,
+    BATCH_HEADER_SIZE,
+    H_BASE,
+    H_LAST_DELTA,
+    H_LENGTH,
+    H_MAGIC,
+    BatchHeader,
+    batch_crc_ok,
+    decode_records,
+)
 from odradek.storage.checkpoints import (
     LEADER_EPOCH_CHECKPOINT,
     LOG_START_OFFSET_CHECKPOINT,
@@ -42,9 +52,6 @@ from odradek.storage.log import PARTITION_METADATA, decode_topic_id, parse_log_d
 from odradek.storage.log_manager import DELETE_SUFFIX, STRAY_SUFFIX
 from odradek.storage.producer_state import ProducerStateManager
 
-# base_offset, batch_length, leader_epoch, magic, crc, attributes, last_offset_delta,
-# base_timestamp, max_timestamp
-_HEADER = struct.Struct(">qiibIhiqq")
 _LOG_OVERHEAD = 12
 _INDEX_ENTRY = struct.Struct(">ii")
 _TIME_ENTRY = struct.Struct(">qi")
@@ -107,8 +114,8 @@ def scan_segment(path: Path, base_offset: int, decode_metadata: bool = False) ->
                 scan.problem = f"the tail is torn: {left} bytes at the end, too short for a batch header"
                 break
             head = os.pread(fd, BATCH_HEADER_SIZE, pos)
-            base, length, _epoch, magic, _crc, _attrs, last_delta, _bts, _mts = _HEADER.unpack_from(
-                head)
+            h = BATCH_HEADER.unpack_from(head)
+            base, length, magic, last_delta = h[H_BASE], h[H_LENGTH], h[H_MAGIC], h[H_LAST_DELTA]
             total = length + _LOG_OVERHEAD
             if magic != 2:
                 scan.problem = f"batch at byte {pos} has magic {magic}, not 2"

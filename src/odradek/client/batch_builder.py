@@ -30,11 +30,12 @@ import numpy as np
 from crc32c import crc32c
 from numpy.lib.stride_tricks import as_strided
 
-from odradek.protocol.primitives import encode_uvarint, encode_varint
+from odradek.protocol.primitives import MAX_VARLONG_BYTES, encode_uvarint, encode_varint
 from odradek.protocol.records import (
     ATTR_COMPRESSION_MASK,
     ATTR_TRANSACTIONAL,
     ATTRIBUTES_OFFSET,
+    BATCH_HEADER,
     BATCH_HEADER_SIZE,
     CRC_OFFSET,
     CURRENT_MAGIC,
@@ -49,7 +50,7 @@ from odradek.protocol.records import (
 
 __all__ = ["Binary", "Column", "build_columnar_batch", "fixed_column", "records_size"]
 
-_HEADER = struct.Struct(">qiibIhiqqqhii")
+_HEADER = BATCH_HEADER  # protocol.records' one definition
 _CRC = struct.Struct(">I")
 # Kafka caps a record's length fields at int32; a varint of a zigzagged int32 is <= 5 bytes.
 _MAX_LEN = (1 << 31) - 1
@@ -114,7 +115,7 @@ def _zigzag(x: np.ndarray) -> np.ndarray:
 
 def _varint_size(u: np.ndarray) -> np.ndarray:
     size = np.ones(u.shape, np.int64)
-    for k in range(1, 10):
+    for k in range(1, MAX_VARLONG_BYTES):
         above = u >= np.uint64(1 << (7 * k))
         if not above.any():
             break

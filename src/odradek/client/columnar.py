@@ -26,7 +26,7 @@ from typing import NamedTuple
 import numpy as np
 
 from odradek.protocol.errors import CorruptRecord, ProtocolError
-from odradek.protocol.primitives import decode_uvarint
+from odradek.protocol.primitives import MAX_VARINT_BYTES, MAX_VARLONG_BYTES, decode_uvarint
 from odradek.protocol.records import (
     ATTR_COMPRESSION_MASK,
     ATTR_TIMESTAMP_TYPE,
@@ -399,7 +399,7 @@ def _record_bounds(arr: np.ndarray, chain: np.ndarray,
     if len(chain) != sum(counts):
         raise CorruptRecord("record count does not match the records")
     hi = np.repeat(np.array([s.base + len(s.body) for s in segments], np.int64), counts)
-    length, starts = _varints(arr, chain, hi, 5)
+    length, starts = _varints(arr, chain, hi, MAX_VARINT_BYTES)
     if (length < 1).any():
         raise CorruptRecord("a record length is not positive")
     rend = starts + length
@@ -504,17 +504,17 @@ def _fields(arr: np.ndarray, starts: np.ndarray,
     """Every record's fields, read one varint at a time for all records at once:
     (ts delta, offset delta, key length, key position, value length, value position, header
     count, where the headers start)."""
-    ts_delta, pos = _varints(arr, starts + 1, rend, 10)
-    off_delta, pos = _varints(arr, pos, rend, 5)
-    key_len, pos = _varints(arr, pos, rend, 5)
+    ts_delta, pos = _varints(arr, starts + 1, rend, MAX_VARLONG_BYTES)
+    off_delta, pos = _varints(arr, pos, rend, MAX_VARINT_BYTES)
+    key_len, pos = _varints(arr, pos, rend, MAX_VARINT_BYTES)
     key_pos = pos
     pos = pos + np.maximum(key_len, 0)
-    value_len, pos = _varints(arr, np.minimum(pos, rend), rend, 5)
+    value_len, pos = _varints(arr, np.minimum(pos, rend), rend, MAX_VARINT_BYTES)
     value_pos = pos
     pos = pos + np.maximum(value_len, 0)
     if (key_len < -1).any() or (value_len < -1).any() or (pos >= rend).any():
         raise CorruptRecord("a record's key or value length does not fit the record")
-    n_headers, pos = _varints(arr, pos, rend, 5)
+    n_headers, pos = _varints(arr, pos, rend, MAX_VARINT_BYTES)
     if (n_headers < 0).any():
         raise CorruptRecord("negative header count in a record")
     if (pos[n_headers == 0] != rend[n_headers == 0]).any():

@@ -24,7 +24,8 @@ from typing import Any, NamedTuple
 
 from odradek.protocol.errors import ProtocolError, UnsupportedVersion
 from odradek.protocol.messages import decode_request
-from odradek.protocol.primitives import Reader, decode_uvarint, encode_uvarint
+from odradek.protocol.primitives import Reader, encode_uvarint
+from odradek.protocol.primitives import decode_uvarint32 as _uvarint32
 
 __all__ = [
     "FetchPartitionRequest",
@@ -232,15 +233,6 @@ _PART_V5 = struct.Struct(">iqqi")
 _PART_V9 = struct.Struct(">iiqqi")
 _PART_V12 = struct.Struct(">iiqiqi")
 _REPLICA_STATE = struct.Struct(">iq")
-
-
-def _uvarint32(buf: memoryview, pos: int) -> tuple[int, int]:
-    if pos < len(buf) and buf[pos] < 0x80:  # almost every count and length is one byte
-        return buf[pos], pos + 1
-    value, pos = decode_uvarint(buf, pos, 5)
-    if value > 0xFFFFFFFF:
-        raise ProtocolError("uvarint exceeds 32 bits")
-    return value, pos
 
 
 def _count(buf: memoryview, pos: int, flexible: bool) -> tuple[int, int]:

@@ -31,7 +31,8 @@ from kio.serial._introspect import (
 )
 
 from odradek.protocol.errors import ProtocolError, UnsupportedVersion
-from odradek.protocol.primitives import decode_uvarint, encode_uvarint
+from odradek.protocol.primitives import decode_uvarint_within as _uvarint
+from odradek.protocol.primitives import encode_uvarint
 
 __all__ = [
     "decode_request",
@@ -57,15 +58,6 @@ _FIXED_SIZES = {
 
 # scan(buf, pos, end) -> new pos; raises ProtocolError.
 Scan = Callable[[Any, int, int], int]
-
-
-def _uvarint(buf: Any, pos: int, end: int) -> tuple[int, int]:
-    if pos >= end:
-        raise ProtocolError("truncated varint")
-    value, new = decode_uvarint(buf, pos, 5)
-    if new > end:
-        raise ProtocolError("truncated varint")
-    return value, new
 
 
 def _fixed(size: int) -> Scan:

@@ -16,6 +16,9 @@ __all__ = [
     "Reader",
     "Writer",
     "decode_uvarint",
+    "decode_uvarint32",
+    "decode_uvarint_short",
+    "decode_uvarint_within",
     "decode_varint",
     "encode_uvarint",
     "encode_varint",
@@ -32,8 +35,9 @@ _I64 = struct.Struct(">q")
 _F64 = struct.Struct(">d")
 
 # A 32-bit unsigned varint needs at most 5 bytes, a 64-bit one at most 10.
-_MAX_VARINT_BYTES = 5
-_MAX_VARLONG_BYTES = 10
+# (Public: the numpy column codecs of client/ share them.)
+MAX_VARINT_BYTES = _MAX_VARINT_BYTES = 5
+MAX_VARLONG_BYTES = _MAX_VARLONG_BYTES = 10
 
 
 def zigzag_encode(n: int) -> int:
@@ -82,6 +86,41 @@ def decode_uvarint(buf: memoryview | bytes, pos: int, max_bytes: int = _MAX_VARL
         shift += 7
         if pos - start >= max_bytes:
             raise ProtocolError("varint too long")
+
+
+def decode_uvarint_short(buf: memoryview | bytes, pos: int) -> tuple[int, int]:
+    """decode_uvarint for hot loops whose values are nearly all one or two bytes (record
+    lengths, key sizes, deltas): no len() call, and truncation within those two bytes raises
+    IndexError, which the caller's loop turns into its own error. ~25 ns/call faster than
+    decode_uvarint on two-byte values (timeit, 97 vs 126 ns)."""
+    b = buf[pos]
+    if b < 0x80:
+        return b, pos + 1
+    b2 = buf[pos + 1]
+    if b2 < 0x80:
+        return (b & 0x7F) | (b2 << 7), pos + 2
+    return decode_uvarint(buf, pos, _MAX_VARLONG_BYTES)
+
+
+def decode_uvarint32(buf: memoryview | bytes, pos: int) -> tuple[int, int]:
+    """An unsigned varint of at most 32 bits (compact lengths and counts), the one-byte case
+    (almost every count and length) first."""
+    if pos < len(buf) and buf[pos] < 0x80:
+        return buf[pos], pos + 1
+    value, pos = decode_uvarint(buf, pos, _MAX_VARINT_BYTES)
+    if value > 0xFFFFFFFF:
+        raise ProtocolError("uvarint exceeds 32 bits")
+    return value, pos
+
+
+def decode_uvarint_within(buf: memoryview | bytes, pos: int, end: int) -> tuple[int, int]:
+    """A varint of at most 5 bytes that must end by `end` (a sub-range of `buf`)."""
+    if pos >= end:
+        raise ProtocolError("truncated varint")
+    value, new = decode_uvarint(buf, pos, _MAX_VARINT_BYTES)
+    if new > end:
+        raise ProtocolError("truncated varint")
+    return value, new
 
 
 def decode_varint(buf: memoryview | bytes, pos: int, max_bytes: int = _MAX_VARLONG_BYTES) -> tuple[int, int]:

@@ -30,6 +30,7 @@ from odradek.protocol.records import (
     ATTR_COMPRESSION_MASK,
     ATTR_CONTROL,
     ATTRIBUTES_OFFSET,
+    BATCH_HEADER,
     BATCH_HEADER_SIZE,
     CURRENT_MAGIC,
     LOG_OVERHEAD,
@@ -60,7 +61,7 @@ _II = struct.Struct(">ii")
 _IHQ = struct.Struct(">ihq")
 _Q = struct.Struct(">q")
 _HII = struct.Struct(">hii")
-_BATCH_HEADER = struct.Struct(">qiibIhiqqqhii")
+_BATCH_HEADER = BATCH_HEADER  # protocol.records' one definition
 _ZSTD = int(Compression.ZSTD)
 
 

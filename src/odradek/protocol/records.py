@@ -45,7 +45,7 @@ from odradek.protocol.errors import (
     KafkaError,
     ProtocolError,
 )
-from odradek.protocol.primitives import decode_uvarint, encode_varint, zigzag_decode
+from odradek.protocol.primitives import decode_uvarint, decode_varint, encode_varint, zigzag_decode
 
 __all__ = [
     "ATTR_COMPRESSION_MASK",
@@ -53,7 +53,9 @@ __all__ = [
     "ATTR_DELETE_HORIZON",
     "ATTR_TIMESTAMP_TYPE",
     "ATTR_TRANSACTIONAL",
+    "BATCH_HEADER",
     "BATCH_HEADER_SIZE",
+    "BATCH_PREFIX",
     "BatchHeader",
     "Compression",
     "ControlRecordType",
@@ -61,6 +63,7 @@ __all__ = [
     "build_batch",
     "build_control_batch",
     "compress",
+    "control_marker",
     "decode_control_record",
     "decode_records",
     "decompress",
@@ -106,14 +109,24 @@ NO_PRODUCER_EPOCH = -1
 NO_SEQUENCE = -1
 NO_PARTITION_LEADER_EPOCH = -1
 
-_HEADER = struct.Struct(">qiibIhiqqqhii")
-_PREFIX = struct.Struct(">qii")
+# The magic-2 batch header, defined here once for the whole code base: storage, the cleaner,
+# produce, the batch builder and the tools import it (and bind its methods locally in hot
+# loops). Fields, by index of an unpack result: base_offset, batch_length,
+# partition_leader_epoch, magic, crc, attributes, last_offset_delta, base_timestamp,
+# max_timestamp, producer_id, producer_epoch, base_sequence, records_count.
+BATCH_HEADER = struct.Struct(">qiibIhiqqqhii")
+(H_BASE, H_LENGTH, H_EPOCH, H_MAGIC, H_CRC, H_ATTRS, H_LAST_DELTA, H_BASE_TS, H_MAX_TS,
+ H_PID, H_PEPOCH, H_SEQ, H_COUNT) = range(13)
+# base_offset, batch_length, partition_leader_epoch: the prefix the broker rewrites on append.
+BATCH_PREFIX = struct.Struct(">qii")
+_HEADER = BATCH_HEADER
+_PREFIX = BATCH_PREFIX
 _CRC = struct.Struct(">I")
 _I16 = struct.Struct(">h")
 _I32 = struct.Struct(">i")
 _CONTROL_KEY = struct.Struct(">hh")
 _END_TXN_VALUE = struct.Struct(">hi")
-assert _HEADER.size == BATCH_HEADER_SIZE
+assert BATCH_HEADER.size == BATCH_HEADER_SIZE
 
 
 class Compression(enum.IntEnum):
@@ -652,3 +665,24 @@ def decode_control_record(record: Record) -> ControlRecord:
             raise CorruptRecord("end transaction marker value shorter than 6 bytes")
         _, epoch = _END_TXN_VALUE.unpack_from(value, 0)
     return ControlRecord(version, ctype, epoch)
+
+
+def control_marker(batch: bytes | memoryview) -> tuple[int, int]:
+    """(control type, coordinator epoch) of a whole control batch's one record, read from the
+    raw bytes without decoding the batch (control batches are never compressed); (-1, -1)
+    when it cannot be read. The coordinator epoch is -1 for non-marker control records."""
+    try:
+        _, pos = decode_varint(batch, BATCH_HEADER_SIZE)  # record length
+        _, pos = decode_varint(batch, pos + 1)  # (attributes) timestamp delta
+        _, pos = decode_varint(batch, pos)  # offset delta
+        key_len, pos = decode_varint(batch, pos)
+        if key_len < 4 or pos + 4 > len(batch):
+            return -1, -1
+        ctype = _CONTROL_KEY.unpack_from(batch, pos)[1]
+        value_len, pos = decode_varint(batch, pos + key_len)
+        coord = -1
+        if value_len >= _END_TXN_VALUE.size and pos + _END_TXN_VALUE.size <= len(batch):
+            coord = _END_TXN_VALUE.unpack_from(batch, pos)[1]
+        return ctype, coord
+    except (ProtocolError, struct.error):
+        return -1, -1

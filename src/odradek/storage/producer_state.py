@@ -32,6 +32,17 @@ from pathlib import Path
 from crc32c import crc32c
 
 from odradek.protocol.errors import ErrorCode, KafkaError
+from odradek.protocol.records import (
+    ATTR_CONTROL,
+    ATTR_TRANSACTIONAL,
+    H_ATTRS,
+    H_LAST_DELTA,
+    H_MAX_TS,
+    H_PEPOCH,
+    H_PID,
+    H_SEQ,
+    control_marker,
+)
 from odradek.storage.checkpoints import atomic_write
 from odradek.storage.log_dir_failure import RateLimitedLog
 from odradek.storage.txn_index import AbortedTxn, TxnIndex
@@ -43,8 +54,6 @@ NUM_BATCHES_TO_RETAIN = 5
 INT32_MAX = 2**31 - 1
 NO_SEQUENCE = -1
 NO_EPOCH = -1
-ATTR_TRANSACTIONAL = 0x10
-ATTR_CONTROL = 0x20
 CONTROL_ABORT = 0
 CONTROL_COMMIT = 1
 
@@ -367,49 +376,8 @@ class ProducerStateManager:
 
 # ------------------------------------------------------------------ log glue
 
-_VARINT_MAX_BYTES = 10
-_MARKER_VALUE = struct.Struct(">hi")
-
-
-def _read_varint(buf: bytes | memoryview, pos: int) -> tuple[int, int]:
-    shift = result = 0
-    for i in range(_VARINT_MAX_BYTES):
-        if pos + i >= len(buf):
-            raise ValueError("truncated varint")
-        b = buf[pos + i]
-        result |= (b & 0x7F) << shift
-        if not b & 0x80:
-            return (result >> 1) ^ -(result & 1), pos + i + 1
-        shift += 7
-    raise ValueError("varint too long")
-
-
-def control_marker(batch: bytes | memoryview) -> tuple[int, int]:
-    """(control type, coordinator epoch) of a control batch's one record (control batches
-    are never compressed); (-1, -1) when it cannot be read."""
-    try:
-        pos = 61
-        _, pos = _read_varint(batch, pos)  # record length
-        pos += 1  # attributes
-        _, pos = _read_varint(batch, pos)  # timestamp delta
-        _, pos = _read_varint(batch, pos)  # offset delta
-        key_len, pos = _read_varint(batch, pos)
-        if key_len < 4 or pos + 4 > len(batch):
-            return -1, -1
-        ctype = struct.unpack_from(">h", batch, pos + 2)[0]
-        pos += key_len
-        value_len, pos = _read_varint(batch, pos)
-        coord = -1
-        if value_len >= _MARKER_VALUE.size and pos + _MARKER_VALUE.size <= len(batch):
-            coord = _MARKER_VALUE.unpack_from(batch, pos)[1]
-        return ctype, coord
-    except (ValueError, struct.error):
-        return -1, -1
-
-
-# HEADER tuple fields (storage.segment): base, length, epoch, magic, crc, attrs, last delta,
-# base ts, max ts, producer id, producer epoch, base sequence, count
-_H_ATTRS, _H_LAST_DELTA, _H_MAX_TS, _H_PID, _H_PEPOCH, _H_SEQ = 5, 6, 8, 9, 10, 11
+# control_marker (imported above, re-exported) reads a marker's type and coordinator epoch;
+# HEADER tuples are indexed by protocol.records' H_* field indexes.
 
 
 def rebuild(state: ProducerStateManager, the_log: object, start: int) -> int:
@@ -428,16 +396,16 @@ def rebuild(state: ProducerStateManager, the_log: object, start: int) -> int:
             pos = hit[0]
         for p, h in seg.headers(pos):
             base = h[0]
-            last = base + h[_H_LAST_DELTA]
+            last = base + h[H_LAST_DELTA]
             if last < start:
                 continue
-            attrs = h[_H_ATTRS]
-            pid = h[_H_PID]
+            attrs = h[H_ATTRS]
+            pid = h[H_PID]
             ctype = coord = -1
             if pid >= 0 and attrs & ATTR_CONTROL:
                 ctype, coord = control_marker(seg.read_bytes(p, min(h[1] + 12, 4096)))
-            done = state.on_append(pid, h[_H_PEPOCH], h[_H_SEQ], h[_H_LAST_DELTA], attrs, base,
-                                   last, h[_H_MAX_TS], ctype, coord)
+            done = state.on_append(pid, h[H_PEPOCH], h[H_SEQ], h[H_LAST_DELTA], attrs, base,
+                                   last, h[H_MAX_TS], ctype, coord)
             if done is not None and done.is_aborted:
                 state.index_abort(done, seg.base_offset)
             applied += 1

@@ -27,14 +27,17 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from odradek.protocol.records import LOG_OVERHEAD, batch_crc_ok
-from odradek.storage.config import LogConfig
-from odradek.storage.index import CorruptIndex
-from odradek.storage.segment import (
+from odradek.protocol.records import (
     H_BASE,
     H_LAST_DELTA,
     H_LENGTH,
     H_MAX_TS,
+    LOG_OVERHEAD,
+    batch_crc_ok,
+)
+from odradek.storage.config import LogConfig
+from odradek.storage.index import CorruptIndex
+from odradek.storage.segment import (
     INT32_MAX,
     NO_TIMESTAMP,
     Segment,

@@ -14,22 +14,31 @@ import contextlib
 import errno
 import os
 import random
-import struct
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import NoReturn
 
-from odradek.protocol.records import BATCH_HEADER_SIZE, CURRENT_MAGIC, LOG_OVERHEAD, batch_crc_ok
+from odradek.protocol.records import (
+    BATCH_HEADER,
+    BATCH_HEADER_SIZE,
+    CURRENT_MAGIC,
+    H_BASE,
+    H_EPOCH,
+    H_LAST_DELTA,
+    H_LENGTH,
+    H_MAGIC,
+    H_MAX_TS,
+    LOG_OVERHEAD,
+    batch_crc_ok,
+)
 from odradek.storage.config import LogConfig
 from odradek.storage.file_pool import DEFAULT_POOL, PinnedFd, PooledFile
 from odradek.storage.index import CorruptIndex, OffsetIndex, TimeIndex
 
-# base_offset, batch_length, leader_epoch, magic, crc, attributes, last_offset_delta,
-# base_timestamp, max_timestamp, producer_id, producer_epoch, base_sequence, records_count
-HEADER = struct.Struct(">qiibIhiqqqhii")
-H_BASE, H_LENGTH, H_EPOCH, H_MAGIC, H_CRC, H_ATTRS, H_LAST_DELTA = 0, 1, 2, 3, 4, 5, 6
-H_MAX_TS = 8
+# The batch header and its field indexes are protocol.records' (one definition); HEADER and the
+# H_* names stay importable from here for storage modules (log.py) that use them.
+HEADER = BATCH_HEADER
 INT32_MAX = 2**31 - 1
 NO_TIMESTAMP = -1
 

@@ -27,6 +27,7 @@ from odradek.coordinator.group.coordinator import (
 )
 from odradek.protocol.apis import ApiKey, ApiVersionRange
 from odradek.protocol.errors import ErrorCode
+from odradek.protocol.primitives import encode_uvarint as _uvarint
 
 log = logging.getLogger(__name__)
 E = ErrorCode
@@ -298,15 +299,6 @@ def _with_lag_tag(body: bytes, coord: GroupCoordinator, group_ids: list[str]) ->
     if body[-1:] != b"\x00":
         return body
     return body[:-1] + _uvarint(1) + _uvarint(LAG_TAG) + _uvarint(len(data)) + data
-
-
-def _uvarint(n: int) -> bytes:
-    out = bytearray()
-    while n >= 0x80:
-        out.append((n & 0x7F) | 0x80)
-        n >>= 7
-    out.append(n)
-    return bytes(out)
 
 
 def handle_list_groups(ctx: Any, header: Any, frame: memoryview) -> Response:

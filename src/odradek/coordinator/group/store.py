@@ -27,8 +27,7 @@ from odradek.coordinator.offsets_topic import (
     partition_for,
 )
 from odradek.protocol.errors import ErrorCode, ProtocolError
-from odradek.protocol.records import ControlRecordType, decode_records
-from odradek.storage.producer_state import control_marker
+from odradek.protocol.records import ControlRecordType, control_marker, decode_records
 
 log = logging.getLogger(__name__)
 

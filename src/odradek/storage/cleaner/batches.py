@@ -17,10 +17,11 @@ from collections.abc import Iterator
 from crc32c import crc32c
 
 from odradek.protocol.errors import ProtocolError
-from odradek.protocol.primitives import decode_uvarint
+from odradek.protocol.primitives import decode_uvarint_short as _uvarint
 from odradek.protocol.records import (
     ATTR_COMPRESSION_MASK,
     ATTRIBUTES_OFFSET,
+    BATCH_HEADER,
     BATCH_HEADER_SIZE,
     CRC_OFFSET,
     CURRENT_MAGIC,
@@ -35,7 +36,7 @@ from odradek.protocol.records import (
 
 log = logging.getLogger(__name__)
 
-_HEADER = struct.Struct(">qiibIhiqqqhii")
+_HEADER = BATCH_HEADER  # protocol.records' one definition
 _READ_BLOCK = 1024 * 1024
 
 
@@ -71,16 +72,6 @@ class _Batches:
 # (start, end) of a record's bytes (length prefix included) in the batch body, its offset delta,
 # timestamp delta, key and whether it is a tombstone
 _Scanned = tuple[int, int, int, int, bytes | None, bool]
-
-
-def _uvarint(buf: bytes, pos: int) -> tuple[int, int]:
-    b = buf[pos]
-    if b < 0x80:
-        return b, pos + 1
-    b2 = buf[pos + 1]
-    if b2 < 0x80:
-        return (b & 0x7F) | (b2 << 7), pos + 2
-    return decode_uvarint(buf, pos, 10)
 
 
 def batch_body(h: BatchHeader, data: memoryview | bytes) -> bytes:
