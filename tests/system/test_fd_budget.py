@@ -4,7 +4,6 @@ processes under a real RLIMIT_NOFILE (prlimit), real confluent-kafka clients."""
 from __future__ import annotations
 
 import os
-import shutil
 import time
 from pathlib import Path
 
@@ -14,8 +13,6 @@ from confluent_kafka.admin import AdminClient, NewPartitions, NewTopic
 
 from tests.support.background import create_topic
 from tests.support.broker import BrokerProcess
-
-pytestmark = pytest.mark.skipif(shutil.which("prlimit") is None, reason="needs util-linux prlimit")
 
 LIMIT = 1024
 POLICY_VIOLATION = 44

@@ -123,7 +123,6 @@ def test_bench_librdkafka_defaults_are_librdkafkas(capture: Callable[[str], _Lin
 
 
 def test_spark_source_consumer_gets_shipped_settings(capture: Callable[[str], _Lines]) -> None:
-    pytest.importorskip("pyspark")
     from odradek.spark.consume import consumer_conf
 
     h = capture("odradek.spark")
