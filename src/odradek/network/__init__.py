@@ -1,0 +1,12 @@
+"""Connections from this node to the other nodes of its cluster.
+
+`Channel` is one asyncio connection to one peer: Kafka requests go out pipelined, responses
+come back matched by correlation id. `Channels` keeps one per peer node id, opened on first use
+and opened again after a failure. The Raft transport, the broker's registration and heartbeats,
+forwarding to the active controller and the replica fetchers all speak through these. Imports
+`protocol` only; everything above it may import this.
+"""
+
+from odradek.network.channel import Channel, ChannelError, Channels
+
+__all__ = ["Channel", "ChannelError", "Channels"]
