@@ -2,7 +2,7 @@
 
     python -m bench.consumer_bounds [--records 3000000] [--cli-records 1000000] [--runs 2]
                                     [--consumers cli-text,cli-json,bench,columnar,c,c-bundled]
-                                    [--node odradek|tansu] [--fill columnar|confluent]
+                                    [--node odradek,tansu] [--fill columnar|confluent]
                                     [--profile] [--before SRC_DIR]
 
 One node (odradek via tests/support/broker.py, or Tansu via bench.peers.tansu), a 6-partition
@@ -410,42 +410,49 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--consumers", default="cli-text,cli-json,bench,columnar,c,c-bundled",
                     help="cli-text, cli-json, bench, columnar, c (make bench's settings), "
                          "c-shipped (Debian's 2.0.2 with the shipped ones), c-bundled")
-    ap.add_argument("--node", default="odradek", choices=("odradek", "tansu"))
+    ap.add_argument("--node", default="odradek",
+                    help="odradek, tansu, or both (odradek,tansu: each consumer reads one, then "
+                         "the other, in every round)")
     ap.add_argument("--fill", default="columnar", choices=("columnar", "confluent"))
     ap.add_argument("--profile", action="store_true")
     ap.add_argument("--before", default="", metavar="SRC_DIR")
     ap.add_argument("--top", type=int, default=8)
     args = ap.parse_args(argv)
-    if args.node == "tansu" and args.fill == "columnar":
-        args.fill = "confluent"
+    kinds = args.node.split(",")
+    if "tansu" in kinds and args.fill == "columnar":
+        args.fill = "confluent"  # the same producer for both nodes: same batches to read
     chosen = consumers(args)
     print(f"# node {args.node}, {args.records:,} x 100 B in {PARTITIONS} partitions "
           f"({args.fill} producer); shipped: {SHIPPED}; load {os.getloadavg()[0]:.2f}",
           flush=True)
     with tempfile.TemporaryDirectory() as tmp:
         work = Path(tmp)
-        node, bootstrap, ps = start_node(args.node, work)
+        nodes = []
         try:
-            fill(args, bootstrap)
-            runs: dict[str, list[Run]] = {c.name: [] for c in chosen}
+            for kind in kinds:
+                (work / kind).mkdir()
+                nodes.append((kind, *start_node(kind, work / kind)))
+                fill(args, nodes[-1][2])
+            runs: dict[str, list[Run]] = collections.defaultdict(list)
             for rnd in range(args.runs):
                 for c in chosen:
-                    r = run_once(c, bootstrap, ps, work)
-                    runs[c.name].append(r)
-                    tr = f", tool {r.tool_rate / 1e3:,.0f}k/s" if r.tool_rate else ""
-                    print(f"round {rnd + 1} | {c.name} | {r.rate / 1e3:,.0f}k/s{tr} "
-                          f"({r.wall:.1f} s) | node {100 * r.node_core:.0f}% of a core | "
-                          f"client {fmt_roles(r.roles)} | {r.stats.text()} | load {r.load:.2f}",
-                          flush=True)
+                    for kind, _, bootstrap, ps in nodes:  # A, B, A, B
+                        name = f"{c.name} <- {kind}" if len(nodes) > 1 else c.name
+                        r = run_once(c, bootstrap, ps, work)
+                        runs[name].append(r)
+                        tr = f", tool {r.tool_rate / 1e3:,.0f}k/s" if r.tool_rate else ""
+                        print(f"round {rnd + 1} | {name} | {r.rate / 1e3:,.0f}k/s{tr} "
+                              f"({r.wall:.1f} s) | node {100 * r.node_core:.0f}% of a core | "
+                              f"client {fmt_roles(r.roles)} | {r.stats.text()} | "
+                              f"load {r.load:.2f}", flush=True)
             print("\n| consumer | records/s (wall, start-up incl.) | tool's own figure | node CPU "
-                  "(share of a core) | client CPU by thread, share of a core on CPU (+ runnable, waiting for "
-                  "one) | fetch queue (librdkafka stats) "
+                  "(share of a core) | client CPU by thread, share of a core on CPU (+ runnable, "
+                  "waiting for one), last run | fetch queue (librdkafka stats), last run "
                   "| load 1m |")
             print("|---|---|---|---|---|---|---|")
-            for c in chosen:
-                rs = runs[c.name]
+            for name, rs in runs.items():
                 tools = [r.tool_rate for r in rs if r.tool_rate]
-                print(f"| {c.name} | {', '.join(f'{r.rate / 1e3:,.0f}k' for r in rs)} | "
+                print(f"| {name} | {', '.join(f'{r.rate / 1e3:,.0f}k' for r in rs)} | "
                       f"{', '.join(f'{t / 1e3:,.0f}k' for t in tools) or '-'} | "
                       f"{', '.join(f'{100 * r.node_core:.0f}%' for r in rs)} | "
                       f"{fmt_roles(rs[-1].roles)} | {rs[-1].stats.text()} | "
@@ -454,9 +461,10 @@ def main(argv: list[str] | None = None) -> int:
                 for c in chosen:
                     if c.python:
                         print(f"\n### {c.name} (load {os.getloadavg()[0]:.2f})\n")
-                        print(profile(c, bootstrap, work, args.top), flush=True)
+                        print(profile(c, nodes[0][2], work, args.top), flush=True)
         finally:
-            node.stop()
+            for _, node, _, _ in nodes:
+                node.stop()
     return 0
 
 
