@@ -7,8 +7,9 @@ producer, 2 processes, at most 3M records or 3 s, acks=1, 6 partitions). The per
 a record "acknowledged" from the topic's high watermarks (ListOffsets latest, after minus
 before) and prints "N records not acknowledged" for sent minus that. Here every phase is
 checked three ways: records sent, delivery errors (the producers' delivery reports), the high
-watermarks, and the records a consumer really reads back (bench/c/rdkafka_consume, every
-partition from its start), partition by partition.
+watermarks, and the records a consumer really reads back (bench/c/rdkafka_consume linked
+against confluent-kafka's librdkafka 2.16: Debian's 2.0.2 cannot parse Tansu's ApiVersions v3
+answer), partition by partition.
 """
 
 from __future__ import annotations
@@ -22,7 +23,8 @@ from pathlib import Path
 
 from confluent_kafka import Consumer, TopicPartition
 
-from bench.peers.odradek_rdkafka_c import C_SETTINGS, run_tool
+from bench.peers.odradek_rdkafka_c import bundled_tool, run_tool
+from odradek.client.consumer_settings import SHIPPED
 from odradek.perf.confluent import produce_records
 from odradek.perf.parallel import _Pool, shares
 
@@ -77,7 +79,7 @@ def phase(system: object, size: int, seq: int) -> str:
     hw = sum(after[p] - before[p] for p in after)
     per_part = {p: read_back(bootstrap, topic, p, after[p] - before[p]) for p in after}
     got = sum(per_part.values())
-    whole = run_tool(bootstrap, topic, sent, 5, C_SETTINGS)
+    whole = run_tool(bootstrap, topic, sent, 5, SHIPPED, tool=bundled_tool())
     detail = ", ".join(f"p{p} {after[p] - before[p]:,}/{per_part[p]:,}" for p in after)
     return (f"| {system.name} | {size} B | {sent:,} | {errors} | {hw:,} | "  # type: ignore[attr-defined]
             f"{sent - hw:,} | {got:,} | {int(whole['records']):,} | {detail} | "

@@ -74,10 +74,10 @@ def produce(endpoint: str, stream: str, partitions: int, size: int, max_records:
 
 
 def run_tool(endpoint: str, stream: str, expected: int, timeout_s: float,
-             settings: dict[str, object] | None = None) -> dict[str, Any]:
+             settings: dict[str, object] | None = None, tool: Path = TOOL) -> dict[str, Any]:
     xs = [a for k, v in (SHIPPED if settings is None else settings).items()
           for a in ("-X", f"{k}={v}")]
-    out = subprocess.run([str(TOOL), "-b", endpoint, "-t", stream, "-n", str(expected),
+    out = subprocess.run([str(tool), "-b", endpoint, "-t", stream, "-n", str(expected),
                           "-T", str(timeout_s), *xs], capture_output=True, text=True,
                          timeout=timeout_s + 600)
     if not out.stdout.strip():
