@@ -283,6 +283,7 @@ class Run:
     roles: dict[str, float]
     stats: Stats
     load: float
+    client_cpu: float = 0.0  # CPU s per 1M records, every thread of the client, whole run
 
 
 def tool_rate(text: str) -> float | None:
@@ -338,8 +339,9 @@ def run_once(c: Consumer, bootstrap: str, node: psutil.Process, work: Path) -> R
         node_core, roles = sampler.over(stats.first, stats.last)
     else:
         node_core, roles = sampler.over(0, float("inf"))
+    cpu = sum(v for k, v in sampler.by_role().items() if not k.endswith(" wait"))
     return Run(c.records / wall, tool_rate(out or ""), wall, node_core, roles, stats,
-               os.getloadavg()[0])
+               os.getloadavg()[0], cpu * 1e6 / c.records)
 
 
 def profile(c: Consumer, bootstrap: str, work: Path, top: int) -> str:
@@ -448,18 +450,21 @@ def main(argv: list[str] | None = None) -> int:
                         runs[name].append(r)
                         tr = f", tool {r.tool_rate / 1e3:,.0f}k/s" if r.tool_rate else ""
                         print(f"round {rnd + 1} | {name} | {r.rate / 1e3:,.0f}k/s{tr} "
-                              f"({r.wall:.1f} s) | node {100 * r.node_core:.0f}% of a core | "
+                              f"({r.wall:.1f} s) | client {r.client_cpu:.2f} CPU s/1M | "
+                              f"node {100 * r.node_core:.0f}% of a core | "
                               f"client {fmt_roles(r.roles)} | {r.stats.text()} | "
                               f"load {r.load:.2f}", flush=True)
-            print("\n| consumer | records/s (wall, start-up incl.) | tool's own figure | node CPU "
+            print("\n| consumer | records/s (wall, start-up incl.) | tool's own figure | client CPU "
+                  "s per 1M records (all threads, start-up incl.) | node CPU "
                   "(share of a core) | client CPU by thread, share of a core on CPU (+ runnable, "
                   "waiting for one), last run | fetch queue (librdkafka stats), last run "
                   "| load 1m |")
-            print("|---|---|---|---|---|---|---|")
+            print("|---|---|---|---|---|---|---|---|")
             for name, rs in runs.items():
                 tools = [r.tool_rate for r in rs if r.tool_rate]
                 print(f"| {name} | {', '.join(f'{r.rate / 1e3:,.0f}k' for r in rs)} | "
                       f"{', '.join(f'{t / 1e3:,.0f}k' for t in tools) or '-'} | "
+                      f"{', '.join(f'{r.client_cpu:.2f}' for r in rs)} | "
                       f"{', '.join(f'{100 * r.node_core:.0f}%' for r in rs)} | "
                       f"{fmt_roles(rs[-1].roles)} | {rs[-1].stats.text()} | "
                       f"{', '.join(f'{r.load:.1f}' for r in rs)} |", flush=True)
