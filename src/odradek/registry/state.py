@@ -298,8 +298,9 @@ class RegistryState:
         mode = mode.upper()
         if mode == "IMPORT" and not force and self.mode(subject) != "IMPORT":
             # Imported ids must not collide with ids this registry already gave (Confluent's rule).
-            taken = self.subject_names() if subject is None else \
-                [s for s in self.subject_names() if s == subject]
+            # Soft-deleted versions count: their ids are still taken.
+            every = self.subject_names(deleted=True)
+            taken = every if subject is None else [s for s in every if s == subject]
             if taken:
                 raise errors.RegistryError(
                     errors.OPERATION_NOT_PERMITTED,

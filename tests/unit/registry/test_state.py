@@ -81,3 +81,99 @@ def test_config_tombstone_falls_back_to_global() -> None:
     with pytest.raises(RegistryError) as info:
         state.plan_config(None, "SIDEWAYS")
     assert info.value.error_code == 42203
+
+
+def apply_all(state: RegistryState, recs: list) -> None:
+    for key, value in recs:
+        state.apply(key, value)
+
+
+def test_import_mode_takes_the_callers_id_and_version() -> None:
+    state = RegistryState()
+    _, recs = state.plan_mode(None, "import")
+    apply_all(state, recs)
+    parsed = state.parse_request({"schema": A})
+    schema_id, recs = state.plan_register("s", parsed, [], schema_id=42, version=7)
+    assert schema_id == 42 and recs[0][0]["version"] == 7
+    apply_all(state, recs)
+    # The id is taken by A: another schema may not take it, the same one in another subject may.
+    with pytest.raises(RegistryError) as info:
+        state.plan_register("t", state.parse_request({"schema": A2}), [], schema_id=42)
+    assert info.value.error_code == 42207
+    assert state.plan_register("t", parsed, [], schema_id=42)[0] == 42
+    with pytest.raises(RegistryError) as info:  # version 7 of s exists
+        state.plan_register("s", state.parse_request({"schema": A2}), [], schema_id=43, version=7)
+    assert info.value.error_code == 42205
+    for bad in ("x", 0, -1, True, 2**31):
+        with pytest.raises(RegistryError) as info:
+            state.plan_register("s", parsed, [], schema_id=bad)
+        assert info.value.error_code == 42201
+    # Back in READWRITE, new ids continue above the imported ones; ids may not be given.
+    apply_all(state, state.plan_mode(None, "READWRITE")[1])
+    assert register(state, "u", A2) == 43
+    with pytest.raises(RegistryError) as info:
+        state.plan_register("u", state.parse_request({"schema": A2}), [], schema_id=99)
+    assert info.value.error_code == 42205
+
+
+def test_import_mode_needs_an_empty_registry_or_force() -> None:
+    state = RegistryState()
+    register(state, "s", A)
+    apply_all(state, state.plan_delete_subject("s", permanent=False)[1])
+    for subject in (None, "s"):  # soft-deleted schemas still count
+        with pytest.raises(RegistryError) as info:
+            state.plan_mode(subject, "IMPORT")
+        assert info.value.error_code == 42205
+    assert state.plan_mode("other", "IMPORT")[0] == "IMPORT"
+    assert state.plan_mode(None, "IMPORT", force=True)[0] == "IMPORT"
+    with pytest.raises(RegistryError) as info:
+        state.plan_mode(None, "SOMETIMES")
+    assert info.value.error_code == 42204
+
+
+def test_readonly_refuses_writes_per_subject_and_globally() -> None:
+    state = RegistryState()
+    apply_all(state, state.plan_mode("s", "READONLY")[1])
+    with pytest.raises(RegistryError) as info:
+        state.check_writable("s")
+    assert (info.value.error_code, info.value.status) == (42205, 422)
+    state.check_writable("t")
+    apply_all(state, state.plan_delete_mode("s")[1])
+    state.check_writable("s")
+    apply_all(state, state.plan_mode(None, "READONLY")[1])
+    with pytest.raises(RegistryError):
+        state.check_writable("t")
+
+
+def test_normalize_matches_reordered_json() -> None:
+    state = RegistryState()
+    first = register(state, "s", A)
+    reordered = json.dumps({"fields": [{"type": "int", "name": "x"}], "name": "A",
+                            "type": "record"})
+    assert state.lookup("s", state.parse_request({"schema": reordered}, normalize=True),
+                        normalize=True).schema_id == first
+    parsed = state.parse_request({"schema": reordered}, normalize=True)
+    assert parsed.text == '{"fields":[{"name":"x","type":"int"}],"name":"A","type":"record"}'
+    assert state.plan_register("s", parsed, [], normalize=True) == (first, [])
+
+
+def test_referenced_versions_cannot_be_deleted() -> None:
+    state = RegistryState()
+    register(state, "money", json.dumps({"type": "record", "name": "Money", "namespace": "m",
+                                         "fields": [{"name": "c", "type": "long"}]}))
+    user = json.dumps({"type": "record", "name": "Order", "fields": [
+        {"name": "total", "type": "m.Money"}]})
+    refs = [{"name": "m.Money", "subject": "money", "version": 1}]
+    parsed = state.parse_request({"schema": user, "references": refs})
+    order_id, recs = state.plan_register("order", parsed, refs)
+    apply_all(state, recs)
+    assert state.referenced_by("money", "1") == [order_id]
+    with pytest.raises(RegistryError) as info:
+        state.plan_delete_subject("money", permanent=False)
+    assert info.value.error_code == 42206
+    with pytest.raises(RegistryError) as info:
+        state.plan_delete_version("money", "1", permanent=False)
+    assert info.value.error_code == 42206
+    # Once the user is gone, the referenced schema may go.
+    apply_all(state, state.plan_delete_subject("order", False)[1])
+    assert state.plan_delete_subject("money", False)[0] == [1]
