@@ -28,6 +28,7 @@ import time
 from pathlib import Path
 from urllib.parse import urlsplit
 
+import psutil
 from tests.integration.test_registry_api import RegistryProcess
 from tests.support.broker import BrokerProcess
 
@@ -77,7 +78,7 @@ def client(kind: str, url: str, worker: int, seconds: float, ids: list[int],
     out.put(done)
 
 
-def phase(kind: str, url: str, clients: int, seconds: float, ids: list[int]) -> float:
+def phase(kind: str, url: str, clients: int, seconds: float, ids: list[int]) -> int:
     queue: mp.Queue = mp.Queue()
     start = time.time() + 0.5
     procs = [mp.Process(target=client, args=(kind, url, w, seconds, ids, start, queue))
@@ -87,7 +88,7 @@ def phase(kind: str, url: str, clients: int, seconds: float, ids: list[int]) -> 
     total = sum(queue.get(timeout=seconds + 120) for _ in procs)
     for p in procs:
         p.join()
-    return total / seconds
+    return total
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -98,7 +99,7 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--write", action="store_true")
     args = ap.parse_args(argv)
     counts = [int(c) for c in args.clients.split(",")]
-    rows: list[tuple[str, int, float, str]] = []
+    rows: list[tuple[str, int, float, float, str]] = []
     with tempfile.TemporaryDirectory(prefix="odradek-registry-bench-") as tmp:
         node = BrokerProcess(Path(tmp) / "data")
         node.start()
@@ -108,12 +109,19 @@ def main(argv: list[str] | None = None) -> None:
             conn = Conn(reg.url)
             ids = [int(conn.call("POST", f"/subjects/seed-{i}/versions",  # type: ignore[index]
                                  {"schema": schema(f"S{i}")})["id"]) for i in range(args.seeds)]
+            assert reg.proc is not None
+            server = psutil.Process(reg.proc.pid)
             for kind in ("register", "by-id", "lookup"):
                 for n in counts:
-                    rate = phase(kind, reg.url, n, args.seconds, ids)
+                    before = server.cpu_times()
+                    done = phase(kind, reg.url, n, args.seconds, ids)
+                    after = server.cpu_times()
+                    cpu = (after.user + after.system - before.user - before.system)
+                    rate, cost = done / args.seconds, cpu / max(done, 1) * 1e6
                     load = "/".join(f"{x:.1f}" for x in os.getloadavg())
-                    rows.append((kind, n, rate, load))
-                    print(f"{kind:9} clients={n:2}  {rate:8.0f}/s  load {load}", flush=True)
+                    rows.append((kind, n, rate, cost, load))
+                    print(f"{kind:9} clients={n:2}  {rate:8.0f}/s  {cost:6.0f} us CPU/request  "
+                          f"load {load}", flush=True)
         finally:
             reg.stop()
             node.stop()
@@ -123,18 +131,20 @@ def main(argv: list[str] | None = None) -> None:
         "",
         f"`python -m bench.registry_perf --seconds {args.seconds:g} --clients {args.clients}` "
         f"at {git_revision()}, {dt.datetime.now(dt.UTC):%Y-%m-%d %H:%M} UTC; {m.cores} cores "
-        f"({m.model}), Python {m.python}. One `odradek serve` and one `odradek registry serve` "
+        f"({m.cpu_model}), Python {m.python}. One `odradek serve` and one `odradek registry serve` "
         "on loopback; each client is a process with one keep-alive HTTP connection. The machine "
         "was shared with other helpers' work: the load average (1/5/15 min, at the end of each "
         "row) is part of the figure.",
         "",
-        "| request | clients | per second | load average |",
-        "|---|---:|---:|---|",
-        *[f"| {k} | {n} | {r:,.0f} | {load} |" for k, n, r, load in rows],
+        "| request | clients | per second | registry CPU per request | load average |",
+        "|---|---:|---:|---:|---|",
+        *[f"| {k} | {n} | {r:,.0f} | {c:,.0f} µs | {load} |" for k, n, r, c, load in rows],
         "",
         "register = `POST /subjects/{s}/versions` of a new schema (acks=all write to `_schemas`, "
         "answered after the reader applied it); by-id = `GET /schemas/ids/{id}` (in-memory "
-        "view); lookup = `POST /subjects/{s}` of a registered schema (parse + canonical form).",
+        "view); lookup = `POST /subjects/{s}` of a registered schema (parse + canonical form). "
+        "Registry CPU is the `odradek registry serve` process's user+system time over the "
+        "phase divided by the requests answered (its reader and election threads included).",
     ]
     text = "\n".join(lines) + "\n"
     print(text)

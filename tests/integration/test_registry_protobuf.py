@@ -163,3 +163,8 @@ def test_proto_text_normalize_and_wire_rules(registry: RegistryProcess) -> None:
         assert (status, body["error_code"]) == (422, 42201), (bad, body)
     assert registry.call("GET", "/subjects/u/versions")[1] == [1, 2]
     assert registry.call("GET", "/schemas/types")[1] == ["JSON", "PROTOBUF", "AVRO"]
+    listing = registry.call("GET", "/schemas?subjectPrefix=u&latestOnly=true")[1]
+    assert [(s["subject"], s["version"], s["schemaType"]) for s in listing] == [
+        ("u", 2, "PROTOBUF")]
+    assert registry.call("DELETE", "/subjects/u/versions/1") == (200, 1)
+    assert registry.call("GET", "/subjects/u/versions?deletedOnly=true") == (200, [1])

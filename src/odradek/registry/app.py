@@ -123,7 +123,22 @@ class RegistryApp:
     async def subjects(self, request: Request) -> Response:
         with self.store.lock:
             return reply(self.state.subject_names(flag(request, "deleted"),
-                                                  request.query_params.get("subjectPrefix", "")))
+                                                  request.query_params.get("subjectPrefix", ""),
+                                                  flag(request, "deletedOnly")))
+
+    async def schemas(self, request: Request) -> Response:
+        """`GET /schemas`: registered schemas with subject and version, paged."""
+        q = request.query_params
+        try:
+            offset = int(q.get("offset", "0"))
+            limit = int(q.get("limit", "-1"))
+        except ValueError:
+            raise errors.RegistryError(400, "offset and limit are integers", status=400) from None
+        with self.store.lock:
+            found = self.state.listing(q.get("subjectPrefix", ""), flag(request, "deleted"),
+                                       flag(request, "latestOnly"))
+            page = found[max(offset, 0):] if limit < 0 else found[max(offset, 0):offset + limit]
+            return reply([self.state.describe(v) for v in page])
 
     async def register(self, request: Request) -> Response:
         if (answer := await self.forwarded(request)) is not None:
@@ -149,7 +164,11 @@ class RegistryApp:
 
     async def versions(self, request: Request) -> Response:
         with self.store.lock:
-            found = self.state.versions(request.path_params["subject"], flag(request, "deleted"))
+            subject = request.path_params["subject"]
+            if flag(request, "deletedOnly"):
+                found = [v for v in self.state.versions(subject, True) if v.deleted]
+            else:
+                found = self.state.versions(subject, flag(request, "deleted"))
             return reply([v.version for v in found])
 
     async def version(self, request: Request) -> Response:
@@ -353,6 +372,7 @@ def build_app(store: KafkaStore, election: Election | None = None) -> Starlette:
               methods=["DELETE"]),
         Route("/subjects/{subject:path}", api.lookup, methods=["POST"]),
         Route("/subjects/{subject:path}", api.delete_subject, methods=["DELETE"]),
+        Route("/schemas", api.schemas, methods=["GET"]),
         Route("/schemas/types", api.schema_types, methods=["GET"]),
         Route("/schemas/ids/{id:str}", api.schema_by_id, methods=["GET"]),
         Route("/schemas/ids/{id:str}/schema", api.schema_text_by_id, methods=["GET"]),

@@ -117,9 +117,23 @@ class RegistryState:
                        normalize=normalize)
         return with_extras(parsed, body.get("metadata"), body.get("ruleSet"))
 
-    def subject_names(self, deleted: bool = False, prefix: str = "") -> list[str]:
+    def subject_names(self, deleted: bool = False, prefix: str = "",
+                      deleted_only: bool = False) -> list[str]:
+        if deleted_only:  # subjects whose every version is soft-deleted
+            return sorted(s for s, vs in self.subjects.items() if s.startswith(prefix)
+                          and vs and all(v.deleted for v in vs.values()))
         return sorted(s for s, vs in self.subjects.items() if s.startswith(prefix)
                       and any(deleted or not v.deleted for v in vs.values()))
+
+    def listing(self, prefix: str = "", deleted: bool = False, latest_only: bool = False
+                ) -> list[Version]:
+        """Every (subject, version) for `GET /schemas`, by subject then version."""
+        out: list[Version] = []
+        for subject in self.subject_names(deleted, prefix):
+            found = [v for _, v in sorted(self.subjects[subject].items())
+                     if deleted or not v.deleted]
+            out += found[-1:] if latest_only else found
+        return out
 
     def versions(self, subject: str, deleted: bool = False) -> list[Version]:
         found = [v for _, v in sorted(self.subjects.get(subject, {}).items())

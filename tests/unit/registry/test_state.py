@@ -177,3 +177,15 @@ def test_referenced_versions_cannot_be_deleted() -> None:
     # Once the user is gone, the referenced schema may go.
     apply_all(state, state.plan_delete_subject("order", False)[1])
     assert state.plan_delete_subject("money", False)[0] == [1]
+
+
+def test_listing_and_deleted_only() -> None:
+    state = RegistryState()
+    register(state, "a", A)
+    register(state, "a", A2)
+    register(state, "b", A)
+    apply_all(state, state.plan_delete_subject("b", permanent=False)[1])
+    assert [(v.subject, v.version) for v in state.listing()] == [("a", 1), ("a", 2)]
+    assert [(v.subject, v.version) for v in state.listing(latest_only=True)] == [("a", 2)]
+    assert [(v.subject, v.version) for v in state.listing(deleted=True, prefix="b")] == [("b", 1)]
+    assert state.subject_names(deleted_only=True) == ["b"]
