@@ -91,6 +91,14 @@ def test_json_and_protobuf_codecs_read_confluents_serializers(registry: Registry
     assert codec.decode(data) == doc
     assert codec.decode(data[:5] + b'{"sku": "s2"}') == {"sku": "s2", "qty": None, "tags": None,
                                                           "dims": None}
+    # Writing: auto.register.schemas finds the registered id; a new schema gets a new one.
+    writer = JsonCodec(rc, json_schema=schema, subject="stock-value")
+    assert writer.schema_id() == int.from_bytes(data[1:5], "big")
+    assert [f.name for f in writer.spark_type.fields] == ["sku", "qty", "tags", "dims"]
+    strict = JsonCodec(rc, json_schema={**schema, "title": "new"}, subject="stock-value",
+                       auto_register=False)
+    with pytest.raises(RegistryRefused):
+        strict.schema_id()
     for bad, needle in [(data[:5] + b'{"qty": 1}', "'sku' is a required property"),
                         (data[:5] + b"[1]", "not an object"), (data[:5] + b"{", "not JSON"),
                         (b"\x01" + data[1:], "magic byte"), (frame(77, b"{}"), "40403")]:
@@ -115,6 +123,14 @@ def test_json_and_protobuf_codecs_read_confluents_serializers(registry: Registry
     empty = pser(Order(), octx)
     assert pcodec.decode(empty) == {"id": "", "total": None, "placed": None, "tags": [],
                                     "status": "NEW"}
+    # Written back by the codec (the latest schema's id), read by ProtobufDeserializer.
+    from confluent_kafka.schema_registry.protobuf import ProtobufDeserializer
+
+    written = pcodec.encode(pcodec.decode(raw))
+    assert written == raw
+    de = ProtobufDeserializer(Order, {"use.deprecated.format": False},
+                              schema_registry_client=SchemaRegistryClient({"url": registry.url}))
+    assert de(written, octx) == msg
     for bad, needle in [(raw[:6] + b"\xff\xff\xff", "invalid Protobuf body"),
                         (raw[:5] + b"\x02\x0a", "message index"),
                         (raw[:5], "truncated message indexes")]:

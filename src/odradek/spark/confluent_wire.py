@@ -39,7 +39,7 @@ from pyspark.sql.types import (
     TimestampType,
 )
 
-from odradek.spark.avro import DecodeError, unframe
+from odradek.spark.avro import DecodeError, frame, unframe
 from odradek.spark.registry_client import RegistryClient, RegistryRefused, RegistryUnavailable
 
 _JSON_TYPES: dict[str, DataType] = {"string": StringType(), "integer": LongType(),
@@ -71,23 +71,55 @@ def _fetch(registry: RegistryClient, call: Any, *args: Any) -> Any:
 
 
 class JsonCodec:
+    """Read (and write) one subject's JSON. `json_schema` is the schema records are written
+    with (Confluent's serializer settings `auto_register`, `use_latest_version` decide its id);
+    the Spark type is `schema`, else derived from `json_schema`, else from the latest version."""
+
     def __init__(self, registry: RegistryClient, schema: StructType | None = None, *,
-                 subject: str | None = None, validate: bool = True) -> None:
+                 subject: str | None = None, validate: bool = True,
+                 json_schema: dict[str, Any] | None = None, auto_register: bool = True,
+                 use_latest_version: bool = False) -> None:
         self.registry = registry
         self.subject = subject
         self.validate = validate
+        self.json_schema = json_schema
+        self.auto_register = auto_register
+        self.use_latest_version = use_latest_version
+        self._write_id: int | None = None
         if schema is None:
-            if not subject:
-                raise ValueError("JsonCodec needs a Spark schema or a subject to derive it from")
-            latest = registry.latest(subject)
-            if latest.schema_type != "JSON":
-                raise ValueError(f"the latest schema of {subject} is {latest.schema_type}")
-            schema_type = _json_spark_type(json.loads(latest.schema))
+            if json_schema is None:
+                if not subject:
+                    raise ValueError("JsonCodec needs a Spark schema, a JSON Schema or a "
+                                     "subject to derive it from")
+                latest = registry.latest(subject)
+                if latest.schema_type != "JSON":
+                    raise ValueError(f"the latest schema of {subject} is {latest.schema_type}")
+                json_schema_doc = json.loads(latest.schema)
+            else:
+                json_schema_doc = json_schema
+            schema_type = _json_spark_type(json_schema_doc)
             if not isinstance(schema_type, StructType):
-                raise ValueError(f"the latest schema of {subject} is not an object schema")
+                raise ValueError("the JSON Schema is not an object schema")
             schema = schema_type
         self.spark_type = schema
         self._validators: dict[int, Any] = {}
+
+    def schema_id(self) -> int:
+        """The id records are written with, asked once (on the driver)."""
+        if self._write_id is None:
+            if not self.subject:
+                raise ValueError("writing needs a subject")
+            if self.use_latest_version:
+                self._write_id = self.registry.latest(self.subject).schema_id
+            elif self.json_schema is None:
+                raise ValueError("writing needs json_schema unless use_latest_version")
+            elif self.auto_register:
+                self._write_id = self.registry.register(self.subject, json.dumps(
+                    self.json_schema), "JSON")
+            else:
+                self._write_id = self.registry.lookup(self.subject, json.dumps(
+                    self.json_schema), "JSON").schema_id
+        return self._write_id
 
     def __getstate__(self) -> dict[str, Any]:
         return {**self.__dict__, "_validators": {}}
@@ -266,6 +298,9 @@ class ProtobufCodec:
         self.message = message or (f"{fdp.package}." if fdp.package else "") + \
             fdp.message_type[0].name
         self.spark_type = proto_spark_type(pool.FindMessageTypeByName(self.message))
+        # Writing uses the latest schema (use.latest.version): its id and the message's path.
+        self.write_id = latest.schema_id
+        self.write_indexes = _index_path(fdp, self.message)
         self._writers: dict[tuple[int, tuple[int, ...]], Any] = {}
 
     def __getstate__(self) -> dict[str, Any]:
@@ -329,6 +364,14 @@ class ProtobufCodec:
             self._writers[key] = hit
         return hit
 
+    def encode(self, record: dict[str, Any]) -> bytes:
+        """`record` (a row as a dict, the shape decode gives) as a Confluent-framed message."""
+        msg = self._writer(self.write_id, self.write_indexes)()
+        _from_python(msg, record)
+        indexes = b"\x00" if self.write_indexes == [0] else b"".join(
+            _zigzag(n) for n in [len(self.write_indexes), *self.write_indexes])
+        return frame(self.write_id, indexes + msg.SerializeToString())
+
     def decode(self, data: bytes) -> dict[str, Any]:
         schema_id, body = unframe(data)
         indexes, payload = message_indexes(body)
@@ -339,3 +382,71 @@ class ProtobufCodec:
         except Exception as exc:  # google.protobuf.message.DecodeError and friends
             raise DecodeError(f"invalid Protobuf body for schema id {schema_id}: {exc}") from None
         return _to_python(msg)
+
+
+def _zigzag(n: int) -> bytes:
+    value = (n << 1) ^ (n >> 63)
+    out = bytearray()
+    while True:
+        if value < 0x80:
+            out.append(value)
+            return bytes(out)
+        out.append((value & 0x7F) | 0x80)
+        value >>= 7
+
+
+def _index_path(fdp: Any, full_name: str) -> list[int]:
+    """The message indexes of `full_name` in the file (Confluent's framing: [0] is the first)."""
+    prefix = f"{fdp.package}." if fdp.package else ""
+    if not full_name.startswith(prefix):
+        raise ValueError(f"{full_name} is not in package {fdp.package}")
+    path, container = [], fdp.message_type
+    for part in full_name[len(prefix):].split("."):
+        names = [m.name for m in container]
+        if part not in names:
+            raise ValueError(f"message {full_name} not found in the schema")
+        path.append(names.index(part))
+        container = container[names.index(part)].nested_type
+    return path
+
+
+def _from_python(msg: Any, record: dict[str, Any]) -> None:
+    """Set `msg`'s fields from a dict shaped as decode returns (enums by name, timestamps as
+    datetimes, maps as dicts or Arrow's key/value pairs)."""
+    for f in msg.DESCRIPTOR.fields:
+        value = record.get(f.name)
+        if value is None:
+            continue
+        if f.message_type is not None and f.message_type.GetOptions().map_entry:
+            target = getattr(msg, f.name)
+            vf = f.message_type.fields_by_name["value"]
+            pairs = value.items() if isinstance(value, dict) else value
+            for k, v in pairs:
+                if vf.message_type is not None:
+                    _set_message(target[k], vf, v)
+                else:
+                    target[k] = _scalar(vf, v)
+        elif _repeated(f):
+            target = getattr(msg, f.name)
+            for v in value:
+                if f.message_type is not None:
+                    _set_message(target.add(), f, v)
+                else:
+                    target.append(_scalar(f, v))
+        elif f.message_type is not None:
+            _set_message(getattr(msg, f.name), f, value)
+        else:
+            setattr(msg, f.name, _scalar(f, value))
+
+
+def _set_message(target: Any, f: Any, value: Any) -> None:
+    if f.message_type.full_name == TIMESTAMP:
+        target.FromDatetime(value)
+    else:
+        _from_python(target, value)
+
+
+def _scalar(f: Any, value: Any) -> Any:
+    if f.enum_type is not None and isinstance(value, str):
+        return f.enum_type.values_by_name[value].number
+    return value

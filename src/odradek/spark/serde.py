@@ -39,7 +39,7 @@ from pyspark.sql import functions as F
 from pyspark.sql.pandas.types import to_arrow_type
 from pyspark.sql.types import BinaryType, StringType, StructField, StructType
 
-from odradek.spark.avro import AvroCodec, DecodeError
+from odradek.spark.avro import AvroCodec, DecodeError, frame
 from odradek.spark.avrotypes import spark_type, value_fixer
 from odradek.spark.confluent_wire import JsonCodec, ProtobufCodec
 from odradek.spark.deadletter import (
@@ -57,7 +57,7 @@ JSON_ERROR = "malformed JSON, or a value that does not match the declared schema
 EMPTY_ERROR = "empty value, or JSON that is not an object"
 
 __all__ = ["DeadLetter", "parse_avro", "parse_confluent_json", "parse_json", "parse_protobuf",
-           "to_avro_value"]
+           "to_avro_value", "to_confluent_json_value", "to_protobuf_value"]
 
 
 def _check(df: DataFrame, column: str, alias: str, on_error: str, dead_letter: DeadLetter | None,
@@ -287,5 +287,37 @@ def to_avro_value(df: DataFrame, codec: AvroCodec, *, column: str = "data",
             values = [None if r is None else codec.encode(r) for r in batch.column(idx).to_pylist()]
             out = batch.drop_columns([column]).append_column(alias, pa.array(values, pa.binary()))
             yield out
+
+    return df.mapInArrow(encode, out_schema)
+
+
+def to_confluent_json_value(df: DataFrame, codec: JsonCodec, *, column: str = "data",
+                            alias: str = "value") -> DataFrame:
+    """Replace the struct `column` by `alias`: Spark's to_json of it behind the Confluent header
+    (binary), built in the JVM. The id is codec.schema_id() (auto.register.schemas or
+    use.latest.version, asked on the driver now); the documents are not validated here."""
+    if column not in df.columns:
+        raise ValueError(f"column {column!r} not found in {df.columns}")
+    header = frame(codec.schema_id(), b"")
+    value = F.when(F.col(column).isNull(), F.lit(None).cast("binary")).otherwise(
+        F.concat(F.lit(header), F.encode(F.to_json(F.col(column)), "UTF-8")))
+    return df.withColumn(alias, value).drop(column) if alias != column else \
+        df.withColumn(alias, value)
+
+
+def to_protobuf_value(df: DataFrame, codec: ProtobufCodec, *, column: str = "data",
+                      alias: str = "value") -> DataFrame:
+    """Replace the struct `column` by `alias`: the Confluent-framed Protobuf message of the
+    subject's latest schema (use.latest.version), for the odradek sink."""
+    if column not in df.columns:
+        raise ValueError(f"column {column!r} not found in {df.columns}")
+    fields = [f for f in df.schema.fields if f.name != column]
+    out_schema = StructType([*fields, StructField(alias, BinaryType())])
+
+    def encode(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        for batch in batches:
+            idx = batch.schema.get_field_index(column)
+            values = [None if r is None else codec.encode(r) for r in batch.column(idx).to_pylist()]
+            yield batch.drop_columns([column]).append_column(alias, pa.array(values, pa.binary()))
 
     return df.mapInArrow(encode, out_schema)
