@@ -1,7 +1,7 @@
 """Issue 17, point 6: Spark pipelines read and write the Confluent wire format through a real
 `odradek registry serve`. The fraud example joins orders with Avro payments that
-confluent-kafka's AvroSerializer registered; a batch query reads Protobuf and JSON written by
-confluent-kafka's serializers, and writes Avro that AvroDeserializer reads back."""
+confluent-kafka's AvroSerializer registered; batch queries read Protobuf and JSON written by
+confluent-kafka's serializers and write Avro, Protobuf and JSON that its deserializers read."""
 
 from __future__ import annotations
 
@@ -12,8 +12,8 @@ from pathlib import Path
 from confluent_kafka import Producer
 from confluent_kafka.schema_registry import SchemaRegistryClient
 from confluent_kafka.schema_registry.avro import AvroDeserializer, AvroSerializer
-from confluent_kafka.schema_registry.json_schema import JSONSerializer
-from confluent_kafka.schema_registry.protobuf import ProtobufSerializer
+from confluent_kafka.schema_registry.json_schema import JSONDeserializer, JSONSerializer
+from confluent_kafka.schema_registry.protobuf import ProtobufDeserializer, ProtobufSerializer
 from confluent_kafka.serialization import MessageField, SerializationContext
 from examples.fraud import generator, pipeline
 from examples.fraud.schemas import PAYMENT_SCHEMA
@@ -23,7 +23,13 @@ from pyspark.sql import functions as F
 from odradek.spark.avro import AvroCodec
 from odradek.spark.confluent_wire import JsonCodec, ProtobufCodec
 from odradek.spark.registry_client import RegistryClient
-from odradek.spark.serde import parse_confluent_json, parse_protobuf, to_avro_value
+from odradek.spark.serde import (
+    parse_confluent_json,
+    parse_protobuf,
+    to_avro_value,
+    to_confluent_json_value,
+    to_protobuf_value,
+)
 from tests.integration.test_registry_api import running_registry
 from tests.integration.test_registry_protobuf import order_class
 from tests.spark.records import read_records, send
@@ -102,8 +108,9 @@ def test_protobuf_and_json_in_and_avro_out_in_batch(spark: SparkSession,
             return (spark.read.format("odradek").option("kafka.bootstrap.servers", b)
                     .option("subscribe", topic).load())
 
-        orders = parse_protobuf(load(ptopic), ProtobufCodec(registry, subject=f"{ptopic}-value"),
-                                on_error="column").orderBy("offset").collect()
+        pcodec = ProtobufCodec(registry, subject=f"{ptopic}-value")
+        parsed = parse_protobuf(load(ptopic), pcodec, on_error="column")
+        orders = parsed.orderBy("offset").collect()
         assert [(r.data.id, r.data.total.cents, r.data.status, list(r.data.tags))
                 for r in orders[:5]] == [(f"o{i}", i * 100, ["NEW", "PAID"][i % 2], [f"t{i}"])
                                          for i in range(5)]
@@ -111,6 +118,28 @@ def test_protobuf_and_json_in_and_avro_out_in_batch(spark: SparkSession,
         stock = parse_confluent_json(load(jtopic), JsonCodec(registry, subject=f"{jtopic}-value"))
         assert sorted((r.sku, r.qty) for r in stock.select("data.*").collect()) == [
             (f"s{i}", i) for i in range(4)]
+
+        # Protobuf and JSON written back (latest schema / auto-registered), read by
+        # confluent-kafka's deserializers.
+        pout = create_topic(b, topic_name("reg-proto-out"), 1)
+        to_protobuf_value(parsed.where("error IS NULL").select("data"), pcodec) \
+            .write.format("odradek").option("kafka.bootstrap.servers", b) \
+            .option("topic", pout).mode("append").save()
+        pde = ProtobufDeserializer(Order, {"use.deprecated.format": False},
+                                   schema_registry_client=client)
+        again = sorted((m.id, m.total.cents, m.status) for m in (
+            pde(r.value, pctx) for r in read_records(b, pout, 1)))
+        assert again == [(f"o{i}", i * 100, i % 2) for i in range(5)]
+        jout = create_topic(b, topic_name("reg-json-out"), 1)
+        jcodec = JsonCodec(registry, json_schema=schema, subject=f"{jout}-value")
+        to_confluent_json_value(stock.select("data"), jcodec) \
+            .write.format("odradek").option("kafka.bootstrap.servers", b) \
+            .option("topic", jout).mode("append").save()
+        jde = JSONDeserializer(None, schema_registry_client=client)
+        docs = sorted((d["sku"], d["qty"]) for d in (
+            jde(r.value, SerializationContext(jout, MessageField.VALUE))
+            for r in read_records(b, jout, 1)))
+        assert docs == [(f"s{i}", i) for i in range(4)]
 
         # Written with the registry (auto-registered under the topic's subject), read back by
         # confluent-kafka's AvroDeserializer.
