@@ -96,6 +96,7 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--seconds", type=float, default=5.0)
     ap.add_argument("--clients", default="1,4,8")
     ap.add_argument("--seeds", type=int, default=50, help="schemas registered before lookups")
+    ap.add_argument("--kinds", default="register,by-id,lookup")
     ap.add_argument("--write", action="store_true")
     args = ap.parse_args(argv)
     counts = [int(c) for c in args.clients.split(",")]
@@ -111,7 +112,7 @@ def main(argv: list[str] | None = None) -> None:
                                  {"schema": schema(f"S{i}")})["id"]) for i in range(args.seeds)]
             assert reg.proc is not None
             server = psutil.Process(reg.proc.pid)
-            for kind in ("register", "by-id", "lookup"):
+            for kind in args.kinds.split(","):
                 for n in counts:
                     before = server.cpu_times()
                     done = phase(kind, reg.url, n, args.seconds, ids)

@@ -84,13 +84,19 @@ class RegistryApp:
         # One write at a time: a write is planned from the view, appended, and applied before
         # the next one is planned, so ids and version numbers never collide.
         self.write_lock = asyncio.Lock()
+        self.caught_up_term = -1
 
     async def _write(self, plan: Any, *args: Any, subject: str | None = None,
                      check_mode: bool = True) -> Any:
         async with self.write_lock:
-            if self.election is not None:
-                # The last write may have been another instance's (a previous leader's).
-                await asyncio.to_thread(self.store.catch_up)
+            election = self.election
+            if election is not None:
+                # The last write may have been another instance's (a previous leader's): read
+                # to the end once per leadership term, not before every write (a round trip).
+                term = election.term
+                if not (election.is_leader and term == self.caught_up_term):
+                    await asyncio.to_thread(self.store.catch_up)
+                    self.caught_up_term = term if election.is_leader else -1
             with self.store.lock:
                 if check_mode:
                     self.state.check_writable(subject)
@@ -100,8 +106,8 @@ class RegistryApp:
 
     async def forwarded(self, request: Request) -> Response | None:
         """On a follower, the leader's answer to this write; None on the leader."""
-        if self.election is None:
-            return None
+        if self.election is None or self.election.is_leader:
+            return None  # the leader answers itself, without a thread hop
         url = await asyncio.to_thread(self.election.wait_leader_url)
         if url is None:
             raise errors.RegistryError(errors.FORWARD_ERROR, "No leader elected yet", status=500)
