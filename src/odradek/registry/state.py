@@ -7,6 +7,7 @@ the same id in every subject, and a new id is one more than the highest id ever 
 
 from __future__ import annotations
 
+from collections import OrderedDict
 from dataclasses import dataclass
 from typing import Any
 
@@ -15,6 +16,7 @@ from odradek.registry.compat import DEFAULT_LEVEL, LEVELS, check
 from odradek.registry.schemas import ParsedSchema, parse, with_extras
 
 MODES = ("READWRITE", "READONLY", "IMPORT")
+PARSE_CACHE = 1024  # parsed request schemas kept
 Record = tuple[dict[str, Any], dict[str, Any] | None]
 
 
@@ -42,6 +44,7 @@ class RegistryState:
         self.configs: dict[str | None, dict[str, Any]] = {}
         self.modes: dict[str | None, str] = {}
         self.max_id = 0
+        self._parsed: OrderedDict[Any, ParsedSchema] = OrderedDict()
 
     # ---- reading the topic -------------------------------------------------------------
     def apply(self, key: dict[str, Any], value: dict[str, Any] | None) -> None:
@@ -113,8 +116,25 @@ class RegistryState:
         refs = body.get("references") or []
         if not isinstance(refs, list):
             raise errors.invalid_schema("references must be a list")
-        parsed = parse(body.get("schemaType"), body.get("schema"), refs, self._referenced(refs),
-                       normalize=normalize)
+        referenced = self._referenced(refs)
+        text, kind = body.get("schema"), body.get("schemaType")
+        # Serializers send the same few schemas again and again (lookups, re-registrations):
+        # parsing is most of such a request's cost, so recent results are kept. The key holds
+        # the referenced schemas themselves, since a subject's version may be deleted and reused.
+        key = None
+        if isinstance(text, str) and (kind is None or isinstance(kind, str)):
+            key = (kind, text, normalize, tuple(
+                (r.get("name"), r.get("subject"), r.get("version"), p.schema_type, p.canonical)
+                for r, p in zip(refs, referenced, strict=False) if isinstance(r, dict)))
+        parsed = self._parsed.get(key) if key is not None else None
+        if parsed is None:
+            parsed = parse(kind, text, refs, referenced, normalize=normalize)
+            if key is not None:
+                self._parsed[key] = parsed
+                if len(self._parsed) > PARSE_CACHE:
+                    self._parsed.popitem(last=False)
+        else:
+            self._parsed.move_to_end(key)
         return with_extras(parsed, body.get("metadata"), body.get("ruleSet"))
 
     def subject_names(self, deleted: bool = False, prefix: str = "",

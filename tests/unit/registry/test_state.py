@@ -189,3 +189,26 @@ def test_listing_and_deleted_only() -> None:
     assert [(v.subject, v.version) for v in state.listing(latest_only=True)] == [("a", 2)]
     assert [(v.subject, v.version) for v in state.listing(deleted=True, prefix="b")] == [("b", 1)]
     assert state.subject_names(deleted_only=True) == ["b"]
+
+
+def test_parsed_requests_are_cached_by_text_and_referenced_schema() -> None:
+    state = RegistryState()
+    body = {"schema": A}
+    assert state.parse_request(body) is state.parse_request(dict(body))
+    assert state.parse_request(body, normalize=True) is not state.parse_request(body)
+    money = {"type": "record", "name": "Money", "namespace": "m",
+             "fields": [{"name": "c", "type": "long"}]}
+    register(state, "money", json.dumps(money))
+    order = {"schema": json.dumps({"type": "record", "name": "Order", "fields": [
+        {"name": "total", "type": "m.Money"}]}),
+        "references": [{"name": "m.Money", "subject": "money", "version": 1}]}
+    first = state.parse_request(order)
+    assert state.parse_request(order) is first
+    # The referenced version is deleted for good and the version number reused by another
+    # schema: the same request text now means something else.
+    apply_all(state, state.plan_delete_subject("money", False)[1])
+    apply_all(state, state.plan_delete_subject("money", True)[1])
+    money["fields"].append({"name": "cur", "type": "string", "default": "EUR"})
+    register(state, "money", json.dumps(money))
+    again = state.parse_request(order)
+    assert again is not first and again.parsed is not first.parsed
