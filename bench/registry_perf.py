@@ -91,6 +91,18 @@ def phase(kind: str, url: str, clients: int, seconds: float, ids: list[int]) -> 
     return total
 
 
+def revision() -> str:
+    """git_revision(), not counting this benchmark's own results file as a change."""
+    import subprocess
+
+    rev = git_revision()
+    dirty = subprocess.run(["git", "status", "--porcelain"], capture_output=True, text=True,
+                           cwd=Path(__file__).parent).stdout.split("\n")
+    if all(not line.strip() or line.strip().endswith(RESULTS.name) for line in dirty):
+        rev = rev.replace(" (with uncommitted changes)", "")
+    return rev
+
+
 def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--seconds", type=float, default=5.0)
@@ -131,7 +143,7 @@ def main(argv: list[str] | None = None) -> None:
         "# Schema Registry (issue 17), helper h17",
         "",
         f"`python -m bench.registry_perf --seconds {args.seconds:g} --clients {args.clients}` "
-        f"at {git_revision()}, {dt.datetime.now(dt.UTC):%Y-%m-%d %H:%M} UTC; {m.cores} cores "
+        f"at {revision()}, {dt.datetime.now(dt.UTC):%Y-%m-%d %H:%M} UTC; {m.cores} cores "
         f"({m.cpu_model}), Python {m.python}. One `odradek serve` and one `odradek registry serve` "
         "on loopback; each client is a process with one keep-alive HTTP connection. The machine "
         "was shared with other helpers' work: the load average (1/5/15 min, at the end of each "
