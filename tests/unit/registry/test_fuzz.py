@@ -68,7 +68,8 @@ def test_avro_and_json_schema_shaped_documents(doc: object) -> None:
 
 SCALAR = st.sampled_from(["int32", "int64", "uint32", "sint64", "fixed32", "sfixed64", "bool",
                           "string", "bytes", "double", "float"])
-NAMES = st.from_regex(r"[a-z][a-z0-9_]{0,6}", fullmatch=True)
+# No underscores: protobuf refuses names whose JSON names clash (a and a_).
+NAMES = st.from_regex(r"[a-z][a-z0-9]{0,6}", fullmatch=True)
 
 
 @st.composite
