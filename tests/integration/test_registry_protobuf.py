@@ -145,6 +145,12 @@ def test_proto_text_normalize_and_wire_rules(registry: RegistryProcess) -> None:
     assert post("/subjects/u?normalize=true", V1_REORDERED)[1]["id"] == first
     assert post("/subjects/u/versions?normalize=true", V1_REORDERED) == (200, {"id": first})
     assert registry.call("GET", "/subjects/u/versions")[1] == [1]
+    # The normalize config key makes it the subject's default.
+    assert registry.call("PUT", "/config/u", {"normalize": True}) == (200, {"normalize": True})
+    assert registry.call("GET", "/config/u") == (
+        200, {"compatibilityLevel": "BACKWARD", "normalize": True})
+    assert post("/subjects/u", V1_REORDERED)[1]["id"] == first
+    assert registry.call("DELETE", "/config/u")[0] == 200
 
     status, body = registry.call("POST", "/compatibility/subjects/u/versions/latest?verbose=true",
                                  {"schemaType": "PROTOBUF", "schema": V3_BAD})

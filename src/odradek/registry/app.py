@@ -151,8 +151,8 @@ class RegistryApp:
             return answer
         subject = request.path_params["subject"]
         body = await read_json(request)
-        normalize = flag(request, "normalize")
         with self.store.lock:
+            normalize = flag(request, "normalize") or self.state.normalize_default(subject)
             parsed = self.state.parse_request(body, normalize)
         schema_id = await self._write(self.state.plan_register, subject, parsed,
                                       list(body.get("references") or []), normalize,
@@ -162,8 +162,8 @@ class RegistryApp:
     async def lookup(self, request: Request) -> Response:
         subject = request.path_params["subject"]
         body = await read_json(request)
-        normalize = flag(request, "normalize")
         with self.store.lock:
+            normalize = flag(request, "normalize") or self.state.normalize_default(subject)
             parsed = self.state.parse_request(body, normalize)
             v = self.state.lookup(subject, parsed, flag(request, "deleted"), normalize)
             return reply(self.state.describe(v, fmt(request)))
@@ -260,16 +260,19 @@ class RegistryApp:
                 raise errors.RegistryError(
                     errors.SUBJECT_LEVEL_COMPATIBILITY_NOT_CONFIGURED,
                     f"Subject '{subject}' does not have subject-level compatibility configured")
-            return reply({"compatibilityLevel": self.state.level(subject)})
+            out: dict[str, Any] = {"compatibilityLevel": self.state.level(subject)}
+            if self.state.normalize_default(subject):
+                out["normalize"] = True
+            return reply(out)
 
     async def put_config(self, request: Request) -> Response:
         if (answer := await self.forwarded(request)) is not None:
             return answer
         body = await read_json(request)
         subject = request.path_params.get("subject")
-        level = await self._write(self.state.plan_config, subject, body.get("compatibility"),
-                                  subject=subject)
-        return reply({"compatibility": level})
+        answer = await self._write(self.state.plan_config, subject, body.get("compatibility"),
+                                   body.get("normalize"), subject=subject)
+        return reply(answer)
 
     async def delete_config(self, request: Request) -> Response:
         if (answer := await self.forwarded(request)) is not None:

@@ -359,14 +359,33 @@ class RegistryState:
                               for r in self.schemas[schema_id].references
                               if isinstance(r, dict))})
 
-    def plan_config(self, subject: str | None, level: Any) -> tuple[str, list[Record]]:
-        if not isinstance(level, str) or level.upper() not in LEVELS:
+    def plan_config(self, subject: str | None, level: Any, normalize: Any = None
+                    ) -> tuple[dict[str, Any], list[Record]]:
+        """`PUT /config`: the compatibility level and/or the `normalize` default."""
+        if normalize is not None and not isinstance(normalize, bool):
+            raise errors.RegistryError(errors.INVALID_COMPATIBILITY_LEVEL,
+                                       f"normalize must be true or false (got {normalize!r})")
+        if (level is not None or normalize is None) and (
+                not isinstance(level, str) or level.upper() not in LEVELS):
             raise errors.RegistryError(errors.INVALID_COMPATIBILITY_LEVEL,
                                        f"Invalid compatibility level. Valid values are none, "
                                        f"backward, forward, full, backward_transitive, "
                                        f"forward_transitive, and full_transitive (got {level!r})")
-        value = {**self.configs.get(subject, {}), "compatibilityLevel": level.upper()}
-        return level.upper(), [(records.config_key(subject), value)]
+        value = dict(self.configs.get(subject, {}))
+        answer: dict[str, Any] = {}
+        if level is not None:
+            value["compatibilityLevel"] = answer["compatibility"] = level.upper()
+        if normalize is not None:
+            value["normalize"] = answer["normalize"] = normalize
+        return answer, [(records.config_key(subject), value)]
+
+    def normalize_default(self, subject: str | None) -> bool:
+        """The `normalize` config of the subject, else the global one (false when unset)."""
+        for key in (subject, None):
+            config = self.configs.get(key)
+            if config and isinstance(config.get("normalize"), bool):
+                return bool(config["normalize"])
+        return False
 
 
 def extras_of(stored: StoredSchema) -> dict[str, Any]:

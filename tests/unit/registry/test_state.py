@@ -71,8 +71,8 @@ def test_incompatible_register_is_409_and_writes_nothing() -> None:
 
 def test_config_tombstone_falls_back_to_global() -> None:
     state = RegistryState()
-    level, recs = state.plan_config("s", "full")
-    assert level == "FULL"
+    answer, recs = state.plan_config("s", "full")
+    assert answer == {"compatibility": "FULL"}
     for key, value in recs:
         state.apply(key, value)
     assert state.level("s") == "FULL"
@@ -212,3 +212,19 @@ def test_parsed_requests_are_cached_by_text_and_referenced_schema() -> None:
     register(state, "money", json.dumps(money))
     again = state.parse_request(order)
     assert again is not first and again.parsed is not first.parsed
+
+
+def test_normalize_config() -> None:
+    state = RegistryState()
+    assert state.normalize_default("s") is False
+    answer, recs = state.plan_config(None, None, True)
+    assert answer == {"normalize": True} and recs[0][1] == {"normalize": True}
+    apply_all(state, recs)
+    assert state.normalize_default("s") is True and state.level("s") == "BACKWARD"
+    apply_all(state, state.plan_config("s", "NONE", False)[1])
+    assert state.normalize_default("s") is False and state.level("s") == "NONE"
+    assert state.normalize_default("t") is True
+    for level, normalize in ((None, None), (None, "yes"), ("SIDEWAYS", True)):
+        with pytest.raises(RegistryError) as info:
+            state.plan_config(None, level, normalize)
+        assert info.value.error_code == 42203
