@@ -219,6 +219,9 @@ def _decode_flexible(r: Reader) -> ProduceRequest:
     return ProduceRequest(txn_id, acks, timeout_ms, topics)
 
 
+_new_tuple = tuple.__new__
+
+
 def validate_produce_batch(records: memoryview, allow_zstd: bool = True) -> list[BatchHeader]:
     """`validate_batches(records, single_batch=True, allow_zstd=...)`, faster for the batch a
     client sends (one whole magic-2 batch, CRC right): the header is unpacked once, the CRC
@@ -242,7 +245,8 @@ def validate_produce_batch(records: memoryview, allow_zstd: bool = True) -> list
             and (h[9] < 0 or h[11] >= 0)
             and crc32c(records[ATTRIBUTES_OFFSET:]) == h[4]
         ):
-            return [BatchHeader._make(h)]
+            # tuple.__new__ straight: BatchHeader._make is a Python frame per batch
+            return [_new_tuple(BatchHeader, h)]
     return validate_batches(records, single_batch=True, allow_zstd=allow_zstd)
 
 
