@@ -188,10 +188,11 @@ def _decode_legacy_fast(frame: memoryview | bytes, pos: int, has_txn_id: bool
                     pos += size
                 else:
                     return None
-            topics.append(TopicData(name, parts))
+            topics.append(_new_tuple(TopicData, (name, parts)))
     except UnicodeDecodeError:
         return None
-    return ProduceRequest(txn_id, acks, timeout_ms, topics)
+    # tuple.__new__ straight: a NamedTuple's own __new__ is a Python frame per call
+    return _new_tuple(ProduceRequest, (txn_id, acks, timeout_ms, topics))
 
 
 def _decode_flexible(r: Reader) -> ProduceRequest:
