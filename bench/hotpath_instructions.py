@@ -17,6 +17,8 @@ Paths (no sockets; a real Log in a temporary directory, a real Partition and Rep
 - `append_to`: ReplicaManager.append_to with one batch of one 100-byte record (non-idempotent,
   acks=1): validation, producer-state dispatch, append (the write included).
 - `fetch`: the Fetch handler, Fetch v11 of 1000 bytes at offset 0 (decode, read, encode).
+- `fetch_large`: the same with 1 MB of a log of 300 such batches: the whole log (about
+  51 KB) as a region the server sends with sendfile (the send itself is not measured).
 - `produce_request`: a whole Produce v7 request of one such batch through the header parse
   and the dispatcher (decode, append_to, encode).
 - `fetch_request`: the Fetch request of `fetch` through the header parse and the dispatcher.
@@ -35,10 +37,11 @@ from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
-PATHS = ("append_to", "fetch", "produce_request", "fetch_request")
+PATHS = ("append_to", "fetch", "fetch_large", "produce_request", "fetch_request")
 WARMUP = 200
 # batches in the log before a fetch path runs: the 1000-byte fetch at offset 0 reads several
 LOG_BATCHES = 50
+LARGE_LOG_BATCHES = 300
 
 
 def _produce_frame(topic: str) -> tuple[bytes, bytes]:
@@ -109,16 +112,18 @@ def child(path: str, n: int) -> None:
         rm, part, ctx = _setup(Path(tmp_name))
         payload, batch = _produce_frame("hot")
         records = memoryview(batch)
-        for _ in range(LOG_BATCHES):
+        # fetch_large: past the 32 KiB a fetch reads inline, so the records go as a region
+        for _ in range(LARGE_LOG_BATCHES if path == "fetch_large" else LOG_BATCHES):
             _append_to(rm, part, records)
         if path == "append_to":
             def call() -> Any:
                 return _append_to(rm, part, records)
-        elif path in ("fetch", "fetch_request", "produce_request"):
+        elif path in ("fetch", "fetch_large", "fetch_request", "produce_request"):
             frame = memoryview(payload if path == "produce_request"
-                               else _fetch_frame("hot", 1000))
+                               else _fetch_frame("hot", 1_000_000 if path == "fetch_large"
+                                                 else 1000))
             header = parse_request_header(frame)
-            if path == "fetch":
+            if path in ("fetch", "fetch_large"):
                 from odradek.broker.handlers import fetch
 
                 def call() -> Any:
@@ -139,7 +144,9 @@ def child(path: str, n: int) -> None:
             result = call()
         if path.startswith("fetch"):
             # the fetch must have read records, or it measures an empty answer
-            assert result is not None and sum(len(p) for p in result[1]) > 800, result
+            # (a FileRegion counts by its size)
+            sent = sum(getattr(p, "size", None) or len(p) for p in result[1])
+            assert result is not None and sent > (50_000 if path == "fetch_large" else 800), result
         for _ in range(n):
             call()
 
