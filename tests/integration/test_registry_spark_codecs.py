@@ -133,6 +133,6 @@ def test_json_and_protobuf_codecs_read_confluents_serializers(registry: Registry
     assert de(written, octx) == msg
     for bad, needle in [(raw[:6] + b"\xff\xff\xff", "invalid Protobuf body"),
                         (raw[:5] + b"\x02\x0a", "message index"),
-                        (raw[:5], "truncated message indexes")]:
+                        (raw[:5], "message indexes: truncated varint")]:
         with pytest.raises(DecodeError, match=needle):
             pcodec.decode(bad)

@@ -39,6 +39,8 @@ from pyspark.sql.types import (
     TimestampType,
 )
 
+from odradek.protocol.errors import ProtocolError
+from odradek.protocol.primitives import decode_varint, encode_varint
 from odradek.spark.avro import DecodeError, frame, unframe
 from odradek.spark.registry_client import RegistryClient, RegistryRefused, RegistryUnavailable
 
@@ -175,18 +177,10 @@ def _shape_json(value: Any, dt: DataType) -> Any:
 
 # ---- Protobuf -------------------------------------------------------------------------------
 def _zigzag_varint(data: memoryview, pos: int) -> tuple[int, int]:
-    shift = acc = 0
-    while True:
-        if pos >= len(data):
-            raise DecodeError("truncated message indexes")
-        b = data[pos]
-        pos += 1
-        acc |= (b & 0x7F) << shift
-        if not b & 0x80:
-            return (acc >> 1) ^ -(acc & 1), pos
-        shift += 7
-        if shift > 63:
-            raise DecodeError("message index varint longer than 10 bytes")
+    try:
+        return decode_varint(data, pos)
+    except ProtocolError as exc:
+        raise DecodeError(f"message indexes: {exc}") from None
 
 
 def message_indexes(body: memoryview) -> tuple[list[int], memoryview]:
@@ -369,7 +363,7 @@ class ProtobufCodec:
         msg = self._writer(self.write_id, self.write_indexes)()
         _from_python(msg, record)
         indexes = b"\x00" if self.write_indexes == [0] else b"".join(
-            _zigzag(n) for n in [len(self.write_indexes), *self.write_indexes])
+            encode_varint(n) for n in [len(self.write_indexes), *self.write_indexes])
         return frame(self.write_id, indexes + msg.SerializeToString())
 
     def decode(self, data: bytes) -> dict[str, Any]:
@@ -382,17 +376,6 @@ class ProtobufCodec:
         except Exception as exc:  # google.protobuf.message.DecodeError and friends
             raise DecodeError(f"invalid Protobuf body for schema id {schema_id}: {exc}") from None
         return _to_python(msg)
-
-
-def _zigzag(n: int) -> bytes:
-    value = (n << 1) ^ (n >> 63)
-    out = bytearray()
-    while True:
-        if value < 0x80:
-            out.append(value)
-            return bytes(out)
-        out.append((value & 0x7F) | 0x80)
-        value >>= 7
 
 
 def _index_path(fdp: Any, full_name: str) -> list[int]:
