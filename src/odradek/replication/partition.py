@@ -144,6 +144,18 @@ class Partition:
             return ErrorCode.fenced_leader_epoch
         return ErrorCode.unknown_leader_epoch
 
+    def last_offset_for_leader_epoch(self, current_leader_epoch: int, leader_epoch: int
+                                     ) -> tuple[ErrorCode, int, int]:
+        """OffsetForLeaderEpoch on the leader: (error, the largest epoch <= `leader_epoch`,
+        where it ends in our log) (KIP-101/279, asked by followers before they fetch)."""
+        if not self.is_leader:
+            return ErrorCode.not_leader_or_follower, -1, -1
+        fenced = self.leader_epoch_error(current_leader_epoch)
+        if fenced is not None:
+            return fenced, -1, -1
+        epoch, end = self.log.epochs.end_offset_for(leader_epoch)
+        return ErrorCode.none, epoch, end
+
     # --- roles (from the metadata image) ------------------------------------
 
     def make_leader(self, leader_epoch: int, partition_epoch: int, replicas: list[int],

@@ -6,7 +6,7 @@ else), a follower serving consumers of its rack (KIP-392), the preferred read re
 from __future__ import annotations
 
 import os
-import time
+from collections.abc import Callable
 from typing import Any
 
 from odradek.protocol.errors import ErrorCode, KafkaError
@@ -23,15 +23,12 @@ from odradek.replication.partition import Partition
 __all__ = ["FetchReading"]
 
 
-def _now_ms() -> int:
-    return int(time.time() * 1000)
-
-
 class FetchReading:
     node_id: int
     partitions: dict[tuple[str, int], Partition]
     racks: dict[int, str | None]
     _rack_aware: bool
+    clock: Callable[[], int]
 
     def _read_from_log(self, params: FetchParams, topics: list[FetchTopic]
                        ) -> tuple[list[FetchTopicResult], int, bool, dict[Partition, int]]:
@@ -49,7 +46,7 @@ class FetchReading:
         partitions = self.partitions
         node_id = self.node_id
         replica_id = params.replica_id
-        now = _now_ms() if replica_id >= 0 else 0
+        now = self.clock() if replica_id >= 0 else 0
         out: list[FetchTopicResult] = []
         for name, tid, parts in topics:
             results = []
