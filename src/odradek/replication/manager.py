@@ -225,8 +225,6 @@ class ReplicaManager(FetchReading):
                 if not was_leader:
                     self.fetchers.remove(part)
                 log.debug("%s-%d: leader in epoch %d", part.topic, part.index, w.leader_epoch)
-            elif w.partition_epoch >= part.partition_epoch:
-                part.update_isr(w.isr, w.partition_epoch)
             if not part.solo:
                 self._ensure_isr_task()
         elif part.make_follower(w.leader, w.leader_epoch, w.partition_epoch, w.replicas, w.isr):

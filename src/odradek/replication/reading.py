@@ -70,6 +70,7 @@ class FetchReading:
                         continue
                 elif to_log_end and (leader_epoch < 0 or leader_epoch == part.leader_epoch):
                     # a follower's fetch: its log ends at `offset`; the ISR and HW may move
+                    before = part.high_watermark
                     code = part.update_follower_fetch(replica_id, offset, now,
                                                       params.replica_epoch)
                     if code is not None:
@@ -77,6 +78,10 @@ class FetchReading:
                             index, code, -1, -1, -1, None, -1, None))
                         errors = True
                         continue
+                    if part.high_watermark != before:
+                        # its own fetch moved the HW: answer now, so that it learns the new
+                        # HW without waiting for the next append (as an error, it never waits)
+                        errors = True
                 elif self._rack_aware and params.client_rack:
                     preferred = self._preferred_read_replica(part, offset, params.client_rack)
                 hw = part.high_watermark

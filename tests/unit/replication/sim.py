@@ -56,6 +56,7 @@ TID = uuid.UUID(int=99)
 NODES = (1, 2, 3)
 CONTROLLER = 0
 BASE_TS = 1_700_000_000_000
+PRODUCER_ID = 1000
 LOG_CONFIG = replace(LogConfig(), min_insync_replicas=2, segment_bytes=2048)
 CONFIG = ReplicationConfig(replica_lag_time_max_ms=300, replica_fetch_backoff_ms=30,
                            replica_fetch_max_bytes=700)
@@ -123,6 +124,10 @@ class Sim:
         self.steps = 0
         self.calm = False
         self._image_at: dict[int, int] = {}
+        # one idempotent producer (acks=all, one batch in flight, retried until acknowledged)
+        self.seq = 0
+        self.inflight: tuple[bytes, int, int, bytes] | None = None  # raw, seq, count, value
+        self.inflight_sent = 0
 
     # --- scheduler -----------------------------------------------------------
 
@@ -162,6 +167,8 @@ class Sim:
             return deliver()
 
         self.at(delay, arrive)
+        if not self.calm and not ordered and self.rng.random() < 0.02:
+            self.at(delay + self.rng.randint(0, 20), arrive)  # delivered twice
 
     # --- nodes ---------------------------------------------------------------
 
@@ -177,6 +184,9 @@ class Sim:
                             lambda t: LOG_CONFIG, channels=None,
                             alter_partition=self._alter_for(node), config=CONFIG,
                             clock=lambda: self.now, isr_expiration=False)
+        # the batches carry timestamps of 2023 (fixed, so that a seed's bytes replay exactly):
+        # no producer may expire for being idle since then
+        rm.set_producer_id_expiration(1 << 50)
         # the node's metadata is caught up before it serves (the controller's image)
         await asyncio.to_thread(rm.load, self.ctl.image())
         node.rm = rm
@@ -389,6 +399,9 @@ class Sim:
         target = self.ctl.leader
         if target < 0:
             return
+        if self.rng.random() < 0.3:
+            self.idempotent_tick(target)
+            return
         self.values += 1
         value = b"v%d" % self.values
         count = self.rng.randint(1, 3)
@@ -397,7 +410,30 @@ class Sim:
         node = self.nodes[target]
         self.send(CONTROLLER, target, lambda: self._produce_at(node, raw, acks, value))
 
-    def _produce_at(self, node: Node, raw: bytes, acks: int, value: bytes) -> None:
+    def idempotent_tick(self, target: int) -> None:
+        if self.inflight is None:
+            self.values += 1
+            value = b"i%d" % self.values
+            count = self.rng.randint(1, 3)
+            raw = build_batch([Record(-1, BASE_TS + self.now, None, value)] * count,
+                              producer_id=PRODUCER_ID, producer_epoch=0,
+                              base_sequence=self.seq)
+            self.inflight = (raw, self.seq, count, value)
+        elif self.now - self.inflight_sent < 60:
+            return  # wait for the answer before retrying
+        raw, seq, count, value = self.inflight
+        self.inflight_sent = self.now
+        node = self.nodes[target]
+
+        def acked() -> None:
+            if self.inflight is not None and self.inflight[1] == seq:
+                self.seq += count
+                self.inflight = None
+
+        self.send(CONTROLLER, target, lambda: self._produce_at(node, raw, -1, value, acked))
+
+    def _produce_at(self, node: Node, raw: bytes, acks: int, value: bytes,
+                    on_ack: Callable[[], None] | None = None) -> None:
         part = self.part(node)
         rm = node.rm
         if part is None or rm is None:
@@ -416,6 +452,8 @@ class Sim:
                 if part.high_watermark <= r.last_offset:
                     raise InvariantBroken("acks=all answered below the HW")
                 self.acked.append(Acked(first, value, epoch))
+                if on_ack is not None:
+                    on_ack()
 
         result = rm.delay_produce([(part, r.last_offset + 1, epoch)], 10**9, done)
         if not isinstance(result, asyncio.Future):
@@ -611,6 +649,18 @@ class Sim:
             if _all_bytes(part.log) != ref:
                 raise InvariantBroken(f"node {n}'s log differs from the leader's")
         self._check_acked(self.nodes[self.ctl.leader], leader)
+        # the idempotent producer's batches: each sequence exactly once, in order, up to
+        # at least everything acknowledged (a follower turned leader continued them)
+        expected = 0
+        for h, _ in iter_batches(ref):
+            if h.producer_id == PRODUCER_ID:
+                if h.base_sequence != expected:
+                    raise InvariantBroken(f"idempotent batch at offset {h.base_offset} has "
+                                          f"sequence {h.base_sequence}, expected {expected}")
+                expected += h.last_offset_delta + 1
+        if expected < self.seq:
+            raise InvariantBroken(f"acknowledged idempotent sequences up to {self.seq}, the log "
+                                  f"has {expected}")
 
 
 def _all_bytes(log: Any) -> bytes:
