@@ -39,7 +39,15 @@ from typing import Any
 from odradek.metadata.image import MetadataImage, PartitionImage, TopicImage
 from odradek.protocol.errors import ErrorCode
 from odradek.protocol.fetch import FileRegion
-from odradek.protocol.records import Record, build_batch, decode_records, iter_batches
+from odradek.protocol.records import (
+    BatchHeader,
+    ControlRecordType,
+    Record,
+    build_batch,
+    build_control_batch,
+    decode_records,
+    iter_batches,
+)
 from odradek.replication.config import (
     AlterPartitionItem,
     AlterPartitionResult,
@@ -57,6 +65,7 @@ NODES = (1, 2, 3)
 CONTROLLER = 0
 BASE_TS = 1_700_000_000_000
 PRODUCER_ID = 1000
+TXN_PRODUCER_ID = 2000
 LOG_CONFIG = replace(LogConfig(), min_insync_replicas=2, segment_bytes=2048)
 CONFIG = ReplicationConfig(replica_lag_time_max_ms=300, replica_fetch_backoff_ms=30,
                            replica_fetch_max_bytes=700)
@@ -128,6 +137,18 @@ class Sim:
         self.seq = 0
         self.inflight: tuple[bytes, int, int, bytes] | None = None  # raw, seq, count, value
         self.inflight_sent = 0
+        # one transactional producer as transaction.version 2 runs it (KIP-890): batches of
+        # epoch E acks=all one at a time (one not acknowledged in time: abort), then markers
+        # of the bumped epoch E+1 written by the "coordinator" to the current leader until one
+        # is committed there; the next transaction is E+1
+        self.txn_epoch = 0
+        self.txn_seq = 0
+        self.txn_open = False
+        self.txn_batches = 0
+        self.txn_ending: bool | None = None  # None: not ending; else commit?
+        self.txn_busy_until = 0
+        self.txn_unacked = False
+        self.txns_done = 0
 
     # --- scheduler -----------------------------------------------------------
 
@@ -410,6 +431,85 @@ class Sim:
         node = self.nodes[target]
         self.send(CONTROLLER, target, lambda: self._produce_at(node, raw, acks, value))
 
+    def txn_tick(self) -> None:
+        self.at(self.rng.randint(5, 25), self.txn_tick)
+        if self.now < self.txn_busy_until:
+            return
+        target = self.ctl.leader
+        if self.txn_ending is None:
+            if self.calm:
+                if self.txn_open:
+                    self.txn_ending = False  # end what is open: abort
+                return
+            if not self.txn_open:
+                self.txn_open, self.txn_batches, self.txn_seq = True, 0, 0
+            if self.txn_unacked:
+                self.txn_ending = False  # a batch's fate is unknown: abort
+                return
+            if self.txn_batches >= 3 or self.rng.random() < 0.25:
+                self.txn_ending = self.rng.random() < 0.6
+                return
+            if target < 0:
+                return
+            self.txn_batches += 1
+            self.values += 1
+            value = b"x%d" % self.values
+            count = self.rng.randint(1, 2)
+            raw = build_batch([Record(-1, BASE_TS + self.now, None, value)] * count,
+                              producer_id=TXN_PRODUCER_ID, producer_epoch=self.txn_epoch,
+                              base_sequence=self.txn_seq, transactional=True)
+            epoch, seq = self.txn_epoch, self.txn_seq
+            self.txn_busy_until = self.now + 80  # not acknowledged by then: abort
+            self.txn_unacked = True
+
+            def acked() -> None:
+                if self.txn_epoch == epoch and self.txn_seq == seq and self.txn_unacked:
+                    self.txn_seq += count
+                    self.txn_unacked = False
+                    self.txn_busy_until = self.now
+
+            node = self.nodes[target]
+
+            def at_leader() -> None:
+                part = self.part(node)
+                if part is not None and part.is_leader and self.txn_epoch == epoch \
+                        and self.txn_ending is None:
+                    # AddPartitionsToTxn's verification (KIP-890): only while it is open
+                    part.log.producer_state.verified[TXN_PRODUCER_ID] = epoch
+                self._produce_at(node, raw, -1, value, acked)
+
+            self.send(CONTROLLER, target, at_leader)
+            return
+        if target < 0:
+            return
+        commit = self.txn_ending and self.txn_seq > 0
+        kind = ControlRecordType.COMMIT if commit else ControlRecordType.ABORT
+        marker = build_control_batch(kind, TXN_PRODUCER_ID, self.txn_epoch + 1,
+                                     timestamp=BASE_TS + self.now)
+        epoch = self.txn_epoch
+        self.txn_busy_until = self.now + 80
+        node = self.nodes[target]
+
+        def done(errors: list[ErrorCode]) -> None:
+            if errors[0] == ErrorCode.none and self.txn_epoch == epoch and \
+                    self.txn_ending is not None:
+                self.txn_ending, self.txn_open, self.txn_unacked = None, False, False
+                self.txn_epoch += 1
+                self.txns_done += 1
+                self.txn_busy_until = self.now
+
+        def write_marker() -> None:
+            part = self.part(node)
+            if part is None or not part.is_leader or node.rm is None:
+                return
+            part.log.producer_state.verified.pop(TXN_PRODUCER_ID, None)
+            view = memoryview(marker)
+            info = part.append(view, BatchHeader.parse(view), None)
+            node.rm.delay_produce([(part, info.last_offset + 1, part.leader_epoch)], 10**9,
+                                  done)
+
+        self.send(CONTROLLER, target, write_marker)
+
     def idempotent_tick(self, target: int) -> None:
         if self.inflight is None:
             self.values += 1
@@ -595,6 +695,7 @@ class Sim:
             self.at(node.id, lambda node=node: self.fetch_tick(node))
             self.at(25 + node.id, lambda node=node: self.shrink_tick(node))
         self.at(1, self.produce_tick)
+        self.at(3, self.txn_tick)
         self.at(30, self.fault_tick)
         self.at(self.chaos_ms, self.calm_down)
         end = self.chaos_ms + self.calm_ms
@@ -614,6 +715,7 @@ class Sim:
                 await node.rm.stop()
                 node.rm.log_manager.close()
         return {"steps": self.steps, "acked": len(self.acked), "values": self.values,
+                "txns": self.txns_done,
                 "epoch": self.ctl.epoch, "committed": len(self.committed)}
 
     def shrink_tick(self, node: Node) -> None:
@@ -661,6 +763,19 @@ class Sim:
         if expected < self.seq:
             raise InvariantBroken(f"acknowledged idempotent sequences up to {self.seq}, the log "
                                   f"has {expected}")
+        # transactions: every one ended; the markers and the aborted-transaction index
+        # are the same on every replica, and nothing is left open (LSO = HW)
+        if self.txn_open or self.txn_ending is not None:
+            raise InvariantBroken("the last transaction never ended")
+        aborted = leader.aborted_transactions(0, want)
+        for n, part in parts.items():
+            if part.last_stable_offset != part.high_watermark:
+                raise InvariantBroken(f"node {n}: LSO {part.last_stable_offset} below HW "
+                                      f"{part.high_watermark} with no transaction open")
+            if part.aborted_transactions(0, want) != aborted:
+                raise InvariantBroken(f"node {n}: aborted transactions "
+                                      f"{part.aborted_transactions(0, want)} != the leader's "
+                                      f"{aborted}")
 
 
 def _all_bytes(log: Any) -> bytes:
