@@ -26,8 +26,11 @@ from odradek.replication.config import (
     AlterPartitionResult,
     ReplicationConfig,
 )
+from odradek.replication.fetcher import ReplicaFetcherManager, fetcher_id
 from odradek.replication.manager import ReplicaManager
+from odradek.replication.partition import Partition
 from odradek.storage.config import LogConfig
+from odradek.storage.log import Log
 from odradek.storage.log_manager import LogManager
 
 from .support import TID, batch, read_all
@@ -144,5 +147,37 @@ def test_followers_replicate_and_a_returning_leader_truncates(tmp_path: Path) ->
         await c.until(lambda: new.isr == [2, 3, 1], "ISR expansion")
         assert c.alters[-1].new_isr == (2, 3, 1) and c.alters[-1].leader_epoch == 2
         await c.close()
+
+    asyncio.run(scenario())
+
+
+def test_one_fetcher_per_source_broker_and_fetcher_id(tmp_path: Path) -> None:
+    async def scenario() -> None:
+        cfg = replace(CONFIG, num_replica_fetchers=2)
+        manager = ReplicaFetcherManager(2, Loopback({}), cfg)
+        parts = []
+        for i in range(8):
+            log_dir = tmp_path / f"t-{i}"
+            part = Partition("t", i, TID, Log.open(log_dir, LogConfig()), leader=-1,
+                             leader_epoch=-1, replicas=[1, 2, 3], isr=[1, 2, 3], local_id=2)
+            part.make_follower(1 if i < 6 else 3, 1, 0, [1, 2, 3], [1, 2, 3])
+            manager.add(part)
+            parts.append(part)
+        expected = {(1 if i < 6 else 3, fetcher_id("t", i, 2)) for i in range(8)}
+        assert set(manager.fetchers) == expected
+        assert {s for s, _ in manager.fetchers} == {1, 3}
+        assert all(fid in (0, 1) for _, fid in manager.fetchers)
+        # a new leader moves the partition to that broker's fetcher
+        parts[0].make_follower(3, 2, 1, [1, 2, 3], [1, 2, 3])
+        manager.add(parts[0])
+        state = manager.state_of("t", 0)
+        assert state is not None and state.partition is parts[0]
+        assert ("t", 0) in manager.fetchers[(3, fetcher_id("t", 0, 2))].states
+        for part in parts:
+            manager.remove(part)
+        assert manager.fetchers == {}
+        await manager.shutdown()
+        for part in parts:
+            part.log.close()
 
     asyncio.run(scenario())

@@ -148,3 +148,19 @@ def test_stale_and_failed_alter_answers(tmp_path: Path) -> None:
     # an older image never overrides a newer ISR
     part.update_isr([1], 3)
     assert part.isr == [1, 2, 3]
+
+
+def test_replication_config_from_broker_config() -> None:
+    from odradek.metadata.config.broker_configs import BrokerConfig
+    from odradek.replication.config import RACK_AWARE_SELECTOR, ReplicationConfig
+
+    default = ReplicationConfig.from_config(BrokerConfig.from_properties({}))
+    assert default == ReplicationConfig()
+    assert (default.num_replica_fetchers, default.replica_lag_time_max_ms,
+            default.replica_fetch_max_bytes) == (1, 30_000, 1_048_576)
+    cfg = ReplicationConfig.from_config({
+        "num.replica.fetchers": "3", "replica.fetch.wait.max.ms": "100",
+        "replica.selector.class": RACK_AWARE_SELECTOR, "broker.rack": "r1"})
+    assert (cfg.num_replica_fetchers, cfg.replica_fetch_wait_max_ms, cfg.broker_rack) == \
+        (3, 100, "r1")
+    assert cfg.replica_selector_class == RACK_AWARE_SELECTOR
