@@ -136,6 +136,7 @@ class ReplicaManager(FetchReading):
         self._isr_expiration_enabled = isr_expiration
         self._alters: set[asyncio.Task[None]] = set()
         self._hw_at_load: dict[tuple[str, int], int] = {}
+        self._ineligible: set[int] = set()
 
     # --- lookups ---------------------------------------------------------
 
@@ -207,6 +208,7 @@ class ReplicaManager(FetchReading):
                              local_id=self.node_id, partition_epoch=w.partition_epoch,
                              high_watermark=hw if hw is not None else 0)
             part.alter_isr = self._alter_isr
+            part.isr_eligible = self._isr_eligible
             part.lag_max_ms = self.config.replica_lag_time_max_ms
             self.partitions[(w.topic, w.partition)] = part
             if self.producer_id_expiration_ms is not None:
@@ -328,6 +330,14 @@ class ReplicaManager(FetchReading):
     def _note_brokers(self, image: Any) -> None:
         brokers = getattr(image, "brokers", None) or {}
         self.racks = {int(b): getattr(reg, "rack", None) for b, reg in brokers.items()}
+        # Kafka's isReplicaIsrEligible: a fenced broker, or one in controlled shutdown, does
+        # not join an ISR (the controller would refuse it: INELIGIBLE_REPLICA)
+        self._ineligible = {int(b) for b, reg in brokers.items()
+                            if getattr(reg, "fenced", False)
+                            or getattr(reg, "in_controlled_shutdown", False)}
+
+    def _isr_eligible(self, broker_id: int) -> bool:
+        return broker_id not in self._ineligible
 
     def _disk_logs(self) -> Iterator[tuple[str, int]]:
         logs = getattr(self.log_manager, "logs", None)

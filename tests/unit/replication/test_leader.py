@@ -164,3 +164,15 @@ def test_replication_config_from_broker_config() -> None:
     assert (cfg.num_replica_fetchers, cfg.replica_fetch_wait_max_ms, cfg.broker_rack) == \
         (3, 100, "r1")
     assert cfg.replica_selector_class == RACK_AWARE_SELECTOR
+
+
+def test_an_ineligible_broker_does_not_join_the_isr(tmp_path: Path) -> None:
+    proposals: list[tuple[int, ...]] = []
+    part = leader_partition(open_log(tmp_path), isr=[1, 2], alter=proposals)
+    fenced = {3}
+    part.isr_eligible = lambda r: r not in fenced
+    part.update_follower_fetch(3, 0, now_ms())
+    assert proposals == []  # fenced (or in controlled shutdown) in the image
+    fenced.clear()
+    part.update_follower_fetch(3, 0, now_ms())
+    assert proposals == [(1, 2, 3)]
