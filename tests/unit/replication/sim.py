@@ -4,8 +4,9 @@ real ReplicaManager over real logs in a temp dir, in one process under a seeded 
 The network delays and drops messages (fetches, OffsetForLeaderEpoch, AlterPartition, produce
 requests and metadata images); a tiny controller model decides leaders and ISRs (clean
 elections from the ISR, AlterPartition checked against leader and partition epochs, fencing of
-crashed or isolated nodes); nodes crash and restart, losing their unflushed tail or not, and are
-isolated for a while (a paused leader that keeps taking writes). The followers run the real
+crashed or isolated nodes); nodes crash and restart, losing their unflushed tail or not, are
+isolated for a while (a paused leader that keeps taking writes), and links between two nodes
+are cut (a follower falls out of the ISR while the controller still sees it). The followers run the real
 `FollowerFetchState`; leaders the real fetch path, ISR rules and produce purgatory.
 
 After every step: logs match up to each node's HW (against the one committed history), a
@@ -133,6 +134,8 @@ class Sim:
         self.steps = 0
         self.calm = False
         self._image_at: dict[int, int] = {}
+        self.isr_changes = 0
+        self.cut: set[frozenset[int]] = set()  # links between two nodes that drop everything
         # one idempotent producer (acks=all, one batch in flight, retried until acknowledged)
         self.seq = 0
         self.inflight: tuple[bytes, int, int, bytes] | None = None  # raw, seq, count, value
@@ -169,7 +172,8 @@ class Sim:
     def send(self, src: int, dst: int, deliver: Callable[[], Any], ordered: bool = False) -> None:
         """Deliver after a random delay, unless lost, or either end is down or cut off (then or
         at delivery), or the destination restarted meanwhile."""
-        if not (self.reachable(src) and self.reachable(dst)):
+        link = frozenset((src, dst))
+        if not (self.reachable(src) and self.reachable(dst)) or link in self.cut:
             return
         if not self.calm and not ordered and self.rng.random() < 0.03:
             return
@@ -181,7 +185,7 @@ class Sim:
             delay = when - self.now
 
         def arrive() -> Any:
-            if not (self.reachable(src) and self.reachable(dst)):
+            if not (self.reachable(src) and self.reachable(dst)) or link in self.cut:
                 return None
             if dst != CONTROLLER and self.nodes[dst].incarnation != inc:
                 return None
@@ -291,6 +295,7 @@ class Sim:
             return AlterPartitionResult(ErrorCode.ineligible_replica)
         c.isr = list(item.new_isr)
         c.pepoch += 1
+        self.isr_changes += 1
         self.publish()
         return AlterPartitionResult(ErrorCode.none, c.leader, c.epoch, c.pepoch, tuple(c.isr))
 
@@ -586,7 +591,13 @@ class Sim:
             # its heartbeats stop: fenced after a session timeout
             self.at(self.rng.randint(20, 60), lambda node=node: self._fence_isolated(node))
             self.at(until - self.now, lambda node=node: self._heal(node))
-        elif r < 0.7:
+        elif r < 0.78:
+            a, b = self.rng.sample(NODES, 2)
+            link = frozenset((a, b))
+            self.cut.add(link)
+            self.say(f"cut the link {a}-{b}")
+            self.at(self.rng.randint(50, 500), lambda: self.cut.discard(link))
+        elif r < 0.85:
             c = self.ctl
             others = [x for x in c.isr if x not in c.fenced and x != c.leader]
             if others and c.leader >= 0:
@@ -715,7 +726,7 @@ class Sim:
                 await node.rm.stop()
                 node.rm.log_manager.close()
         return {"steps": self.steps, "acked": len(self.acked), "values": self.values,
-                "txns": self.txns_done,
+                "txns": self.txns_done, "isr_changes": self.isr_changes,
                 "epoch": self.ctl.epoch, "committed": len(self.committed)}
 
     def shrink_tick(self, node: Node) -> None:
@@ -726,6 +737,7 @@ class Sim:
     async def calm_down(self) -> None:
         self.say("calm: the network heals, clients stop")
         self.calm = True
+        self.cut.clear()
         for node in self.nodes.values():
             if node.down:
                 await self.restart(node)

@@ -51,3 +51,19 @@ def test_the_invariants_catch_a_leader_that_commits_alone(monkeypatch: pytest.Mo
         except InvariantBroken:
             caught += 1
     assert caught > 0
+
+
+def test_the_invariants_catch_a_follower_that_never_truncates(monkeypatch: pytest.MonkeyPatch
+                                                             ) -> None:
+    # without KIP-101/279 truncation a returning leader keeps its divergent tail
+    import odradek.replication.follower as follower
+
+    monkeypatch.setattr(follower, "truncation_offset",
+                        lambda part, epoch, end: (part.log.log_end_offset, True))
+    caught = 0
+    for seed in range(10):
+        try:
+            run_seed(seed)
+        except InvariantBroken:
+            caught += 1
+    assert caught > 0
