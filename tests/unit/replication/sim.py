@@ -620,6 +620,8 @@ class Sim:
             self.publish()
 
     async def restart(self, node: Node) -> None:
+        if not node.down:
+            return  # already back (the calm restarted it)
         self.say(f"restart node {node.id}")
         await self.start_node(node)
         self.unfence(node.id)
