@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import logging
 import os
+from collections.abc import Iterator
 
 import pytest
 
@@ -17,9 +18,13 @@ SEEDS = int(os.environ.get("ODRADEK_SIM_SEEDS", "200"))
 
 
 @pytest.fixture(autouse=True)
-def _quiet() -> None:
+def _quiet() -> Iterator[None]:
     # recovery after the simulated crashes logs every repair; not what these tests read
-    logging.getLogger("odradek.storage").setLevel(logging.ERROR)
+    logger = logging.getLogger("odradek.storage")
+    level = logger.level
+    logger.setLevel(logging.ERROR)
+    yield
+    logger.setLevel(level)
 
 
 @pytest.mark.parametrize("seed", range(SEEDS))
