@@ -176,7 +176,7 @@ def _shape_json(value: Any, dt: DataType) -> Any:
 
 
 # ---- Protobuf -------------------------------------------------------------------------------
-def _zigzag_varint(data: memoryview, pos: int) -> tuple[int, int]:
+def _message_index(data: memoryview, pos: int) -> tuple[int, int]:
     try:
         return decode_varint(data, pos)
     except ProtocolError as exc:
@@ -185,14 +185,14 @@ def _zigzag_varint(data: memoryview, pos: int) -> tuple[int, int]:
 
 def message_indexes(body: memoryview) -> tuple[list[int], memoryview]:
     """The message indexes after the schema id ([0] for the first message), and the rest."""
-    count, pos = _zigzag_varint(body, 0)
+    count, pos = _message_index(body, 0)
     if count == 0:
         return [0], body[pos:]
     if not 0 < count <= 100:
         raise DecodeError(f"{count} message indexes")
     out = []
     for _ in range(count):
-        index, pos = _zigzag_varint(body, pos)
+        index, pos = _message_index(body, pos)
         out.append(index)
     return out, body[pos:]
 
