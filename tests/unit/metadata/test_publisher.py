@@ -156,3 +156,14 @@ def test_image_to_records_rebuilds_the_image():
     assert rebuilt.features == image.features
     assert rebuilt.next_producer_id == image.next_producer_id
     assert rebuilt.offset == image.offset
+
+
+def test_replayed_snapshot_records_share_one_offset():
+    # KRaftQuorum.replay hands a snapshot's records over with the snapshot's last offset
+    tid = uuid.uuid4()
+    publisher = MetadataPublisher("c")
+    publisher.on_commit([(9, r) for r in topic_records("a", tid, 3)])
+    assert sorted(publisher.image.topics_by_name["a"].partitions) == [0, 1, 2]
+    assert publisher.offset == 9
+    publisher.on_commit([(9, UnfenceBrokerRecord(1, 1))])  # at or below the image: skipped
+    assert publisher.batches == 1
