@@ -10,6 +10,7 @@ import resource
 import time
 from pathlib import Path
 
+import pytest
 from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
@@ -81,26 +82,42 @@ def read_all(bootstrap: str, rounds: int) -> None:
         assert values == [f"{name}|{part}|{r}".encode() for r in range(rounds)], (name, part)
 
 
+def step(what: str, began: float) -> float:
+    # shown with the output of a failing run: where the minutes went
+    now = time.monotonic()
+    print(f"{what}: {now - began:.1f} s (load {os.getloadavg()[0]:.1f})", flush=True)
+    return now
+
+
+@pytest.mark.timeout(1800)
 def test_20000_partitions_with_data_are_served_across_restarts(tmp_path: Path) -> None:
     soft, _ = resource.getrlimit(resource.RLIMIT_NOFILE)
     # the node inherits this limit (20,000 on this machine): more partitions than fds
     assert soft <= TOPICS * PER_TOPIC, "the test means more partitions than fds"
     node = BrokerProcess(tmp_path / "data").start(timeout=120)
     try:
+        t = time.monotonic()
         create_all(node.bootstrap)
+        t = step("create", t)
         produce_round(node.bootstrap, 0)  # every partition written within seconds
+        t = step("produce", t)
         assert fd_count(node) < soft
         read_all(node.bootstrap, 1)
+        t = step("read", t)
 
         node.stop(timeout=300)
+        t = step("SIGTERM stop", t)
         node.start(timeout=600)
         read_all(node.bootstrap, 1)
+        t = step("start and read", t)
 
         node.kill9()
         node.start(timeout=600)
         read_all(node.bootstrap, 1)
+        t = step("kill -9, start and read", t)
         produce_round(node.bootstrap, 1)
         read_all(node.bootstrap, 2)
+        step("produce and read", t)
         assert fd_count(node) < soft
         log = node.log()
         assert "Too many open files" not in log and "Traceback" not in log, log[-3000:]

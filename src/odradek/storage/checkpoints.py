@@ -83,7 +83,9 @@ _failures = RateLimitedLog(log)
 WRITE_ATTEMPTS = 2
 
 
-def write_lines(path: Path, lines: list[str], version: int = CURRENT_VERSION) -> bool:
+def write_lines(
+    path: Path, lines: list[str], version: int = CURRENT_VERSION, sync: bool = True
+) -> bool:
     """Write a checkpoint; a failed write is tried again once, then logged (one line, no
     traceback) and given up: the file keeps its older content, which is safe for every
     checkpoint (an older recovery point only means more recovery), and the next periodic
@@ -92,7 +94,7 @@ def write_lines(path: Path, lines: list[str], version: int = CURRENT_VERSION) ->
     error: OSError | None = None
     for _ in range(WRITE_ATTEMPTS):
         try:
-            atomic_write(path, body)
+            atomic_write(path, body, sync)
             return True
         except OSError as exc:
             error = exc

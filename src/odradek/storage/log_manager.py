@@ -24,6 +24,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from odradek.storage.checkpoints import (
+    LEADER_EPOCH_CHECKPOINT,
     LOG_START_OFFSET_CHECKPOINT,
     RECOVERY_POINT_CHECKPOINT,
     CheckpointError,
@@ -65,6 +66,18 @@ _WITHOUT = {
 }
 
 
+def _in_threads(fn: Callable[[Log], object], logs: list[Log]) -> None:
+    """`fn` over `logs`, SYNC_THREADS at a time: their fsyncs overlap (shutdown of 20,000
+    logs was 20,000 x 2 fsyncs in a row, issue 22). The first exception is raised once all
+    are done."""
+    if len(logs) < 2:
+        for lg in logs:
+            fn(lg)
+        return
+    with ThreadPoolExecutor(min(SYNC_THREADS, len(logs))) as pool:
+        list(pool.map(fn, logs))
+
+
 def stray_dir_name(dir_name: str) -> str:
     """`<topic>-<partition>.<uuid hex>-stray`, as Kafka 3.7+ names a stray log."""
     return f"{dir_name}.{uuid.uuid4().hex}{STRAY_SUFFIX}"
@@ -85,8 +98,8 @@ class LogManager:
         self._doomed: list[tuple[int, Log]] = []
         # Creation/deletion/checkpoint may come from different worker threads.
         self._lock = threading.RLock()
-        # Log directories created since the last checkpoint, not yet fsynced (see `create`).
-        self._unsynced: list[Path] = []
+        # Logs created since the last checkpoint, their directories not yet fsynced (`create`).
+        self._unsynced: list[Log] = []
         self.cleaner: LogCleaner | None = None
 
     def start_cleaner(
@@ -224,7 +237,10 @@ class LogManager:
                 if read_partition_metadata(path) is None:
                     write_partition_metadata(path, topic_id, sync=False)
             new = Log.open(path, config or self.default_config, topic_id=topic_id)
-            self._unsynced.append(path)
+            # the leader epoch the replica manager assigns next is deferred with the rest
+            # (Kafka 3.7 writes leader-epoch-checkpoint without an fsync too, KAFKA-15046)
+            new.epochs.sync = False
+            self._unsynced.append(new)
             self._logs[(topic, partition)] = new
             return new
 
@@ -233,24 +249,28 @@ class LogManager:
         partition.metadata, the directories, and the data directory once. Outside the
         manager's lock (creation goes on meanwhile); returns how many were synced."""
         with self._lock:
-            paths, self._unsynced = self._unsynced, []
-        if not paths:
+            logs, self._unsynced = self._unsynced, []
+        if not logs:
             return 0
 
-        def sync(path: Path) -> None:
+        def sync(lg: Log) -> None:
+            # from now on epoch changes are fsynced as they are written; one written before
+            # this line is fsynced just below
+            lg.epochs.sync = True
             try:
-                fsync_file(path / PARTITION_METADATA)
-                fsync_dir(path)
+                fsync_file(lg.dir / PARTITION_METADATA)
+                fsync_file(lg.dir / LEADER_EPOCH_CHECKPOINT)
+                fsync_dir(lg.dir)
             except FileNotFoundError:  # deleted meanwhile
                 pass
 
-        if len(paths) == 1:
-            sync(paths[0])
+        if len(logs) == 1:
+            sync(logs[0])
         else:
-            with ThreadPoolExecutor(min(SYNC_THREADS, len(paths))) as pool:
-                list(pool.map(sync, paths))
+            with ThreadPoolExecutor(min(SYNC_THREADS, len(logs))) as pool:
+                list(pool.map(sync, logs))
         fsync_dir(self.log_dir)
-        return len(paths)
+        return len(logs)
 
     def delete(self, topic: str, partition: int) -> None:
         """Close the log, rename its directory to `<dir>.<uuid>-delete`, then remove it. A crash
@@ -318,8 +338,10 @@ class LogManager:
         with self._lock:
             logs = dict(self._logs)
             if flush:
+                behind = [lg for lg in logs.values() if lg.recovery_point < lg.log_end_offset]
+                _in_threads(Log.flush, behind)  # the fsyncs
                 for lg in logs.values():
-                    lg.flush()
+                    lg.flush()  # the rest: at most a directory fsync each
             write_offsets(
                 self.log_dir / RECOVERY_POINT_CHECKPOINT,
                 {k: v.recovery_point for k, v in logs.items()},
@@ -335,7 +357,6 @@ class LogManager:
             self.cleaner.stop()
         with self._lock:
             self.checkpoint(flush=True)
-            for lg in self._logs.values():
-                lg.close()
+            _in_threads(Log.close, list(self._logs.values()))
             self._logs.clear()
             self._close_doomed(0, force=True)
