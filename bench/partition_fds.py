@@ -109,9 +109,15 @@ def run(n: int, src: str | None, label: str) -> str:
     l_create = load()
     began = time.monotonic()
     admin = AdminClient({"bootstrap.servers": node.bootstrap})
-    for t in topics:
-        admin.create_topics([NewTopic(t, PER_TOPIC, 1)], operation_timeout=120)[t].result(120)
-    assert serving(node.bootstrap, topics, PER_TOPIC, 600)
+    for i, t in enumerate(topics):
+        try:
+            admin.create_topics([NewTopic(t, PER_TOPIC, 1)], operation_timeout=120)[t].result(120)
+        except Exception as exc:  # the fd budget's refusal, or a node that broke
+            node.stop()
+            subprocess.run(["rm", "-rf", str(tmp)], check=False)
+            return (f"| {label} | {n} | refused after {i * PER_TOPIC} partitions "
+                    f"({time.monotonic() - began:.1f} s, load {load():.1f}): {exc} | | | | | |")
+    assert serving(node.bootstrap, topics, PER_TOPIC, 900)
     create_s = time.monotonic() - began
     produce_all(node.bootstrap, topics, PER_TOPIC)
     # idle active segments give their fds back after two checkpoint rounds (5 s each, longer

@@ -150,7 +150,32 @@ def create_topic(bootstrap: str) -> None:
         time.sleep(0.1)
 
 
-def one_case(src: Path, root: Path, bulk_mb: int, batch_bytes: int, tail_mb: int) -> dict[str, str]:
+def evict_caches(data: Path) -> str:
+    """Make the next start read from disk: drop the whole page cache when this process may
+    (root: `echo 3 > /proc/sys/vm/drop_caches`, after a sync), else evict the data
+    directory's files (posix_fadvise DONTNEED on each, after an fsync). Returns which."""
+    os.sync()
+    try:
+        with open("/proc/sys/vm/drop_caches", "w") as f:
+            f.write("3\n")
+        return "drop_caches"
+    except OSError:
+        pass
+    for dirpath, _, files in os.walk(data):
+        for name in files:
+            path = os.path.join(dirpath, name)
+            with contextlib.suppress(OSError):
+                fd = os.open(path, os.O_RDONLY)
+                try:
+                    os.fsync(fd)
+                    os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+                finally:
+                    os.close(fd)
+    return "fadvise"
+
+
+def one_case(src: Path, root: Path, bulk_mb: int, batch_bytes: int, tail_mb: int,
+             cold: bool = False) -> dict[str, str]:
     data = root / "data"
     shutil.rmtree(data, ignore_errors=True)
     data.mkdir(parents=True)
@@ -167,15 +192,30 @@ def one_case(src: Path, root: Path, bulk_mb: int, batch_bytes: int, tail_mb: int
     kill_load = load()
     t_kill = node.start()
     kill_logs = node.loaded_in()
+    out = {"records": leo, "batch": size,
+           "kill9": f"{t_kill:.2f} s, logs {kill_logs} ({kill_load})"}
+    if cold:
+        # a second crash with the same tail past the recovery point, then a cold start
+        produce_tail(node.bootstrap, tail_mb)
+        node.kill9()
+        how = evict_caches(data)
+        cold_load = load()
+        t = node.start()
+        out["kill9_cold"] = f"{t:.2f} s, logs {node.loaded_in()} ({cold_load}, {how})"
     node.stop()
     clean_load = load()
     t_clean = node.start()
     clean_logs = node.loaded_in()
+    out["sigterm"] = f"{t_clean:.2f} s, logs {clean_logs} ({clean_load})"
     node.stop()
+    if cold:
+        how = evict_caches(data)
+        cold_load = load()
+        t = node.start()
+        out["sigterm_cold"] = f"{t:.2f} s, logs {node.loaded_in()} ({cold_load}, {how})"
+        node.stop()
     shutil.rmtree(data, ignore_errors=True)
-    return {"records": leo, "batch": size,
-            "kill9": f"{t_kill:.2f} s, logs {kill_logs} ({kill_load})",
-            "sigterm": f"{t_clean:.2f} s, logs {clean_logs} ({clean_load})"}
+    return out
 
 
 def main() -> None:
@@ -185,24 +225,32 @@ def main() -> None:
     ap.add_argument("--batch-mb", type=int, default=1024, help="bytes of the batch-count cases (0: none)")
     ap.add_argument("--tail-mb", type=int, default=64)
     ap.add_argument("--dir", type=Path, default=None)
+    ap.add_argument("--small-batch-mb", type=int, nargs="*", default=[],
+                    help="extra cases of this many MB in ~1 KB batches (batch count)")
+    ap.add_argument("--cold", action="store_true",
+                    help="also time each start with the page cache dropped (see evict_caches)")
+    ap.add_argument("--after", type=Path, help="src/ of the code under test (default: this tree)")
     args = ap.parse_args()
-    variants = [("after", HERE / "src")]
+    variants = [("after", (args.after or HERE / "src").resolve())]
     if args.before is not None:
         variants.insert(0, ("before", args.before.resolve()))
     cases = [(f"{mb} MB in ~1 MB batches", mb, 1_000_000) for mb in args.sizes_mb]
     if args.batch_mb > 0:
         cases += [(f"{args.batch_mb} MB in ~1 MB batches", args.batch_mb, 1_000_000),
                   (f"{args.batch_mb} MB in ~1 KB batches", args.batch_mb, 1_000)]
+    cases += [(f"{mb} MB in ~1 KB batches", mb, 1_000) for mb in args.small_batch_mb]
     root = Path(tempfile.mkdtemp(prefix="restart-", dir=args.dir))
     try:
+        cold_cols = " kill -9 restart, cold | SIGTERM restart, cold |" if args.cold else ""
         print(f"| data | code | batch bytes | kill -9 restart (tail {args.tail_mb} MB) | "
-              "SIGTERM restart |")
-        print("|---|---|---|---|---|")
+              f"SIGTERM restart |{cold_cols}")
+        print("|---|---|---|---|---|" + ("---|---|" if args.cold else ""))
         for name, mb, batch in cases:
             for label, src in variants:
-                r = one_case(src, root / label, mb, batch, args.tail_mb)
-                print(f"| {name} | {label} | {r['batch']} | {r['kill9']} | {r['sigterm']} |",
-                      flush=True)
+                r = one_case(src, root / label, mb, batch, args.tail_mb, args.cold)
+                cold = (f" {r['kill9_cold']} | {r['sigterm_cold']} |" if args.cold else "")
+                print(f"| {name} | {label} | {r['batch']} | {r['kill9']} | {r['sigterm']} |"
+                      f"{cold}", flush=True)
     finally:
         shutil.rmtree(root, ignore_errors=True)
 

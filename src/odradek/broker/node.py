@@ -75,12 +75,19 @@ class _TopicConfigs:
         self.controller = controller
         self._image: Any = None
         self._broker: Any = None
+        self._by_topic: dict[str, Any] = {}
 
     def __call__(self, topic: str) -> Any:
         image = self.controller.image
         if image is not self._image:
             self._image, self._broker = image, self.controller.broker_config
-        return log_config(image.topic_configs(topic), self._broker)
+            self._by_topic = {}
+        # per topic too: every metadata change re-applies the config of every hosted
+        # partition (20,000 log_config() calls on the loop per CreateTopics, issue 22)
+        config = self._by_topic.get(topic)
+        if config is None:
+            config = self._by_topic[topic] = log_config(image.topic_configs(topic), self._broker)
+        return config
 
 
 def cleaner_config(config: BrokerConfig) -> CleanerConfig:

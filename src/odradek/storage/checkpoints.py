@@ -41,9 +41,10 @@ def fsync_dir(path: Path) -> None:
         os.close(fd)
 
 
-def atomic_write(path: Path, data: bytes) -> None:
+def atomic_write(path: Path, data: bytes, sync: bool = True) -> None:
     """Replace `path` by `data` atomically. On failure the target is untouched and the temp
-    file removed (on a full disk it would hold on to the space being asked for)."""
+    file removed (on a full disk it would hold on to the space being asked for). `sync=False`
+    skips both fsyncs: the caller makes the file durable later (`fsync_file` and `fsync_dir`)."""
     tmp = path.with_name(path.name + ".tmp")
     try:
         fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
@@ -52,7 +53,8 @@ def atomic_write(path: Path, data: bytes) -> None:
             while view:
                 n = os.write(fd, view)
                 view = view[n:]
-            os.fsync(fd)
+            if sync:
+                os.fsync(fd)
         finally:
             os.close(fd)
         os.replace(tmp, path)
@@ -60,7 +62,20 @@ def atomic_write(path: Path, data: bytes) -> None:
         with contextlib.suppress(OSError):
             os.unlink(tmp)
         raise
-    fsync_dir(path.parent)
+    if sync:
+        fsync_dir(path.parent)
+
+
+def fsync_file(path: Path) -> None:
+    """fsync a file by path (gone: nothing to do)."""
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except FileNotFoundError:
+        return
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
 
 
 # Checkpoint writes that keep failing (a full disk) are logged once per kind per interval.
@@ -68,7 +83,9 @@ _failures = RateLimitedLog(log)
 WRITE_ATTEMPTS = 2
 
 
-def write_lines(path: Path, lines: list[str], version: int = CURRENT_VERSION) -> bool:
+def write_lines(
+    path: Path, lines: list[str], version: int = CURRENT_VERSION, sync: bool = True
+) -> bool:
     """Write a checkpoint; a failed write is tried again once, then logged (one line, no
     traceback) and given up: the file keeps its older content, which is safe for every
     checkpoint (an older recovery point only means more recovery), and the next periodic
@@ -77,7 +94,7 @@ def write_lines(path: Path, lines: list[str], version: int = CURRENT_VERSION) ->
     error: OSError | None = None
     for _ in range(WRITE_ATTEMPTS):
         try:
-            atomic_write(path, body)
+            atomic_write(path, body, sync)
             return True
         except OSError as exc:
             error = exc

@@ -31,6 +31,9 @@ class LeaderEpochCache:
         self._leo = log_end_offset
         self._epochs: list[int] = []
         self._starts: list[int] = []
+        # False while the log is new and not yet made durable: LogManager.sync_new_logs
+        # fsyncs the file with the log's directory, then sets it back (issue 22)
+        self.sync = True
 
     @classmethod
     def load(cls, directory: Path, log_end_offset: Callable[[], int]) -> LeaderEpochCache:
@@ -130,5 +133,6 @@ class LeaderEpochCache:
         if self._path is None:
             return
         write_lines(
-            self._path, [f"{e} {s}" for e, s in zip(self._epochs, self._starts, strict=True)]
+            self._path, [f"{e} {s}" for e, s in zip(self._epochs, self._starts, strict=True)],
+            sync=self.sync,
         )

@@ -14,6 +14,19 @@ being sent stays open until the response is gone. Eviction skips pinned files; t
 then run over `max_open` for a while, never closing what is in use. A file closed (its
 segment deleted) while pinned is closed by its last unpin.
 
+Writers are bounded too. The segment taking appends keeps its `.log` pinned (one pin, taken at
+its first append, so the hot path makes no pool call), and it gives the pin back after ~10 s
+with no append. That made a partition cost one fd while written, so 20,000 partitions written
+within ten seconds needed 20,000 fds, more than this machine's limit with the node's own. The
+pool therefore also keeps the holders of those long-lived pins in an LRU of at most
+`max_writers` (`hold_writer`): one more asks the longest-held to let go (its next append
+takes a pin again). An index file holds no pin at all: each entry (one per
+`index.interval.bytes` of log) borrows its file for the write. So at any time the storage holds
+at most `max_writers` write pins, `max_open` idle files, and the pins of reads in flight (a
+fetch keeps a region's pin until the response is sent; reads of up to 32 KiB are copied at
+once). `max_writers` defaults to what the soft limit leaves after the pool, a reserve for
+connections and reads, and the node's own (`default_max_writers`).
+
 Odradek-specific: the pool size is the broker config `log.open.files.max` (Kafka keeps every
 segment file open, mmap'ing its indexes). The pool is process-wide (`DEFAULT_POOL`), because
 the limit it protects, RLIMIT_NOFILE, is.
@@ -25,9 +38,13 @@ import errno
 import os
 import threading
 from collections import OrderedDict
+from collections.abc import Callable
 from pathlib import Path
 
 DEFAULT_MAX_OPEN = 256
+# fewest write pins the pool keeps, whatever the limit says (below this, appends to a handful
+# of partitions would reopen their file each time)
+MIN_WRITERS = 16
 
 
 class PinnedFd(int):
@@ -75,8 +92,16 @@ class FilePool:
     """Open files not in use wait in an LRU of at most `max_open`; pinned files (in use) are
     outside it, so eviction only ever looks at the LRU's cold end."""
 
-    def __init__(self, max_open: int = DEFAULT_MAX_OPEN) -> None:
+    def __init__(self, max_open: int = DEFAULT_MAX_OPEN, max_writers: int | None = None) -> None:
         self.max_open = max(1, max_open)
+        # None: derived from the soft fd limit at each resize (the node raises the limit first)
+        self._writers_given = max_writers
+        self.max_writers = (
+            max(1, max_writers) if max_writers is not None else default_max_writers(self.max_open)
+        )
+        # holders of long-lived write pins, the longest-held first: key -> let-go callback
+        self._writers: OrderedDict[int, Callable[[], None]] = OrderedDict()
+        self.writer_evictions = 0  # write pins taken back past max_writers, for tests/bench
         # open and unpinned, least recently used first
         self._lru: OrderedDict[int, PooledFile] = OrderedDict()
         self._pinned_open = 0  # open files with pins (not in the LRU)
@@ -93,10 +118,55 @@ class FilePool:
     def open_count(self) -> int:
         return len(self._lru) + self._pinned_open
 
-    def resize(self, max_open: int) -> None:
+    @property
+    def writer_count(self) -> int:
+        return len(self._writers)
+
+    def resize(self, max_open: int, max_writers: int | None = None) -> None:
+        """New bounds; `max_writers` None keeps one given before, else derives it from the
+        soft fd limit as it is now."""
+        if max_writers is not None:
+            self._writers_given = max_writers
+        victims: list[Callable[[], None]] = []
         with self._lock:
             self.max_open = max(1, max_open)
+            given = self._writers_given
+            self.max_writers = (
+                max(1, given) if given is not None else default_max_writers(self.max_open)
+            )
             self._evict()
+            victims = self._evict_writers()
+        for let_go in victims:
+            let_go()
+
+    def hold_writer(self, key: object, let_go: Callable[[], None]) -> None:
+        """`key` now holds a long-lived pin (an active segment's `.log`). Past `max_writers`
+        holders, the one that took its pin longest ago is asked to give it back (`let_go`,
+        called outside the pool's lock; it must only drop its own reference, so an append in
+        flight, which holds the pin in a local, keeps its fd). Called once per pin taken, not
+        per append."""
+        with self._lock:
+            writers = self._writers
+            writers[id(key)] = let_go
+            writers.move_to_end(id(key))
+            victims = self._evict_writers() if len(writers) > self.max_writers else []
+        for fn in victims:
+            fn()
+
+    def forget_writer(self, key: object) -> None:
+        """`key` gave its long-lived pin back by itself (idle, rolled, closed)."""
+        if id(key) not in self._writers:  # most closes (20,000 at a shutdown): no lock
+            return
+        with self._lock:
+            self._writers.pop(id(key), None)
+
+    def _evict_writers(self) -> list[Callable[[], None]]:
+        victims = []
+        writers = self._writers
+        while len(writers) > self.max_writers:
+            victims.append(writers.popitem(last=False)[1])
+            self.writer_evictions += 1
+        return victims
 
     def _pin(self, f: PooledFile) -> PinnedFd:
         with self._lock:
@@ -153,9 +223,6 @@ class FilePool:
                 self._drop(f)
 
 
-DEFAULT_POOL = FilePool()
-
-
 # ---------------------------------------------------------------- the fd budget
 
 # fds a node holds besides its partitions, the pool and its connections: listening sockets,
@@ -165,16 +232,32 @@ BASE_FDS = 64
 # Connections counted when `max.connections` is left at Kafka's default (Integer.MAX_VALUE),
 # which is no figure to budget with.
 UNBOUNDED_CONNECTION_RESERVE = 256
+# Pins of reads in flight: a fetch keeps the pin of each region over 32 KiB until its response
+# is sent (smaller reads are copied at once), so this many concurrent large regions fit.
+READ_RESERVE = 256
 _INT_MAX = 2**31 - 1
 
 
-def fds_needed(partitions: int, pool_size: int, max_connections: int) -> int:
-    """The fds a node needs at worst: one per partition (its active segment's .log, once
-    written), the pool's files, its connections and its fixed ones."""
-    connections = (
-        UNBOUNDED_CONNECTION_RESERVE if max_connections >= _INT_MAX else max(0, max_connections)
-    )
-    return partitions + pool_size + connections + BASE_FDS
+def _connections(max_connections: int) -> int:
+    return UNBOUNDED_CONNECTION_RESERVE if max_connections >= _INT_MAX else max(0, max_connections)
+
+
+def default_max_writers(pool_size: int, max_connections: int = _INT_MAX) -> int:
+    """Write pins that fit the soft fd limit beside the pool, connections, reads and the
+    node's own fds (at least MIN_WRITERS)."""
+    spare = soft_fd_limit() - pool_size - _connections(max_connections) - READ_RESERVE - BASE_FDS
+    return max(MIN_WRITERS, spare)
+
+
+def fds_needed(
+    partitions: int, pool_size: int, max_connections: int, max_writers: int | None = None
+) -> int:
+    """The fds a node needs at worst: one per partition being written, but no more than the
+    pool's write pins (`max_writers`; default: what the soft limit leaves), the pool's idle
+    files, reads in flight, its connections and its fixed ones."""
+    writers = default_max_writers(pool_size, max_connections) if max_writers is None else max_writers
+    return (min(partitions, writers) + pool_size + _connections(max_connections) + READ_RESERVE
+            + BASE_FDS)
 
 
 def soft_fd_limit() -> int:
@@ -208,22 +291,37 @@ def raise_fd_limit() -> tuple[int, int, int]:
 class FdBudget:
     """Partitions counted against the fd limit, for a CreateTopics or CreatePartitions: each
     `take` either counts its partitions or says why they do not fit (Kafka has no such check;
-    it runs out of fds)."""
+    it runs out of fds).
+
+    A partition costs one fd while it is written, and the pool bounds those pins (its
+    `max_writers`, what the limit leaves after the pool, a connection reserve of
+    UNBOUNDED_CONNECTION_RESERVE, reads and the node's own): past that many, partitions
+    cost no more fds, they take turns. So with `max.connections` at its default the budget
+    always fits; it refuses when `max.connections` is set so high that it eats into the write
+    pins the partitions need (fewer than one per partition), before anything is created."""
 
     def __init__(self, partitions: int, pool_size: int, max_connections: int) -> None:
         self.partitions = partitions
         self.pool_size = pool_size
         self.max_connections = max_connections
         self.limit = soft_fd_limit()
+        # the pins the pool really allows (derived the same way when it was not set by hand)
+        self.max_writers = max(MIN_WRITERS, DEFAULT_POOL.max_writers)
 
     def take(self, partitions: int) -> str | None:
-        needed = fds_needed(self.partitions + partitions, self.pool_size, self.max_connections)
+        needed = fds_needed(self.partitions + partitions, self.pool_size, self.max_connections,
+                            self.max_writers)
         if needed > self.limit:
             return (
                 f"Creating {partitions} partition(s) would take this node to {needed} file "
                 f"descriptors, over its limit (RLIMIT_NOFILE) of {self.limit}: one per partition "
-                f"({self.partitions} now), log.open.files.max ({self.pool_size}), connections "
-                f"(max.connections) and its own. Raise the limit or delete topics."
+                f"being written ({self.partitions} now, at most {self.max_writers} at a time), "
+                f"log.open.files.max ({self.pool_size}), reads in flight ({READ_RESERVE}), "
+                f"connections (max.connections) and its own. Raise the limit, lower "
+                f"max.connections or delete topics."
             )
         self.partitions += partitions
         return None
+
+
+DEFAULT_POOL = FilePool()

@@ -71,9 +71,9 @@ def read_partition_metadata(directory: Path) -> uuid.UUID | None:
         return None
 
 
-def write_partition_metadata(directory: Path, topic_id: uuid.UUID) -> None:
+def write_partition_metadata(directory: Path, topic_id: uuid.UUID, sync: bool = True) -> None:
     body = f"version: 0\ntopic_id: {encode_topic_id(topic_id)}"
-    atomic_write(directory / PARTITION_METADATA, body.encode())
+    atomic_write(directory / PARTITION_METADATA, body.encode(), sync)
 
 
 def scan_log_dir(directory: Path) -> tuple[list[int], list[int]]:

@@ -151,11 +151,20 @@ class Segment:
             return -1
         return self._file.pinned_fd()
 
-    def _activate(self) -> int:
+    def _activate(self) -> PinnedFd:
         pin = self._active_pin = self._file.pinned_fd()
         self._fd = int(pin)
         self._size_at_release_check = self.size
-        return self._fd
+        # the pool bounds how many segments hold such a pin (issue 22: 20,000 partitions
+        # written at once must not need 20,000 fds)
+        self._file.pool.hold_writer(self, self._let_go)
+        return pin
+
+    def _let_go(self) -> None:
+        """The pool takes the write pin back (too many writers): drop our reference only; an
+        append in flight holds the pin in a local and keeps its fd until it returns."""
+        self._fd = -1
+        self._active_pin = None
 
     def release_if_idle(self) -> bool:
         """Hand the active fd back to the pool when nothing was appended since the last call
@@ -169,6 +178,7 @@ class Segment:
             return False
         self._fd = -1
         self._active_pin = None
+        self._file.pool.forget_writer(self)
         self.offset_index.release()
         self.time_index.release()
         return True
@@ -225,8 +235,10 @@ class Segment:
         lands whole or not at all: on any failure (a short write included) the file is cut back
         to where it ended and SegmentWriteError raised (SegmentTorn when even that fails)."""
         position = self.size
-        fd = self._fd
-        if fd < 0:
+        # the pin object itself, not its number: it keeps the fd open for this call even if
+        # the pool takes the segment's pin back meanwhile (see `_let_go`)
+        fd = self._active_pin
+        if fd is None:
             fd = self._activate()
         try:
             written = os.writev(fd, (prefix, batch[16:]))
@@ -323,6 +335,7 @@ class Segment:
         # back to the pool: the fd may be evicted now (never while a reader holds it)
         self._fd = -1
         self._active_pin = None
+        self._file.pool.forget_writer(self)
 
     # -------------------------------------------------------------------- read
 
@@ -667,6 +680,7 @@ class Segment:
         self.time_index.close()
         self._fd = -1
         self._active_pin = None
+        self._file.pool.forget_writer(self)
         self._file.close()  # a reader still holding the fd closes it when done
 
     def rename_to_deleted(self) -> None:

@@ -119,11 +119,14 @@ def test_an_inactive_segments_region_survives_eviction(tmp_path: Path) -> None:
         DEFAULT_POOL.resize(old)
 
 
-def test_the_budget_counts_partitions_pool_connections_and_the_nodes_own() -> None:
+def test_the_budget_counts_partitions_pool_reads_connections_and_the_nodes_own() -> None:
     unbounded = 2**31 - 1
-    assert fds_needed(100, 256, 1000) == 100 + 256 + 1000 + 64
+    assert fds_needed(100, 256, 1000, max_writers=5000) == 100 + 256 + 256 + 1000 + 64
     # Kafka's default max.connections is no figure: a fixed reserve stands for it
-    assert fds_needed(100, 256, unbounded) < 1024
+    assert fds_needed(100, 256, unbounded, max_writers=5000) < 1024
+    # past the pool's write pins, partitions take turns: no more fds
+    assert fds_needed(20_000, 256, unbounded, max_writers=500) == fds_needed(
+        500, 256, unbounded, max_writers=500)
 
 
 def test_the_active_segments_fd_survives_a_roll_while_a_region_holds_it(tmp_path: Path) -> None:
@@ -155,10 +158,10 @@ def test_an_idle_active_segment_gives_its_fds_back(tmp_path: Path) -> None:
     prefix, batch = bytes(16), memoryview(bytes(64))
     seg.append(prefix, batch, 64, 0, 1)
     seg.append(prefix, batch, 64, 1, 2)
-    assert seg._fd >= 0 and seg.offset_index._pin is not None
+    assert seg._fd >= 0 and len(seg.offset_index) == 1
     assert not seg.release_if_idle()  # appended since activation: kept
     assert seg.release_if_idle()  # nothing since the last check: back to the pool
-    assert seg._fd == -1 and seg.offset_index._pin is None and seg.time_index._pin is None
+    assert seg._fd == -1
     seg.append(prefix, batch, 64, 2, 3)  # takes it back
     assert seg._fd >= 0 and seg.next_offset == 3 and seg.size == 192
     seg.close()
