@@ -45,7 +45,6 @@ from odradek.metadata.controller import Controller, load_image
 from odradek.metadata.meta_properties import MetaPropertiesError, ensure_meta_properties
 from odradek.metadata.quorum import MetadataLogDamaged
 from odradek.metadata.raft.kraft import KRaftQuorum
-from odradek.metadata.snapshot_image import ImageFollower
 from odradek.replication.manager import ReplicaManager
 from odradek.storage.cleaner.log_cleaner import CleanerConfig
 from odradek.storage.file_pool import DEFAULT_POOL, fds_needed, raise_fd_limit
@@ -130,10 +129,6 @@ class Node:
         quorum = await asyncio.to_thread(KRaftQuorum.open, self.data_dir, node_id, None,
                                          cluster_id=meta.cluster_id)
         await quorum.start()
-        # the committed image for the quorum's snapshots, until a metadata publisher keeps one
-        follower = ImageFollower(meta.cluster_id)
-        quorum.add_commit_listener(follower)
-        quorum.set_snapshot_source(follower.snapshot_records)
         image = await asyncio.to_thread(load_image, quorum, meta.cluster_id)
         controller = Controller(quorum, image, config)
         advertised = advertised_listeners(config)
