@@ -15,6 +15,7 @@ from odradek.metadata.records import (
     RESOURCE_BROKER,
     RESOURCE_TOPIC,
     BrokerEndpoint,
+    BrokerFeature,
     BrokerRegistrationChangeRecord,
     ConfigRecord,
     FeatureLevelRecord,
@@ -38,6 +39,7 @@ __all__ = [
     "MetadataReplayError",
     "PartitionImage",
     "TopicImage",
+    "image_to_records",
 ]
 
 
@@ -55,6 +57,12 @@ class PartitionImage:
     partition_epoch: int
     removing_replicas: tuple[int, ...] = ()
     adding_replicas: tuple[int, ...] = ()
+    # 0 RECOVERED, 1 RECOVERING (after an unclean election, until the leader says recovered)
+    leader_recovery_state: int = 0
+
+    @property
+    def reassigning(self) -> bool:
+        return bool(self.adding_replicas or self.removing_replicas)
 
 
 @dataclass(frozen=True, slots=True)
@@ -73,6 +81,13 @@ class BrokerRegistration:
     rack: str | None
     fenced: bool
     in_controlled_shutdown: bool = False
+    # (name, min supported, max supported) as the broker registered them
+    features: tuple[tuple[str, int, int], ...] = ()
+
+    @property
+    def active(self) -> bool:
+        """May lead and join ISRs: unfenced and not shutting down (Kafka's isActive)."""
+        return not self.fenced and not self.in_controlled_shutdown
 
 
 @dataclass(frozen=True, slots=True)
@@ -98,6 +113,10 @@ class MetadataImage:
 
     def live_brokers(self) -> list[int]:
         return sorted(b.broker_id for b in self.brokers.values() if not b.fenced)
+
+    def active_brokers(self) -> list[int]:
+        """Unfenced and not in controlled shutdown: where leaders and new replicas go."""
+        return sorted(b.broker_id for b in self.brokers.values() if b.active)
 
     def partition(self, topic: str, partition: int) -> PartitionImage | None:
         t = self.topics_by_name.get(topic)
@@ -200,6 +219,7 @@ class MetadataDelta:
             partition_epoch=r.partition_epoch,
             removing_replicas=tuple(r.removing_replicas),
             adding_replicas=tuple(r.adding_replicas),
+            leader_recovery_state=r.leader_recovery_state,
         )
         self.created_partitions.add((name, r.partition_id))
 
@@ -217,6 +237,8 @@ class MetadataDelta:
             new = replace(new, removing_replicas=tuple(r.removing_replicas))
         if r.adding_replicas is not None:
             new = replace(new, adding_replicas=tuple(r.adding_replicas))
+        if r.leader_recovery_state != -1:
+            new = replace(new, leader_recovery_state=r.leader_recovery_state)
         if r.leader != -2:
             # a new leader (or none) starts a new leader epoch, as in Kafka
             new = replace(new, leader=r.leader, leader_epoch=old.leader_epoch + 1)
@@ -261,6 +283,8 @@ class MetadataDelta:
             rack=r.rack,
             fenced=r.fenced,
             in_controlled_shutdown=r.in_controlled_shutdown,
+            features=tuple((f.name, f.min_supported_version, f.max_supported_version)
+                           for f in r.features),
         )
         self.changed_brokers.add(r.broker_id)
 
@@ -374,3 +398,33 @@ _HANDLERS = {
     ProducerIdsRecord: MetadataDelta._producer_ids,
     NoOpRecord: MetadataDelta._noop,
 }
+
+
+def image_to_records(image: MetadataImage) -> list[MetadataRecord]:
+    """The image as the metadata records that rebuild it (what a KIP-630 snapshot holds):
+    replaying them into an empty image gives back this image, but for `offset` (the
+    snapshot's own) and `removed_topic_ids` (a deletion finished before the snapshot has no
+    record left to say so)."""
+    out: list[MetadataRecord] = []
+    out += [FeatureLevelRecord(name, level) for name, level in sorted(image.features.items())]
+    for b in sorted(image.brokers.values(), key=lambda b: b.broker_id):
+        out.append(RegisterBrokerRecord(
+            broker_id=b.broker_id, incarnation_id=b.incarnation_id, broker_epoch=b.epoch,
+            end_points=list(b.endpoints),
+            features=[BrokerFeature(n, lo, hi) for n, lo, hi in b.features],
+            rack=b.rack, fenced=b.fenced, in_controlled_shutdown=b.in_controlled_shutdown))
+    for t in sorted(image.topics_by_id.values(), key=lambda t: t.name):
+        out.append(TopicRecord(t.name, t.topic_id))
+        for p in sorted(t.partitions.values(), key=lambda p: p.partition):
+            out.append(PartitionRecord(
+                partition_id=p.partition, topic_id=t.topic_id, replicas=list(p.replicas),
+                isr=list(p.isr), removing_replicas=list(p.removing_replicas),
+                adding_replicas=list(p.adding_replicas), leader=p.leader,
+                leader_recovery_state=p.leader_recovery_state, leader_epoch=p.leader_epoch,
+                partition_epoch=p.partition_epoch))
+    for (rtype, rname), values in sorted(image.configs.items()):
+        out += [ConfigRecord(rtype, rname, k, v) for k, v in sorted(values.items())]
+    if image.next_producer_id:
+        out.append(ProducerIdsRecord(broker_id=-1, broker_epoch=-1,
+                                     next_producer_id=image.next_producer_id))
+    return out
