@@ -30,6 +30,7 @@ from odradek.broker.config import (
     advertised_of,
     check_config,
     event_loop_of,
+    has_quorum,
     listeners_of,
 )
 from odradek.broker.context import BrokerContext
@@ -39,10 +40,20 @@ from odradek.broker.server import Server
 from odradek.broker.server_properties import load_config
 from odradek.broker.startup import Prepared, StartRefused, prepare
 from odradek.coordinator.startup import start_coordinators
+from odradek.metadata.bootstrap import (
+    BOOTSTRAP_CHECKPOINT,
+    bootstrap_records,
+    write_bootstrap_checkpoint,
+)
 from odradek.metadata.config.broker_configs import BrokerConfig
 from odradek.metadata.config.log_config import log_config
 from odradek.metadata.controller import Controller, load_image
-from odradek.metadata.meta_properties import MetaPropertiesError, ensure_meta_properties
+from odradek.metadata.meta_properties import (
+    MetaProperties,
+    MetaPropertiesError,
+    ensure_meta_properties,
+    read_meta_properties,
+)
 from odradek.metadata.quorum import MetadataLogDamaged, MetadataQuorum
 from odradek.replication.manager import ReplicaManager
 from odradek.storage.cleaner.log_cleaner import CleanerConfig
@@ -65,6 +76,33 @@ def advertised_listeners(config: BrokerConfig) -> list[Listener]:
             host = socket.getfqdn()
         out.append(Listener(lst.name, host, lst.port))
     return out
+
+
+def identity_of(data_dir: Path, config: BrokerConfig) -> MetaProperties:
+    """meta.properties of the data directory. A node in a quorum starts only from a directory
+    `odradek storage format` prepared (as Kafka); a single node formats itself at first start."""
+    node_id = config.node_id
+    try:
+        if has_quorum(config):
+            meta = read_meta_properties(data_dir)
+            if meta is None:
+                raise StartRefused(
+                    f"data directory {data_dir} is not formatted (no meta.properties); a node "
+                    "with controller.quorum.voters starts only from a formatted directory: run "
+                    f"`odradek storage format --cluster-id ID --data-dir {data_dir}` with the "
+                    "same config first")
+            if meta.node_id != node_id:
+                raise MetaPropertiesError(
+                    f"Stored node id {meta.node_id} doesn't match configured node id {node_id} "
+                    f"in {data_dir / 'meta.properties'}")
+            return meta
+        fresh = read_meta_properties(data_dir) is None
+        meta = ensure_meta_properties(data_dir, node_id)
+        if fresh and not (data_dir / BOOTSTRAP_CHECKPOINT).exists():
+            write_bootstrap_checkpoint(data_dir, bootstrap_records())
+        return meta
+    except MetaPropertiesError as exc:
+        raise StartRefused(f"data directory {data_dir}: {exc}") from None
 
 
 class _TopicConfigs:
@@ -115,10 +153,7 @@ class Node:
             loop.add_signal_handler(sig, self._on_signal, sig)
         if self.prepared is None:
             self.prepared = prepare(self.data_dir, listeners_of(config))
-        try:
-            meta = ensure_meta_properties(self.data_dir, node_id)
-        except MetaPropertiesError as exc:
-            raise StartRefused(f"data directory {self.data_dir}: {exc}") from None
+        meta = identity_of(self.data_dir, config)
         log.info("node %d of cluster %s, data in %s", node_id, meta.cluster_id, self.data_dir)
         # issue 22: fds are a budget; the soft limit goes up to the hard one before any is used
         was, soft, hard = raise_fd_limit()
