@@ -60,10 +60,11 @@ CASES = {
         lambda p, c: [*quorum(1, p, c, f"1@127.0.0.1:{c}")[:3],
                       f"listeners=PLAINTEXT://127.0.0.1:{p}"],
         ["controller.listener.names", "listeners"]),
-    "broker_listening_as_controller": (lambda p, c: quorum(2, p, c, f"1@127.0.0.1:{c}")[:3]
-                                       + [f"listeners=PLAINTEXT://127.0.0.1:{p},"
-                                          f"CONTROLLER://127.0.0.1:{c}", "process.roles=broker"],
-                                       ["must not contain"]),
+    "broker_listening_as_controller": (
+        lambda p, c: [*quorum(2, p, c, f"1@127.0.0.1:{c}")[:3],
+                      f"listeners=PLAINTEXT://127.0.0.1:{p},CONTROLLER://127.0.0.1:{c}",
+                      "process.roles=broker"],
+        ["must not contain"]),
     "bad_voters": (lambda p, c: quorum(1, p, c, "1@127.0.0.1"), ["controller.quorum.voters"]),
     "missing_node_id": (lambda p, c: quorum(1, p, c, f"1@127.0.0.1:{c}")[1:], ["node.id"]),
 }

@@ -82,7 +82,7 @@ def test_parse_voters() -> None:
     assert (voters[2].host, voters[2].port) == ("127.0.0.1", 9095)
     assert parse_voters(["4@[::1]:9093"])[4].host == "::1"
     for bad in (["1@host"], ["x@h:1"], ["h:1"], ["1@h:1", "1@h:2"], ["1@h:0"]):
-        with pytest.raises(ConfigError, match="controller.quorum.voters"):
+        with pytest.raises(ConfigError, match=r"controller\.quorum\.voters"):
             parse_voters(bad)
 
 

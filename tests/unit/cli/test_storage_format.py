@@ -77,7 +77,7 @@ def test_format_refuses_another_cluster_and_a_formatted_directory(tmp_path: Path
                                   "--ignore-formatted"])
     assert ignored.exit_code == 0, ignored.output
     assert (tmp_path / "meta.properties").read_bytes() == before
-    with pytest.raises(FormatError, match="node.id 1, not 2"):
+    with pytest.raises(FormatError, match=r"node\.id 1, not 2"):
         format_data_dir(tmp_path, cluster, 2, ignore_formatted=True)
 
 

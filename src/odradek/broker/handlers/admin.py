@@ -25,22 +25,38 @@ class BrokerAddress:
     host: str
     port: int
     rack: str | None
+    fenced: bool = False
+
+
+def all_brokers(ctx: Any) -> list[BrokerAddress]:
+    """Every registered broker, fenced ones too, with its endpoint on our listener name."""
+    name = ctx.listener_name or (ctx.advertised[0].name if ctx.advertised else "PLAINTEXT")
+    out = []
+    for b in sorted(ctx.image.brokers.values(), key=lambda b: b.broker_id):
+        ep = next((e for e in b.endpoints if e.name.upper() == name), None)
+        if ep is None and b.endpoints and ctx.link is None:
+            ep = b.endpoints[0]
+        if ep is not None:
+            out.append(BrokerAddress(b.broker_id, ep.host, ep.port, b.rack, bool(b.fenced)))
+    return out
 
 
 def live_brokers(ctx: Any) -> list[BrokerAddress]:
-    """Unfenced brokers with the endpoint of our listener name (clients connect there)."""
+    """Unfenced brokers with their endpoint on the listener the request came in on (clients
+    connect there), as Kafka answers Metadata and DescribeCluster."""
     image = ctx.image
-    listener_name = ctx.advertised[0].name if ctx.advertised else "PLAINTEXT"
+    listener_name = ctx.listener_name or (ctx.advertised[0].name if ctx.advertised
+                                          else "PLAINTEXT")
     out = []
     for b in sorted(image.brokers.values(), key=lambda b: b.broker_id):
         if b.fenced:
             continue
         ep = next((e for e in b.endpoints if e.name.upper() == listener_name), None)
-        if ep is None and b.endpoints:
-            ep = b.endpoints[0]
+        if ep is None and b.endpoints and ctx.link is None:
+            ep = b.endpoints[0]  # a single node: its one client listener
         if ep is not None:
             out.append(BrokerAddress(b.broker_id, ep.host, ep.port, b.rack))
-    if not out and ctx.advertised:
+    if not out and ctx.advertised and ctx.link is None:
         a = ctx.advertised[0]
         out.append(BrokerAddress(ctx.node_id, a.host, a.port, None))
     return out
@@ -50,7 +66,8 @@ async def run(ctx: Any, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
     """Run a controller operation in a thread, then let the partitions follow the image."""
     async with ctx.admin_lock:
         result = await asyncio.to_thread(fn, *args, **kwargs)
-        await ctx.replica_manager.sync(ctx.image)
+        if ctx.replica_manager is not None:  # a controller-only node hosts no partitions
+            await ctx.replica_manager.sync(ctx.image)
     return result
 
 
