@@ -54,7 +54,8 @@ from odradek.metadata.meta_properties import (
     ensure_meta_properties,
     read_meta_properties,
 )
-from odradek.metadata.quorum import MetadataLogDamaged, MetadataQuorum
+from odradek.metadata.quorum import MetadataLogDamaged
+from odradek.metadata.raft.kraft import KRaftQuorum
 from odradek.replication.manager import ReplicaManager
 from odradek.storage.cleaner.log_cleaner import CleanerConfig
 from odradek.storage.file_pool import DEFAULT_POOL, fds_needed, raise_fd_limit
@@ -160,7 +161,9 @@ class Node:
         log.info("file descriptors: soft limit %d (was %d), hard limit %d", soft, was, hard)
         DEFAULT_POOL.resize(config.get_int("log.open.files.max"))
 
-        quorum = await asyncio.to_thread(MetadataQuorum.open, self.data_dir, node_id)
+        quorum = await asyncio.to_thread(KRaftQuorum.open, self.data_dir, node_id, None,
+                                         cluster_id=meta.cluster_id)
+        await quorum.start()
         image = await asyncio.to_thread(load_image, quorum, meta.cluster_id)
         controller = Controller(quorum, image, config)
         advertised = advertised_listeners(config)
@@ -310,6 +313,7 @@ class Node:
         except Exception:
             log.exception("final checkpoint failed")
         await asyncio.to_thread(log_manager.close)
+        await quorum.stop()
         await asyncio.to_thread(quorum.close)
 
 

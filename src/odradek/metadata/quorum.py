@@ -1,11 +1,16 @@
 """The metadata quorum: where metadata records are made durable and ordered.
 
 `Quorum` is the interface the controller and the image loader use: append records (one batch,
-all or nothing), know the committed offset and the leader epoch, replay what was committed.
-Today `MetadataQuorum` is a quorum of one voter whose log is a storage `Log` at
-`<data-dir>/__cluster_metadata-0/`: an append is committed once it is fsynced. A KRaft
-quorum (replicated log, elections, a high watermark set by the voters) implements the same
-interface later.
+all or nothing), know the committed offset and the leader epoch, replay what was committed,
+hear every committed batch (commit listeners) and every change of leadership. The node's
+quorum is `KRaftQuorum` (metadata/raft/kraft.py), one voter or many; `MetadataQuorum` here is
+the synchronous single voter kept for tests that run without an event loop (same files).
+
+Commit listeners get `fn(batch)`, `batch` a list of `(offset, record)`, for every committed
+batch in offset order, exactly once each. When the node loads a snapshot (at start, or fetched
+from the leader), each listener instead gets one `[(end_offset - 1, SnapshotLoaded(...))]`:
+the snapshot's records are the whole image as of that offset (replace, do not apply on top),
+and the batches after it follow.
 
 What was committed is remembered apart from the log, in `__cluster_metadata-0/quorum-commit`
 (see `CommitMarker`): after each fsync of the log its new end offset is written there and
@@ -24,6 +29,7 @@ import threading
 import zlib
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
 from odradek.metadata.records import MetadataRecord, decode_record, encode_record
@@ -35,10 +41,15 @@ from odradek.storage.log import Log, LogDamaged
 __all__ = [
     "COMMIT_MARKER",
     "METADATA_LOG_DIR",
+    "CommitListener",
     "CommitMarker",
+    "LeadershipListener",
     "MetadataLogDamaged",
     "MetadataQuorum",
     "Quorum",
+    "QuorumDescription",
+    "ReplicaDescription",
+    "SnapshotLoaded",
 ]
 
 log = logging.getLogger(__name__)
@@ -48,6 +59,42 @@ _READ_CHUNK = 1 << 20
 
 # Called for each committed record, in order: apply(offset, record).
 Apply = Callable[[int, MetadataRecord], None]
+
+
+@dataclass(frozen=True, slots=True)
+class SnapshotLoaded:
+    """A commit-listener notice: the image is now `records` alone, as of `end_offset - 1`."""
+
+    end_offset: int
+    epoch: int
+    records: tuple[MetadataRecord, ...]
+
+
+# fn(batch): batch = [(offset, record)] of one committed batch, or [(offset, SnapshotLoaded)]
+CommitListener = Callable[[list[tuple[int, "MetadataRecord | SnapshotLoaded"]]], None]
+# fn(is_leader, epoch)
+LeadershipListener = Callable[[bool, int], None]
+
+
+@dataclass(frozen=True, slots=True)
+class ReplicaDescription:
+    """One voter or observer as DescribeQuorum shows it (timestamps in ms, -1 unknown)."""
+
+    replica_id: int
+    log_end_offset: int
+    last_fetch_timestamp: int = -1
+    last_caught_up_timestamp: int = -1
+
+
+@dataclass(frozen=True, slots=True)
+class QuorumDescription:
+    leader_id: int  # -1 when unknown
+    leader_epoch: int
+    high_watermark: int
+    voters: tuple[ReplicaDescription, ...]
+    observers: tuple[ReplicaDescription, ...]
+    is_leader: bool  # only the leader knows the replicas' progress (Kafka answers elsewhere
+    # with NOT_LEADER_OR_FOLLOWER)
 
 COMMIT_MARKER = "quorum-commit"
 # One slot: magic, version, sequence, committed end offset, leader epoch, CRC32 of the rest.
@@ -138,7 +185,14 @@ class Quorum(ABC):
 
     @property
     @abstractmethod
-    def leader_id(self) -> int: ...
+    def leader_id(self) -> int | None:
+        """The raft leader (the active controller); None when unknown."""
+
+    @property
+    @abstractmethod
+    def is_leader(self) -> bool:
+        """This node leads `leader_epoch` and its listeners have seen everything committed
+        before the epoch began: it may append."""
 
     @property
     @abstractmethod
@@ -156,11 +210,26 @@ class Quorum(ABC):
 
     @abstractmethod
     def append(self, records: Sequence[MetadataRecord]) -> int:
-        """Append records as one atomic batch; return the offset of the last once committed."""
+        """Append records as one atomic batch; return the offset of the last once committed
+        and every commit listener has been called for it. Blocking: call it from a worker
+        thread, never the event loop. Not the leader, or leadership lost before the commit:
+        KafkaError(NOT_CONTROLLER)."""
 
     @abstractmethod
     def replay(self, apply: Apply, from_offset: int = 0) -> int:
-        """Feed every committed record from `from_offset` to `apply`; return the next offset."""
+        """Feed every committed record from `from_offset` to `apply`; return the next offset.
+        From below the latest snapshot, the snapshot's records come first (each reported at
+        the snapshot's last offset), then the log after it."""
+
+    @abstractmethod
+    def add_commit_listener(self, fn: CommitListener) -> None:
+        """fn hears every committed batch from the start (the snapshot first, if any)."""
+
+    @abstractmethod
+    def add_leadership_listener(self, fn: LeadershipListener) -> None: ...
+
+    @abstractmethod
+    def describe(self) -> QuorumDescription: ...
 
     @abstractmethod
     def close(self) -> None: ...
@@ -175,7 +244,8 @@ class MetadataQuorum(Quorum):
         latest = metadata_log.epochs.latest_epoch
         # every start is a new election won by the only voter
         self._epoch = (latest if latest is not None and latest >= 0 else 0) + 1
-        self._lock = threading.Lock()
+        self._lock = threading.RLock()
+        self._listeners: list[CommitListener] = []
         self._marker = marker or CommitMarker(metadata_log.dir / COMMIT_MARKER)
         if self._marker.end_offset != metadata_log.log_end_offset:
             # a recovered tail past the marker was fsynced before the crash: it is committed
@@ -216,6 +286,27 @@ class MetadataQuorum(Quorum):
         return self._node_id
 
     @property
+    def is_leader(self) -> bool:
+        return True
+
+    def add_commit_listener(self, fn: CommitListener) -> None:
+        # synchronous: the history now, then each append's batch in the appending thread
+        with self._lock:
+            batch: list[tuple[int, MetadataRecord | SnapshotLoaded]] = []
+            self.replay(lambda offset, record: batch.append((offset, record)))
+            if batch:
+                fn(batch)
+            self._listeners.append(fn)
+
+    def add_leadership_listener(self, fn: LeadershipListener) -> None:
+        fn(True, self._epoch)
+
+    def describe(self) -> QuorumDescription:
+        end = self._log.log_end_offset
+        me = ReplicaDescription(self._node_id, end)
+        return QuorumDescription(self._node_id, self._epoch, end, (me,), (), True)
+
+    @property
     def voters(self) -> list[int]:
         return [self._node_id]
 
@@ -246,6 +337,10 @@ class MetadataQuorum(Quorum):
             # that recovery never cuts below
             self._log.flush()
             self._marker.write(info.last_offset + 1, self._epoch)
+            batch: list[tuple[int, MetadataRecord | SnapshotLoaded]] = [
+                (info.first_offset + i, r) for i, r in enumerate(records)]
+            for fn in self._listeners:
+                fn(batch)
         return info.last_offset
 
     def replay(self, apply: Apply, from_offset: int = 0) -> int:

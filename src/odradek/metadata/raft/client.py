@@ -20,7 +20,8 @@ from dataclasses import dataclass
 from typing import cast
 
 from odradek.metadata.raft import messages as m
-from odradek.metadata.raft.log import Entry, RaftLog
+from odradek.metadata.raft.control import encode_leader_change
+from odradek.metadata.raft.log import RaftLog
 from odradek.metadata.raft.state import (
     Candidate,
     EpochState,
@@ -51,16 +52,19 @@ class RaftConfig:
     # Kafka's follower long-polls the leader (fetch max wait 500 ms); without a purgatory here a
     # follower that got nothing new waits this long before asking again.
     fetch_idle_ms: int = 100
+    # the leader holds a Fetch with nothing new this long (Kafka's raft fetch max wait), so an
+    # idle follower asks about twice a second instead of spinning; 0 turns long polls off
+    fetch_max_wait_ms: int = 500
+    fetch_max_bytes: int = 1 << 20
 
     @property
     def check_quorum_ms(self) -> int:
         return self.fetch_timeout_ms * 3 // 2
 
 
-def leader_change_payload(leader_id: int, epoch: int) -> bytes:
-    # Stands for Kafka's LeaderChangeMessage control record; the real encoding comes with the
-    # metadata log wiring (issue 14).
-    return f"LeaderChange leader={leader_id} epoch={epoch}".encode()
+def leader_change_payload(leader_id: int, voters: frozenset[int], granting: set[int]) -> bytes:
+    """Kafka's LeaderChangeMessage, the value of the control record opening every epoch."""
+    return encode_leader_change(leader_id, sorted(voters), sorted(granting))
 
 
 class RaftClient:
@@ -84,10 +88,16 @@ class RaftClient:
             # the log has seen a later epoch than the stored state (a lost or old quorum-state
             # file): never stand or vote in an epoch older than our own entries, as Kafka does
             self.quorum.transition_to(Unattached(log.last_epoch()))
-        self.high_watermark = 0  # volatile: unknown after a restart until the leader says
+        # volatile: unknown after a restart until the leader says, but never below a snapshot
+        snap = log.latest_snapshot()
+        self.high_watermark = snap.end_offset if snap is not None else 0
+        self.snapshots_installed = 0  # a follower's count of snapshots fetched (KIP-630)
         self._outbox: list[m.Message] = []
         self._next_cid = 0
         self._arm(self.quorum.state, now_ms)
+        if self.voters == {local_id}:
+            # the only voter: nobody to wait for, elect ourselves now (Kafka does the same)
+            self._become_prospective(now_ms)
 
     # ---- what the driver sees -------------------------------------------------------------
 
@@ -116,10 +126,11 @@ class RaftClient:
         st = self.quorum.state
         if not isinstance(st, Leader) or not payloads:
             return None
-        entries = self.log.append_as_leader(st.epoch, [(p, False) for p in payloads])
+        last = self.log.append_as_leader(st.epoch, list(payloads))
         self.log.flush()
         self._maybe_advance_hw(st)
-        return entries[-1].offset
+        self._release_parked(st, now_ms)
+        return last
 
     def poll(self, now_ms: int) -> tuple[list[m.Message], int]:
         self._run_timers(now_ms)
@@ -144,6 +155,10 @@ class RaftClient:
             self._on_fetch_response(msg, body, now_ms)
         elif isinstance(body, m.BeginQuorumEpochResponse):
             self._observe(body.leader_epoch, body.leader_id, now_ms)
+        elif isinstance(body, m.FetchSnapshotRequest):
+            self._on_fetch_snapshot_request(msg, body, now_ms)
+        elif isinstance(body, m.FetchSnapshotResponse):
+            self._on_fetch_snapshot_response(msg, body, now_ms)
 
     # ---- sending ----------------------------------------------------------------------------
 
@@ -171,7 +186,9 @@ class RaftClient:
 
     def _arm(self, st: EpochState, now_ms: int) -> None:
         """Set the timers of a role just entered (or restored after a restart)."""
-        if isinstance(st, (Unattached, Voted, _Election)):
+        if isinstance(st, Unattached) and not self.quorum.is_voter():
+            st.election_deadline = now_ms  # an observer looks for the leader at once
+        elif isinstance(st, (Unattached, Voted, _Election)):
             st.election_deadline = self._election_timeout(now_ms)
         elif isinstance(st, Follower):
             st.fetch_deadline = now_ms + self.config.fetch_timeout_ms
@@ -187,7 +204,8 @@ class RaftClient:
     def _next_deadline(self) -> int:
         st = self.quorum.state
         if isinstance(st, Leader):
-            return min(st.check_quorum_deadline, st.begin_resend_at)
+            at = min(st.check_quorum_deadline, st.begin_resend_at)
+            return min([at] + [p[2] for p in st.parked.values()])  # type: ignore[misc]
         if isinstance(st, Follower):
             at = st.fetch_deadline
             if st.inflight is None:
@@ -208,9 +226,20 @@ class RaftClient:
                     if st.replicas[v].last_fetch_ms is None:
                         self._send(v, m.BeginQuorumEpochRequest(st.epoch, self.local_id))
                 st.begin_resend_at = now + self.config.election_timeout_ms // 2
+            if isinstance(st, Leader):
+                for src, (pmsg, preq, at) in list(st.parked.items()):
+                    if now >= at:  # the long poll is over: answer with what there is
+                        del st.parked[src]
+                        self._answer_fetch(st, pmsg, preq)  # type: ignore[arg-type]
         elif isinstance(st, Follower):
             if now >= st.fetch_deadline:
-                self._become_prospective(now)
+                if self.quorum.is_voter():
+                    self._become_prospective(now)
+                else:
+                    # an observer never stands: ask any voter who leads now
+                    st.fetch_deadline = now + self.config.fetch_timeout_ms
+                    st.inflight = None
+                    self._send_fetch(st, now, self.rng.choice(sorted(self.voters)))
             elif (
                 st.inflight is not None
                 and now >= st.inflight_sent_ms + self.config.request_timeout_ms
@@ -229,12 +258,23 @@ class RaftClient:
             if self.quorum.is_voter():
                 self._become_prospective(now)
             else:
-                cast("Unattached", st).election_deadline = self._election_timeout(now)
+                # an observer: a Fetch to any voter; its answer names the leader and epoch
+                self._send(self.rng.choice(sorted(self.voters)), m.FetchRequest(
+                    st.epoch, self.local_id, self.log.end_offset(), self.log.last_epoch()))
+                cast("Unattached", st).election_deadline = now + min(
+                    self.config.request_timeout_ms, self.config.election_timeout_ms) // 2
 
     # ---- transitions --------------------------------------------------------------------------
 
     def _go(self, new: EpochState, now_ms: int) -> EpochState:
+        old = self.quorum.state
         self.quorum.transition_to(new)
+        if isinstance(old, Leader) and old.parked:
+            # held fetches are answered, not forgotten: the transport waits for every answer
+            for pmsg, _preq, _at in old.parked.values():
+                self._reply(pmsg, m.FetchResponse(  # type: ignore[arg-type]
+                    m.NOT_LEADER_OR_FOLLOWER, new.epoch, self.leader_id, self.high_watermark))
+            old.parked.clear()
         self._arm(new, now_ms)
         return new
 
@@ -301,13 +341,15 @@ class RaftClient:
 
     def _become_leader(self, now_ms: int) -> None:
         epoch = self.quorum.epoch
+        granting = set(cast(Candidate, self.quorum.state).granted)
         start = self.log.end_offset()
         leader = Leader(epoch, self.local_id, self.local_id, epoch_start_offset=start)
         leader.replicas = {v: ReplicaProgress() for v in self._others()}
         self._go(leader, now_ms)
         # the first record of every epoch is the leader's own: once it commits, everything
         # before it is committed too (Raft commits earlier epochs' entries only this way)
-        self.log.append_as_leader(epoch, [(leader_change_payload(self.local_id, epoch), True)])
+        self.log.append_as_leader(
+            epoch, [leader_change_payload(self.local_id, self.voters, granting)], control=True)
         self.log.flush()
         for v in self._others():
             self._send(v, m.BeginQuorumEpochRequest(epoch, self.local_id))
@@ -401,6 +443,10 @@ class RaftClient:
 
     def _on_begin_request(self, msg: m.Message, req: m.BeginQuorumEpochRequest, now: int) -> None:
         st = self.quorum.state
+        if req.leader_id not in self.voters:
+            self._reply(msg, m.BeginQuorumEpochResponse(
+                m.INCONSISTENT_VOTER_SET, st.epoch, self.leader_id))
+            return
         if req.leader_epoch < st.epoch:
             self._reply(
                 msg, m.BeginQuorumEpochResponse(m.FENCED_LEADER_EPOCH, st.epoch, self.leader_id)
@@ -464,26 +510,60 @@ class RaftClient:
         if not isinstance(st, Leader):
             answer(m.NOT_LEADER_OR_FOLLOWER)
             return
+        start = self.log.start_offset()
+        snapshot = self.log.latest_snapshot()
+        if req.fetch_offset < start and snapshot is not None:
+            # what the follower needs next is only in our snapshot (KIP-630)
+            answer(m.NONE, snapshot_id=snapshot)
+            return
         found, end = self.log.end_offset_for_epoch(req.last_fetched_epoch)
         if (
             req.fetch_offset > self.log.end_offset()
             or found != req.last_fetched_epoch
             or end < req.fetch_offset
         ):
+            if end < start and snapshot is not None:
+                answer(m.NONE, snapshot_id=snapshot)
+                return
             # the follower's log parts from ours: tell it where our history of that epoch ends
             answer(m.NONE, diverging_epoch=m.DivergingEpoch(found, end))
             return
-        progress = st.replicas.get(req.replica_id)
-        if progress is not None:  # a voter (observers fetch too, but do not count)
-            # the latest fetch, not the largest: a replica that lost its log must not count
-            # for what it once had (the HW itself never goes back)
-            progress.end_offset = req.fetch_offset
-            progress.last_fetch_ms = now
-            self._maybe_advance_hw(st)
-        records = tuple(self.log.read(req.fetch_offset, self.config.fetch_max_entries))
-        answer(m.NONE, records=records)
+        voter = st.replicas.get(req.replica_id)
+        # observers fetch too; they are listed (DescribeQuorum) but do not count
+        progress = voter if voter is not None else st.observers.setdefault(
+            req.replica_id, ReplicaProgress())
+        # the latest fetch, not the largest: a replica that lost its log must not count
+        # for what it once had (the HW itself never goes back)
+        progress.end_offset = req.fetch_offset
+        progress.last_fetch_ms = now
+        if req.fetch_offset >= self.log.end_offset():
+            progress.last_caught_up_ms = now
+        if voter is not None:
+            self._maybe_advance_hw(st, now)
+        if (
+            req.max_wait_ms > 0
+            and req.fetch_offset >= self.log.end_offset()
+            and req.fetch_offset >= self.high_watermark
+        ):
+            # nothing to send and nothing new to tell: hold the answer (a long poll)
+            old = st.parked.pop(msg.src, None)
+            if old is not None:
+                self._answer_fetch(st, old[0], old[1])  # type: ignore[arg-type]
+            st.parked[msg.src] = (msg, req, now + min(req.max_wait_ms, self.config.fetch_max_wait_ms))
+            return
+        self._answer_fetch(st, msg, req)
 
-    def _maybe_advance_hw(self, st: Leader) -> None:
+    def _answer_fetch(self, st: Leader, msg: m.Message, req: m.FetchRequest) -> None:
+        records = self.log.read(req.fetch_offset, self.config.fetch_max_entries)
+        self._reply(msg, m.FetchResponse(
+            m.NONE, st.epoch, self.local_id, self.high_watermark, records=records))
+
+    def _release_parked(self, st: Leader, now: int) -> None:
+        for src in list(st.parked):
+            pmsg, preq, _ = st.parked.pop(src)
+            self._answer_fetch(st, pmsg, preq)  # type: ignore[arg-type]
+
+    def _maybe_advance_hw(self, st: Leader, now: int = 0) -> None:
         offsets = sorted(
             [self.log.end_offset()] + [p.end_offset for p in st.replicas.values()], reverse=True
         )
@@ -492,13 +572,20 @@ class RaftClient:
         # commit with it, never on their own
         if candidate > self.high_watermark and candidate > st.epoch_start_offset:
             self.high_watermark = candidate
+            self._release_parked(st, now)  # held fetches learn the new high watermark now
 
     # ---- fetch: the follower's side ------------------------------------------------------------
 
-    def _send_fetch(self, st: Follower, now: int) -> None:
+    def _send_fetch(self, st: Follower, now: int, dst: int | None = None) -> None:
         assert st.leader_id is not None
-        req = m.FetchRequest(st.epoch, self.local_id, self.log.end_offset(), self.log.last_epoch())
-        st.inflight = self._send(st.leader_id, req)
+        if st.snapshot is not None:
+            sid, position = st.snapshot  # type: ignore[misc]
+            body: m.Body = m.FetchSnapshotRequest(
+                st.epoch, self.local_id, sid, position, self.config.fetch_max_bytes)
+        else:
+            body = m.FetchRequest(st.epoch, self.local_id, self.log.end_offset(),
+                                  self.log.last_epoch(), self.config.fetch_max_wait_ms)
+        st.inflight = self._send(st.leader_id if dst is None else dst, body)
         st.inflight_sent_ms = now
 
     def _on_fetch_response(self, msg: m.Message, resp: m.FetchResponse, now: int) -> None:
@@ -516,17 +603,82 @@ class RaftClient:
             return
         st.fetch_deadline = now + self.config.fetch_timeout_ms
         st.fetched_ok = True
+        if resp.snapshot_id is not None:
+            # our next offset is below the leader's log start: download its snapshot
+            st.snapshot = (resp.snapshot_id, 0)
+            self._send_fetch(st, now)
+            return
         if resp.diverging_epoch is not None:
             div = resp.diverging_epoch
             _, ours = self.log.end_offset_for_epoch(div.epoch)
-            self.log.truncate_to(min(div.end_offset, ours))
+            # never below what we know committed: the leader's history holds all of it
+            self.log.truncate_to(max(min(div.end_offset, ours), self.high_watermark))
             st.next_fetch_at = now
             return
-        records: list[Entry] = list(resp.records)
-        if records and records[0].offset == self.log.end_offset():
-            self.log.append_as_follower(records)
+        appended = self.log.append_as_follower(resp.records) if resp.records else 0
+        if appended:
             self.log.flush()  # before the next Fetch reports the new end offset to the leader
         new_hw = min(resp.high_watermark, self.log.end_offset())
         if new_hw > self.high_watermark:
             self.high_watermark = new_hw
-        st.next_fetch_at = now if records else now + self.config.fetch_idle_ms
+        idle = not appended and self.config.fetch_max_wait_ms <= 0
+        st.next_fetch_at = now + self.config.fetch_idle_ms if idle else now
+
+    # ---- snapshots (KIP-630) ------------------------------------------------------------------
+
+    def _on_fetch_snapshot_request(
+        self, msg: m.Message, req: m.FetchSnapshotRequest, now: int
+    ) -> None:
+        st = self.quorum.state
+
+        def answer(error: int, **kw: object) -> None:
+            self._reply(msg, m.FetchSnapshotResponse(
+                error, st.epoch, self.leader_id, req.snapshot_id, **kw))  # type: ignore[arg-type]
+
+        if req.current_leader_epoch < st.epoch:
+            answer(m.FENCED_LEADER_EPOCH)
+        elif req.current_leader_epoch > st.epoch:
+            answer(m.UNKNOWN_LEADER_EPOCH)
+        elif not isinstance(st, Leader):
+            answer(m.NOT_LEADER_OR_FOLLOWER)
+        else:
+            chunk = self.log.read_snapshot(req.snapshot_id, req.position, req.max_bytes)
+            if chunk is None:
+                answer(m.SNAPSHOT_NOT_FOUND)
+            elif req.position < 0 or req.position > chunk[1]:
+                answer(m.POSITION_OUT_OF_RANGE)
+            else:
+                answer(m.NONE, size=chunk[1], position=req.position, data=chunk[0])
+
+    def _on_fetch_snapshot_response(
+        self, msg: m.Message, resp: m.FetchSnapshotResponse, now: int
+    ) -> None:
+        self._observe(resp.leader_epoch, resp.leader_id, now)
+        st = self.quorum.state
+        if (
+            not isinstance(st, Follower)
+            or st.inflight != msg.correlation_id
+            or msg.src != st.leader_id
+            or st.snapshot is None
+        ):
+            return
+        st.inflight = None
+        sid, position = st.snapshot  # type: ignore[misc]
+        if resp.error != m.NONE or resp.snapshot_id != sid or resp.position != position:
+            st.snapshot = None  # start over from a Fetch: the leader may hold a newer one
+            st.next_fetch_at = now + self.config.retry_backoff_ms
+            return
+        st.fetch_deadline = now + self.config.fetch_timeout_ms
+        st.fetched_ok = True
+        if self.log.write_snapshot_chunk(sid, position, resp.data, resp.size):
+            st.snapshot = None
+            self.high_watermark = max(self.high_watermark, sid.end_offset)
+            self.snapshots_installed += 1
+            st.next_fetch_at = now
+            return
+        if not resp.data:
+            st.snapshot = None
+            st.next_fetch_at = now + self.config.retry_backoff_ms
+            return
+        st.snapshot = (sid, position + len(resp.data))
+        self._send_fetch(st, now)

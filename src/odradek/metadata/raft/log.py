@@ -7,13 +7,20 @@ next epoch, or the log end). `flush()` makes everything appended so far durable;
 flushes after every append, before the new offset is reported to anyone (a follower's next
 Fetch, the leader's own vote in the high watermark), so a crash loses only an unflushed tail
 that nobody has counted.
+
+What `read` returns and `append_as_follower` takes is the log's own kind of records, opaque to
+the client: a tuple of `Entry` here, Kafka record batches (bytes) in `FileRaftLog`. A log may
+start past 0 (`start_offset()`) once a snapshot (KIP-630) covers its prefix; the snapshot
+methods are `latest_snapshot`, `read_snapshot` (a chunk for FetchSnapshot) and
+`write_snapshot_chunk` (a follower downloading one; the last chunk installs it and the log
+restarts empty at the snapshot's end offset).
 """
 
 from __future__ import annotations
 
 from bisect import bisect_right
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Any, Protocol
 
 
 @dataclass(frozen=True, slots=True)
@@ -24,7 +31,17 @@ class Entry:
     control: bool = False  # a LeaderChange record written by a new leader at its epoch start
 
 
+@dataclass(frozen=True, slots=True, order=True)
+class SnapshotId:
+    """A snapshot holds everything below `end_offset`; `epoch` is the epoch of its last record."""
+
+    end_offset: int
+    epoch: int
+
+
 class RaftLog(Protocol):
+    def start_offset(self) -> int: ...
+
     def end_offset(self) -> int: ...
 
     def last_epoch(self) -> int: ...
@@ -33,15 +50,25 @@ class RaftLog(Protocol):
 
     def end_offset_for_epoch(self, epoch: int) -> tuple[int, int]: ...
 
-    def append_as_leader(self, epoch: int, payloads: list[tuple[bytes, bool]]) -> list[Entry]: ...
+    def append_as_leader(self, epoch: int, payloads: list[bytes], control: bool = False) -> int:
+        """Append one atomic batch; the offset of its last record."""
 
-    def append_as_follower(self, entries: list[Entry]) -> None: ...
+    def append_as_follower(self, records: Any) -> int:
+        """Append what `read` gave on the leader, if it starts at our end; records appended."""
 
     def truncate_to(self, offset: int) -> None: ...
 
-    def read(self, start: int, max_entries: int) -> list[Entry]: ...
+    def read(self, start: int, max_entries: int) -> Any: ...
 
     def flush(self) -> None: ...
+
+    def latest_snapshot(self) -> SnapshotId | None: ...
+
+    def read_snapshot(self, sid: SnapshotId, position: int, max_bytes: int) -> tuple[bytes, int] | None:
+        """(chunk at `position`, total size) of the snapshot, None when we do not hold it."""
+
+    def write_snapshot_chunk(self, sid: SnapshotId, position: int, data: bytes, size: int) -> bool:
+        """Store a downloaded chunk; True once the snapshot is whole and installed."""
 
 
 class MemoryRaftLog:
@@ -87,17 +114,21 @@ class MemoryRaftLog:
             self._epochs.append((entry.epoch, entry.offset))
         self.entries.append(entry)
 
-    def append_as_leader(self, epoch: int, payloads: list[tuple[bytes, bool]]) -> list[Entry]:
-        out = []
-        for payload, control in payloads:
-            entry = Entry(len(self.entries), epoch, payload, control)
-            self._push(entry)
-            out.append(entry)
-        return out
+    def start_offset(self) -> int:
+        return 0
 
-    def append_as_follower(self, entries: list[Entry]) -> None:
+    def append_as_leader(self, epoch: int, payloads: list[bytes], control: bool = False) -> int:
+        for payload in payloads:
+            self._push(Entry(len(self.entries), epoch, payload, control))
+        return len(self.entries) - 1
+
+    def append_as_follower(self, records: Any) -> int:
+        entries = list(records)
+        if not entries or entries[0].offset != len(self.entries):
+            return 0
         for entry in entries:
             self._push(entry)
+        return len(entries)
 
     def truncate_to(self, offset: int) -> None:
         if offset >= len(self.entries):
@@ -107,8 +138,18 @@ class MemoryRaftLog:
             self._epochs.pop()
         self.flushed = min(self.flushed, offset)
 
-    def read(self, start: int, max_entries: int) -> list[Entry]:
-        return self.entries[start : start + max_entries]
+    def read(self, start: int, max_entries: int) -> tuple[Entry, ...]:
+        return tuple(self.entries[start : start + max_entries])
+
+    # the simulation's log keeps everything: it never snapshots
+    def latest_snapshot(self) -> SnapshotId | None:
+        return None
+
+    def read_snapshot(self, sid: SnapshotId, position: int, max_bytes: int) -> tuple[bytes, int] | None:
+        return None
+
+    def write_snapshot_chunk(self, sid: SnapshotId, position: int, data: bytes, size: int) -> bool:
+        return False
 
     def flush(self) -> None:
         self.flushed = len(self.entries)

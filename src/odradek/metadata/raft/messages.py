@@ -9,8 +9,9 @@ wire with kio; here they are what the state machine consumes and produces.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
-from odradek.metadata.raft.log import Entry
+from odradek.metadata.raft.log import SnapshotId
 from odradek.protocol.errors import ErrorCode
 
 NONE = int(ErrorCode.none)
@@ -19,6 +20,8 @@ FENCED_LEADER_EPOCH = int(ErrorCode.fenced_leader_epoch)
 UNKNOWN_LEADER_EPOCH = int(ErrorCode.unknown_leader_epoch)
 INVALID_REQUEST = int(ErrorCode.invalid_request)
 INCONSISTENT_VOTER_SET = int(ErrorCode.inconsistent_voter_set)
+SNAPSHOT_NOT_FOUND = int(ErrorCode.snapshot_not_found)
+POSITION_OUT_OF_RANGE = int(ErrorCode.position_out_of_range)
 
 
 @dataclass(frozen=True, slots=True)
@@ -72,6 +75,7 @@ class FetchRequest:
     replica_id: int
     fetch_offset: int
     last_fetched_epoch: int
+    max_wait_ms: int = 0  # the leader may hold an empty answer this long (a long poll)
 
 
 @dataclass(frozen=True, slots=True)
@@ -89,8 +93,29 @@ class FetchResponse:
     leader_epoch: int
     leader_id: int | None
     high_watermark: int
-    records: tuple[Entry, ...] = ()
+    records: Any = ()  # the log's own kind: Entries in memory, record batches (bytes) on disk
     diverging_epoch: DivergingEpoch | None = None
+    snapshot_id: SnapshotId | None = None  # fetch below the leader's log start: get this first
+
+
+@dataclass(frozen=True, slots=True)
+class FetchSnapshotRequest:
+    current_leader_epoch: int
+    replica_id: int
+    snapshot_id: SnapshotId
+    position: int
+    max_bytes: int = 1 << 20
+
+
+@dataclass(frozen=True, slots=True)
+class FetchSnapshotResponse:
+    error: int
+    leader_epoch: int
+    leader_id: int | None
+    snapshot_id: SnapshotId
+    size: int = 0
+    position: int = 0
+    data: bytes = b""
 
 
 Body = (
@@ -102,6 +127,8 @@ Body = (
     | EndQuorumEpochResponse
     | FetchRequest
     | FetchResponse
+    | FetchSnapshotRequest
+    | FetchSnapshotResponse
 )
 
 

@@ -96,6 +96,7 @@ class Candidate(_Election):
 class ReplicaProgress:
     end_offset: int = 0  # the offset the replica last fetched from: all before it matches ours
     last_fetch_ms: int | None = None
+    last_caught_up_ms: int | None = None  # its last fetch from our log end (DescribeQuorum)
 
 
 @dataclass(slots=True)
@@ -103,6 +104,9 @@ class Leader(EpochState):
     role: ClassVar[Role] = R.LEADER
     epoch_start_offset: int = 0
     replicas: dict[int, ReplicaProgress] = field(default_factory=dict)
+    observers: dict[int, ReplicaProgress] = field(default_factory=dict)  # fetching non-voters
+    # long polls: fetches with nothing to send, answered when there is (or at their deadline)
+    parked: dict[int, tuple[object, object, int]] = field(default_factory=dict)
     check_quorum_deadline: int = 0
     begin_resend_at: int = 0
 
@@ -117,6 +121,7 @@ class Follower(EpochState):
     # KIP-996: only a follower that has fetched from its leader in this role refuses pre-votes;
     # one that merely heard the leader named may be following a dead leader
     fetched_ok: bool = False
+    snapshot: object | None = None  # (SnapshotId, position) while downloading one (KIP-630)
 
 
 @dataclass(slots=True)

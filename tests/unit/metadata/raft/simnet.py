@@ -41,7 +41,8 @@ class SimConfig:
     durable_votes: bool = True
     # a lost message stands for a broken connection, which a real client notices well before
     # Kafka's 2 s request timeout; without this every lost Fetch would cost an election
-    raft: RaftConfig = field(default_factory=lambda: RaftConfig(request_timeout_ms=300))
+    raft: RaftConfig = field(
+        default_factory=lambda: RaftConfig(request_timeout_ms=300, fetch_max_wait_ms=100))
 
 
 class SimNode:

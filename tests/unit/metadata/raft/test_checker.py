@@ -24,7 +24,7 @@ def test_a_good_history_passes() -> None:
     c = InvariantChecker()
     a, b = log_of(1, 1, 2), log_of(1, 1)
     c.check([view(1, a, 2, Role.LEADER, 2), view(2, b, 2)])
-    a.append_as_leader(2, [(b"x", False)])
+    a.append_as_leader(2, [b"x"])
     b.append_as_follower(a.read(2, 10))
     c.check([view(1, a, 4, Role.LEADER, 2), view(2, b, 3)])
     assert len(c.committed) == 4
