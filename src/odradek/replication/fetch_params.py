@@ -39,11 +39,12 @@ class FetchParams:
     """A fetch request's parameters. A plain class with slots, not a frozen dataclass: one is
     built per fetch, and a frozen dataclass's __init__ costs a microsecond."""
 
-    __slots__ = ("isolation", "isolation_level", "max_bytes", "max_wait_ms", "min_bytes",
-                 "replica_id", "topic_ids")
+    __slots__ = ("client_rack", "isolation", "isolation_level", "max_bytes", "max_wait_ms",
+                 "min_bytes", "replica_epoch", "replica_id", "topic_ids")
 
     def __init__(self, replica_id: int, max_wait_ms: int, min_bytes: int, max_bytes: int,
-                 isolation_level: int, topic_ids: bool = False) -> None:
+                 isolation_level: int, topic_ids: bool = False, client_rack: str | None = None,
+                 replica_epoch: int = -1) -> None:
         self.replica_id = replica_id  # -1: a consumer; >= 0: the follower node fetching
         self.max_wait_ms = max_wait_ms
         self.min_bytes = min_bytes
@@ -51,6 +52,10 @@ class FetchParams:
         self.isolation_level = isolation_level  # the request's: 0 read_uncommitted, 1 committed
         # the request names topics by id (Fetch v13+): an unknown one is UNKNOWN_TOPIC_ID
         self.topic_ids = topic_ids
+        # the consumer's rack (Fetch v11+ carries client metadata: it may read from a
+        # follower, KIP-392); None before v11 (leader only)
+        self.client_rack = client_rack
+        self.replica_epoch = replica_epoch  # the follower's broker epoch (Fetch v15+)
         self.isolation = (FetchIsolation.LOG_END if replica_id >= 0
                           else FetchIsolation.TXN_COMMITTED if isolation_level == READ_COMMITTED
                           else FetchIsolation.HIGH_WATERMARK)

@@ -8,28 +8,35 @@ append itself stays on the loop (a page-cache write).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
-import os
 import time
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
 
 from odradek.protocol.errors import ErrorCode, InvalidRecord, KafkaError, ProtocolError
-from odradek.protocol.fetch import FetchPartitionResponse
 from odradek.protocol.produce import MAX_PRODUCE_VERSION
 from odradek.protocol.records import BatchHeader
+from odradek.replication.config import (
+    RACK_AWARE_SELECTOR,
+    AlterPartitionItem,
+    AlterPartitionResult,
+    ReplicationConfig,
+)
 from odradek.replication.fetch_params import (
-    INLINE_READ_BYTES,
     FetchIsolation,
     FetchParams,
     FetchTopic,
     FetchTopicResult,
 )
+from odradek.replication.fetcher import ReplicaFetcherManager
+from odradek.replication.follower import FENCED
 from odradek.replication.partition import Partition
-from odradek.replication.purgatory import DelayedFetch, DelayedOperationPurgatory
+from odradek.replication.purgatory import DelayedFetch, DelayedOperationPurgatory, DelayedProduce
+from odradek.replication.reading import FetchReading
 from odradek.storage.checkpoints import REPLICATION_OFFSET_CHECKPOINT, read_offsets, write_offsets
 from odradek.storage.log_validator import validate_records
 
@@ -48,6 +55,7 @@ class AppendResult:
     log_append_time_ms: int = -1
     log_start_offset: int = -1
     message: str | None = None
+    last_offset: int = -1  # of the last batch appended (an acks=all produce waits past it)
 
 
 @dataclass(frozen=True, slots=True)
@@ -59,6 +67,7 @@ class _Wanted:
     leader_epoch: int
     replicas: list[int]
     isr: list[int]
+    partition_epoch: int = 0
 
 
 def iter_image_partitions(image: Any) -> Iterator[tuple[Any, Any]]:
@@ -69,10 +78,27 @@ def iter_image_partitions(image: Any) -> Iterator[tuple[Any, Any]]:
             yield topic, p
 
 
-class ReplicaManager:
+AlterPartition = Callable[[AlterPartitionItem], Awaitable[AlterPartitionResult]]
+
+
+def _now_ms() -> int:
+    return int(time.time() * 1000)
+
+
+class ReplicaManager(FetchReading):
     def __init__(self, log_manager: Any, node_id: int, data_dir: Path,
-                 log_config_for: Any) -> None:
-        """`log_config_for(topic) -> LogConfig` reads the topic's configs from the image."""
+                 log_config_for: Any, *, channels: Any = None,
+                 alter_partition: AlterPartition | None = None,
+                 broker_endpoint: Callable[[int], tuple[str, int] | None] | None = None,
+                 config: ReplicationConfig | None = None,
+                 broker_epoch: Callable[[], int] | None = None) -> None:
+        """`log_config_for(topic) -> LogConfig` reads the topic's configs from the image.
+
+        For a cluster: `channels` (odradek.network.Channels to the other brokers' inter-broker
+        listener; built from `broker_endpoint` when not given), `alter_partition` (an
+        AlterPartition round trip to the active controller), `config` (the replica.* settings),
+        `broker_epoch()` (this broker's epoch, sent in follower fetches). All default to the
+        single-node case, where every partition has one replica."""
         self.log_manager = log_manager
         self.node_id = node_id
         self.data_dir = Path(data_dir)
@@ -91,6 +117,21 @@ class ReplicaManager:
         # fetches; acks=all produces once followers exist (DelayedProduce)
         self.fetch_purgatory = DelayedOperationPurgatory("Fetch")
         self.produce_purgatory = DelayedOperationPurgatory("Produce")
+        self.config = config or ReplicationConfig()
+        self.alter_partition = alter_partition
+        if channels is None and broker_endpoint is not None:
+            from odradek.network.channel import Channels
+            channels = Channels(f"odradek-replica-{node_id}", broker_endpoint)
+        self.channels = channels
+        self.broker_endpoint = broker_endpoint
+        self.fetchers = ReplicaFetcherManager(node_id, channels, self.config,
+                                              broker_epoch or (lambda: -1))
+        # broker id -> rack, from the image (KIP-392's rack-aware selector)
+        self.racks: dict[int, str | None] = {}
+        self._rack_aware = self.config.replica_selector_class == RACK_AWARE_SELECTOR
+        self._isr_task: asyncio.Task[None] | None = None
+        self._alters: set[asyncio.Task[None]] = set()
+        self._hw_at_load: dict[tuple[str, int], int] = {}
 
     # --- lookups ---------------------------------------------------------
 
@@ -107,7 +148,7 @@ class ReplicaManager:
             if self.node_id in p.replicas:
                 wanted[(topic.name, p.partition)] = _Wanted(
                     topic.name, p.partition, topic.topic_id, p.leader, p.leader_epoch,
-                    list(p.replicas), list(p.isr))
+                    list(p.replicas), list(p.isr), getattr(p, "partition_epoch", 0))
         return wanted
 
     def _plan(self, image: Any) -> tuple[list[_Wanted], list[Partition], list[_Wanted]]:
@@ -151,28 +192,115 @@ class ReplicaManager:
         for part in drop:
             if self.partitions.get((part.topic, part.index)) is part:
                 del self.partitions[(part.topic, part.index)]
+            self.fetchers.remove(part)
+            part.make_follower(-1, part.leader_epoch, part.partition_epoch, [], [])
+        now = _now_ms()
         for w, the_log in opened:
-            self.partitions[(w.topic, w.partition)] = Partition(
-                w.topic, w.partition, w.topic_id, the_log, leader=w.leader,
-                leader_epoch=w.leader_epoch, replicas=w.replicas, isr=w.isr)
-            self._note_epoch(the_log, w.leader_epoch)
+            hw = self._hw_at_load.pop((w.topic, w.partition), None)
+            # a new partition starts as a follower of nobody, then takes its role below
+            part = Partition(w.topic, w.partition, w.topic_id, the_log, leader=-1,
+                             leader_epoch=-1, replicas=w.replicas, isr=w.isr,
+                             local_id=self.node_id, partition_epoch=w.partition_epoch,
+                             high_watermark=hw if hw is not None else 0)
+            part.alter_isr = self._alter_isr
+            part.lag_max_ms = self.config.replica_lag_time_max_ms
+            self.partitions[(w.topic, w.partition)] = part
             if self.producer_id_expiration_ms is not None:
                 the_log.producer_state.expiration_ms = self.producer_id_expiration_ms
+            self._apply_role(part, w, now)
         for w in update:
             part = self.partitions[(w.topic, w.partition)]
-            part.leader, part.replicas, part.isr = w.leader, w.replicas, w.isr
-            if part.leader_epoch != w.leader_epoch:
-                part.leader_epoch = w.leader_epoch
-                self._note_epoch(part.log, w.leader_epoch)
+            self._apply_role(part, w, now)
             self._apply_config(part)
 
-    def _note_epoch(self, the_log: Any, epoch: int) -> None:
-        epochs = getattr(the_log, "epochs", None)
-        if epochs is not None and epoch >= 0:
+    def _apply_role(self, part: Partition, w: _Wanted, now_ms: int) -> None:
+        """Leader or follower as the image says (Kafka's makeLeader / makeFollower)."""
+        if w.leader == self.node_id:
+            was_leader = part.is_leader
+            if part.make_leader(w.leader_epoch, w.partition_epoch, w.replicas, w.isr, now_ms):
+                if not was_leader:
+                    self.fetchers.remove(part)
+                log.debug("%s-%d: leader in epoch %d", part.topic, part.index, w.leader_epoch)
+            elif w.partition_epoch >= part.partition_epoch:
+                part.update_isr(w.isr, w.partition_epoch)
+            if not part.solo:
+                self._ensure_isr_task()
+        elif part.make_follower(w.leader, w.leader_epoch, w.partition_epoch, w.replicas, w.isr):
+            if w.leader >= 0 and self.channels is not None:
+                self.fetchers.add(part)
+            else:
+                self.fetchers.remove(part)  # no leader (offline), or no network: wait
+        elif w.leader >= 0 and self.channels is not None:
+            state = self.fetchers.state_of(part.topic, part.index)
+            if state is None or state.state == FENCED:
+                self.fetchers.add(part)
+
+    # --- the ISR -----------------------------------------------------------
+
+    def _alter_isr(self, part: Partition, isr: tuple[int, ...]) -> None:
+        """Send a proposed ISR to the controller; its answer goes back to the partition."""
+        if self.alter_partition is None:
+            part.pending_isr = None  # no controller to ask (a single node): nothing changes
+            return
+        epochs = {r: s.broker_epoch for r, s in part.replica_states.items()}
+        item = AlterPartitionItem(part.topic, part.topic_id, part.index, self.node_id,
+                                  part.leader_epoch, part.partition_epoch, isr, epochs)
+        task = asyncio.ensure_future(self._send_alter(part, item))
+        self._alters.add(task)
+        task.add_done_callback(self._alters.discard)
+
+    async def _send_alter(self, part: Partition, item: AlterPartitionItem) -> None:
+        assert self.alter_partition is not None
+        try:
+            result = await self.alter_partition(item)
+        except Exception as exc:
+            log.info("AlterPartition for %s-%d failed: %s", part.topic, part.index, exc)
+            result = AlterPartitionResult(ErrorCode.request_timed_out)
+        if self.partitions.get((part.topic, part.index)) is not part:
+            return
+        if part.on_alter_result(result.error, result.leader_epoch, result.partition_epoch,
+                                list(result.isr)):
+            log.info("%s-%d: ISR now %s (partition epoch %d)", part.topic, part.index,
+                     list(result.isr), result.partition_epoch)
+        elif result.error != ErrorCode.none:
+            log.info("%s-%d: ISR change to %s refused: %s", part.topic, part.index,
+                     list(item.new_isr), result.error.name.upper())
+
+    def _ensure_isr_task(self) -> None:
+        if self._isr_task is None or self._isr_task.done():
             try:
-                epochs.assign(epoch, the_log.log_end_offset)
-            except Exception:
-                log.exception("recording leader epoch %d failed", epoch)
+                self._isr_task = asyncio.get_running_loop().create_task(self._isr_expiration())
+            except RuntimeError:  # not on a loop (load at start): the next sync starts it
+                self._isr_task = None
+
+    async def _isr_expiration(self) -> None:
+        """Kafka's isr-expiration task: every replica.lag.time.max.ms / 2, drop the followers
+        that fell behind from the ISR of every partition this node leads."""
+        interval = max(0.01, self.config.replica_lag_time_max_ms / 2000)
+        while True:
+            await asyncio.sleep(interval)
+            self.maybe_shrink_isrs(_now_ms())
+
+    def maybe_shrink_isrs(self, now_ms: int) -> int:
+        n = 0
+        for part in list(self.partitions.values()):
+            if part.is_leader and not part.solo and part.maybe_shrink_isr(now_ms):
+                n += 1
+        return n
+
+    async def stop(self) -> None:
+        """Stop the fetchers and the ISR task (the node, at shutdown)."""
+        if self._isr_task is not None:
+            self._isr_task.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await self._isr_task
+            self._isr_task = None
+        await self.fetchers.shutdown()
+        for task in list(self._alters):
+            task.cancel()
+        if self.channels is not None and self.broker_endpoint is not None:
+            with contextlib.suppress(Exception):
+                await self.channels.close()
 
     def _apply_config(self, part: Partition) -> None:
         config = self._log_config_for(part.topic)
@@ -182,6 +310,8 @@ class ReplicaManager:
     def load(self, image: Any) -> None:
         """At start, before serving: recover every log and host the image's partitions."""
         self.log_manager.load(self._log_config_for)
+        self._hw_at_load = self.read_hw_checkpoint()
+        self._note_brokers(image)
         create, drop, update = self._plan(image)
         # logs of deleted topics go; logs the image does not know are renamed -stray and kept
         self.log_manager.reconcile({(w.topic, w.partition): w.topic_id for w in create},
@@ -191,6 +321,10 @@ class ReplicaManager:
             part.refresh_high_watermark()
         log.info("hosting %d partitions", len(self.partitions))
 
+    def _note_brokers(self, image: Any) -> None:
+        brokers = getattr(image, "brokers", None) or {}
+        self.racks = {int(b): getattr(reg, "rack", None) for b, reg in brokers.items()}
+
     def _disk_logs(self) -> Iterator[tuple[str, int]]:
         logs = getattr(self.log_manager, "logs", None)
         if isinstance(logs, dict):
@@ -199,10 +333,13 @@ class ReplicaManager:
     async def sync(self, image: Any) -> None:
         """Create/delete/update partitions so that they follow the image."""
         async with self._sync_lock:
+            self._note_brokers(image)
             create, drop, update = self._plan(image)
             for part in drop:  # stop serving before the files go
                 if self.partitions.get((part.topic, part.index)) is part:
                     del self.partitions[(part.topic, part.index)]
+                self.fetchers.remove(part)
+                part.make_follower(-1, part.leader_epoch, part.partition_epoch, [], [])
             opened = await asyncio.to_thread(self._open_logs, create, drop) if (create or drop) else []
             self._register(opened, [], update)
             for w, _ in opened:
@@ -227,6 +364,9 @@ class ReplicaManager:
                   produce_version: int) -> AppendResult:
         """Validate (storage's LogValidator, with what the request's version allows) and append
         a produce request's records to one partition, as leader."""
+        if part.leader != part.local_id:
+            return AppendResult(ErrorCode.not_leader_or_follower,
+                                message=f"{part.topic}-{part.index} is led by {part.leader}")
         try:
             if records is None or len(records) == 0:
                 raise InvalidRecord("produce request without records")
@@ -240,7 +380,8 @@ class ReplicaManager:
                                                      append_time if append_time >= 0 else None)
                 if base < 0:
                     base = info.first_offset
-            return AppendResult(ErrorCode.none, base, append_time, part.log_start_offset)
+            return AppendResult(ErrorCode.none, base, append_time, part.log_start_offset, None,
+                                info.last_offset)
         except KafkaError as exc:
             code = exc.code
             if code == ErrorCode.invalid_txn_state and self.producer_epoch_of is not None:
@@ -289,7 +430,8 @@ class ReplicaManager:
         # read_committed waits for the LSO to pass what was read, not for appends under it
         delayed = DelayedFetch(watched, params.min_bytes, accumulated,
                                read_committed=params.isolation == FetchIsolation.TXN_COMMITTED,
-                               stable_offsets=watched, purgatory=self.fetch_purgatory)
+                               stable_offsets=watched, purgatory=self.fetch_purgatory,
+                               log_end=params.isolation == FetchIsolation.LOG_END)
         fut: asyncio.Future[_R] = asyncio.get_running_loop().create_future()
 
         def complete() -> None:
@@ -305,85 +447,44 @@ class ReplicaManager:
         fut.add_done_callback(lambda _: delayed.cancel())  # a cancelled one stops waiting
         return fut
 
+    def delay_produce(self, waits: list[tuple[Partition, int, int]], timeout_ms: int,
+                      respond: Callable[[list[ErrorCode]], _R]) -> _R | asyncio.Future[_R]:
+        """acks=all: `respond(errors)` once the HW of every (partition, required offset, leader
+        epoch) passed its offset (NONE), leadership moved (NOT_LEADER_OR_FOLLOWER) or
+        timeout_ms passed (REQUEST_TIMED_OUT); a Future when it has to wait (the produce
+        purgatory)."""
+        delayed = DelayedProduce(waits, self.produce_purgatory)
+        fut: asyncio.Future[_R] = asyncio.get_running_loop().create_future()
+
+        def complete() -> None:
+            if fut.done():
+                return
+            try:
+                fut.set_result(respond(delayed.errors()))
+            except Exception as exc:
+                fut.set_exception(exc)
+
+        if not delayed.start(max(timeout_ms, 1), complete):
+            return respond(delayed.errors())
+        fut.add_done_callback(lambda _: delayed.cancel())
+        return fut
+
+    async def wait_for_hw(self, part: Partition, required_offset: int, timeout_ms: int
+                          ) -> ErrorCode:
+        """For the node's own acks=all writes (coordinators): wait until the HW passes
+        `required_offset`; NONE, NOT_LEADER_OR_FOLLOWER or REQUEST_TIMED_OUT."""
+        if part.high_watermark >= required_offset:
+            return ErrorCode.none
+        result = self.delay_produce([(part, required_offset, part.leader_epoch)], timeout_ms,
+                                    lambda errors: errors[0])
+        if isinstance(result, asyncio.Future):
+            return await result
+        return result
+
     def complete_delayed_operations(self) -> int:
         """Answer every parked request now with what there is (shutdown, as Kafka's purgatories
         complete theirs): how many there were."""
         return self.fetch_purgatory.complete_all() + self.produce_purgatory.complete_all()
-
-    def _read_from_log(self, params: FetchParams, topics: list[FetchTopic]
-                       ) -> tuple[list[FetchTopicResult], int, bool, dict[Partition, int]]:
-        """The results, bytes read, whether any partition failed, and the partitions a long
-        poll watches with the LSO each was read at (Kafka's readFromLog)."""
-        isolation = params.isolation
-        committed = isolation == FetchIsolation.TXN_COMMITTED
-        to_log_end = isolation == FetchIsolation.LOG_END
-        aborted: list[tuple[int, int]] | None = [] if committed else None
-        remaining = params.max_bytes
-        min_one = True
-        accumulated = 0
-        errors = False
-        watched: dict[Partition, int] = {}
-        partitions = self.partitions
-        out: list[FetchTopicResult] = []
-        for name, tid, parts in topics:
-            results = []
-            for index, offset, part_max, leader_epoch in parts:
-                part = partitions.get((name, index)) if name is not None else None
-                if part is None:
-                    code = (ErrorCode.unknown_topic_id if params.topic_ids and name is None
-                            else ErrorCode.unknown_topic_or_partition)
-                    results.append(FetchPartitionResponse(index, code, -1, -1, -1, None, -1,
-                                                          None))
-                    errors = True
-                    continue
-                hw = part.high_watermark
-                lso = part.last_stable_offset
-                if leader_epoch >= 0 and leader_epoch != part.leader_epoch:
-                    results.append(FetchPartitionResponse(
-                        index, part.leader_epoch_error(leader_epoch), hw, lso,
-                        part.log_start_offset, None, -1, None))
-                    errors = True
-                    continue
-                lg = part.log
-                start = lg.log_start_offset
-                leo = lg.log_end_offset
-                upper = leo if to_log_end else lso if committed else hw
-                if start <= offset <= leo and offset >= (upper if upper < leo else leo):
-                    # a consumer at the tail (the common case of a long poll): what Log.read
-                    # answers for it, without its lock and segment lookup
-                    region = None
-                    size = 0
-                else:
-                    limit = min(part_max, remaining) if remaining > 0 else 0
-                    try:
-                        res = lg.read(offset, max(limit, 0), upper, min_one)
-                    except KafkaError as exc:
-                        results.append(FetchPartitionResponse(
-                            index, exc.code, hw, lso, lg.log_start_offset, None, -1, None))
-                        errors = True
-                        continue
-                    region = res.region
-                    size = region.size if region is not None else 0
-                    start = lg.log_start_offset
-                if size:
-                    remaining -= size
-                    accumulated += size
-                    min_one = False
-                watched[part] = lso
-                # the clients drop the aborted transactions' records themselves
-                txns = part.aborted_transactions(offset, lso) if committed and size else aborted
-                records: Any = region if size else None
-                if 0 < size <= INLINE_READ_BYTES:
-                    try:
-                        data = os.pread(region.fd, size, region.position)  # type: ignore[union-attr]
-                    except OSError:  # the segment went away: the region path reports it
-                        data = b""
-                    if len(data) == size:
-                        records = data
-                results.append(FetchPartitionResponse(index, ErrorCode.none, hw, lso, start,
-                                                       txns, -1, records))
-            out.append((name or "", tid, results))
-        return out, accumulated, errors, watched
 
     # --- producer state --------------------------------------------------
 

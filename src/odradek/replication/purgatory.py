@@ -29,9 +29,10 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable, Iterable, Iterator
 
+from odradek.protocol.errors import ErrorCode
 from odradek.replication.partition import Partition
 
-__all__ = ["DelayedFetch", "DelayedOperation", "DelayedOperationPurgatory"]
+__all__ = ["DelayedFetch", "DelayedOperation", "DelayedOperationPurgatory", "DelayedProduce"]
 
 
 class DelayedOperationPurgatory:
@@ -144,16 +145,19 @@ class DelayedOperation:
 class DelayedFetch(DelayedOperation):
     """A fetch that found fewer than min_bytes: waits for appends on its partitions."""
 
-    __slots__ = ("_lso", "_partitions", "_unstable", "_watcher", "accumulated", "min_bytes",
-                 "read_committed")
+    __slots__ = ("_log_end", "_lso", "_partitions", "_unstable", "_watcher", "accumulated",
+                 "min_bytes", "read_committed")
 
     def __init__(self, partitions: Iterable[Partition], min_bytes: int, accumulated: int,
                  read_committed: bool = False,
                  stable_offsets: dict[Partition, int] | None = None,
-                 purgatory: DelayedOperationPurgatory | None = None) -> None:
+                 purgatory: DelayedOperationPurgatory | None = None,
+                 log_end: bool = False) -> None:
         """`stable_offsets`: for read_committed, the LSO of each partition as the fetch read
-        it (default: as it is now); an LSO past it wakes the fetch."""
+        it (default: as it is now); an LSO past it wakes the fetch. `log_end`: a follower's
+        fetch, woken by appends (a consumer's is woken by the high watermark)."""
         super().__init__(purgatory)
+        self._log_end = log_end
         self._partitions = list(partitions)
         self.min_bytes = min_bytes
         self.accumulated = accumulated
@@ -176,8 +180,9 @@ class DelayedFetch(DelayedOperation):
 
     def _watch(self) -> None:
         watcher = self._watcher
+        log_end = self._log_end
         for p in self._partitions:
-            p.add_watcher(watcher)
+            p.add_watcher(watcher, log_end)
 
     def _unwatch(self) -> None:
         watcher = self._watcher
@@ -185,6 +190,10 @@ class DelayedFetch(DelayedOperation):
             p.remove_watcher(watcher)
 
     def _on_append(self, partition: Partition, size: int) -> None:
+        if not size and not self._log_end and not partition.is_leader:
+            # a role change: read again now (the answer is NOT_LEADER_OR_FOLLOWER or data)
+            self._finish_soon()
+            return
         if self.read_committed:
             lso = partition.last_stable_offset
             waiting = self._unstable.get(partition, 0) + size
@@ -217,3 +226,49 @@ class DelayedFetch(DelayedOperation):
         finally:
             self.cancel()
         return self.accumulated >= self.min_bytes
+
+
+class DelayedProduce(DelayedOperation):
+    """An acks=all produce whose batches are appended, waiting for the high watermark of each
+    partition to pass its batch (Kafka's DelayedProduce): `waits` are (partition, required
+    offset = last offset + 1, leader epoch at the append). `errors()` then says, per wait,
+    NONE, NOT_LEADER_OR_FOLLOWER (leadership moved meanwhile) or REQUEST_TIMED_OUT."""
+
+    __slots__ = ("_watcher", "waits")
+
+    def __init__(self, waits: list[tuple[Partition, int, int]],
+                 purgatory: DelayedOperationPurgatory | None = None) -> None:
+        super().__init__(purgatory)
+        self.waits = waits
+        self._watcher = self._on_hw
+
+    @staticmethod
+    def _done(part: Partition, required: int, epoch: int) -> bool:
+        return (part.high_watermark >= required or not part.is_leader
+                or part.leader_epoch != epoch)
+
+    def _ready(self) -> bool:
+        return all(self._done(p, r, e) for p, r, e in self.waits)
+
+    def _watch(self) -> None:
+        for p, _, _ in self.waits:
+            p.add_watcher(self._watcher)
+
+    def _unwatch(self) -> None:
+        for p, _, _ in self.waits:
+            p.remove_watcher(self._watcher)
+
+    def _on_hw(self, partition: Partition, size: int) -> None:
+        if self._ready():
+            self._finish_soon()
+
+    def errors(self) -> list[ErrorCode]:
+        out = []
+        for p, required, epoch in self.waits:
+            if not p.is_leader or p.leader_epoch != epoch:
+                out.append(ErrorCode.not_leader_or_follower)
+            elif p.high_watermark >= required:
+                out.append(ErrorCode.none)
+            else:
+                out.append(ErrorCode.request_timed_out)
+        return out

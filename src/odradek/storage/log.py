@@ -464,6 +464,12 @@ class Log(SegmentLoading, Retention, TimestampLookup):
         self.producer_state.truncate_snapshots(self._leo)
         self.producer_state = load_producer_state(self)
 
+    @locked
+    def truncate_fully_and_start_at(self, offset: int) -> None:
+        """Drop every segment and start empty at `offset` (a follower whose leader's log
+        starts above this log's end)."""
+        self._truncate_fully_and_start_at(offset)
+
     def _truncate_fully_and_start_at(self, offset: int) -> None:
         for seg in self._segments:
             self._retire(seg)

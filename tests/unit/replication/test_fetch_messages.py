@@ -81,6 +81,7 @@ def test_each_kind_of_fetch_reads_to_its_bound(rm: ReplicaManager) -> None:
     assert (uncommitted.high_watermark, uncommitted.last_stable_offset) == (3, 2)
     assert len(uncommitted.records) > len(committed.records) > 0
     # a follower reads to the log end, past a high watermark its ISR has not reached yet
+    part.make_leader(EPOCH, 1, [1, 2], [1, 2], int(time.time() * 1000))
     part.high_watermark = 2
     assert len(only(fetch(rm)).records) == len(committed.records)
     follower = only(fetch(rm, replica_id=2))

@@ -20,6 +20,10 @@ from odradek.replication.fetch_params import FetchParams, FetchTopic, FetchTopic
 _ZERO_UUID = uuid.UUID(int=0)
 # topic ids in place of names from this version on (KIP-516)
 _TOPIC_IDS_VERSION = 13
+# client metadata (rack id) from this version on
+_CLIENT_METADATA_VERSION = 11
+METADATA_TOPIC = "__cluster_metadata"
+METADATA_TOPIC_ID = uuid.UUID(int=1)  # Kafka's Uuid.METADATA_TOPIC_ID
 
 
 # v0-3 would need down-conversion to magic 0/1 (not done)
@@ -32,6 +36,9 @@ def handle(ctx: Any, header: Any, frame: memoryview) -> Any:
     hv = response_header_version(1, version)
     if req.session_id != 0 and req.session_epoch > 0:
         return hv, encode_fetch_response(version, 0, ErrorCode.fetch_session_id_not_found, 0, [])
+    for t in req.topics:
+        if t.name == METADATA_TOPIC or t.topic_id == METADATA_TOPIC_ID:
+            return _metadata_fetch(ctx, header, frame)
     by_id = version >= _TOPIC_IDS_VERSION
     # (name or None, topic id, [(partition, fetch offset, partition max bytes,
     # current leader epoch)])
@@ -45,10 +52,27 @@ def handle(ctx: Any, header: Any, frame: memoryview) -> Any:
         for i, (_, tid, parts) in enumerate(topics):
             topic = known.get(tid)
             topics[i] = (topic.name if topic is not None else None, tid, parts)
+    # client metadata (Fetch v11+): a consumer that may be sent to a follower (KIP-392)
+    rack = req.rack_id if version >= _CLIENT_METADATA_VERSION else None
     params = FetchParams(req.replica_id, req.max_wait_ms, req.min_bytes, req.max_bytes,
-                         req.isolation_level, by_id)
+                         req.isolation_level, by_id, rack, req.replica_epoch)
     # a partial, not a closure: cheaper to make and to call, once per fetch
     return ctx.replica_manager.fetch_messages(params, topics, partial(_respond, hv, version))
+
+
+def _metadata_fetch(ctx: Any, header: Any, frame: memoryview) -> Any:
+    """A Fetch of `__cluster_metadata` is the raft's (a voter or observer replicating the
+    metadata log): h14raft's handler, looked up so that this module works without it."""
+    try:
+        from odradek.broker.handlers import raft
+    except ImportError:
+        raft = None  # type: ignore[assignment]
+    handler = getattr(raft, "handle_metadata_fetch", None)
+    if handler is None:
+        hv = response_header_version(1, header.api_version)
+        return hv, encode_fetch_response(header.api_version, 0, ErrorCode.unknown_server_error,
+                                         0, [])
+    return handler(ctx, header, frame)
 
 
 def _respond(hv: int, version: int, results: list[FetchTopicResult]) -> tuple[int, list[Any]]:

@@ -14,6 +14,7 @@ MAX_TIMESTAMP = -3
 EARLIEST_LOCAL = -4
 LATEST_TIERED = -5
 READ_COMMITTED = 1
+DEBUGGING_REPLICA_ID = -2
 
 
 # v0: Kafka 4 removed it and kio (our codec) has no schema for it
@@ -23,23 +24,27 @@ VERSIONS = (ApiVersionRange(ApiKey.LIST_OFFSETS, 1, 9),)
 def handle(ctx: Any, header: Any, frame: memoryview) -> Response:
     req = decode(header, frame)
     committed = int(getattr(req, "isolation_level", 0)) == READ_COMMITTED
+    # only the debugging replica id may read a follower's offsets (as Kafka)
+    leader_only = int(getattr(req, "replica_id", -1)) != DEBUGGING_REPLICA_ID
     rm = ctx.replica_manager
     topics = []
     for t in req.topics:
         parts = []
         for p in t.partitions:
-            parts.append(_one(rm, t.name, p, committed))
+            parts.append(_one(rm, t.name, p, committed, leader_only))
         topics.append({"name": t.name, "partitions": parts})
     return respond(header, {"throttle_time": 0, "topics": topics})
 
 
-def _one(rm: Any, name: str, p: Any, committed: bool) -> dict[str, Any]:
+def _one(rm: Any, name: str, p: Any, committed: bool, leader_only: bool) -> dict[str, Any]:
     index = p.partition_index
     part = rm.get(name, index)
     if part is None:
         code = (ErrorCode.unknown_topic_or_partition if valid_topic_name(name)
                 else ErrorCode.invalid_topic_exception)
         return _err(index, code)
+    if leader_only and not part.is_leader:
+        return _err(index, ErrorCode.not_leader_or_follower)
     fenced = part.leader_epoch_error(int(getattr(p, "current_leader_epoch", -1)))
     if fenced is not None:
         return _err(index, fenced)

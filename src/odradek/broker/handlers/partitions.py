@@ -1,4 +1,7 @@
-"""DeleteRecords and OffsetForLeaderEpoch: per-partition log operations."""
+"""DeleteRecords and OffsetForLeaderEpoch: per-partition log operations, on the leader.
+
+OffsetForLeaderEpoch answers followers truncating before they fetch (KIP-101/279: where a
+leader epoch ends in the leader's log) and consumers validating their position (KIP-320)."""
 
 from __future__ import annotations
 
@@ -29,9 +32,10 @@ def handle_delete_records(ctx: Any, header: Any, frame: memoryview) -> Response:
         for p in t.partitions:
             index = p.partition_index
             part = rm.get(t.name, index)
-            if part is None:
+            if part is None or not part.is_leader:
                 parts.append({"partition_index": index, "low_watermark": -1,
-                              "error_code": _missing(t.name)})
+                              "error_code": _missing(t.name) if part is None
+                              else ErrorCode.not_leader_or_follower})
                 continue
             offset = part.high_watermark if p.offset == HIGH_WATERMARK else int(p.offset)
             if offset < 0 or offset > part.high_watermark:
@@ -61,6 +65,10 @@ def handle_offset_for_leader_epoch(ctx: Any, header: Any, frame: memoryview) -> 
             part = rm.get(t.topic, index)
             if part is None:
                 parts.append(_epoch_err(index, _missing(t.topic)))
+                continue
+            if not part.is_leader:
+                # followers (and consumers validating their position) ask the leader
+                parts.append(_epoch_err(index, ErrorCode.not_leader_or_follower))
                 continue
             current = int(getattr(p, "current_leader_epoch", -1))
             if current >= 0 and current != part.leader_epoch:

@@ -9,6 +9,7 @@ version goes down with them: storage's log validator checks what it allows
 from __future__ import annotations
 
 import logging
+from functools import partial
 from typing import Any
 
 from odradek.broker import refusals
@@ -39,6 +40,10 @@ def handle(ctx: Any, header: Any, frame: memoryview) -> Response | None:
     acks = req.acks
     rm = ctx.replica_manager
     results: list[tuple[str, list[PartitionResult]]] = []
+    # acks=all on a replicated partition: (partition, offset the HW must reach, its leader
+    # epoch) and where its result is, for the produce purgatory
+    waits: list[tuple[Any, int, int]] = []
+    slots: list[tuple[list[PartitionResult], int]] = []
     failed = False
     for topic in req.topics:
         name = topic.name
@@ -79,14 +84,31 @@ def handle(ctx: Any, header: Any, frame: memoryview) -> Response | None:
                 # a storage error is logged once by the storage layer (rate-limited), not per request
                 if r.error != ErrorCode.kafka_storage_error:
                     refusals.note(header, r.error, f"{name}-{index}: {r.message or ''}")
+            elif acks == -1 and part.high_watermark <= r.last_offset:
+                waits.append((part, r.last_offset + 1, part.leader_epoch))
+                slots.append((out, len(out)))
             out.append(PartitionResult(index, r.error, r.base_offset, r.log_append_time_ms,
                                        r.log_start_offset, error_message=r.message))
         results.append((name, out))
+    if waits:
+        return rm.delay_produce(waits, req.timeout_ms,
+                                partial(_after_replication, version, results, slots))
     if acks == 0:
         if failed:
             # the client expects no answer: closing is the only way to tell it (as Kafka does)
             raise Disconnect("acks=0 produce request had partition errors")
         return None
+    return response_header_version(0, version), [encode_produce_response(version, results)]
+
+
+def _after_replication(version: int, results: list[tuple[str, list[PartitionResult]]],
+                       slots: list[tuple[list[PartitionResult], int]],
+                       errors: list[ErrorCode]) -> Response:
+    # acks=all: a batch the ISR did not reach in time is REQUEST_TIMED_OUT (it is in the
+    # leader's log; a retry of an idempotent producer is answered as a duplicate)
+    for (out, i), code in zip(slots, errors, strict=True):
+        if code != ErrorCode.none:
+            out[i] = out[i]._replace(error_code=code)
     return response_header_version(0, version), [encode_produce_response(version, results)]
 
 
