@@ -19,7 +19,7 @@ import logging
 import threading
 import time
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from odradek.broker.entities import build
 from odradek.metadata.controller_requests import CreatableTopic, CreateTopicResult
@@ -28,9 +28,7 @@ from odradek.protocol.apis import ApiKey, response_header_version
 from odradek.protocol.errors import ErrorCode, KafkaError
 from odradek.protocol.messages import request_class
 from odradek.protocol.primitives import decode_uvarint_within
-
-if TYPE_CHECKING:
-    from odradek.metadata.controller_requests import AlterPartitionItem, AlterPartitionResult
+from odradek.replication.config import AlterPartitionItem, AlterPartitionResult
 
 __all__ = ["FORWARDED_APIS", "ControllerLink"]
 
@@ -211,32 +209,30 @@ class ControllerLink:
 
     # AlterPartition for the replica manager (a leader's ISR change).
     async def alter_partition(self, item: AlterPartitionItem) -> AlterPartitionResult:
-        from odradek.metadata.controller_requests import AlterPartitionResult
-
+        """A leader's ISR change (replication's `alter_partition`), as AlterPartition v3."""
         cls = request_class(ApiKey.ALTER_PARTITION, 3)
         entity = build(cls, {
             "broker_id": self.node_id, "broker_epoch": self.broker_epoch(),
             "topics": [{"topic_id": item.topic_id, "partitions": [{
                 "partition_index": item.partition, "leader_epoch": item.leader_epoch,
-                "new_isr_with_epochs": [{"broker_id": b, "broker_epoch": e}
-                                        for b, e in item.new_isr],
-                "leader_recovery_state": item.leader_recovery_state,
+                "new_isr_with_epochs": [{"broker_id": b,
+                                         "broker_epoch": item.broker_epochs.get(b, -1)}
+                                        for b in item.new_isr],
+                "leader_recovery_state": 0,
                 "partition_epoch": item.partition_epoch}]}]})
         try:
             response = await self.request(entity, timeout_s=10.0)
         except KafkaError as exc:
-            return AlterPartitionResult(item.topic_id, item.partition, exc.code)
+            return AlterPartitionResult(exc.code)
         if int(response.error_code) != 0:
-            return AlterPartitionResult(item.topic_id, item.partition,
-                                        ErrorCode(int(response.error_code)))
+            return AlterPartitionResult(ErrorCode(int(response.error_code)))
         for topic in response.topics:
             for p in topic.partitions:
                 if int(p.partition_index) == item.partition:
                     return AlterPartitionResult(
-                        topic.topic_id, item.partition, ErrorCode(int(p.error_code)),
-                        int(p.leader_id), int(p.leader_epoch), [int(b) for b in p.isr],
-                        int(p.leader_recovery_state), int(p.partition_epoch))
-        return AlterPartitionResult(item.topic_id, item.partition, ErrorCode.unknown_server_error)
+                        ErrorCode(int(p.error_code)), int(p.leader_id), int(p.leader_epoch),
+                        int(p.partition_epoch), tuple(int(b) for b in p.isr))
+        return AlterPartitionResult(ErrorCode.unknown_server_error)
 
 
 def _on_loop(loop: asyncio.AbstractEventLoop) -> bool:
