@@ -28,7 +28,7 @@ from collections.abc import Awaitable, Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from odradek.metadata.controller import CreatableTopic
+from odradek.metadata.controller_requests import CreatableTopic
 from odradek.protocol.errors import ErrorCode
 from odradek.protocol.records import BatchHeader, Record, build_batch, iter_batches
 

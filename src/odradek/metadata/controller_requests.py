@@ -15,12 +15,24 @@ __all__ = [
     "AlterConfigsResource",
     "AlterConfigsResult",
     "AlterOp",
+    "AlterPartitionItem",
+    "AlterPartitionResult",
+    "BrokerHeartbeatReply",
+    "BrokerHeartbeatRequest",
+    "BrokerRegistrationReply",
+    "BrokerRegistrationRequest",
     "CreatableTopic",
     "CreatePartitionsResult",
     "CreatePartitionsTopic",
     "CreateTopicResult",
     "DeleteTopicResult",
+    "ElectLeadersResult",
+    "FeatureUpdate",
+    "FeatureUpdateResult",
     "IncrementalAlterConfigsResource",
+    "OngoingReassignment",
+    "ReassignmentResult",
+    "ReassignmentTarget",
 ]
 
 ZERO_UUID = uuid.UUID(int=0)
@@ -94,5 +106,126 @@ class IncrementalAlterConfigsResource:
 class AlterConfigsResult:
     resource_type: int
     resource_name: str
+    error_code: ErrorCode = ErrorCode.none
+    error_message: str | None = None
+
+
+# --- the cluster: brokers, partitions, reassignments, features (issue 14) ----------------------
+
+
+@dataclass
+class BrokerRegistrationRequest:
+    """BrokerRegistration (62): a broker asks to join. `listeners` are (name, host, port,
+    security protocol); `features` are (name, min supported, max supported)."""
+
+    broker_id: int
+    cluster_id: str | None
+    incarnation_id: uuid.UUID
+    listeners: list[tuple[str, str, int, int]] = field(default_factory=list)
+    features: list[tuple[str, int, int]] = field(default_factory=list)
+    rack: str | None = None
+    is_migrating_zk_broker: bool = False
+    log_dirs: list[uuid.UUID] = field(default_factory=list)
+    previous_broker_epoch: int = -1
+
+
+@dataclass
+class BrokerRegistrationReply:
+    error_code: ErrorCode = ErrorCode.none
+    error_message: str | None = None
+    broker_epoch: int = -1
+
+
+@dataclass
+class BrokerHeartbeatRequest:
+    broker_id: int
+    broker_epoch: int
+    current_metadata_offset: int = -1
+    want_fence: bool = False
+    want_shut_down: bool = False
+
+
+@dataclass
+class BrokerHeartbeatReply:
+    error_code: ErrorCode = ErrorCode.none
+    error_message: str | None = None
+    is_caught_up: bool = False
+    is_fenced: bool = True
+    should_shut_down: bool = False
+
+
+@dataclass
+class AlterPartitionItem:
+    """One partition of an AlterPartition request: the leader's proposed ISR. `new_isr` holds
+    (broker id, broker epoch) pairs; -1 as the epoch means 'not given' (versions before 3)."""
+
+    topic_id: uuid.UUID
+    partition: int
+    leader_epoch: int
+    partition_epoch: int
+    new_isr: list[tuple[int, int]]
+    leader_recovery_state: int = 0
+    topic_name: str | None = None  # AlterPartition v0-1 name topics, not ids
+
+
+@dataclass
+class AlterPartitionResult:
+    topic_id: uuid.UUID
+    partition: int
+    error_code: ErrorCode = ErrorCode.none
+    leader_id: int = -1
+    leader_epoch: int = -1
+    isr: list[int] = field(default_factory=list)
+    leader_recovery_state: int = 0
+    partition_epoch: int = -1
+    topic_name: str | None = None
+
+
+@dataclass
+class ElectLeadersResult:
+    topic: str
+    partition: int
+    error_code: ErrorCode = ErrorCode.none
+    error_message: str | None = None
+
+
+@dataclass
+class ReassignmentTarget:
+    """One partition of AlterPartitionReassignments: `replicas` None cancels."""
+
+    topic: str
+    partition: int
+    replicas: list[int] | None
+
+
+@dataclass
+class ReassignmentResult:
+    topic: str
+    partition: int
+    error_code: ErrorCode = ErrorCode.none
+    error_message: str | None = None
+
+
+@dataclass
+class OngoingReassignment:
+    topic: str
+    partition: int
+    replicas: list[int]
+    adding_replicas: list[int]
+    removing_replicas: list[int]
+
+
+@dataclass
+class FeatureUpdate:
+    """One item of UpdateFeatures: upgrade_type 1 upgrade, 2 safe downgrade, 3 unsafe."""
+
+    feature: str
+    max_version_level: int
+    upgrade_type: int = 1
+
+
+@dataclass
+class FeatureUpdateResult:
+    feature: str
     error_code: ErrorCode = ErrorCode.none
     error_message: str | None = None

@@ -55,6 +55,12 @@ class PartitionImage:
     partition_epoch: int
     removing_replicas: tuple[int, ...] = ()
     adding_replicas: tuple[int, ...] = ()
+    # 0 RECOVERED, 1 RECOVERING (after an unclean election, until the leader says recovered)
+    leader_recovery_state: int = 0
+
+    @property
+    def reassigning(self) -> bool:
+        return bool(self.adding_replicas or self.removing_replicas)
 
 
 @dataclass(frozen=True, slots=True)
@@ -73,6 +79,13 @@ class BrokerRegistration:
     rack: str | None
     fenced: bool
     in_controlled_shutdown: bool = False
+    # (name, min supported, max supported) as the broker registered them
+    features: tuple[tuple[str, int, int], ...] = ()
+
+    @property
+    def active(self) -> bool:
+        """May lead and join ISRs: unfenced and not shutting down (Kafka's isActive)."""
+        return not self.fenced and not self.in_controlled_shutdown
 
 
 @dataclass(frozen=True, slots=True)
@@ -98,6 +111,10 @@ class MetadataImage:
 
     def live_brokers(self) -> list[int]:
         return sorted(b.broker_id for b in self.brokers.values() if not b.fenced)
+
+    def active_brokers(self) -> list[int]:
+        """Unfenced and not in controlled shutdown: where leaders and new replicas go."""
+        return sorted(b.broker_id for b in self.brokers.values() if b.active)
 
     def partition(self, topic: str, partition: int) -> PartitionImage | None:
         t = self.topics_by_name.get(topic)
@@ -200,6 +217,7 @@ class MetadataDelta:
             partition_epoch=r.partition_epoch,
             removing_replicas=tuple(r.removing_replicas),
             adding_replicas=tuple(r.adding_replicas),
+            leader_recovery_state=r.leader_recovery_state,
         )
         self.created_partitions.add((name, r.partition_id))
 
@@ -217,6 +235,8 @@ class MetadataDelta:
             new = replace(new, removing_replicas=tuple(r.removing_replicas))
         if r.adding_replicas is not None:
             new = replace(new, adding_replicas=tuple(r.adding_replicas))
+        if r.leader_recovery_state != -1:
+            new = replace(new, leader_recovery_state=r.leader_recovery_state)
         if r.leader != -2:
             # a new leader (or none) starts a new leader epoch, as in Kafka
             new = replace(new, leader=r.leader, leader_epoch=old.leader_epoch + 1)
@@ -261,6 +281,8 @@ class MetadataDelta:
             rack=r.rack,
             fenced=r.fenced,
             in_controlled_shutdown=r.in_controlled_shutdown,
+            features=tuple((f.name, f.min_supported_version, f.max_supported_version)
+                           for f in r.features),
         )
         self.changed_brokers.add(r.broker_id)
 

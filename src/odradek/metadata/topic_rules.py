@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import random
 import re
+from collections.abc import Mapping, Sequence
 
 from odradek.metadata.image import MetadataImage
 from odradek.protocol.errors import ErrorCode, KafkaError
@@ -47,21 +48,69 @@ def collision_key(name: str) -> str:
 
 
 def place_replicas(
-    live: list[int], rng: random.Random, num_partitions: int, rf: int, first: int
+    live: Sequence[int], rng: random.Random, num_partitions: int, rf: int, first: int,
+    racks: Mapping[int, str | None] | None = None,
 ) -> list[list[int]]:
-    """Kafka's round-robin placement over the live brokers from a random start; partition
-    `first + p` starts one broker further than partition `first + p - 1`."""
-    if rf > len(live):
+    """Kafka's replica assignment (AdminUtils) over the active brokers: leaders round-robin
+    from a random start, followers shifted by a random amount that grows by one every full
+    round, so partition `first + p` starts one broker further than `first + p - 1`. When any
+    broker has a rack the broker list alternates racks and each partition's replicas take a
+    rack each until every rack holds one (a broker without a rack counts as its own rack
+    named ''). INVALID_REPLICATION_FACTOR when rf exceeds the brokers."""
+    brokers = sorted(live)
+    if rf > len(brokers):
         raise KafkaError(
             ErrorCode.invalid_replication_factor,
             f"Unable to replicate the partition {rf} time(s): The target replication factor "
-            f"of {rf} cannot be reached because only {len(live)} broker(s) are registered.",
+            f"of {rf} cannot be reached because only {len(brokers)} broker(s) are registered.",
         )
-    start = rng.randrange(len(live))
-    return [
-        [live[(start + first + p + i) % len(live)] for i in range(rf)]
-        for p in range(num_partitions)
-    ]
+    if not brokers:
+        return []
+    rack_of = {b: (racks or {}).get(b) or "" for b in brokers}
+    rack_aware = any(rack_of.values())
+    if rack_aware:
+        brokers = _rack_alternated(rack_of)
+    n = len(brokers)
+    start = rng.randrange(n)
+    shift = rng.randrange(n)
+    num_racks = len(set(rack_of.values()))
+    out: list[list[int]] = []
+    for pid in range(max(0, first), max(0, first) + num_partitions):
+        if pid > 0 and pid % n == 0:
+            shift += 1
+        first_index = (pid + start) % n
+        leader = brokers[first_index]
+        replicas = [leader]
+        if not rack_aware:
+            replicas += [brokers[_replica_index(first_index, shift, j, n)] for j in range(rf - 1)]
+        else:
+            used_racks, k = {rack_of[leader]}, 0
+            while len(replicas) < rf:
+                broker = brokers[_replica_index(first_index, shift * num_racks, k, n)]
+                k += 1
+                rack = rack_of[broker]
+                if ((rack not in used_racks or len(used_racks) == num_racks)
+                        and (broker not in replicas or len(replicas) == n)):
+                    replicas.append(broker)
+                    used_racks.add(rack)
+        out.append(replicas)
+    return out
+
+
+def _replica_index(first_index: int, shift: int, index: int, n: int) -> int:
+    return (first_index + 1 + (shift + index) % (n - 1)) % n
+
+
+def _rack_alternated(rack_of: Mapping[int, str]) -> list[int]:
+    """Brokers ordered one rack at a time (racks sorted, brokers sorted in each rack)."""
+    by_rack: dict[str, list[int]] = {}
+    for broker in sorted(rack_of):
+        by_rack.setdefault(rack_of[broker], []).append(broker)
+    order = [by_rack[r] for r in sorted(by_rack)]
+    out: list[int] = []
+    for i in range(max(len(b) for b in order)):
+        out += [b[i] for b in order if i < len(b)]
+    return out
 
 
 def validate_assignment(

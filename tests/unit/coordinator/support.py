@@ -10,7 +10,8 @@ from odradek.coordinator.group.coordinator import GroupConfig, GroupCoordinator
 from odradek.coordinator.offsets_topic import TOPIC
 from odradek.metadata.config.broker_configs import BrokerConfig
 from odradek.metadata.config.log_config import log_config
-from odradek.metadata.controller import Controller, CreatableTopic, load_image
+from odradek.metadata.controller import Controller, load_image
+from odradek.metadata.controller_requests import CreatableTopic
 from odradek.metadata.quorum import MetadataQuorum
 from odradek.replication.manager import ReplicaManager
 from odradek.storage.log_manager import LogManager

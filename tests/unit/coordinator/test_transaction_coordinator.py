@@ -20,7 +20,7 @@ from odradek.coordinator.transaction.state_log import (
     encode_key,
     encode_value,
 )
-from odradek.metadata.controller import CreatableTopic
+from odradek.metadata.controller_requests import CreatableTopic
 from odradek.protocol.errors import ErrorCode, ProtocolError
 from odradek.protocol.records import Record, build_batch, iter_batches
 from tests.unit.coordinator.support import Node

@@ -13,7 +13,7 @@ from odradek.coordinator.group.coordinator import GroupConfig, GroupCoordinator,
 from odradek.coordinator.transaction.coordinator import TransactionCoordinator, TxnConfig
 from odradek.coordinator.transaction.producer_ids import ProducerIdManager
 from odradek.coordinator.transaction.state_log import TOPIC as TXN_TOPIC
-from odradek.metadata.controller import CreatableTopic
+from odradek.metadata.controller_requests import CreatableTopic
 from odradek.protocol.errors import ErrorCode
 from tests.unit.coordinator.support import OFFSETS_PARTITIONS, Node
 

@@ -6,14 +6,13 @@ import pytest
 
 from odradek.metadata.config.broker_configs import BrokerConfig
 from odradek.metadata.config.config_def import ConfigSource
-from odradek.metadata.controller import (
+from odradek.metadata.controller import Controller, load_image
+from odradek.metadata.controller_requests import (
     AlterConfigsResource,
     AlterOp,
-    Controller,
     CreatableTopic,
     CreatePartitionsTopic,
     IncrementalAlterConfigsResource,
-    load_image,
 )
 from odradek.metadata.quorum import MetadataQuorum
 from odradek.metadata.records import RESOURCE_BROKER, RESOURCE_TOPIC

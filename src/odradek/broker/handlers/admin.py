@@ -13,7 +13,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
-from odradek.metadata.controller import CreatableTopic
+from odradek.metadata.controller_requests import CreatableTopic
 from odradek.protocol.errors import ErrorCode
 
 T = TypeVar("T")

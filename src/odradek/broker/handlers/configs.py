@@ -8,7 +8,10 @@ from odradek.broker.handlers import admin
 from odradek.broker.handlers.common import Response, decode, respond, valid_topic_name
 from odradek.metadata.config.config_def import ConfigSource
 from odradek.metadata.config.describe import describe_broker_configs, describe_topic_configs
-from odradek.metadata.controller import AlterConfigsResource, IncrementalAlterConfigsResource
+from odradek.metadata.controller_requests import (
+    AlterConfigsResource,
+    IncrementalAlterConfigsResource,
+)
 from odradek.protocol.apis import ApiKey, ApiVersionRange
 from odradek.protocol.errors import ErrorCode, KafkaError
 

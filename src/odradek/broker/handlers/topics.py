@@ -8,7 +8,11 @@ from typing import Any
 
 from odradek.broker.handlers import admin
 from odradek.broker.handlers.common import INTERNAL_TOPICS, Response, decode, respond
-from odradek.metadata.controller import CreatableTopic, CreatePartitionsTopic, DeleteTopicResult
+from odradek.metadata.controller_requests import (
+    CreatableTopic,
+    CreatePartitionsTopic,
+    DeleteTopicResult,
+)
 from odradek.protocol.apis import ApiKey, ApiVersionRange
 from odradek.protocol.errors import ErrorCode
 
