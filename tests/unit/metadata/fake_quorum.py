@@ -73,6 +73,12 @@ class FakeQuorum(Quorum):
         for fn in list(self._leadership_listeners):
             fn(is_leader, self._epoch)
 
+    def describe(self) -> Any:  # merge fix (h14node): the Quorum interface gained describe
+        from odradek.metadata.quorum import QuorumDescription
+
+        return QuorumDescription(self.leader_id or -1, self._epoch, len(self.log), (), (),
+                                 self._leader)
+
     def records_of(self, cls: type) -> list[Any]:
         return [r for _, r in self.log if isinstance(r, cls)]
 
