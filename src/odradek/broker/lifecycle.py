@@ -65,6 +65,9 @@ class BrokerLifecycle:
         self.unfenced = asyncio.Event()
         self.shut_down_allowed = asyncio.Event()
         self.want_shut_down = False
+        # until the node has loaded its logs it asks to stay fenced (Kafka's want_fence while
+        # not ready to unfence): it must not lead partitions it cannot serve yet
+        self.ready_to_unfence = False
         self.last_error: str | None = None
         self._task: asyncio.Task[None] | None = None
         self._wake = asyncio.Event()
@@ -156,7 +159,8 @@ class BrokerLifecycle:
         entity = build(request_class(ApiKey.BROKER_HEARTBEAT, HEARTBEAT_VERSION), {
             "broker_id": s.node_id, "broker_epoch": self.broker_epoch,
             "current_metadata_offset": max(-1, int(self.metadata_offset())),
-            "want_fence": False, "want_shut_down": self.want_shut_down,
+            "want_fence": not self.ready_to_unfence and not self.want_shut_down,
+            "want_shut_down": self.want_shut_down,
             "offline_log_dirs": ()})
         target = self._target()
         began = time.monotonic()
@@ -202,6 +206,11 @@ class BrokerLifecycle:
         if message != self.last_error:
             log.info("%s", message)
         self.last_error = message
+
+    def set_ready(self) -> None:
+        """Logs loaded, partitions following the image: the controller may unfence us."""
+        self.ready_to_unfence = True
+        self._wake.set()
 
     def status(self) -> dict[str, Any]:
         return {"broker_epoch": self.broker_epoch, "fenced": self.fenced,

@@ -29,6 +29,7 @@ from odradek.broker.config import (
     Listener,
     advertised_of,
     check_config,
+    controller_listener_names,
     event_loop_of,
     has_quorum,
     listeners_of,
@@ -69,9 +70,13 @@ INTERNAL_TOPICS = ("__consumer_offsets", "__transaction_state")
 
 
 def advertised_listeners(config: BrokerConfig) -> list[Listener]:
-    """advertised.listeners (default: listeners); an empty or wildcard host becomes our name."""
+    """advertised.listeners (default: listeners) without the controller's (clients never get
+    those); an empty or wildcard host becomes our name."""
     out = []
+    controllers = set(controller_listener_names(config)) if has_quorum(config) else set()
     for lst in advertised_of(config):
+        if lst.name in controllers:
+            continue
         host = lst.host
         if host in ("", "0.0.0.0", "::"):
             host = socket.getfqdn()
@@ -160,12 +165,23 @@ class Node:
         was, soft, hard = raise_fd_limit()
         log.info("file descriptors: soft limit %d (was %d), hard limit %d", soft, was, hard)
         DEFAULT_POOL.resize(config.get_int("log.open.files.max"))
+        if has_quorum(config):
+            from odradek.broker.cluster_node import ClusterNode
+
+            self._watch_data_dir(loop)
+            return await ClusterNode(self, meta).run()
 
         quorum = await asyncio.to_thread(KRaftQuorum.open, self.data_dir, node_id, None,
                                          cluster_id=meta.cluster_id)
         await quorum.start()
         image = await asyncio.to_thread(load_image, quorum, meta.cluster_id)
         controller = Controller(quorum, image, config)
+        # the one voter elects itself at once; it leads once its epoch's first record is
+        # committed and every commit listener (the publisher just attached) heard the log:
+        # a few loop turns later
+        deadline = time.monotonic() + 30
+        while not quorum.is_leader and time.monotonic() < deadline:
+            await asyncio.sleep(0.005)
         advertised = advertised_listeners(config)
         await asyncio.to_thread(controller.bootstrap)
         await asyncio.to_thread(
@@ -205,11 +221,12 @@ class Node:
 
         ctx = BrokerContext(static_config=config, node_id=node_id, cluster_id=meta.cluster_id,
                             log_dir=self.data_dir, advertised=advertised, controller=controller,
-                            replica_manager=rm, advertised_apis=advertised_apis())
+                            replica_manager=rm, advertised_apis=advertised_apis(),
+                            quorum=quorum, publisher=controller.publisher)
 
         def on_metadata_change(delta: Any) -> None:
             # called on the controller's thread: hop to the loop, coalescing bursts
-            loop.call_soon_threadsafe(self._schedule_sync, rm, controller)
+            loop.call_soon_threadsafe(self.schedule_sync, rm, lambda: controller.image)
 
         controller.add_listener(on_metadata_change)
         had_internal = {t for t in INTERNAL_TOPICS if t in controller.image.topics_by_name}
@@ -239,7 +256,7 @@ class Node:
         self.started = True
         log.info("node %d started", node_id)
 
-        periodic = asyncio.ensure_future(self._periodic(rm, log_manager))
+        periodic = asyncio.ensure_future(self.periodic(rm, log_manager))
         await self.stopping.wait()
 
         log.info("shutting down")
@@ -256,6 +273,40 @@ class Node:
         log.info("node %d stopped", node_id)
         return 1 if dir_state.offline else 0
 
+    # -- shared with the cluster path (cluster_node.ClusterNode)
+
+    def advertised_broker_listeners(self) -> list[Listener]:
+        return advertised_listeners(self.config)
+
+    def topic_configs_for(self, controller: Any) -> Any:
+        return _TopicConfigs(controller)
+
+    def start_cleaner(self, rm: ReplicaManager, log_manager: LogManager) -> None:
+        if not self.config.get_bool("log.cleaner.enable"):
+            return
+
+        def last_stable_offset(the_log: Any) -> int | None:
+            # the cleaner never goes past what consumers may read as stable
+            part = rm.partitions.get((the_log.topic, the_log.partition))
+            return None if part is None else part.last_stable_offset
+
+        log_manager.start_cleaner(cleaner_config(self.config), upper_bound=last_stable_offset)
+
+    def _watch_data_dir(self, loop: asyncio.AbstractEventLoop) -> None:
+        dir_state = channel_for(self.data_dir)
+        dir_state.min_free_bytes = self.config.get_int("log.dir.free.space.min.bytes")
+        dir_state.add_offline_listener(
+            lambda d, why: loop.call_soon_threadsafe(self._dir_failed))
+        dir_state.start_monitor()
+
+    async def close_logs(self, rm: ReplicaManager, log_manager: LogManager) -> None:
+        try:
+            await asyncio.to_thread(rm.checkpoint)
+        except Exception:
+            log.exception("final checkpoint failed")
+        await asyncio.to_thread(log_manager.close)
+        channel_for(self.data_dir).stop_monitor()
+
     def _dir_failed(self) -> None:
         log.error("no log directory is online: stopping (exit 1); restart to recover from disk")
         self.stopping.set()
@@ -264,7 +315,9 @@ class Node:
         log.info("received %s", sig.name)
         self.stopping.set()
 
-    def _schedule_sync(self, rm: ReplicaManager, controller: Controller) -> None:
+    def schedule_sync(self, rm: ReplicaManager, image: Any, runtime: Any = None) -> None:
+        """Let the partitions (and the coordinators, `runtime()`) follow `image()`, coalescing
+        bursts of metadata changes into one sync."""
         if self._sync_pending:
             return
         self._sync_pending = True
@@ -272,7 +325,10 @@ class Node:
         async def sync() -> None:
             self._sync_pending = False
             try:
-                await rm.sync(controller.image)
+                await rm.sync(image())
+                coordinators = runtime() if runtime is not None else None
+                if coordinators is not None:
+                    await coordinators.follow_leadership()
             except Exception:
                 log.exception("following a metadata change failed")
 
@@ -280,7 +336,7 @@ class Node:
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
 
-    async def _periodic(self, rm: ReplicaManager, log_manager: LogManager) -> None:
+    async def periodic(self, rm: ReplicaManager, log_manager: LogManager) -> None:
         retention_every = max(0.01, self.config.get_int("log.retention.check.interval.ms") / 1000)
         next_retention = time.monotonic() + retention_every
         next_checkpoint = time.monotonic() + CHECKPOINT_INTERVAL_S

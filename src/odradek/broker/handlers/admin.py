@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from odradek.metadata.controller_requests import CreatableTopic
-from odradek.protocol.errors import ErrorCode
+from odradek.protocol.errors import ErrorCode, KafkaError
 
 T = TypeVar("T")
 
@@ -62,10 +62,31 @@ def live_brokers(ctx: Any) -> list[BrokerAddress]:
     return out
 
 
-async def run(ctx: Any, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
-    """Run a controller operation in a thread, then let the partitions follow the image."""
+def coordinator_at(ctx: Any, topic: str, partition: int, key: str) -> dict[str, Any] | None:
+    """FindCoordinator's answer in a cluster: the leader of the key's internal partition, on
+    the listener the request came in on (None: no live leader, COORDINATOR_NOT_AVAILABLE)."""
+    part = ctx.image.partition(topic, partition)
+    if part is None or part.leader < 0:
+        return None
+    node = next((b for b in live_brokers(ctx) if b.node_id == part.leader), None)
+    if node is None:
+        return None
+    return {"key": key, "node_id": node.node_id, "host": node.host, "port": node.port,
+            "error_code": ErrorCode.none, "error_message": None}
+
+
+async def run(ctx: Any, fn: Callable[..., T], *args: Any,
+              refused: Callable[[KafkaError], T] | None = None, **kwargs: Any) -> T:
+    """Run a controller operation in a thread, then let the partitions follow the image.
+    A KafkaError for the whole operation (NOT_CONTROLLER: leadership moved) becomes
+    `refused(exc)`, the per-item answers carrying its code, when given."""
     async with ctx.admin_lock:
-        result = await asyncio.to_thread(fn, *args, **kwargs)
+        try:
+            result = await asyncio.to_thread(fn, *args, **kwargs)
+        except KafkaError as exc:
+            if refused is None:
+                raise
+            return refused(exc)
         if ctx.replica_manager is not None:  # a controller-only node hosts no partitions
             await ctx.replica_manager.sync(ctx.image)
     return result
