@@ -22,7 +22,7 @@ from pathlib import Path
 from odradek.metadata.raft.control import encode_snapshot_footer, encode_snapshot_header
 from odradek.metadata.raft.log import SnapshotId
 from odradek.metadata.records import MetadataRecord, decode_record, encode_record
-from odradek.protocol.errors import ProtocolError
+from odradek.protocol.errors import KafkaError, ProtocolError
 from odradek.protocol.records import (
     ControlRecordType,
     Record,
@@ -96,7 +96,7 @@ def decode_snapshot(data: bytes | memoryview, where: str = "snapshot") -> list[M
             if not header:
                 raise SnapshotDamaged(f"{where}: records before the snapshot header")
             out.extend(decode_record(r.value) for r in recs if r.value is not None)
-    except ProtocolError as exc:
+    except (ProtocolError, KafkaError) as exc:  # bad framing, a cut batch, a bad record
         raise SnapshotDamaged(f"{where}: {exc}") from None
     if not (header and footer):
         raise SnapshotDamaged(f"{where}: no snapshot {'footer' if header else 'header'}")

@@ -426,7 +426,10 @@ class RaftClient:
         self._reply(msg, m.VoteResponse(m.NONE, self.epoch, self.leader_id, grant))
 
     def _on_vote_response(self, msg: m.Message, resp: m.VoteResponse, now: int) -> None:
-        self._observe(resp.leader_epoch, resp.leader_id, now)
+        # a voter that grants has said it no longer hears from the leader it may still name:
+        # following that leader again would undo the election (two voters cut off from a
+        # live but isolated leader would hand each other back to it forever)
+        self._observe(resp.leader_epoch, None if resp.vote_granted else resp.leader_id, now)
         st = self.quorum.state
         if not isinstance(st, _Election) or msg.correlation_id not in st.round_ids:
             return

@@ -123,13 +123,19 @@ class FileRaftLog:
         """Append the leader's batches if they start at our end: whole batches with good CRCs
         only (a batch cut by the leader's byte limit comes again in the next fetch)."""
         batches: list[tuple[memoryview, BatchHeader]] = []
+        expected, epoch = self.end_offset(), self.last_epoch()
         for header, batch in iter_batches(memoryview(records)):
-            if not batch_crc_ok(batch):
-                log.warning("%s: batch at offset %d from the leader fails its CRC; not appended",
-                            self.log.dir, header.base_offset)
+            # the CRC does not cover a batch's offset and epoch: check they follow ours
+            if (not batch_crc_ok(batch) or header.base_offset != expected
+                    or header.last_offset < header.base_offset
+                    or header.partition_leader_epoch < epoch):
+                if batches or header.base_offset == expected:
+                    log.warning("%s: batch at offset %d from the leader is damaged or out of "
+                                "order; not appended", self.log.dir, header.base_offset)
                 break
             batches.append((batch, header))
-        if not batches or batches[0][1].base_offset != self.end_offset():
+            expected, epoch = header.last_offset + 1, header.partition_leader_epoch
+        if not batches:
             return 0
         before = self.end_offset()
         self.log.append_many(batches, assign_offsets=False)

@@ -171,6 +171,8 @@ class KRaftQuorum(Quorum):
     async def stop(self) -> None:
         task, self._task = self._task, None
         if task is not None:
+            if self._wake is not None:
+                self._wake.set()
             task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await task
@@ -363,13 +365,19 @@ class KRaftQuorum(Quorum):
             self._loop.call_soon_threadsafe(self._wake.set)
 
     async def _run(self) -> None:
-        assert self._wake is not None
-        while True:
+        wake, loop = self._wake, self._loop
+        assert wake is not None and loop is not None
+        while self._task is not None:
             deadline = self._step()
             delay = max(0.0, (deadline - self._now()) / 1000)
-            self._wake.clear()
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._wake.wait(), min(delay, 1.0))
+            wake.clear()
+            # a timer and an Event, not asyncio.wait_for: on 3.11 wait_for can swallow a
+            # cancel that races with the event being set, and the task would never stop
+            timer = loop.call_later(min(delay, 1.0), wake.set)
+            try:
+                await wake.wait()
+            finally:
+                timer.cancel()
 
     def _step(self) -> int:
         """Poll the client, send what it says, deliver what is committed; its next deadline."""

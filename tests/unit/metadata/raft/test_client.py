@@ -225,3 +225,30 @@ def test_pre_vote_keeps_a_cut_off_voter_from_disrupting_the_quorum() -> None:
     assert bus.clients[2].role is Role.LEADER and bus.clients[2].epoch == 1
     assert bus.clients[3].epoch == 1
     assert bus.clients[1].epoch == 1
+
+
+def test_two_voters_cut_off_from_a_live_leader_elect_one_of_them() -> None:
+    """The isolated leader is alive (it does not crash, it just cannot be reached): voters
+    that grant each other's pre-vote while still naming it must not hand each other back to
+    it, or the two would never elect (found by the loopback cluster test)."""
+    bus = Bus()
+    for n in VOTERS:
+        bus.add(n, 0 if n == 1 else 5000)
+    bus.poll(1, 2000)
+    bus.deliver(2000)
+    assert bus.clients[1].role is Role.LEADER
+    # both followers fetch (they have heard the leader), node 3 last 700 ms after node 2,
+    # so their fetch timeouts run out apart, as they do on real machines
+    for n, t in ((1, 2000), (2, 2100), (1, 2100), (3, 2800), (1, 2800)):
+        bus.poll(n, t)
+        bus.deliver(t)
+    assert bus.clients[2].state.fetched_ok and bus.clients[3].state.fetched_ok  # type: ignore[attr-defined]
+    for t in range(2900, 30_000, 50):  # from now on node 1 is cut off
+        for n in (2, 3):
+            bus.poll(n, t)
+        bus.deliver(t, keep=lambda x: 1 not in (x.src, x.dst))
+        bus.held.clear()
+        if Role.LEADER in (bus.clients[2].role, bus.clients[3].role):
+            break
+    roles = {bus.clients[2].role, bus.clients[3].role}
+    assert roles == {Role.LEADER, Role.FOLLOWER}, roles
