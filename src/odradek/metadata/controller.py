@@ -16,6 +16,7 @@ The operations live in mixins, one module per seam:
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import random
 import threading
@@ -46,6 +47,18 @@ __all__ = ["Controller", "load_image"]
 log = logging.getLogger(__name__)
 
 Listener = Callable[[MetadataDelta], None]
+
+# how long an operation waits for a just-elected controller to catch up with its own log
+ACTIVATION_WAIT_S = 10.0
+
+
+def _on_event_loop() -> bool:
+    """Called on a running event loop (where waiting would stop the loop that delivers)."""
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return False
+    return True
 
 
 def load_image(quorum: Quorum, cluster_id: str | None) -> MetadataImage:
@@ -122,8 +135,20 @@ class Controller(TopicControl, BrokerControl, PartitionControl, ReassignmentCont
         return bool(getattr(self.quorum, "is_leader", True))
 
     def _require_active(self) -> None:
-        if not self.is_active:
-            raise KafkaError(ErrorCode.not_controller, "This node is not the active controller.")
+        """NOT_CONTROLLER unless this node is the active controller. A node just elected is
+        not active until its commit listeners (the publisher) have heard the log up to the
+        start of its term; a worker thread waits for that (up to ACTIVATION_WAIT_S), as
+        Kafka's controller only serves once it has replayed what it leads."""
+        if self.is_active:
+            return
+        if (getattr(self.quorum, "leader_id", None) == self.node_id
+                and not _on_event_loop()):
+            deadline = time.monotonic() + ACTIVATION_WAIT_S
+            while time.monotonic() < deadline:
+                time.sleep(0.005)
+                if self.is_active:
+                    return
+        raise KafkaError(ErrorCode.not_controller, "This node is not the active controller.")
 
     def _now(self, now_ms: int | None) -> int:
         return self._clock() if now_ms is None else now_ms
@@ -143,6 +168,7 @@ class Controller(TopicControl, BrokerControl, PartitionControl, ReassignmentCont
     def bootstrap(self) -> None:
         """First start of a cluster: write the finalized feature levels."""
         with self._lock:
+            self._require_active()
             self._commit(self.bootstrap_feature_records())
 
     # ---------------------------------------------------------------- producer ids

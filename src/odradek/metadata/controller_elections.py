@@ -23,7 +23,7 @@ from odradek.metadata.controller_requests import (
     ElectLeadersResult,
 )
 from odradek.metadata.image import MetadataImage, PartitionImage, TopicImage
-from odradek.metadata.records import MetadataRecord, PartitionChangeRecord
+from odradek.metadata.records import MetadataRecord
 from odradek.protocol.errors import ErrorCode, KafkaError
 
 __all__ = ["PartitionControl"]
@@ -114,7 +114,7 @@ class PartitionControl:
             self.check_broker_epoch(broker_id, broker_epoch)
             results: list[AlterPartitionResult] = []
             records: list[MetadataRecord] = []
-            pending: list[tuple[int, AlterPartitionResult, int]] = []
+            pending: list[AlterPartitionResult] = []  # answered from the image after commit
             for item in items:
                 result = AlterPartitionResult(item.topic_id, item.partition,
                                               topic_name=item.topic_name)
@@ -134,10 +134,10 @@ class PartitionControl:
                     recovery_state=item.leader_recovery_state)
                 if change.record is not None:
                     records.append(change.record)
-                pending.append((len(results) - 1, result, topic.topic_id.int))
                 result.topic_id = topic.topic_id
+                pending.append(result)
             self._commit(records)
-            for _, result, _tid in pending:
+            for result in pending:
                 topic = self.image.topics_by_id.get(result.topic_id)
                 part = None if topic is None else topic.partitions.get(result.partition)
                 if part is None:
@@ -299,7 +299,3 @@ class PartitionControl:
         if out:
             log.info("auto leader rebalance: %d preferred leader elections", len(out))
         return out
-
-
-def changed_partitions(records: Iterable[MetadataRecord]) -> list[PartitionChangeRecord]:
-    return [r for r in records if isinstance(r, PartitionChangeRecord)]

@@ -1,7 +1,8 @@
 """Partition reassignment (a mixin of `Controller`): AlterPartitionReassignments (45) and
 ListPartitionReassignments (46), as Kafka's KRaft controller does them.
 
-A reassignment to target T of a partition whose replicas are C writes one
+A reassignment to target T of a partition whose replicas are C (any ongoing reassignment's
+adding replicas included) writes one
 PartitionChangeRecord: replicas = T followed by C - T, adding = T - C, removing = C - T. The
 new replicas fetch and the leader adds them to the ISR with AlterPartition; once every adding
 replica is in the ISR, the change that says so also completes the reassignment (replicas = T,
@@ -76,11 +77,14 @@ class ReassignmentControl:
             return self._cancel(topic, part)
         wanted = list(target.replicas)
         self._validate_target(wanted)
-        original = [r for r in part.replicas if r not in part.adding_replicas]
-        adding = [r for r in wanted if r not in original]
-        removing = [r for r in original if r not in wanted]
+        # against every current replica, those still being added included (Kafka's
+        # PartitionReassignmentReplicas): a replica leaves the list only through a completed
+        # reassignment, so an ISR member is never dropped on the way
+        current = list(part.replicas)
+        adding = [r for r in wanted if r not in current]
+        removing = [r for r in current if r not in wanted]
         merged = wanted + removing
-        log.info("reassigning %s-%d from %s to %s", topic.name, part.partition, original,
+        log.info("reassigning %s-%d from %s to %s", topic.name, part.partition, current,
                  wanted)
         change = self._change(topic, part, self._acceptable(), target_replicas=merged,
                               adding=adding, removing=removing)

@@ -57,8 +57,6 @@ class TopicControl:
         racks = {b: image.brokers[b].rack for b in active}
         return place_replicas(active, self._rng, num_partitions, rf, first, racks)
 
-
-
     def create_topics(
         self, topics: Sequence[CreatableTopic], validate_only: bool = False
     ) -> list[CreateTopicResult]:

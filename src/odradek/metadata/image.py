@@ -15,6 +15,7 @@ from odradek.metadata.records import (
     RESOURCE_BROKER,
     RESOURCE_TOPIC,
     BrokerEndpoint,
+    BrokerFeature,
     BrokerRegistrationChangeRecord,
     ConfigRecord,
     FeatureLevelRecord,
@@ -38,6 +39,7 @@ __all__ = [
     "MetadataReplayError",
     "PartitionImage",
     "TopicImage",
+    "image_to_records",
 ]
 
 
@@ -396,3 +398,33 @@ _HANDLERS = {
     ProducerIdsRecord: MetadataDelta._producer_ids,
     NoOpRecord: MetadataDelta._noop,
 }
+
+
+def image_to_records(image: MetadataImage) -> list[MetadataRecord]:
+    """The image as the metadata records that rebuild it (what a KIP-630 snapshot holds):
+    replaying them into an empty image gives back this image, but for `offset` (the
+    snapshot's own) and `removed_topic_ids` (a deletion finished before the snapshot has no
+    record left to say so)."""
+    out: list[MetadataRecord] = []
+    out += [FeatureLevelRecord(name, level) for name, level in sorted(image.features.items())]
+    for b in sorted(image.brokers.values(), key=lambda b: b.broker_id):
+        out.append(RegisterBrokerRecord(
+            broker_id=b.broker_id, incarnation_id=b.incarnation_id, broker_epoch=b.epoch,
+            end_points=list(b.endpoints),
+            features=[BrokerFeature(n, lo, hi) for n, lo, hi in b.features],
+            rack=b.rack, fenced=b.fenced, in_controlled_shutdown=b.in_controlled_shutdown))
+    for t in sorted(image.topics_by_id.values(), key=lambda t: t.name):
+        out.append(TopicRecord(t.name, t.topic_id))
+        for p in sorted(t.partitions.values(), key=lambda p: p.partition):
+            out.append(PartitionRecord(
+                partition_id=p.partition, topic_id=t.topic_id, replicas=list(p.replicas),
+                isr=list(p.isr), removing_replicas=list(p.removing_replicas),
+                adding_replicas=list(p.adding_replicas), leader=p.leader,
+                leader_recovery_state=p.leader_recovery_state, leader_epoch=p.leader_epoch,
+                partition_epoch=p.partition_epoch))
+    for (rtype, rname), values in sorted(image.configs.items()):
+        out += [ConfigRecord(rtype, rname, k, v) for k, v in sorted(values.items())]
+    if image.next_producer_id:
+        out.append(ProducerIdsRecord(broker_id=-1, broker_epoch=-1,
+                                     next_producer_id=image.next_producer_id))
+    return out

@@ -86,15 +86,19 @@ class MetadataPublisher:
         with self._lock:
             before = self._image
             delta = MetadataDelta(before)
-            last = before.offset
+            last = floor = before.offset
             for offset, item in batch:
-                if offset <= last and not is_snapshot_notice(item):
-                    continue  # already applied (a replay overlapping a commit notice)
                 if is_snapshot_notice(item):
                     delta = self._snapshot_delta(before, delta, item.records)
-                else:
-                    delta.replay(item)
-                last = offset
+                    last = floor = offset
+                    continue
+                if offset <= floor:
+                    # already in the image (a replay overlapping a commit notice); records of
+                    # one batch may share an offset (a quorum replaying its snapshot gives
+                    # them all the snapshot's last offset)
+                    continue
+                delta.replay(item)
+                last = max(last, offset)
             if last == before.offset and delta.records == 0:
                 return None
             image = delta.apply(last)

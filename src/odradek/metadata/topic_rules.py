@@ -14,6 +14,7 @@ from odradek.protocol.errors import ErrorCode, KafkaError
 __all__ = [
     "MAX_TOPIC_NAME_LENGTH",
     "collision_key",
+    "internal_topic_replication_factor",
     "place_replicas",
     "validate_assignment",
     "validate_topic_name",
@@ -111,6 +112,22 @@ def _rack_alternated(rack_of: Mapping[int, str]) -> list[int]:
     for i in range(max(len(b) for b in order)):
         out += [b[i] for b in order if i < len(b)]
     return out
+
+
+def internal_topic_replication_factor(wanted: int, active_brokers: int,
+                                      single_node: bool) -> int:
+    """The replication factor to create __consumer_offsets / __transaction_state with
+    (offsets.topic.replication.factor, transaction.state.log.replication.factor, default 3).
+
+    Kafka 4 enforces the factor (KIP-115, since 0.11): with fewer live brokers the creation
+    fails with INVALID_REPLICATION_FACTOR and FindCoordinator answers COORDINATOR_NOT_AVAILABLE
+    until enough brokers have registered, so a starting cluster never gets an internal topic
+    with fewer replicas than configured. odradek does the same in a cluster, and caps the
+    factor only for a single node with no quorum configured (`odradek serve` out of the box),
+    which can never have more brokers and would otherwise have no coordinator at all."""
+    if single_node:
+        return max(1, min(wanted, active_brokers))
+    return wanted
 
 
 def validate_assignment(

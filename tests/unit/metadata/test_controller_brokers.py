@@ -221,3 +221,34 @@ def test_local_registration_unfences_at_once_and_keeps_leaders():
     c.controller.register_broker()  # a restart
     after = c.partition("t")
     assert (after.leader, after.leader_epoch) == (before.leader, before.leader_epoch)
+
+
+def test_a_just_elected_controller_waits_until_its_publisher_caught_up():
+    import threading
+
+    c = make_cluster(node_id=100)
+
+    class Electing(type(c.quorum)):
+        ready = False
+
+        @property
+        def is_leader(self) -> bool:
+            return self.ready
+
+        @property
+        def leader_id(self) -> int:
+            return 100  # elected, not yet caught up
+
+    c.quorum.__class__ = Electing
+    timer = threading.Timer(0.05, lambda: setattr(c.quorum, "ready", True))
+    timer.start()
+    assert c.register(1).error_code == E.none  # waited for the flip, did not refuse
+    timer.join()
+
+
+def test_a_follower_refuses_at_once():
+    c = make_cluster()
+    c.quorum.set_leader(False)  # another node leads
+    with pytest.raises(KafkaError) as err:
+        c.controller.bootstrap()
+    assert err.value.code == E.not_controller

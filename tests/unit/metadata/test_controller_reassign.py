@@ -201,3 +201,22 @@ def test_allocate_producer_ids_checks_the_broker_epoch():
     with pytest.raises(KafkaError) as err:
         c.controller.allocate_producer_ids(1, c.epochs[1] + 1)
     assert err.value.code == E.stale_broker_epoch
+
+
+def test_internal_topics_keep_their_factor_in_a_cluster():
+    from odradek.metadata.topic_rules import internal_topic_replication_factor as rf
+    assert rf(3, 1, single_node=True) == 1
+    assert rf(3, 5, single_node=True) == 3
+    assert rf(3, 1, single_node=False) == 3  # refused until 3 brokers are active, as Kafka
+    c = make_cluster()
+    c.start_brokers(1, 2)
+    [r] = c.controller.create_topics([CreatableTopic("__consumer_offsets", 50,
+                                                     rf(3, 2, single_node=False))])
+    assert r.error_code == E.invalid_replication_factor
+    c.start_brokers(3)
+    [r] = c.controller.create_topics([CreatableTopic("__consumer_offsets", 50,
+                                                     rf(3, 3, single_node=False))])
+    assert r.error_code == E.none and r.replication_factor == 3
+    leaders = Counter(p.leader for p in c.image.topics_by_name["__consumer_offsets"]
+                      .partitions.values())
+    assert set(leaders) == {1, 2, 3} and max(leaders.values()) - min(leaders.values()) <= 1

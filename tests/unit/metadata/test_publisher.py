@@ -121,3 +121,49 @@ def test_controller_reads_what_the_publisher_applied():
     assert controller.image is publisher.image
     assert "t" in publisher.image.topics_by_name
     assert publisher.batches == len(quorum.batches)
+
+
+def test_image_to_records_rebuilds_the_image():
+    from odradek.metadata.controller_requests import (
+        AlterPartitionItem,
+        IncrementalAlterConfigsResource,
+        ReassignmentTarget,
+    )
+    from odradek.metadata.image import image_to_records
+    from odradek.metadata.records import RESOURCE_TOPIC, decode_record, encode_record
+    from tests.unit.metadata.cluster_support import make_cluster
+
+    c = make_cluster()
+    c.start_brokers(1, 2, 3, racks={1: "a", 2: "b", 3: "a"})
+    c.create("t", partitions=3, rf=2)
+    c.controller.incremental_alter_configs([IncrementalAlterConfigsResource(
+        RESOURCE_TOPIC, "t", [("retention.ms", 0, "1000")])])
+    c.controller.alter_partition_reassignments([ReassignmentTarget("t", 0, [1, 2, 3])])
+    c.controller.allocate_producer_ids(1, c.epochs[1])
+    c.heartbeat(3, want_fence=True)
+    part = c.partition("t", 1)
+    c.controller.alter_partition(part.leader, c.epochs[part.leader], [AlterPartitionItem(
+        c.image.topics_by_name["t"].topic_id, 1, part.leader_epoch, part.partition_epoch,
+        [(part.leader, -1)])])
+    image = c.image
+    records = [decode_record(encode_record(r)) for r in image_to_records(image)]
+    publisher = MetadataPublisher(image.cluster_id)
+    publisher.on_commit([(image.offset, SnapshotLoaded(records))])
+    rebuilt = publisher.image
+    assert rebuilt.brokers == image.brokers
+    assert rebuilt.topics_by_id == image.topics_by_id
+    assert rebuilt.configs == image.configs
+    assert rebuilt.features == image.features
+    assert rebuilt.next_producer_id == image.next_producer_id
+    assert rebuilt.offset == image.offset
+
+
+def test_replayed_snapshot_records_share_one_offset():
+    # KRaftQuorum.replay hands a snapshot's records over with the snapshot's last offset
+    tid = uuid.uuid4()
+    publisher = MetadataPublisher("c")
+    publisher.on_commit([(9, r) for r in topic_records("a", tid, 3)])
+    assert sorted(publisher.image.topics_by_name["a"].partitions) == [0, 1, 2]
+    assert publisher.offset == 9
+    publisher.on_commit([(9, UnfenceBrokerRecord(1, 1))])  # at or below the image: skipped
+    assert publisher.batches == 1
