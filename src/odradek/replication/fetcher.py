@@ -167,6 +167,7 @@ class ReplicaFetcher:
 
     async def _truncate(self, states: list[FollowerFetchState], cfg: ReplicationConfig) -> None:
         asks: dict[str, list[tuple[FollowerFetchState, int, int]]] = {}
+        generations = {id(s): s.generation for s in states}
         for s in states:
             req = s.epoch_request()
             if req is not None:
@@ -188,8 +189,8 @@ class ReplicaFetcher:
         for items in asks.values():
             for s, _, _ in items:
                 key = (s.partition.topic, s.partition.index)
-                if self.states.get(key) is not s:
-                    continue  # removed or replaced meanwhile
+                if self.states.get(key) is not s or s.generation != generations[id(s)]:
+                    continue  # removed, replaced or restarted meanwhile
                 p = by_key.get(key)
                 if p is None:
                     s.on_error(ErrorCode.unknown_topic_or_partition, now,
@@ -200,6 +201,7 @@ class ReplicaFetcher:
 
     async def _fetch(self, states: list[FollowerFetchState], cfg: ReplicationConfig) -> None:
         by_topic: dict[Any, list[tuple[FollowerFetchState, tuple[int, int, int, int]]]] = {}
+        generations = {id(s): s.generation for s in states}
         for s in states:
             by_topic.setdefault(s.partition.topic_id, []).append((s, s.fetch_position()))
         request = fetch_req.FetchRequest(
@@ -237,7 +239,8 @@ class ReplicaFetcher:
             for s, pos in items:
                 part = s.partition
                 key = (part.topic, part.index)
-                if self.states.get(key) is not s or s.state != FETCHING:
+                if (self.states.get(key) is not s or s.state != FETCHING
+                        or s.generation != generations[id(s)]):
                     continue
                 if part.log.log_end_offset != pos[0]:
                     continue  # the log moved meanwhile (a truncation): this answer is stale

@@ -54,17 +54,20 @@ def truncation_offset(partition: Partition, leader_epoch: int, leader_end_offset
 class FollowerFetchState:
     """One partition of a fetcher: what to ask the leader next, and what its answers do."""
 
-    __slots__ = ("delayed_until", "partition", "state")
+    __slots__ = ("delayed_until", "generation", "partition", "state")
 
     def __init__(self, partition: Partition) -> None:
         self.partition = partition
         self.state = TRUNCATING
         self.delayed_until = 0
+        # bumped by restart(): an answer to a request sent before is stale (another leader)
+        self.generation = 0
 
     def restart(self) -> None:
         """A new leader or leader epoch (the image): truncate again before fetching."""
         self.state = TRUNCATING
         self.delayed_until = 0
+        self.generation += 1
 
     def ready(self, now_ms: int) -> bool:
         if self.state == DELAYED and now_ms >= self.delayed_until:

@@ -91,14 +91,16 @@ class ReplicaManager(FetchReading):
                  alter_partition: AlterPartition | None = None,
                  broker_endpoint: Callable[[int], tuple[str, int] | None] | None = None,
                  config: ReplicationConfig | None = None,
-                 broker_epoch: Callable[[], int] | None = None) -> None:
+                 broker_epoch: Callable[[], int] | None = None,
+                 clock: Callable[[], int] = _now_ms, isr_expiration: bool = True) -> None:
         """`log_config_for(topic) -> LogConfig` reads the topic's configs from the image.
 
         For a cluster: `channels` (odradek.network.Channels to the other brokers' inter-broker
         listener; built from `broker_endpoint` when not given), `alter_partition` (an
         AlterPartition round trip to the active controller), `config` (the replica.* settings),
         `broker_epoch()` (this broker's epoch, sent in follower fetches). All default to the
-        single-node case, where every partition has one replica."""
+        single-node case, where every partition has one replica. `clock()` (ms) and
+        `isr_expiration=False` let a simulation drive time and the ISR checks itself."""
         self.log_manager = log_manager
         self.node_id = node_id
         self.data_dir = Path(data_dir)
@@ -130,8 +132,11 @@ class ReplicaManager(FetchReading):
         self.racks: dict[int, str | None] = {}
         self._rack_aware = self.config.replica_selector_class == RACK_AWARE_SELECTOR
         self._isr_task: asyncio.Task[None] | None = None
+        self.clock = clock
+        self._isr_expiration_enabled = isr_expiration
         self._alters: set[asyncio.Task[None]] = set()
         self._hw_at_load: dict[tuple[str, int], int] = {}
+        self._ineligible: set[int] = set()
 
     # --- lookups ---------------------------------------------------------
 
@@ -194,7 +199,7 @@ class ReplicaManager(FetchReading):
                 del self.partitions[(part.topic, part.index)]
             self.fetchers.remove(part)
             part.make_follower(-1, part.leader_epoch, part.partition_epoch, [], [])
-        now = _now_ms()
+        now = self.clock()
         for w, the_log in opened:
             hw = self._hw_at_load.pop((w.topic, w.partition), None)
             # a new partition starts as a follower of nobody, then takes its role below
@@ -203,6 +208,7 @@ class ReplicaManager(FetchReading):
                              local_id=self.node_id, partition_epoch=w.partition_epoch,
                              high_watermark=hw if hw is not None else 0)
             part.alter_isr = self._alter_isr
+            part.isr_eligible = self._isr_eligible
             part.lag_max_ms = self.config.replica_lag_time_max_ms
             self.partitions[(w.topic, w.partition)] = part
             if self.producer_id_expiration_ms is not None:
@@ -221,8 +227,6 @@ class ReplicaManager(FetchReading):
                 if not was_leader:
                     self.fetchers.remove(part)
                 log.debug("%s-%d: leader in epoch %d", part.topic, part.index, w.leader_epoch)
-            elif w.partition_epoch >= part.partition_epoch:
-                part.update_isr(w.isr, w.partition_epoch)
             if not part.solo:
                 self._ensure_isr_task()
         elif part.make_follower(w.leader, w.leader_epoch, w.partition_epoch, w.replicas, w.isr):
@@ -267,6 +271,8 @@ class ReplicaManager(FetchReading):
                      list(item.new_isr), result.error.name.upper())
 
     def _ensure_isr_task(self) -> None:
+        if not self._isr_expiration_enabled:
+            return
         if self._isr_task is None or self._isr_task.done():
             try:
                 self._isr_task = asyncio.get_running_loop().create_task(self._isr_expiration())
@@ -279,7 +285,7 @@ class ReplicaManager(FetchReading):
         interval = max(0.01, self.config.replica_lag_time_max_ms / 2000)
         while True:
             await asyncio.sleep(interval)
-            self.maybe_shrink_isrs(_now_ms())
+            self.maybe_shrink_isrs(self.clock())
 
     def maybe_shrink_isrs(self, now_ms: int) -> int:
         n = 0
@@ -324,6 +330,14 @@ class ReplicaManager(FetchReading):
     def _note_brokers(self, image: Any) -> None:
         brokers = getattr(image, "brokers", None) or {}
         self.racks = {int(b): getattr(reg, "rack", None) for b, reg in brokers.items()}
+        # Kafka's isReplicaIsrEligible: a fenced broker, or one in controlled shutdown, does
+        # not join an ISR (the controller would refuse it: INELIGIBLE_REPLICA)
+        self._ineligible = {int(b) for b, reg in brokers.items()
+                            if getattr(reg, "fenced", False)
+                            or getattr(reg, "in_controlled_shutdown", False)}
+
+    def _isr_eligible(self, broker_id: int) -> bool:
+        return broker_id not in self._ineligible
 
     def _disk_logs(self) -> Iterator[tuple[str, int]]:
         logs = getattr(self.log_manager, "logs", None)

@@ -51,7 +51,8 @@ class ReplicaState:
 
 class Partition:
     __slots__ = ("_cum_at_hw", "_cum_bytes", "_follower_watchers", "_unreplicated", "_watchers",
-                 "alter_isr", "high_watermark", "index", "isr", "lag_max_ms", "leader",
+                 "alter_isr", "high_watermark", "index", "isr", "isr_eligible", "lag_max_ms",
+                 "leader",
                  "leader_epoch", "local_id", "log", "partition_epoch", "pending_isr",
                  "replica_states", "replicas", "solo", "topic", "topic_id")
 
@@ -72,6 +73,8 @@ class Partition:
         # the ISR proposed to the controller and not yet answered (None: nothing in flight)
         self.pending_isr: tuple[int, ...] | None = None
         self.alter_isr: AlterIsr | None = None
+        # whether a broker may join the ISR (not fenced, not shutting down: the image's view)
+        self.isr_eligible: Callable[[int], bool] | None = None
         self.lag_max_ms = DEFAULT_LAG_MAX_MS
         self.replica_states: dict[int, ReplicaState] = {}
         self.solo = self._is_solo()
@@ -143,6 +146,18 @@ class Partition:
         if current_leader_epoch < self.leader_epoch:
             return ErrorCode.fenced_leader_epoch
         return ErrorCode.unknown_leader_epoch
+
+    def last_offset_for_leader_epoch(self, current_leader_epoch: int, leader_epoch: int
+                                     ) -> tuple[ErrorCode, int, int]:
+        """OffsetForLeaderEpoch on the leader: (error, the largest epoch <= `leader_epoch`,
+        where it ends in our log) (KIP-101/279, asked by followers before they fetch)."""
+        if not self.is_leader:
+            return ErrorCode.not_leader_or_follower, -1, -1
+        fenced = self.leader_epoch_error(current_leader_epoch)
+        if fenced is not None:
+            return fenced, -1, -1
+        epoch, end = self.log.epochs.end_offset_for(leader_epoch)
+        return ErrorCode.none, epoch, end
 
     # --- roles (from the metadata image) ------------------------------------
 
@@ -240,6 +255,8 @@ class Partition:
 
     def _maybe_expand_isr(self, replica_id: int, state: ReplicaState) -> None:
         if self.pending_isr is not None or self.alter_isr is None:
+            return
+        if self.isr_eligible is not None and not self.isr_eligible(replica_id):
             return
         epoch_start = self.log.epochs.start_offset_of(self.leader_epoch)
         if state.leo >= self.high_watermark and (epoch_start is None or state.leo >= epoch_start):

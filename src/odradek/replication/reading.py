@@ -6,7 +6,7 @@ else), a follower serving consumers of its rack (KIP-392), the preferred read re
 from __future__ import annotations
 
 import os
-import time
+from collections.abc import Callable
 from typing import Any
 
 from odradek.protocol.errors import ErrorCode, KafkaError
@@ -23,15 +23,12 @@ from odradek.replication.partition import Partition
 __all__ = ["FetchReading"]
 
 
-def _now_ms() -> int:
-    return int(time.time() * 1000)
-
-
 class FetchReading:
     node_id: int
     partitions: dict[tuple[str, int], Partition]
     racks: dict[int, str | None]
     _rack_aware: bool
+    clock: Callable[[], int]
 
     def _read_from_log(self, params: FetchParams, topics: list[FetchTopic]
                        ) -> tuple[list[FetchTopicResult], int, bool, dict[Partition, int]]:
@@ -49,7 +46,7 @@ class FetchReading:
         partitions = self.partitions
         node_id = self.node_id
         replica_id = params.replica_id
-        now = _now_ms() if replica_id >= 0 else 0
+        now = self.clock() if replica_id >= 0 else 0
         out: list[FetchTopicResult] = []
         for name, tid, parts in topics:
             results = []
@@ -73,6 +70,7 @@ class FetchReading:
                         continue
                 elif to_log_end and (leader_epoch < 0 or leader_epoch == part.leader_epoch):
                     # a follower's fetch: its log ends at `offset`; the ISR and HW may move
+                    before = part.high_watermark
                     code = part.update_follower_fetch(replica_id, offset, now,
                                                       params.replica_epoch)
                     if code is not None:
@@ -80,6 +78,10 @@ class FetchReading:
                             index, code, -1, -1, -1, None, -1, None))
                         errors = True
                         continue
+                    if part.high_watermark != before:
+                        # its own fetch moved the HW: answer now, so that it learns the new
+                        # HW without waiting for the next append (as an error, it never waits)
+                        errors = True
                 elif self._rack_aware and params.client_rack:
                     preferred = self._preferred_read_replica(part, offset, params.client_rack)
                 hw = part.high_watermark

@@ -10,8 +10,11 @@ import asyncio
 import os
 import types
 from dataclasses import replace
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
+
+from kio.schema.offset_for_leader_epoch.v4 import response as ofle
 
 from odradek.broker.handlers import fetch as fetch_handler
 from odradek.broker.handlers import partitions as partitions_handler
@@ -21,13 +24,17 @@ from odradek.protocol.errors import ErrorCode
 from odradek.protocol.fetch import FileRegion
 from odradek.protocol.headers import encode_request_header, parse_request_header
 from odradek.protocol.messages import decode_response, encode_request
+from odradek.protocol.records import BatchHeader
 from odradek.replication.config import (
     AlterPartitionItem,
     AlterPartitionResult,
     ReplicationConfig,
 )
+from odradek.replication.fetcher import ReplicaFetcherManager, fetcher_id
 from odradek.replication.manager import ReplicaManager
+from odradek.replication.partition import Partition
 from odradek.storage.config import LogConfig
+from odradek.storage.log import Log
 from odradek.storage.log_manager import LogManager
 
 from .support import TID, batch, read_all
@@ -144,5 +151,85 @@ def test_followers_replicate_and_a_returning_leader_truncates(tmp_path: Path) ->
         await c.until(lambda: new.isr == [2, 3, 1], "ISR expansion")
         assert c.alters[-1].new_isr == (2, 3, 1) and c.alters[-1].leader_epoch == 2
         await c.close()
+
+    asyncio.run(scenario())
+
+
+def test_one_fetcher_per_source_broker_and_fetcher_id(tmp_path: Path) -> None:
+    async def scenario() -> None:
+        cfg = replace(CONFIG, num_replica_fetchers=2)
+        manager = ReplicaFetcherManager(2, Loopback({}), cfg)
+        parts = []
+        for i in range(8):
+            log_dir = tmp_path / f"t-{i}"
+            part = Partition("t", i, TID, Log.open(log_dir, LogConfig()), leader=-1,
+                             leader_epoch=-1, replicas=[1, 2, 3], isr=[1, 2, 3], local_id=2)
+            part.make_follower(1 if i < 6 else 3, 1, 0, [1, 2, 3], [1, 2, 3])
+            manager.add(part)
+            parts.append(part)
+        expected = {(1 if i < 6 else 3, fetcher_id("t", i, 2)) for i in range(8)}
+        assert set(manager.fetchers) == expected
+        assert {s for s, _ in manager.fetchers} == {1, 3}
+        assert all(fid in (0, 1) for _, fid in manager.fetchers)
+        # a new leader moves the partition to that broker's fetcher
+        parts[0].make_follower(3, 2, 1, [1, 2, 3], [1, 2, 3])
+        manager.add(parts[0])
+        state = manager.state_of("t", 0)
+        assert state is not None and state.partition is parts[0]
+        assert ("t", 0) in manager.fetchers[(3, fetcher_id("t", 0, 2))].states
+        for part in parts:
+            manager.remove(part)
+        assert manager.fetchers == {}
+        await manager.shutdown()
+        for part in parts:
+            part.log.close()
+
+    asyncio.run(scenario())
+
+
+def test_an_answer_to_a_request_sent_before_a_restart_is_dropped(tmp_path: Path) -> None:
+    class Gate:
+        """Answers the first OffsetForLeaderEpoch with "epoch 1 ends at 0" once released."""
+
+        def __init__(self) -> None:
+            self.release = asyncio.Event()
+            self.asked = 0
+
+        async def request(self, node_id: int, entity: Any, timeout_s: float) -> Any:
+            self.asked += 1
+            if self.asked > 1:
+                await asyncio.Event().wait()  # later questions stay unanswered
+            await self.release.wait()
+            return ofle.OffsetForLeaderEpochResponse(
+                throttle_time=timedelta(0),  # type: ignore[arg-type]
+                topics=(ofle.OffsetForLeaderTopicResult(topic="t", partitions=(  # type: ignore[arg-type]
+                    ofle.EpochEndOffset(error_code=0, partition=0, leader_epoch=1,  # type: ignore[arg-type]
+                                        end_offset=0),)),))  # type: ignore[arg-type]
+
+    async def scenario() -> None:
+        gate = Gate()
+        manager = ReplicaFetcherManager(2, gate, CONFIG)
+        log = Log.open(tmp_path / "t-0", LogConfig())
+        part = Partition("t", 0, TID, log, leader=-1, leader_epoch=-1, replicas=[1, 2],
+                         isr=[1, 2], local_id=2)
+        part.make_leader(1, 0, [1, 2], [2], 0)  # it led epoch 1 and wrote 3 records
+        b = batch(3)
+        part.append_records_to_leader(b, BatchHeader.parse(b), None)
+        part.make_follower(1, 2, 1, [1, 2], [1, 2])
+        manager.add(part)
+        while not gate.asked:
+            await asyncio.sleep(0.01)
+        state = manager.state_of("t", 0)
+        assert state is not None and state.generation == 0
+        # a newer image arrives while the question is out: the answer no longer counts
+        part.make_follower(1, 3, 2, [1, 2], [1, 2])
+        manager.add(part)
+        assert state.generation == 1
+        gate.release.set()
+        await asyncio.sleep(0.1)
+        assert log.log_end_offset == 3  # the stale "ends at 0" truncated nothing
+        assert gate.asked == 2  # and the question was asked again
+        await manager.shutdown()
+        log.close()
 
     asyncio.run(scenario())

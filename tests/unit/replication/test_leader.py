@@ -148,3 +148,31 @@ def test_stale_and_failed_alter_answers(tmp_path: Path) -> None:
     # an older image never overrides a newer ISR
     part.update_isr([1], 3)
     assert part.isr == [1, 2, 3]
+
+
+def test_replication_config_from_broker_config() -> None:
+    from odradek.metadata.config.broker_configs import BrokerConfig
+    from odradek.replication.config import RACK_AWARE_SELECTOR, ReplicationConfig
+
+    default = ReplicationConfig.from_config(BrokerConfig.from_properties({}))
+    assert default == ReplicationConfig()
+    assert (default.num_replica_fetchers, default.replica_lag_time_max_ms,
+            default.replica_fetch_max_bytes) == (1, 30_000, 1_048_576)
+    cfg = ReplicationConfig.from_config({
+        "num.replica.fetchers": "3", "replica.fetch.wait.max.ms": "100",
+        "replica.selector.class": RACK_AWARE_SELECTOR, "broker.rack": "r1"})
+    assert (cfg.num_replica_fetchers, cfg.replica_fetch_wait_max_ms, cfg.broker_rack) == \
+        (3, 100, "r1")
+    assert cfg.replica_selector_class == RACK_AWARE_SELECTOR
+
+
+def test_an_ineligible_broker_does_not_join_the_isr(tmp_path: Path) -> None:
+    proposals: list[tuple[int, ...]] = []
+    part = leader_partition(open_log(tmp_path), isr=[1, 2], alter=proposals)
+    fenced = {3}
+    part.isr_eligible = lambda r: r not in fenced
+    part.update_follower_fetch(3, 0, now_ms())
+    assert proposals == []  # fenced (or in controlled shutdown) in the image
+    fenced.clear()
+    part.update_follower_fetch(3, 0, now_ms())
+    assert proposals == [(1, 2, 3)]

@@ -141,7 +141,9 @@ def test_consumer_long_poll_on_a_replicated_leader_wakes_on_the_hw(tmp_path: Pat
         assert got.records and got.high_watermark == 0
         await asyncio.sleep(0.01)
         assert not consumer.done()  # nothing below the HW yet
-        fetch(rm, 0, 2, replica_id=2)  # the follower has it all: HW 2
+        # the follower has it all: HW 2; its fetch that moved the HW answers at once with it
+        moved = fetch(rm, 0, 2, replica_id=2, max_wait_ms=60_000)
+        assert not isinstance(moved, asyncio.Future) and moved.high_watermark == 2
         got = await asyncio.wait_for(consumer, 10)
         assert got.records and got.high_watermark == 2
         await rm.stop()

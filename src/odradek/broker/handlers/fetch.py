@@ -8,6 +8,7 @@ session we never handed out gets FETCH_SESSION_ID_NOT_FOUND.
 
 from __future__ import annotations
 
+import importlib
 import uuid
 from functools import partial
 from typing import Any
@@ -64,9 +65,9 @@ def _metadata_fetch(ctx: Any, header: Any, frame: memoryview) -> Any:
     """A Fetch of `__cluster_metadata` is the raft's (a voter or observer replicating the
     metadata log): h14raft's handler, looked up so that this module works without it."""
     try:
-        from odradek.broker.handlers import raft
+        raft = importlib.import_module("odradek.broker.handlers.raft")
     except ImportError:
-        raft = None  # type: ignore[assignment]
+        raft = None
     handler = getattr(raft, "handle_metadata_fetch", None)
     if handler is None:
         hv = response_header_version(1, header.api_version)

@@ -66,17 +66,12 @@ def handle_offset_for_leader_epoch(ctx: Any, header: Any, frame: memoryview) -> 
             if part is None:
                 parts.append(_epoch_err(index, _missing(t.topic)))
                 continue
-            if not part.is_leader:
-                # followers (and consumers validating their position) ask the leader
-                parts.append(_epoch_err(index, ErrorCode.not_leader_or_follower))
+            # followers (and consumers validating their position) ask the leader
+            code, epoch, end = part.last_offset_for_leader_epoch(
+                int(getattr(p, "current_leader_epoch", -1)), int(p.leader_epoch))
+            if code != ErrorCode.none:
+                parts.append(_epoch_err(index, code))
                 continue
-            current = int(getattr(p, "current_leader_epoch", -1))
-            if current >= 0 and current != part.leader_epoch:
-                parts.append(_epoch_err(index, ErrorCode.fenced_leader_epoch
-                                        if current < part.leader_epoch
-                                        else ErrorCode.unknown_leader_epoch))
-                continue
-            epoch, end = part.log.epochs.end_offset_for(int(p.leader_epoch))
             parts.append({"error_code": ErrorCode.none, "partition": index,
                           "leader_epoch": epoch, "end_offset": end})
         topics.append({"topic": t.topic, "partitions": parts})
