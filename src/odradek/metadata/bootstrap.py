@@ -17,6 +17,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from odradek.metadata.controller_features import FINALIZED_AT_BOOTSTRAP
 from odradek.metadata.meta_properties import (
     MetaProperties,
     MetaPropertiesError,
@@ -55,10 +56,9 @@ __all__ = [
 ]
 
 BOOTSTRAP_CHECKPOINT = "bootstrap.checkpoint"
-# The feature levels a new cluster starts with: metadata.version 3.9-IV0 (what the controller
-# writes today) and transaction.version 2, so that Java 4.x clients use KIP-890's protocol.
-BOOTSTRAP_FEATURES: tuple[tuple[str, int], ...] = (("metadata.version", 21),
-                                                    ("transaction.version", 2))
+# The feature levels a new cluster starts with, the controller's (metadata.version, and
+# transaction.version 2, so that Java 4.x clients use KIP-890's protocol).
+BOOTSTRAP_FEATURES: tuple[tuple[str, int], ...] = tuple(FINALIZED_AT_BOOTSTRAP.items())
 _HEADER_VALUE = struct.Struct(">hq")  # SnapshotHeaderRecord v0: version, last timestamp
 _FOOTER_VALUE = struct.Struct(">h")  # SnapshotFooterRecord v0: version
 _NO_TAGS = b"\x00"
