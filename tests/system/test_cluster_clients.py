@@ -173,3 +173,30 @@ def test_tools(cluster: Cluster) -> None:
                     bootstrap=cluster.bootstrap)
     assert elect.returncode == 0, elect.stdout + elect.stderr
     assert "rf3-tools-0" in elect.stdout
+
+
+@pytest.mark.timeout(300)
+def test_partitions_reassign(cluster: Cluster, tmp_path: Path) -> None:
+    admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
+    admin.create_topics([NewTopic("moving", 1, 2)])["moving"].result(60)
+    old = cluster.wait_isr("moving", 2)[0]["replicas"]
+    new = [old[1], ({1, 2, 3} - set(old)).pop()]  # one replica moves to the third node
+    p = Producer({"bootstrap.servers": cluster.bootstrap, "acks": "all"})
+    for i in range(200):
+        p.produce("moving", str(i).encode())
+    assert p.flush(60) == 0
+    plan = tmp_path / "plan.json"
+    plan.write_text(json.dumps({"version": 1, "partitions": [
+        {"topic": "moving", "partition": 0, "replicas": new}]}))
+    started = odradek("partitions", "reassign", "--plan", str(plan), "--wait",
+                      bootstrap=cluster.bootstrap)
+    assert started.returncode == 0, started.stdout + started.stderr
+    assert "Reassignment of partition moving-0 is completed." in started.stdout
+    part = wait_until(lambda: (lambda q: q if sorted(q["isr"]) == sorted(new) else None)(
+        cluster.partitions("moving")[0]), f"moving-0 on replicas {new}", 60, cluster)
+    assert sorted(part["replicas"]) == sorted(new)
+    got = consume_all(cluster.bootstrap, "moving", 200, "g-moving")
+    assert sorted(int(v) for _, _, v in got) == list(range(200))
+    verify = odradek("partitions", "reassign", "--plan", str(plan), "--verify",
+                     bootstrap=cluster.bootstrap)
+    assert verify.returncode == 0, verify.stdout + verify.stderr

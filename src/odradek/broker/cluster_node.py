@@ -307,6 +307,16 @@ class ClusterNode:
 
     # ---------------------------------------------------------------- shutdown
 
+    async def _step(self, what: str, coro: Any, timeout_s: float = 10.0) -> None:
+        """One shutdown step, bounded: with the quorum going down around us a step waiting
+        on the controller (a held fetch, a heartbeat) must not hold the exit."""
+        try:
+            await asyncio.wait_for(coro, timeout_s)
+        except TimeoutError:
+            log.warning("shutdown: %s did not finish within %.0f s; going on", what, timeout_s)
+        except Exception:
+            log.exception("shutdown: %s failed", what)
+
     async def _shutdown(self) -> None:
         log.info("shutting down")
         if self.lifecycle is not None and self.lifecycle.unfenced.is_set():
@@ -315,28 +325,29 @@ class ClusterNode:
             done = await self.lifecycle.controlled_shutdown(SHUTDOWN_TIMEOUT_S)
             log.info("controlled shutdown %s in %.2f s",
                      "confirmed" if done else "not confirmed", time.monotonic() - began)
+        if self.lifecycle is not None:
+            await self._step("the broker lifecycle", self.lifecycle.stop())
         for server in self.servers:
             server.stop_accepting()
         if self.coordinators is not None:
-            await self.coordinators.group.stop()
+            await self._step("the group coordinator", self.coordinators.group.stop())
         rm = self.rm
         for server in self.servers:
-            await server.drain(complete_delayed=rm.complete_delayed_operations
-                               if rm is not None else None)
+            await self._step("draining requests", server.drain(
+                timeout=5.0,
+                complete_delayed=rm.complete_delayed_operations if rm is not None else None))
         if self.coordinators is not None:
-            await self.coordinators.stop()
+            await self._step("the coordinators", self.coordinators.stop())
         for task in self.tasks:
             task.cancel()
             with contextlib.suppress(asyncio.CancelledError, Exception):
-                await task
-        if self.lifecycle is not None:
-            await self.lifecycle.stop()
+                await asyncio.wait_for(task, 5.0)
         if rm is not None:
-            await rm.stop()
+            await self._step("replication", rm.stop())
         if self.quorum is not None:
-            await self.quorum.stop()
+            await self._step("the quorum", self.quorum.stop())
         if self.channels is not None:
-            await self.channels.close()
+            await self._step("controller channels", self.channels.close())
         if rm is not None and self.log_manager is not None:
             await self.node.close_logs(rm, self.log_manager)
         if self.quorum is not None:

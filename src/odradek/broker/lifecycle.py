@@ -35,6 +35,7 @@ REGISTRATION_VERSION = 4
 HEARTBEAT_VERSION = 1
 _RETRY_S = 0.1  # after a refused or failed registration (Kafka backs off exponentially)
 _SHUTDOWN_POLL_S = 0.1  # heartbeats while waiting for should_shut_down
+NO_CONTROLLER_GIVE_UP_S = 3.0  # a controlled shutdown with no controller answering ends
 
 
 @dataclass(slots=True)
@@ -91,13 +92,26 @@ class BrokerLifecycle:
             return True
         self.want_shut_down = True
         self._wake.set()
-        try:
-            await asyncio.wait_for(self.shut_down_allowed.wait(), timeout_s)
-            return True
-        except TimeoutError:
-            log.warning("controlled shutdown not confirmed by the controller within %.0f s; "
-                        "stopping anyway", timeout_s)
-            return False
+        deadline = time.monotonic() + timeout_s
+        unheard_since: float | None = None
+        while not self.shut_down_allowed.is_set():
+            now = time.monotonic()
+            # no controller answers (the quorum is going down with us): nobody can move the
+            # leaderships, so waiting longer only delays the stop
+            if self.last_error is None:
+                unheard_since = None
+            elif unheard_since is None:
+                unheard_since = now
+            if unheard_since is not None and now - unheard_since >= NO_CONTROLLER_GIVE_UP_S:
+                log.warning("controlled shutdown: no active controller answers; stopping")
+                return False
+            if now >= deadline:
+                log.warning("controlled shutdown not confirmed by the controller within "
+                            "%.0f s; stopping anyway", timeout_s)
+                return False
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self.shut_down_allowed.wait(), 0.1)
+        return True
 
     # ---------------------------------------------------------------- the loop
 
