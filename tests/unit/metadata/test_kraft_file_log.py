@@ -234,3 +234,34 @@ def test_a_follower_cannot_append_and_records_decode(tmp_path: Path) -> None:
             [rec] = decode_records(header, batch)
             assert decode_record(rec.value).name == "y"  # type: ignore[arg-type, attr-defined]
     single.close()
+
+
+def test_a_started_single_voter_snapshots_by_size_and_restarts_from_it(tmp_path: Path) -> None:
+    import asyncio
+
+    from odradek.metadata.snapshot_image import ImageFollower
+
+    async def run(names: list[str]) -> tuple[KRaftQuorum, ImageFollower]:
+        q = await asyncio.to_thread(KRaftQuorum.open, tmp_path, 1, None, cluster_id="c",
+                                    snapshot_bytes=2000)
+        await q.start()
+        follower = ImageFollower("c")
+        q.add_commit_listener(follower)
+        q.set_snapshot_source(follower.snapshot_records)
+        assert q.is_leader  # the listener heard the history as it was added
+        for name in names:
+            await asyncio.to_thread(q.append, _topic(name))
+        for _ in range(200):  # the snapshot is written in a thread
+            if q.raft_log.latest_snapshot() is not None or not names:
+                break
+            await asyncio.sleep(0.02)
+        await q.stop()
+        q.close()
+        return q, follower
+
+    first, follower = asyncio.run(run([f"t{i}" for i in range(40)]))
+    snap = first.raft_log.latest_snapshot()
+    assert snap is not None and snap.end_offset > 0
+    again, follower2 = asyncio.run(run([]))
+    assert again.raft_log.start_offset() == snap.end_offset
+    assert sorted(follower2.image.topics_by_name) == sorted(follower.image.topics_by_name)

@@ -3,9 +3,9 @@
 Shaped as Kafka's raft module: `QuorumState` holds one `EpochState` per role (Unattached,
 Voted, Prospective, Candidate, Leader, Follower, Resigned) and checks every transition in one
 table (`state.py`); `RaftClient` (`client.py`) reacts to messages (`messages.py`) and to time
-(`poll(now_ms)`) and returns the messages to send. The log (`log.py`) and the persistent
-election state (`store.py`) are injected. Nothing here does I/O except `FileQuorumStateStore`;
-the transport that maps messages to the wire comes later (issue 14).
+(`poll(now_ms)`) and returns the messages to send. The log (`log.py`, `file_log.py`) and the
+persistent election state (`store.py`) are injected. The state machine does no I/O; `kraft.py`
+drives it on asyncio (the node's `KRaftQuorum`) and `wire.py` maps its messages to Kafka's.
 """
 
 from __future__ import annotations

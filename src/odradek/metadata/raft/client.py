@@ -370,6 +370,18 @@ class RaftClient:
             st.check_quorum_deadline = heard[need - 1] + window
             return
         # a majority has not fetched within the window: another leader may exist; step down
+        self._resign(st, now)
+
+    def resign(self, now: int) -> bool:
+        """Give up leadership now (a clean shutdown): EndQuorumEpoch to the voters, so the
+        best placed one stands at once. False when not the leader."""
+        st = self.quorum.state
+        if not isinstance(st, Leader):
+            return False
+        self._resign(st, now)
+        return True
+
+    def _resign(self, st: Leader, now: int) -> None:
         preferred = tuple(
             v for v, _ in sorted(st.replicas.items(), key=lambda kv: (-kv[1].end_offset, kv[0]))
         )
