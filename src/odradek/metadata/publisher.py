@@ -24,7 +24,7 @@ import threading
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
-from odradek.metadata.image import MetadataDelta, MetadataImage
+from odradek.metadata.image import MetadataDelta, MetadataImage, image_to_records
 from odradek.metadata.records import MetadataRecord
 
 __all__ = ["MetadataPublisher", "PublisherListener", "is_snapshot_notice"]
@@ -63,11 +63,20 @@ class MetadataPublisher:
         self._listeners.remove(fn)
 
     def attach(self, quorum: Any) -> None:
-        """Follow the quorum's commits (a quorum without commit listeners, today's single
-        voter, is published to by the controller instead)."""
+        """Follow the quorum's commits (a quorum without commit listeners is published to by
+        the controller instead), and be the source of its snapshots (KRaftQuorum writes one
+        only when every commit listener has heard up to its high watermark, so the image is
+        exactly the log up to the snapshot's offset)."""
         add = getattr(quorum, "add_commit_listener", None)
         if add is not None:
             add(self.on_commit)
+        set_source = getattr(quorum, "set_snapshot_source", None)
+        if set_source is not None:
+            set_source(self.snapshot_records)
+
+    def snapshot_records(self) -> list[MetadataRecord]:
+        """The current image as the records of a snapshot (image.image_to_records)."""
+        return image_to_records(self._image)
 
     def load(self, quorum: Any) -> MetadataImage:
         """Replay what the quorum has committed past the image (the start of a node whose

@@ -167,3 +167,20 @@ def test_replayed_snapshot_records_share_one_offset():
     assert publisher.offset == 9
     publisher.on_commit([(9, UnfenceBrokerRecord(1, 1))])  # at or below the image: skipped
     assert publisher.batches == 1
+
+
+def test_attach_makes_the_publisher_the_snapshot_source():
+    class SnapshottingQuorum(FakeQuorum):
+        source = None
+
+        def set_snapshot_source(self, fn):
+            self.source = fn
+
+    quorum = SnapshottingQuorum()
+    publisher = MetadataPublisher("c")
+    publisher.attach(quorum)
+    tid = uuid.uuid4()
+    quorum.append(topic_records("a", tid, 2))
+    rebuilt = MetadataPublisher("c")
+    rebuilt.on_commit([(quorum.commit_offset, SnapshotLoaded(quorum.source()))])
+    assert rebuilt.image.topics_by_id == publisher.image.topics_by_id
