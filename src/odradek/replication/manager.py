@@ -121,7 +121,9 @@ class ReplicaManager(FetchReading):
         self.produce_purgatory = DelayedOperationPurgatory("Produce")
         self.config = config or ReplicationConfig()
         self.alter_partition = alter_partition
-        if channels is None and broker_endpoint is not None:
+        # channels built here are closed by stop(); the node's own are the node's to close
+        self._own_channels = channels is None and broker_endpoint is not None
+        if self._own_channels:
             from odradek.network.channel import Channels
             channels = Channels(f"odradek-replica-{node_id}", broker_endpoint)
         self.channels = channels
@@ -304,7 +306,7 @@ class ReplicaManager(FetchReading):
         await self.fetchers.shutdown()
         for task in list(self._alters):
             task.cancel()
-        if self.channels is not None and self.broker_endpoint is not None:
+        if self._own_channels and self.channels is not None:
             with contextlib.suppress(Exception):
                 await self.channels.close()
 
