@@ -200,3 +200,46 @@ def test_partitions_reassign(cluster: Cluster, tmp_path: Path) -> None:
     verify = odradek("partitions", "reassign", "--plan", str(plan), "--verify",
                      bootstrap=cluster.bootstrap)
     assert verify.returncode == 0, verify.stdout + verify.stderr
+
+
+@pytest.mark.timeout(300)
+def test_bad_cluster_requests_get_kafka_errors(cluster: Cluster) -> None:
+    """A registration reusing a live broker's id and an AlterPartition with stale epochs,
+    sent to the active controller's listener, get Kafka's errors; the cluster stays healthy."""
+    import uuid
+
+    from odradek.broker.admin_calls import call
+    from odradek.protocol.errors import ErrorCode
+
+    create(cluster, "rf3-bad", 1)
+    leader = cluster.quorum_leader()
+    controller = f"127.0.0.1:{cluster.node(leader).spec.controller_port}"
+    dup = call(controller, 62, 4, {
+        "broker_id": 1, "cluster_id": cluster.local.cluster_id, "incarnation_id": uuid.uuid4(),
+        "listeners": [{"name": "PLAINTEXT", "host": "127.0.0.1", "port": 1,
+                       "security_protocol": 0}],
+        "features": [{"name": "metadata.version", "min_supported_version": 1,
+                      "max_supported_version": 21},
+                     {"name": "transaction.version", "min_supported_version": 0,
+                      "max_supported_version": 2}],
+        "rack": None, "is_migrating_zk_broker": False, "log_dirs": [],
+        "previous_broker_epoch": -1})
+    assert ErrorCode(int(dup.error_code)) == ErrorCode.duplicate_broker_registration
+    other = call(controller, 62, 4, {
+        "broker_id": 9, "cluster_id": "AAAAAAAAAAAAAAAAAAAAAA", "incarnation_id": uuid.uuid4(),
+        "listeners": [], "features": [], "rack": None, "is_migrating_zk_broker": False,
+        "log_dirs": [], "previous_broker_epoch": -1})
+    assert ErrorCode(int(other.error_code)) == ErrorCode.inconsistent_cluster_id
+    part = cluster.partitions("rf3-bad")[0]
+    topic_id = call(cluster.bootstrap, 3, 12, {
+        "topics": [{"name": "rf3-bad", "topic_id": None}], "allow_auto_topic_creation": False,
+        "include_topic_authorized_operations": False}).topics[0].topic_id
+    stale = call(controller, 56, 3, {"broker_id": part["leader"], "broker_epoch": 0, "topics": [
+        {"topic_id": topic_id, "partitions": [{
+            "partition_index": 0, "leader_epoch": part["leader_epoch"],
+            "new_isr_with_epochs": [{"broker_id": part["leader"], "broker_epoch": -1}],
+            "leader_recovery_state": 0, "partition_epoch": 0}]}]})
+    assert ErrorCode(int(stale.error_code)) == ErrorCode.stale_broker_epoch, stale
+    state = cluster.wait_ready()
+    assert not any(b["fenced"] for b in state["brokers"])
+    assert cluster.partitions("rf3-bad")[0]["isr"] == part["isr"]
