@@ -166,9 +166,10 @@ class H(logging.Handler):
             lines.append(m)
 log = logging.getLogger("stall"); log.addHandler(H()); log.setLevel(logging.DEBUG)
 def stats(js):
+    # one queue for the whole consumer, reported under every partition: read it once
     for t in json.loads(js).get("topics", {}).values():
-        fetchq.append(sum(p.get("fetchq_size", 0) for k, p in t["partitions"].items()
-                          if k != "-1"))
+        fetchq.append(max([p.get("fetchq_size", 0) for k, p in t["partitions"].items()
+                           if k != "-1"] or [0]))
 c = Consumer(consumer_settings(sys.argv[1], {"debug": "fetch", "logger": log,
              "statistics.interval.ms": 500, "stats_cb": stats},
              librdkafka_defaults=sys.argv[3] == "defaults", group_id="stall"))

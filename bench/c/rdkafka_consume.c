@@ -1,12 +1,15 @@
 /* A librdkafka consumer with nothing on top, for the consume rows of `make bench`.
  *
- *   rdkafka_consume -b HOST:PORT -t TOPIC -n RECORDS [-T IDLE_SECONDS] [-X key=value ...]
+ *   rdkafka_consume -b HOST:PORT -t TOPIC -n RECORDS [-T IDLE_SECONDS] [-s STATS_FILE]
+ *                   [-X key=value ...]
  *
  * Assigns every partition of TOPIC from its beginning (no group is joined), reads until
  * RECORDS records or IDLE_SECONDS without one, and prints one JSON line: records, key + value
  * bytes, seconds from the first record to the last, and the process CPU seconds over the
  * same interval. The fetch settings come from the caller (-X): bench/compare.py passes the
- * ones odradek ships (odradek.client.consumer_settings), so the client is no unknown. */
+ * ones odradek ships (odradek.client.consumer_settings), so the client is no unknown.
+ * With -s, librdkafka's statistics JSON (every statistics.interval.ms, 100 ms unless -X sets
+ * it) is appended to STATS_FILE, one line each, for bench/consumer_bounds.py. */
 #include <librdkafka/rdkafka.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -18,6 +21,17 @@ static double now(clockid_t clock) {
     struct timespec ts;
     clock_gettime(clock, &ts);
     return ts.tv_sec + ts.tv_nsec / 1e9;
+}
+
+static FILE *stats_out;
+
+/* Called from rd_kafka_consumer_poll (the main queue is forwarded to the consumer's). */
+static int on_stats(rd_kafka_t *rk, char *json, size_t len, void *opaque) {
+    (void)rk;
+    (void)opaque;
+    fwrite(json, 1, len, stats_out);
+    fputc('\n', stats_out);
+    return 0; /* librdkafka frees json */
 }
 
 static void die(const char *what, const char *why) {
@@ -38,7 +52,8 @@ int main(int argc, char **argv) {
         rd_kafka_conf_set(conf, "enable.auto.commit", "false", err, sizeof err) != RD_KAFKA_CONF_OK)
         die("conf", err);
     int opt;
-    while ((opt = getopt(argc, argv, "b:t:n:T:X:")) != -1) {
+    int stats_interval_set = 0;
+    while ((opt = getopt(argc, argv, "b:t:n:T:s:X:")) != -1) {
         switch (opt) {
         case 'b':
             if (rd_kafka_conf_set(conf, "bootstrap.servers", optarg, err, sizeof err))
@@ -47,10 +62,15 @@ int main(int argc, char **argv) {
         case 't': topic = optarg; break;
         case 'n': want = atoll(optarg); break;
         case 'T': idle = atof(optarg); break;
+        case 's':
+            if (!(stats_out = fopen(optarg, "a"))) die(optarg, "cannot open");
+            rd_kafka_conf_set_stats_cb(conf, on_stats);
+            break;
         case 'X': {
             char *eq = strchr(optarg, '=');
             if (!eq) die(optarg, "not key=value");
             *eq = '\0';
+            if (!strcmp(optarg, "statistics.interval.ms")) stats_interval_set = 1;
             rd_kafka_conf_res_t r = rd_kafka_conf_set(conf, optarg, eq + 1, err, sizeof err);
             /* Debian's librdkafka (2.0.2) predates fetch.queue.backoff.ms (2.3): say so and
              * go on; there the queue-full backoff is a fixed second, only the queue sizes help. */
@@ -62,12 +82,15 @@ int main(int argc, char **argv) {
             break;
         }
         default:
-            fprintf(stderr, "usage: %s -b HOST:PORT -t TOPIC -n RECORDS [-T S] [-X k=v]...\n",
+            fprintf(stderr, "usage: %s -b HOST:PORT -t TOPIC -n RECORDS [-T S] [-s FILE] [-X k=v]...\n",
                     argv[0]);
             return 2;
         }
     }
     if (!topic || want <= 0) die("usage", "-t TOPIC and -n RECORDS are required");
+    if (stats_out && !stats_interval_set &&
+        rd_kafka_conf_set(conf, "statistics.interval.ms", "100", err, sizeof err))
+        die("statistics.interval.ms", err);
 
     rd_kafka_t *rk = rd_kafka_new(RD_KAFKA_CONSUMER, conf, err, sizeof err);
     if (!rk) die("rd_kafka_new", err);
@@ -118,5 +141,6 @@ int main(int argc, char **argv) {
            count, bytes, count ? last - first : 0.0, cpu, errors, rd_kafka_version_str());
     rd_kafka_consumer_close(rk);
     rd_kafka_destroy(rk);
+    if (stats_out) fclose(stats_out);
     return count >= want && !errors ? 0 : 1;
 }

@@ -29,6 +29,23 @@ CLIENT = "bench.peers.odradek_rdkafka_c"
 C_SETTINGS: dict[str, object] = {**SHIPPED, "queued.max.messages.kbytes": 2_097_151,
                                  "queued.min.messages": 10_000_000}
 TOOL = Path(__file__).resolve().parents[1] / "c" / "rdkafka_consume"
+BUNDLED = TOOL.with_name("rdkafka_consume_bundled")
+
+
+def bundled_tool() -> Path:
+    """The same C program linked against the librdkafka confluent-kafka's wheel bundles (2.16,
+    which has fetch.queue.backoff.ms), built on first use with Debian's headers (2.0.2: every
+    function the program calls has the same C signature in both). It shows the C client with
+    exactly the settings and library the Python consumers have."""
+    import confluent_kafka
+
+    libs = Path(confluent_kafka.__file__).resolve().parents[1] / "confluent_kafka.libs"
+    so = next(libs.glob("librdkafka*.so*"))
+    src = TOOL.with_name("rdkafka_consume.c")
+    if not BUNDLED.exists() or BUNDLED.stat().st_mtime < src.stat().st_mtime:
+        subprocess.run(["cc", "-O2", "-Wall", "-Wextra", "-o", str(BUNDLED), str(src),
+                        f"-L{libs}", f"-l:{so.name}", f"-Wl,-rpath,{libs}"], check=True)
+    return BUNDLED
 
 
 class OdradekRdkafkaCSystem(OdradekSystem):
@@ -57,10 +74,10 @@ def produce(endpoint: str, stream: str, partitions: int, size: int, max_records:
 
 
 def run_tool(endpoint: str, stream: str, expected: int, timeout_s: float,
-             settings: dict[str, object] | None = None) -> dict[str, Any]:
+             settings: dict[str, object] | None = None, tool: Path = TOOL) -> dict[str, Any]:
     xs = [a for k, v in (SHIPPED if settings is None else settings).items()
           for a in ("-X", f"{k}={v}")]
-    out = subprocess.run([str(TOOL), "-b", endpoint, "-t", stream, "-n", str(expected),
+    out = subprocess.run([str(tool), "-b", endpoint, "-t", stream, "-n", str(expected),
                           "-T", str(timeout_s), *xs], capture_output=True, text=True,
                          timeout=timeout_s + 600)
     if not out.stdout.strip():

@@ -7,7 +7,6 @@ import json
 import subprocess
 import sys
 import threading
-import time
 
 import pytest
 from confluent_kafka import ConsumerGroupTopicPartitions
@@ -121,24 +120,73 @@ def test_kill9_member_reassigned_after_session_timeout_and_redelivered(node):
         survivor.stop()
 
 
+class ClientStats:
+    """What a member's librdkafka reports of itself in its statistics (every 100 ms, delivered
+    by its poll): the group heartbeats it has sent (Heartbeat, or ConsumerGroupHeartbeat under
+    KIP-848) and the rebalances it went through (cgrp.rebalance_cnt).
+
+    A member's heartbeats are the clock a quiet period is measured by: a rebalance reaches a
+    member in the answer to its next heartbeat, and a member joining again stops heartbeating
+    until it has its new assignment. So once a member has sent a few more heartbeats, any
+    rebalance started before them has reached it and been counted."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self.heartbeats = 0
+        self.rebalances = 0
+        self.reports = 0
+
+    def conf(self) -> dict:
+        return {"statistics.interval.ms": 100, "stats_cb": self._on_stats}
+
+    def _on_stats(self, text: str) -> None:
+        stats = json.loads(text)
+        # the requests sent on the group coordinator's connection (`tx`) less those of other
+        # types: librdkafka 2.16 lists Heartbeat in `req` but not ConsumerGroupHeartbeat
+        coordinator = stats.get("brokers", {}).get("GroupCoordinator", {})
+        others = sum(n for name, n in coordinator.get("req", {}).items()
+                     if name not in ("Heartbeat", "ConsumerGroupHeartbeat"))
+        beats = coordinator.get("tx", 0) - others
+        with self._lock:
+            self.heartbeats = beats
+            self.rebalances = stats.get("cgrp", {}).get("rebalance_cnt", 0)
+            self.reports += 1
+
+    def wait_heartbeats(self, count: int, what: str) -> None:
+        """Until the member has sent `count` more heartbeats than now."""
+        wait_until(lambda: self.reports > 0, what="the member's first statistics")
+        start = self.heartbeats
+        wait_until(lambda: self.heartbeats >= start + count, timeout=60,
+                   what=f"{count} heartbeats of the member ({what})")
+
+
+# heartbeats of the other member that any rebalance would have reached it within: one to be
+# told (REBALANCE_IN_PROGRESS, or a new assignment under KIP-848), the ones after it are sent
+# only once the member has joined again
+QUIET_HEARTBEATS = 3
+
+
 @pytest.mark.parametrize("protocol", ["classic", "consumer"])
 def test_static_member_restart_without_rebalance(node, protocol):
     topic = new_topic(node.bootstrap, f"m-static-{protocol}")
     extra = {"session_timeout_ms": 20000} if protocol == "classic" else {}
     base = confluent_conf(node.bootstrap, topic, protocol, **extra)
-    other = Member({**base, "group.instance.id": "other"}, [topic]).start()
+    stats = ClientStats()
+    other = Member({**base, "group.instance.id": "other", **stats.conf()}, [topic]).start()
     static = Member({**base, "group.instance.id": "s1"}, [topic]).start()
     try:
         wait_until(lambda: len(other.assignment) == 3 and len(static.assignment) == 3)
-        time.sleep(1.0)
-        assigns_before = other.assigns
+        # the group has settled once the other member heartbeats on with its three partitions
+        stats.wait_heartbeats(QUIET_HEARTBEATS, "the group settling")
+        assigns_before, rebalances_before = other.assigns, stats.rebalances
         mine = set(static.assignment)
         static.stop()  # a static member does not leave on close
         again = Member({**base, "group.instance.id": "s1"}, [topic]).start()
         try:
             wait_until(lambda: again.assignment == mine, what="the static member's old partitions")
-            time.sleep(2.0)
+            stats.wait_heartbeats(QUIET_HEARTBEATS, "after the static member came back")
             assert other.assigns == assigns_before, "the other member saw a rebalance"
+            assert stats.rebalances == rebalances_before, "the other member saw a rebalance"
             assert len(other.assignment) == 3
         finally:
             again.stop()

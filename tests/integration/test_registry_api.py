@@ -276,3 +276,36 @@ def test_metadata_and_rule_set_are_stored_and_returned(registry: RegistryProcess
         "owner": "team-a"}
     assert registry.call("POST", "/subjects/m/versions",
                          {"schema": USER_V1, "metadata": [1]})[1]["error_code"] == 42201
+
+
+def test_import_mode_keeps_the_callers_ids_across_a_restart(broker: BrokerProcess,
+                                                            tmp_path: Path) -> None:
+    with running_registry(broker.bootstrap, tmp_path, "first") as reg:
+        # Importing: the caller's ids and versions, no compatibility check.
+        assert reg.call("PUT", "/mode", {"mode": "IMPORT"}) == (200, {"mode": "IMPORT"})
+        assert reg.call("POST", "/subjects/imp/versions",
+                        {"schema": USER_V1, "id": 1000, "version": 3}) == (200, {"id": 1000})
+        assert reg.call("POST", "/subjects/imp/versions",
+                        {"schema": USER_BAD, "id": 1001, "version": 4}) == (200, {"id": 1001})
+        status, body = reg.call("POST", "/subjects/other/versions",
+                                {"schema": USER_V2, "id": 1000})
+        assert (status, body["error_code"]) == (422, 42207), body
+        status, body = reg.call("POST", "/subjects/imp/versions",
+                                {"schema": USER_V2, "id": 1002, "version": 4})
+        assert (status, body["error_code"]) == (422, 42205), body
+        assert reg.call("PUT", "/mode", {"mode": "READWRITE"})[0] == 200
+        # Outside IMPORT an id may not be given; IMPORT again needs force on a used registry.
+        status, body = reg.call("POST", "/subjects/x/versions", {"schema": USER_V2, "id": 5})
+        assert (status, body["error_code"]) == (422, 42205), body
+        assert reg.call("PUT", "/mode", {"mode": "IMPORT"})[1]["error_code"] == 42205
+        assert reg.call("PUT", "/mode/fresh", {"mode": "IMPORT"}) == (200, {"mode": "IMPORT"})
+        assert reg.call("DELETE", "/mode/fresh") == (200, {"mode": "IMPORT"})
+        assert reg.call("GET", "/mode/fresh") == (200, {"mode": "READWRITE"})
+    with running_registry(broker.bootstrap, tmp_path, "second") as reg:
+        assert reg.call("GET", "/subjects/imp/versions") == (200, [3, 4])
+        assert reg.call("GET", "/subjects/imp/versions/3")[1]["id"] == 1000
+        assert reg.call("GET", "/schemas/ids/1001/versions") == (
+            200, [{"subject": "imp", "version": 4}])
+        # New ids continue above the imported ones.
+        third = avro_record("Other", [{"name": "x", "type": "long"}])
+        assert reg.call("POST", "/subjects/c/versions", {"schema": third}) == (200, {"id": 1002})

@@ -7,6 +7,7 @@ import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 import pytest
 from pyspark.sql import DataFrame, SparkSession
@@ -14,6 +15,8 @@ from pyspark.sql.streaming import StreamingQuery
 
 from tests.spark.support import create_topic, produce, topic_name
 from tests.support.broker import BrokerProcess
+
+NO_DATA_PROGRESS_INTERVAL = "spark.sql.streaming.noDataProgressEventInterval"
 
 
 @contextmanager
@@ -28,9 +31,15 @@ def _query(spark: SparkSession, bootstrap: str, topic: str, checkpoint: Path,
               .option("subscribe", topic).option("startingOffsets", "earliest"))
     for k, v in options.items():
         reader = reader.option(k, v)
-    query = (reader.load().writeStream.foreachBatch(collect)
-             .option("checkpointLocation", str(checkpoint))
-             .trigger(processingTime="200 milliseconds").start())
+    # a progress event for every trigger, those that run no batch included (Spark's default
+    # reports an idle query every 10 s): _idle_triggers counts them. Read at the query's start.
+    spark.conf.set(NO_DATA_PROGRESS_INTERVAL, "0")
+    try:
+        query = (reader.load().writeStream.foreachBatch(collect)
+                 .option("checkpointLocation", str(checkpoint))
+                 .trigger(processingTime="200 milliseconds").start())
+    finally:
+        spark.conf.unset(NO_DATA_PROGRESS_INTERVAL)
     try:
         yield query
         assert query.exception() is None, query.exception()
@@ -47,10 +56,17 @@ def _wait(cond: Callable[[], bool], query: StreamingQuery, what: str, timeout: f
         time.sleep(0.2)
 
 
+def _timestamp(progress: Any) -> str:
+    return progress["timestamp"] if isinstance(progress, dict) else progress.timestamp
+
+
 def _idle_triggers(query: StreamingQuery, count: int) -> None:
-    """Let the query run `count` more triggers (each one asks the source for offsets)."""
-    time.sleep(0.2 * count)
-    assert query.exception() is None, query.exception()
+    """Until the query has run `count` more triggers (each one asks the source for offsets):
+    one progress event each (ISO timestamps of one format: they order as strings)."""
+    last = query.lastProgress
+    since = _timestamp(last) if last is not None else ""
+    _wait(lambda: sum(_timestamp(p) > since for p in query.recentProgress) >= count, query,
+          f"{count} more triggers")
 
 
 def test_batches_wait_for_min_offsets_then_max_caps(spark: SparkSession, spark_broker: BrokerProcess,

@@ -17,7 +17,7 @@ from pathlib import Path
 
 from confluent_kafka import Producer
 
-from odradek.cli.storage_verify import scan_segment
+from odradek.storage.verify import scan_segment
 from tests.support.background import create_topic
 from tests.support.broker import BrokerProcess
 

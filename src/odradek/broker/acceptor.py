@@ -65,11 +65,14 @@ class ConnectionLimits:
     max_connections: int = INT_MAX
     max_per_ip: int = INT_MAX
     overrides: dict[str, int] = field(default_factory=dict)
+    # connections.max.idle.ms (Kafka's default, 10 minutes); negative: never closed for idling
+    max_idle_ms: int = 600_000
 
     @classmethod
     def from_config(cls, config: Any) -> ConnectionLimits:
         return cls(config.get_int("max.connections"), config.get_int("max.connections.per.ip"),
-                   parse_overrides(config.get_str("max.connections.per.ip.overrides") or ""))
+                   parse_overrides(config.get_str("max.connections.per.ip.overrides") or ""),
+                   config.get_int("connections.max.idle.ms"))
 
     def per_ip(self, ip: str) -> int:
         return self.overrides.get(ip, self.max_per_ip)

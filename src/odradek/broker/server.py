@@ -25,6 +25,7 @@ import logging
 import os
 import socket
 import struct
+import time
 from asyncio.selector_events import BaseSelectorEventLoop
 from collections.abc import Callable
 from typing import Any
@@ -43,6 +44,8 @@ _SIZE = struct.Struct(">i")
 MAX_IN_FLIGHT = 100
 # a connection with no read for this long gives its receive buffers back (FrameReceiver.release)
 IDLE_RELEASE_S = 5.0
+# the idle sweep runs this often at most (a small connections.max.idle.ms runs it more often)
+MIN_SWEEP_S = 0.05
 
 
 # A dispatcher turns (connection, frame) into: (response header version, body parts) or None
@@ -65,6 +68,8 @@ class Connection(asyncio.BufferedProtocol):
         self.server = server
         self.ip = ip  # counted against max.connections.per.ip until connection_lost
         self.active = False  # a read since the last idle sweep
+        # the sweep that last saw this connection active (or its start): no read since
+        self.quiet_since = time.monotonic()
         self.receiver = FrameReceiver(server.max_request_bytes)
         self._out: list[Any] = []  # response parts waiting for the end of this loop pass
         self._out_scheduled = False
@@ -246,12 +251,14 @@ class Connection(asyncio.BufferedProtocol):
         """Write the collected response parts with one writelines."""
         self._out_scheduled = False
         if self._out and not self.closed:
+            self.active = True  # a write is activity too (Kafka's idle expiry counts both)
             out, self._out = self._out, []
             self.transport.writelines(out)  # type: ignore[union-attr]
 
     def _regions_sent(self, task: asyncio.Future[None]) -> None:
         self.server.tasks.discard(task)
         self._sending = False
+        self.active = True
         if not task.cancelled() and task.exception() is not None:
             exc = task.exception()
             log.warning("sending a response to %s failed: %s", self.peer, exc)
@@ -349,6 +356,18 @@ class Connection(asyncio.BufferedProtocol):
             pass
         _set_done(writable)
 
+    def close_idle(self, max_idle_ms: int) -> None:
+        """Close a connection that read nothing for connections.max.idle.ms, unless it has
+        requests in flight or a response going out (it is not idle then)."""
+        if self.closed or self._slots or self._sending or self._out:
+            return
+        log.debug("closing connection from %s: idle for more than connections.max.idle.ms "
+                  "(%d ms)", self.peer, max_idle_ms)
+        self.closed = True
+        self._drop_writer()
+        if self.transport is not None:
+            self.transport.close()
+
     def abort(self, reason: str | None) -> None:
         if reason:
             log.warning("closing connection from %s: %s", self.peer, reason)
@@ -405,7 +424,8 @@ class Server:
         self._acceptors.append(acceptor)
         log.info("listening on %s", sock.getsockname())
         if self._sweep is None:
-            self._sweep = loop.call_later(IDLE_RELEASE_S, self._release_idle)
+            self._sweep = asyncio.get_running_loop().call_later(self._sweep_interval(),
+                                                            self._sweep_idle)
 
     @property
     def accept_failures(self) -> int:
@@ -464,14 +484,36 @@ class Server:
 
         task.add_done_callback(made)
 
-    def _release_idle(self) -> None:
-        """Connections that read nothing since the last sweep give their buffers back."""
+    def _sweep_interval(self) -> float:
+        max_idle_ms = self.limits.max_idle_ms
+        if max_idle_ms < 0:
+            return IDLE_RELEASE_S
+        return max(MIN_SWEEP_S, min(IDLE_RELEASE_S, max_idle_ms / 2000))
+
+    def _sweep_idle(self) -> None:
+        """Connections that read nothing since the last sweep: after IDLE_RELEASE_S they give
+        their receive buffers back; after connections.max.idle.ms they are closed, as Kafka's
+        Selector closes idle connections. Activity is a read (requests in flight or a
+        response being sent count too: such a connection is never closed for idling). A
+        connection is closed at most one sweep after its limit, never before."""
+        now = time.monotonic()
+        max_idle_ms = self.limits.max_idle_ms
+        max_idle_s = max_idle_ms / 1000 if max_idle_ms >= 0 else None
+        idle: list[Connection] = []
         for conn in self.connections:
             if conn.active:
                 conn.active = False
-            else:
+                conn.quiet_since = now
+                continue
+            quiet = now - conn.quiet_since
+            if quiet >= IDLE_RELEASE_S:
                 conn.receiver.release()
-        self._sweep = asyncio.get_running_loop().call_later(IDLE_RELEASE_S, self._release_idle)
+            if max_idle_s is not None and quiet >= max_idle_s:
+                idle.append(conn)
+        for conn in idle:
+            conn.close_idle(max_idle_ms)
+        self._sweep = asyncio.get_running_loop().call_later(self._sweep_interval(),
+                                                            self._sweep_idle)
 
     def stop_accepting(self) -> None:
         for acceptor in self._acceptors:

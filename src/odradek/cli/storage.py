@@ -1,4 +1,4 @@
-"""`odradek storage ...`: a node's data directory: format it, check it (storage_verify.py).
+"""`odradek storage ...`: a node's data directory: format it, check it (storage_verify.py prints).
 
 The checks import the storage and metadata code, so they load only when a command runs:
 `odradek --help` stays fast.
@@ -79,13 +79,6 @@ def verify(
     if not data_dir.is_dir():
         print(f"Error: {data_dir}: not a directory", file=sys.stderr)
         raise typer.Exit(2)
-    from odradek.cli.storage_verify import verify_data_dir
+    from odradek.cli.storage_verify import run
 
-    report = verify_data_dir(data_dir)
-    for line in report.damage:
-        print(f"DAMAGE {line}")
-    for line in report.notes:
-        print(f"NOTE {line}")
-    print(f"checked {report.logs} logs, {report.segments} segments, {report.batches} batches: "
-          f"{len(report.damage)} damaged, {len(report.notes)} notes")
-    raise typer.Exit(1 if report.damage else 0)
+    raise typer.Exit(run(data_dir))

@@ -1,12 +1,13 @@
 """The librdkafka settings every confluent-kafka consumer odradek creates starts from.
 
-librdkafka prefetches into a local queue until it holds `queued.max.messages.kbytes` or
-`queued.min.messages`, then stops fetching for `fetch.queue.backoff.ms` (1000 ms by default
-since librdkafka 2.3). A node that fills 64 MB in a fraction of a second leaves the consumer
-idle for the rest of that second: the debug log shows "Fetch backoff for 1000ms: Local: Queue
-full" once per queue. The values below were chosen by a sweep (bench/consumer_settings.py,
-figures in bench/RESULTS-h23client.md); a user's own settings (`-X key=value`, Spark options)
-are applied after them and always win.
+librdkafka prefetches into a local queue until it holds `queued.min.messages` or
+`queued.max.messages.kbytes` (with 100 B records the 100,000 records, 10 MB, come first), then
+stops fetching for `fetch.queue.backoff.ms` (1000 ms by default since librdkafka 2.3). A node
+that fills the queue in a fraction of a second leaves the consumer idle for the rest of that
+second: the debug log shows "Fetch backoff for 1000ms: Local: Queue full" once per queue. The
+values below were chosen by a sweep (bench/consumer_settings.py; figures in bench/RESULTS.md,
+issue 23); a user's own settings (`-X key=value`, Spark options) are applied after them and
+always win.
 """
 
 from __future__ import annotations
@@ -15,11 +16,11 @@ from collections.abc import Mapping
 
 from odradek.client.config import client_config
 
-# Chosen by bench/consumer_settings.py (bench/RESULTS-h23client.md): only the backoff moves.
-# A queue-full backoff of 1000 ms cut a confluent-kafka read of 3M x 100 B from ~1M to 0.15M
-# records/s; 1-100 ms read alike. Bigger queues and fetches (128-512 MB, 4-32 MB per
-# partition) were slower, not faster: librdkafka parses each response whole before the
-# application sees a record. The sizes are pinned anyway, so a new librdkafka default does not
+# Chosen by bench/consumer_settings.py (bench/RESULTS.md, issue 23): only the backoff moves.
+# A queue-full backoff of 1000 ms cut a confluent-kafka read of 3M x 100 B from 2.1M to 0.18M
+# records/s on a quiet machine; 1-20 ms read alike, 100 ms lost 40%. Bigger queues and
+# fetches (128-512 MB, 4-32 MB per partition) were slower, not faster: librdkafka parses each
+# response whole before the application sees a record. The sizes are pinned anyway, so a new librdkafka default does not
 # move them unseen. The backoff only applies while the local queue is full: an idle consumer
 # (empty queue) never waits on it, and measured the same CPU and wake-ups at 1, 5 and 1000 ms.
 SHIPPED: dict[str, object] = {

@@ -227,43 +227,47 @@ def consume_partitions(bootstrap: str | None, topic: str, partitions: list[int] 
         if partitions is None:
             partitions = partitions_of(consumer, topic)
         consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in partitions])
-        if ready is not None:
-            ready.set()
-            go.wait()
-        count = 0
-        nbytes = 0
-        start = time.time()
-        last = start
-        cpu0 = time.process_time()
-        consume = consumer.consume
-        target = num_records
-        while count < target:
-            msgs = consume(num_messages=batch, timeout=0.5)
-            if total is not None and total.value >= 0:
-                target = min(num_records, total.value)
-            if not msgs:
-                if time.time() - last > timeout_s:
-                    break
-                continue
-            if any(map(_error_of, msgs)):
-                good = []
-                for msg in msgs:
-                    err = msg.error()
-                    if err is None:
-                        good.append(msg)
-                    elif err.code() != KafkaError._PARTITION_EOF:
-                        errors += 1
-                        if first_error is None:
-                            first_error = f"{err.name()}: {err.str()}"
-                msgs = good
-            if count + len(msgs) > target:
-                msgs = msgs[:target - count]
-            # map() over the C accessors: a Python loop per record would cost the client
-            # more than the node spends serving the fetch
-            nbytes += _record_bytes(msgs)
-            count += len(msgs)
-            last = time.time()
-        cpu = time.process_time() - cpu0
+        # No cyclic GC while reading: every batch makes `batch` GC-tracked Message objects,
+        # whose collections cost the loop a third of its CPU (py-spy, bench/consumer_bounds.py);
+        # they hold no cycles, so reference counting frees them all.
+        with gc_paused():
+            if ready is not None:
+                ready.set()
+                go.wait()
+            count = 0
+            nbytes = 0
+            start = time.time()
+            last = start
+            cpu0 = time.process_time()
+            consume = consumer.consume
+            target = num_records
+            while count < target:
+                msgs = consume(num_messages=batch, timeout=0.5)
+                if total is not None and total.value >= 0:
+                    target = min(num_records, total.value)
+                if not msgs:
+                    if time.time() - last > timeout_s:
+                        break
+                    continue
+                if any(map(_error_of, msgs)):
+                    good = []
+                    for msg in msgs:
+                        err = msg.error()
+                        if err is None:
+                            good.append(msg)
+                        elif err.code() != KafkaError._PARTITION_EOF:
+                            errors += 1
+                            if first_error is None:
+                                first_error = f"{err.name()}: {err.str()}"
+                    msgs = good
+                if count + len(msgs) > target:
+                    msgs = msgs[:target - count]
+                # map() over the C accessors: a Python loop per record would cost the client
+                # more than the node spends serving the fetch
+                nbytes += _record_bytes(msgs)
+                count += len(msgs)
+                last = time.time()
+            cpu = time.process_time() - cpu0
     finally:
         consumer.close()
     return ConsumeRun(count, nbytes, start, last, errors, first_error, cpu_seconds=cpu)

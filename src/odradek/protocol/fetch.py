@@ -62,6 +62,7 @@ _V5_FIXED = struct.Struct(">ihqqqii")
 _V11_FIXED = struct.Struct(">ihqqqiii")
 _FLEX_FIXED = struct.Struct(">ihqqqBi")  # aborted: compact null (0), then a uvarint size
 _SMALL_UVARINTS = [bytes((n,)) for n in range(128)]
+_new_tuple = tuple.__new__
 
 
 class FileRegion(NamedTuple):
@@ -361,19 +362,19 @@ def decode_fetch_request(frame: memoryview | bytes, offset: int, version: int) -
             f = unpack(buf, pos)
             pos += psize
             if version >= 12:
-                parts.append(FetchPartitionRequest(f[0], f[2], f[5], f[1], f[3], f[4]))
+                parts.append(_new_tuple(FetchPartitionRequest, (f[0], f[2], f[5], f[1], f[3], f[4])))
                 tags, pos = _tags(buf, pos)
                 if tags:
                     _check_partition_tags(tags, version)
             elif version >= 9:
-                parts.append(FetchPartitionRequest(f[0], f[2], f[4], f[1], -1, f[3]))
+                parts.append(_new_tuple(FetchPartitionRequest, (f[0], f[2], f[4], f[1], -1, f[3])))
             elif version >= 5:
-                parts.append(FetchPartitionRequest(f[0], f[1], f[3], -1, -1, f[2]))
+                parts.append(_new_tuple(FetchPartitionRequest, (f[0], f[1], f[3], -1, -1, f[2])))
             else:
-                parts.append(FetchPartitionRequest(f[0], f[1], f[2]))
+                parts.append(_new_tuple(FetchPartitionRequest, (f[0], f[1], f[2], -1, -1, -1)))
         if flexible:
             _, pos = _tags(buf, pos)
-        topics.append(FetchTopicRequest(name, topic_id, parts))
+        topics.append(_new_tuple(FetchTopicRequest, (name, topic_id, parts)))
     forgotten: list[tuple[str | None, uuid.UUID | None, list[int]]] = []
     if version >= 7:
         n_forgotten, pos = _count(buf, pos, flexible)
@@ -408,8 +409,10 @@ def decode_fetch_request(frame: memoryview | bytes, offset: int, version: int) -
             replica_epoch = r.int64()
             r.skip_tagged_fields()
             _filled(r)
-    return FetchRequest(replica_id, max_wait, min_bytes, max_bytes, isolation, session_id,
-                        session_epoch, topics, forgotten, rack_id, cluster_id, replica_epoch)
+    # tuple.__new__ straight: a NamedTuple's own __new__ is a Python frame per call
+    return _new_tuple(FetchRequest, (replica_id, max_wait, min_bytes, max_bytes, isolation,
+                                     session_id, session_epoch, topics, forgotten, rack_id,
+                                     cluster_id, replica_epoch))
 
 
 def _filled(r: Reader) -> None:

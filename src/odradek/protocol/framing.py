@@ -109,9 +109,12 @@ class FrameReceiver:
     buffer is handed out as a view of it when it is large (no copy; the buffer is then never
     written below that point again while any view of it lives) and copied out when small (so
     a few small requests never pin a whole buffer). A frame that does not fit gets a buffer of
-    its own, sized from its checked length, and the socket is read straight into the rest of
-    it. That buffer starts at no more than INITIAL_FRAME_BYTES and doubles as bytes arrive, so
-    a peer that declares 100 MB and sends 10 bytes costs at most INITIAL_FRAME_BYTES.
+    its own, and the socket is read straight into the rest of it. That buffer is sized from
+    what has arrived, not from the declared length: twice the bytes received (at least
+    INITIAL_FRAME_BYTES, at most the checked length), doubling as the reads fill it. A peer
+    that declares 100 MB and sends 10 bytes costs INITIAL_FRAME_BYTES (16 KiB); one that sends
+    n bytes of it, at most about 2n. The copies this growth makes happen for the first large
+    frame of a connection only: the next ones are received into its buffer (below).
 
     After a large frame, the next read goes straight into that frame's buffer (its first
     SMALL_BYTES): when it starts another large frame (a producer sending big requests back to
@@ -131,7 +134,7 @@ class FrameReceiver:
     SMALL_BYTES = 256 * 1024
     MIN_SMALL_BYTES = 16 * 1024
     COPY_BELOW = 16 * 1024
-    INITIAL_FRAME_BYTES = 1024 * 1024
+    INITIAL_FRAME_BYTES = 16 * 1024
     # a large frame's buffer is kept for the next one up to this size (more would pin too much
     # memory per connection for a rare request)
     SPARE_MAX_BYTES = 64 * 1024 * 1024
@@ -271,11 +274,12 @@ class FrameReceiver:
 
     def _large_frame_buffer(self, size: int, got: int) -> bytearray:
         """A buffer for `size` bytes (a frame and its size prefix) of which `got` have arrived:
-        the spare one when no view of it is alive, else a new one of at most
-        max(INITIAL_FRAME_BYTES, got)."""
+        the spare one when no view of it is alive, else a new one of
+        min(size, max(INITIAL_FRAME_BYTES, 2 * got)): what arrived buys the memory, never the
+        declared size (get_buffer doubles it as reads fill it)."""
         spare = self._spare
         self._spare = None
-        want = min(size, max(self.INITIAL_FRAME_BYTES, got))
+        want = min(size, max(self.INITIAL_FRAME_BYTES, 2 * got))
         # references: the local name and getrefcount's argument; a live view adds one
         if spare is not None and len(spare) >= want and sys.getrefcount(spare) <= 2:
             return spare

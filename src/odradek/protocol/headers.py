@@ -20,6 +20,7 @@ __all__ = [
 _FIXED = struct.Struct(">hhi")
 _CORR = struct.Struct(">i")
 _INT16 = struct.Struct(">h")
+_new_tuple = tuple.__new__
 
 
 class RequestHeader(NamedTuple):
@@ -59,10 +60,12 @@ def parse_request_header(frame: memoryview | bytes) -> RequestHeader:
     try:
         hv = request_header_version(api_key, api_version)
         if hv == 0:
-            return RequestHeader(api_key, api_version, correlation_id, None, 8, 0)
+            return _new_tuple(RequestHeader, (api_key, api_version, correlation_id, None, 8, 0))
         fast = _client_id_fast(frame, hv)
         if fast is not None:
-            return RequestHeader(api_key, api_version, correlation_id, fast[0], fast[1], hv)
+            # tuple.__new__ straight: RequestHeader's own __new__ is a Python frame per request
+            return _new_tuple(RequestHeader, (api_key, api_version, correlation_id, fast[0],
+                                              fast[1], hv))
         r = Reader(frame, 8)
         client_id = r.nullable_string()
         if hv >= 2:

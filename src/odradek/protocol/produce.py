@@ -188,10 +188,11 @@ def _decode_legacy_fast(frame: memoryview | bytes, pos: int, has_txn_id: bool
                     pos += size
                 else:
                     return None
-            topics.append(TopicData(name, parts))
+            topics.append(_new_tuple(TopicData, (name, parts)))
     except UnicodeDecodeError:
         return None
-    return ProduceRequest(txn_id, acks, timeout_ms, topics)
+    # tuple.__new__ straight: a NamedTuple's own __new__ is a Python frame per call
+    return _new_tuple(ProduceRequest, (txn_id, acks, timeout_ms, topics))
 
 
 def _decode_flexible(r: Reader) -> ProduceRequest:
@@ -219,6 +220,9 @@ def _decode_flexible(r: Reader) -> ProduceRequest:
     return ProduceRequest(txn_id, acks, timeout_ms, topics)
 
 
+_new_tuple = tuple.__new__
+
+
 def validate_produce_batch(records: memoryview, allow_zstd: bool = True) -> list[BatchHeader]:
     """`validate_batches(records, single_batch=True, allow_zstd=...)`, faster for the batch a
     client sends (one whole magic-2 batch, CRC right): the header is unpacked once, the CRC
@@ -242,7 +246,8 @@ def validate_produce_batch(records: memoryview, allow_zstd: bool = True) -> list
             and (h[9] < 0 or h[11] >= 0)
             and crc32c(records[ATTRIBUTES_OFFSET:]) == h[4]
         ):
-            return [BatchHeader._make(h)]
+            # tuple.__new__ straight: BatchHeader._make is a Python frame per batch
+            return [_new_tuple(BatchHeader, h)]
     return validate_batches(records, single_batch=True, allow_zstd=allow_zstd)
 
 

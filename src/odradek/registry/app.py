@@ -15,7 +15,8 @@ from starlette.routing import Route
 from odradek.registry import errors
 from odradek.registry.compat import check_pair
 from odradek.registry.election import Election
-from odradek.registry.schemas import SCHEMA_TYPES
+from odradek.registry.protobuf import ProtoSchema
+from odradek.registry.schemas import SCHEMA_TYPES, ParsedSchema
 from odradek.registry.state import extras_of
 from odradek.registry.store import KafkaStore
 
@@ -36,6 +37,17 @@ def error(err: errors.RegistryError) -> Response:
 
 def flag(request: Request, name: str) -> bool:
     return request.query_params.get(name, "false").lower() == "true"
+
+
+def fmt(request: Request) -> str | None:
+    """`format`: "serialized" asks for a Protobuf schema as a base64 FileDescriptorProto."""
+    return request.query_params.get("format")
+
+
+def schema_text(parsed: ParsedSchema, form: str | None) -> str:
+    if form == "serialized" and isinstance(parsed.parsed, ProtoSchema):
+        return parsed.parsed.serialized()
+    return parsed.text
 
 
 async def read_body(request: Request) -> bytes:
@@ -72,13 +84,19 @@ class RegistryApp:
         # One write at a time: a write is planned from the view, appended, and applied before
         # the next one is planned, so ids and version numbers never collide.
         self.write_lock = asyncio.Lock()
+        self.caught_up_term = -1
 
     async def _write(self, plan: Any, *args: Any, subject: str | None = None,
                      check_mode: bool = True) -> Any:
         async with self.write_lock:
-            if self.election is not None:
-                # The last write may have been another instance's (a previous leader's).
-                await asyncio.to_thread(self.store.catch_up)
+            election = self.election
+            if election is not None:
+                # The last write may have been another instance's (a previous leader's): read
+                # to the end once per leadership term, not before every write (a round trip).
+                term = election.term
+                if not (election.is_leader and term == self.caught_up_term):
+                    await asyncio.to_thread(self.store.catch_up)
+                    self.caught_up_term = term if election.is_leader else -1
             with self.store.lock:
                 if check_mode:
                     self.state.check_writable(subject)
@@ -88,8 +106,8 @@ class RegistryApp:
 
     async def forwarded(self, request: Request) -> Response | None:
         """On a follower, the leader's answer to this write; None on the leader."""
-        if self.election is None:
-            return None
+        if self.election is None or self.election.is_leader:
+            return None  # the leader answers itself, without a thread hop
         url = await asyncio.to_thread(self.election.wait_leader_url)
         if url is None:
             raise errors.RegistryError(errors.FORWARD_ERROR, "No leader elected yet", status=500)
@@ -111,7 +129,22 @@ class RegistryApp:
     async def subjects(self, request: Request) -> Response:
         with self.store.lock:
             return reply(self.state.subject_names(flag(request, "deleted"),
-                                                  request.query_params.get("subjectPrefix", "")))
+                                                  request.query_params.get("subjectPrefix", ""),
+                                                  flag(request, "deletedOnly")))
+
+    async def schemas(self, request: Request) -> Response:
+        """`GET /schemas`: registered schemas with subject and version, paged."""
+        q = request.query_params
+        try:
+            offset = int(q.get("offset", "0"))
+            limit = int(q.get("limit", "-1"))
+        except ValueError:
+            raise errors.RegistryError(400, "offset and limit are integers", status=400) from None
+        with self.store.lock:
+            found = self.state.listing(q.get("subjectPrefix", ""), flag(request, "deleted"),
+                                       flag(request, "latestOnly"))
+            page = found[max(offset, 0):] if limit < 0 else found[max(offset, 0):offset + limit]
+            return reply([self.state.describe(v) for v in page])
 
     async def register(self, request: Request) -> Response:
         if (answer := await self.forwarded(request)) is not None:
@@ -119,35 +152,42 @@ class RegistryApp:
         subject = request.path_params["subject"]
         body = await read_json(request)
         with self.store.lock:
-            parsed = self.state.parse_request(body)
+            normalize = flag(request, "normalize") or self.state.normalize_default(subject)
+            parsed = self.state.parse_request(body, normalize)
         schema_id = await self._write(self.state.plan_register, subject, parsed,
-                                      list(body.get("references") or []), subject=subject)
+                                      list(body.get("references") or []), normalize,
+                                      body.get("id"), body.get("version"), subject=subject)
         return reply({"id": schema_id})
 
     async def lookup(self, request: Request) -> Response:
         subject = request.path_params["subject"]
         body = await read_json(request)
         with self.store.lock:
-            parsed = self.state.parse_request(body)
-            v = self.state.lookup(subject, parsed, flag(request, "deleted"))
-            return reply(self.state.describe(v))
+            normalize = flag(request, "normalize") or self.state.normalize_default(subject)
+            parsed = self.state.parse_request(body, normalize)
+            v = self.state.lookup(subject, parsed, flag(request, "deleted"), normalize)
+            return reply(self.state.describe(v, fmt(request)))
 
     async def versions(self, request: Request) -> Response:
         with self.store.lock:
-            found = self.state.versions(request.path_params["subject"], flag(request, "deleted"))
+            subject = request.path_params["subject"]
+            if flag(request, "deletedOnly"):
+                found = [v for v in self.state.versions(subject, True) if v.deleted]
+            else:
+                found = self.state.versions(subject, flag(request, "deleted"))
             return reply([v.version for v in found])
 
     async def version(self, request: Request) -> Response:
         p = request.path_params
         with self.store.lock:
             v = self.state.version(p["subject"], p["version"], flag(request, "deleted"))
-            return reply(self.state.describe(v))
+            return reply(self.state.describe(v, fmt(request)))
 
     async def version_schema(self, request: Request) -> Response:
         p = request.path_params
         with self.store.lock:
             v = self.state.version(p["subject"], p["version"], flag(request, "deleted"))
-            text = self.state.schemas[v.schema_id].parsed.text
+            text = schema_text(self.state.schemas[v.schema_id].parsed, fmt(request))
         return Response(text, media_type=CONTENT_TYPE)
 
     async def delete_subject(self, request: Request) -> Response:
@@ -180,7 +220,7 @@ class RegistryApp:
     async def schema_by_id(self, request: Request) -> Response:
         with self.store.lock:
             stored = self._schema(request)
-            out: dict[str, Any] = {"schema": stored.parsed.text}
+            out: dict[str, Any] = {"schema": schema_text(stored.parsed, fmt(request))}
             if stored.parsed.schema_type != "AVRO":
                 out["schemaType"] = stored.parsed.schema_type
             out.update(extras_of(stored))
@@ -188,7 +228,7 @@ class RegistryApp:
 
     async def schema_text_by_id(self, request: Request) -> Response:
         with self.store.lock:
-            text = self._schema(request).parsed.text
+            text = schema_text(self._schema(request).parsed, fmt(request))
         return Response(text, media_type=CONTENT_TYPE)
 
     def _uses(self, schema_id: int, deleted: bool) -> list[Any]:
@@ -220,16 +260,19 @@ class RegistryApp:
                 raise errors.RegistryError(
                     errors.SUBJECT_LEVEL_COMPATIBILITY_NOT_CONFIGURED,
                     f"Subject '{subject}' does not have subject-level compatibility configured")
-            return reply({"compatibilityLevel": self.state.level(subject)})
+            out: dict[str, Any] = {"compatibilityLevel": self.state.level(subject)}
+            if self.state.normalize_default(subject):
+                out["normalize"] = True
+            return reply(out)
 
     async def put_config(self, request: Request) -> Response:
         if (answer := await self.forwarded(request)) is not None:
             return answer
         body = await read_json(request)
         subject = request.path_params.get("subject")
-        level = await self._write(self.state.plan_config, subject, body.get("compatibility"),
-                                  subject=subject)
-        return reply({"compatibility": level})
+        answer = await self._write(self.state.plan_config, subject, body.get("compatibility"),
+                                   body.get("normalize"), subject=subject)
+        return reply(answer)
 
     async def delete_config(self, request: Request) -> Response:
         if (answer := await self.forwarded(request)) is not None:
@@ -277,7 +320,14 @@ class RegistryApp:
             return answer
         body = await read_json(request)
         mode = await self._write(self.state.plan_mode, request.path_params.get("subject"),
-                                 body.get("mode"), check_mode=False)
+                                 body.get("mode"), flag(request, "force"), check_mode=False)
+        return reply({"mode": mode})
+
+    async def delete_mode(self, request: Request) -> Response:
+        if (answer := await self.forwarded(request)) is not None:
+            return answer
+        mode = await self._write(self.state.plan_delete_mode, request.path_params["subject"],
+                                 check_mode=False)
         return reply({"mode": mode})
 
     async def root(self, request: Request) -> Response:
@@ -320,17 +370,18 @@ def build_app(store: KafkaStore, election: Election | None = None) -> Starlette:
     routes = [
         Route("/", api.root, methods=["GET"]),
         Route("/subjects", api.subjects, methods=["GET"]),
-        Route("/subjects/{subject:str}/versions", api.register, methods=["POST"]),
-        Route("/subjects/{subject:str}/versions", api.versions, methods=["GET"]),
-        Route("/subjects/{subject:str}/versions/{version:str}/schema", api.version_schema,
+        Route("/subjects/{subject:path}/versions", api.register, methods=["POST"]),
+        Route("/subjects/{subject:path}/versions", api.versions, methods=["GET"]),
+        Route("/subjects/{subject:path}/versions/{version:str}/schema", api.version_schema,
               methods=["GET"]),
-        Route("/subjects/{subject:str}/versions/{version:str}/referencedby", api.referenced_by,
+        Route("/subjects/{subject:path}/versions/{version:str}/referencedby", api.referenced_by,
               methods=["GET"]),
-        Route("/subjects/{subject:str}/versions/{version:str}", api.version, methods=["GET"]),
-        Route("/subjects/{subject:str}/versions/{version:str}", api.delete_version,
+        Route("/subjects/{subject:path}/versions/{version:str}", api.version, methods=["GET"]),
+        Route("/subjects/{subject:path}/versions/{version:str}", api.delete_version,
               methods=["DELETE"]),
-        Route("/subjects/{subject:str}", api.lookup, methods=["POST"]),
-        Route("/subjects/{subject:str}", api.delete_subject, methods=["DELETE"]),
+        Route("/subjects/{subject:path}", api.lookup, methods=["POST"]),
+        Route("/subjects/{subject:path}", api.delete_subject, methods=["DELETE"]),
+        Route("/schemas", api.schemas, methods=["GET"]),
         Route("/schemas/types", api.schema_types, methods=["GET"]),
         Route("/schemas/ids/{id:str}", api.schema_by_id, methods=["GET"]),
         Route("/schemas/ids/{id:str}/schema", api.schema_text_by_id, methods=["GET"]),
@@ -338,16 +389,17 @@ def build_app(store: KafkaStore, election: Election | None = None) -> Starlette:
         Route("/schemas/ids/{id:str}/versions", api.schema_versions, methods=["GET"]),
         Route("/config", api.get_config, methods=["GET"]),
         Route("/config", api.put_config, methods=["PUT"]),
-        Route("/config/{subject:str}", api.get_config, methods=["GET"]),
-        Route("/config/{subject:str}", api.put_config, methods=["PUT"]),
-        Route("/config/{subject:str}", api.delete_config, methods=["DELETE"]),
+        Route("/config/{subject:path}", api.get_config, methods=["GET"]),
+        Route("/config/{subject:path}", api.put_config, methods=["PUT"]),
+        Route("/config/{subject:path}", api.delete_config, methods=["DELETE"]),
         Route("/mode", api.get_mode, methods=["GET"]),
         Route("/mode", api.put_mode, methods=["PUT"]),
-        Route("/mode/{subject:str}", api.get_mode, methods=["GET"]),
-        Route("/mode/{subject:str}", api.put_mode, methods=["PUT"]),
-        Route("/compatibility/subjects/{subject:str}/versions/{version:str}", api.compatibility,
+        Route("/mode/{subject:path}", api.get_mode, methods=["GET"]),
+        Route("/mode/{subject:path}", api.put_mode, methods=["PUT"]),
+        Route("/mode/{subject:path}", api.delete_mode, methods=["DELETE"]),
+        Route("/compatibility/subjects/{subject:path}/versions/{version:str}", api.compatibility,
               methods=["POST"]),
-        Route("/compatibility/subjects/{subject:str}/versions", api.compatibility,
+        Route("/compatibility/subjects/{subject:path}/versions", api.compatibility,
               methods=["POST"]),
     ]
     return Starlette(routes=routes, exception_handlers={

@@ -25,6 +25,9 @@ class Election:
         self.group = group
         self.timeout = timeout
         self.is_leader = False
+        # Bumped at every assignment and revocation: a writer that caught up in this term and is
+        # still the leader in it knows no other instance has written since.
+        self.term = 0
         self.joined = threading.Event()
         self._stop = threading.Event()
         self._consumer: Any = None
@@ -49,11 +52,13 @@ class Election:
         self._thread.start()
 
     def _assigned(self, consumer: Any, partitions: list[Any]) -> None:
+        self.term += 1
         self.is_leader = any(p.partition == 0 for p in partitions)
         self.joined.set()
         log.info("registry %s is %s", self.url, "the leader" if self.is_leader else "a follower")
 
     def _revoked(self, consumer: Any, partitions: list[Any]) -> None:
+        self.term += 1
         self.is_leader = False
 
     def _loop(self) -> None:

@@ -3,7 +3,13 @@
 Avro is parsed by fastavro; equality is on a key-sorted, whitespace-free JSON rendering of the
 schema (it keeps defaults and docs, which Avro's Parsing Canonical Form drops: two schemas that
 differ only in a default must get different ids, as in Confluent's registry). JSON Schema is
-checked against its metaschema (jsonschema); Protobuf text is kept as given, unchecked.
+checked against its metaschema (jsonschema). Protobuf (`protobuf`) is `.proto` text or a base64
+FileDescriptorProto, compared as its rendering (`protobuf_text`).
+
+`normalize=True` (Confluent's `normalize` query parameter) stores the normal form instead of
+the text given: for Avro and JSON the key-sorted compact JSON, for Protobuf the rendering with
+fields by number and types and imports by name. `ParsedSchema.normal` is that form, computed
+for every schema, so a normalized register or lookup finds a schema registered either way.
 """
 
 from __future__ import annotations
@@ -33,10 +39,13 @@ class ParsedSchema:
     metadata: Any = field(default=None, compare=False, hash=False)
     rule_set: Any = field(default=None, compare=False, hash=False)
     extras: str = ""
+    normal: str = ""
 
-    def identity(self) -> tuple[str, str, tuple[tuple[str, str, int], ...], str]:
+    def identity(self, normalized: bool = False) -> tuple[str, str, tuple[tuple[str, str, int], ...],
+                                                        str]:
         """What makes two registrations the same schema (and so the same id)."""
-        return (self.schema_type, self.canonical, self.references, self.extras)
+        return (self.schema_type, self.normal if normalized else self.canonical, self.references,
+                self.extras)
 
 
 def with_extras(schema: ParsedSchema, metadata: Any, rule_set: Any) -> ParsedSchema:
@@ -64,11 +73,20 @@ def _references(refs: Any) -> tuple[tuple[str, str, int], ...]:
 
 
 def parse(schema_type: str | None, text: Any, refs: Any = None,
-          referenced: list[ParsedSchema] | None = None) -> ParsedSchema:
+          referenced: list[ParsedSchema] | None = None, normalize: bool = False) -> ParsedSchema:
     """Parse `text` as `schema_type` (AVRO when absent); raise 42201 when it is not one.
 
-    `referenced` are the already parsed schemas that `refs` name, in order (Avro named types).
+    `referenced` are the already parsed schemas that `refs` name, in order (Avro named types,
+    Protobuf imports by the reference's name).
     """
+    parsed = _parse(schema_type, text, refs, referenced)
+    if normalize:
+        parsed = replace(parsed, text=parsed.normal, canonical=parsed.normal)
+    return parsed
+
+
+def _parse(schema_type: str | None, text: Any, refs: Any,
+           referenced: list[ParsedSchema] | None) -> ParsedSchema:
     kind = (schema_type or AVRO).upper()
     if kind not in SCHEMA_TYPES:
         raise invalid_schema(f"unknown schema type {schema_type!r}")
@@ -85,8 +103,23 @@ def parse(schema_type: str | None, text: Any, refs: Any = None,
         if not isinstance(obj, (dict, bool)):
             raise invalid_schema("a JSON Schema is an object or a boolean")
         _check_json_schema(obj)
-        return ParsedSchema(JSON, text, _compact(obj), references)
-    return ParsedSchema(PROTOBUF, text, text.strip(), references)
+        return ParsedSchema(JSON, text, _compact(obj), references, normal=_compact(obj))
+    return _parse_protobuf(text, references, referenced or [])
+
+
+def _parse_protobuf(text: str, references: tuple[tuple[str, str, int], ...],
+                    referenced: list[ParsedSchema]) -> ParsedSchema:
+    from odradek.registry import protobuf
+    from odradek.registry.protobuf_text import render
+
+    imports = {name: ref.parsed for (name, _, _), ref in zip(references, referenced, strict=False)
+               if isinstance(ref.parsed, protobuf.ProtoSchema)}
+    proto = protobuf.parse(text, imports)
+    canonical = render(proto.file)
+    # A descriptor sent in base64 is stored as text, as Confluent's registry does.
+    stored = canonical if protobuf.is_serialized(text) else text
+    return ParsedSchema(PROTOBUF, stored, canonical, references, proto,
+                        normal=render(proto.file, normalize=True))
 
 
 def _check_json_schema(obj: Any) -> None:
@@ -120,7 +153,8 @@ def _parse_avro(text: str, references: tuple[tuple[str, str, int], ...],
         parsed = parse_schema(obj, named_schemas=named)
     except Exception as exc:  # fastavro raises several types for a bad schema
         raise invalid_schema(str(exc)) from None
-    return ParsedSchema(AVRO, text, _compact(obj), references, (parsed, named))
+    return ParsedSchema(AVRO, text, _compact(obj), references, (parsed, named),
+                        normal=_compact(obj))
 
 
 def _require_fields(obj: Any) -> None:

@@ -1,9 +1,14 @@
 """Avro values in the Confluent wire format: magic byte 0, a 4-byte big-endian schema id, Avro binary.
 
 Pure codec, no Spark: `AvroCodec.decode(bytes) -> dict` and `encode(dict) -> bytes`. Writer
-schemas are found by id through a `SchemaRegistry`; `LocalRegistry` holds them in memory until
-the Schema Registry service exists, and a client of that service only has to offer the same
-two methods (and be picklable, since the codec travels to Spark's Python workers).
+schemas are found by id through a `SchemaRegistry`: `registry_client.RegistryClient`, the
+Schema Registry's REST API (`AvroCodec.from_config({"schema.registry.url": ...})`), or
+`LocalRegistry`, in memory, for tests. Either must be picklable: the codec travels to Spark's
+Python workers.
+
+Writing follows Confluent's serializer settings: `auto.register.schemas` (default true:
+register the codec's schema under its subject; false: it must be registered already, and its
+id is looked up) and `use.latest.version` (write with the subject's latest schema and its id).
 
 Any bytes given to `decode` either give a record or raise `DecodeError`, never another
 exception: fastavro's own errors (EOFError, IndexError, UnicodeDecodeError, ...) are wrapped,
@@ -79,6 +84,15 @@ class LocalRegistry:
         return found
 
 
+def _flag(config: Mapping[str, Any], key: str, default: bool) -> bool:
+    value = config.get(key, default)
+    if isinstance(value, str):
+        if value.lower() not in ("true", "false"):
+            raise ValueError(f"{key} must be true or false, not {value!r}")
+        return value.lower() == "true"
+    return bool(value)
+
+
 def _load(schema: Schema) -> Schema:
     if isinstance(schema, str) and schema.lstrip().startswith(("{", "[", '"')):
         schema = json.loads(schema)
@@ -108,13 +122,44 @@ class AvroCodec:
     (and the Spark type of the parsed column); writer schemas come from the registry by id
     and are resolved to it by Avro's schema-resolution rules."""
 
-    def __init__(self, registry: SchemaRegistry, schema: Schema, *, subject: str | None = None) -> None:
+    def __init__(self, registry: SchemaRegistry, schema: Schema | None = None, *,
+                 subject: str | None = None, auto_register: bool = True,
+                 use_latest_version: bool = False) -> None:
         self.registry = registry
-        self.schema = _load(schema)
         self.subject = subject
+        self.auto_register = auto_register
+        self.use_latest_version = use_latest_version
+        if schema is None:
+            # use.latest.version without a schema of its own: the subject's latest is the shape.
+            if not (use_latest_version and subject):
+                raise SchemaError("a schema is needed unless use_latest_version and a subject "
+                                  "are given")
+            schema = self._latest()[1]
+        self.schema = _load(schema)
         self._parsed: Any = None
         self._writers: dict[int, tuple[Any, bool, bool]] = {}
         self._write_id: int | None = None
+
+    @classmethod
+    def from_config(cls, config: Mapping[str, Any], schema: Schema | None = None, *,
+                    subject: str) -> AvroCodec:
+        """A codec over the registry at `schema.registry.url`, with Confluent's serializer
+        settings `auto.register.schemas` and `use.latest.version` (strings or booleans)."""
+        from odradek.spark.registry_client import RegistryClient
+
+        return cls(RegistryClient.from_config(config), schema, subject=subject,
+                   auto_register=_flag(config, "auto.register.schemas", True),
+                   use_latest_version=_flag(config, "use.latest.version", False))
+
+    def _latest(self) -> tuple[int, Schema]:
+        latest = getattr(self.registry, "latest", None)
+        if latest is None:
+            raise SchemaError("use_latest_version needs a registry that knows subjects")
+        found = latest(self.subject)
+        if found.schema_type != "AVRO":
+            raise SchemaError(f"the latest schema of {self.subject} is {found.schema_type}, "
+                              "not AVRO")
+        return found.schema_id, json.loads(found.schema)
 
     def __getstate__(self) -> dict[str, Any]:
         # Parsed schemas are rebuilt lazily where the codec lands (a Spark worker).
@@ -164,14 +209,27 @@ class AvroCodec:
         return record
 
     def schema_id(self) -> int:
+        """The id records are written with (asked once; the codec keeps it)."""
         if self._write_id is None:
-            self._write_id = self.registry.register(self.subject or "default-value", self.schema)
+            subject = self.subject or "default-value"
+            if self.use_latest_version:
+                self._write_id = self._latest()[0]
+            elif self.auto_register:
+                self._write_id = self.registry.register(subject, self.schema)
+            else:
+                lookup = getattr(self.registry, "lookup", None)
+                if lookup is None:
+                    raise SchemaError("auto_register=False needs a registry with lookup")
+                self._write_id = int(lookup(subject, self.schema).schema_id)
         return self._write_id
 
     def encode(self, record: Mapping[str, Any]) -> bytes:
+        schema_id = self.schema_id()
+        # use.latest.version writes with the latest schema itself (fetched by id, cached).
+        writer = self._writer(schema_id)[0] if self.use_latest_version else self.parsed
         buf = io.BytesIO()
-        fastavro.schemaless_writer(buf, self.parsed, record)
-        return frame(self.schema_id(), buf.getvalue())
+        fastavro.schemaless_writer(buf, writer, record)
+        return frame(schema_id, buf.getvalue())
 
 
 # --- bounds walk: only for schemas fastavro could be made to allocate without limit ---------

@@ -1,5 +1,5 @@
-"""Parse topic values in a pipeline: JSON with a declared schema, or Avro in the Confluent wire
-format; and encode Avro for the sink.
+"""Parse topic values in a pipeline: JSON with a declared schema, or Avro, JSON and Protobuf in
+the Confluent wire format against a Schema Registry; and encode Avro for the sink.
 
     rows = spark.readStream.format("odradek")...load()
     views = parse_json(rows, "user STRING, region STRING, ts TIMESTAMP",
@@ -16,8 +16,15 @@ that does not parse does is `on_error`:
 - "column": every row goes on, with an `error` column (null when the value parsed) for
   callers that route errors themselves, e.g. in foreachBatch.
 
-JSON is parsed by Spark's own from_json (in the JVM, no Python); Avro by fastavro in one
-mapInArrow pass over Arrow batches, which also dead-letters, so the rows cross to Python once.
+JSON is parsed by Spark's own from_json (in the JVM, no Python). Confluent-framed values
+(magic byte, schema id) are decoded in one mapInArrow pass over Arrow batches, which also
+dead-letters, so the rows cross to Python once: Avro by fastavro (avro.AvroCodec), JSON and
+Protobuf by confluent_wire's codecs. Each finds the writer schema by id in the registry
+(`schema.registry.url`, registry_client.RegistryClient):
+
+    registry = RegistryClient.from_config({"schema.registry.url": url})
+    payments = parse_avro(rows, AvroCodec(registry, PAYMENT, subject="payments-value"))
+    orders = parse_protobuf(rows, ProtobufCodec(registry, subject="orders-value"))
 """
 
 from __future__ import annotations
@@ -32,8 +39,9 @@ from pyspark.sql import functions as F
 from pyspark.sql.pandas.types import to_arrow_type
 from pyspark.sql.types import BinaryType, StringType, StructField, StructType
 
-from odradek.spark.avro import AvroCodec, DecodeError
+from odradek.spark.avro import AvroCodec, DecodeError, frame
 from odradek.spark.avrotypes import spark_type, value_fixer
+from odradek.spark.confluent_wire import JsonCodec, ProtobufCodec
 from odradek.spark.deadletter import (
     ON_ERROR,
     Bad,
@@ -48,7 +56,8 @@ CORRUPT = "_odradek_corrupt"
 JSON_ERROR = "malformed JSON, or a value that does not match the declared schema"
 EMPTY_ERROR = "empty value, or JSON that is not an object"
 
-__all__ = ["DeadLetter", "parse_avro", "parse_json", "to_avro_value"]
+__all__ = ["DeadLetter", "parse_avro", "parse_confluent_json", "parse_json", "parse_protobuf",
+           "to_avro_value", "to_confluent_json_value", "to_protobuf_value"]
 
 
 def _check(df: DataFrame, column: str, alias: str, on_error: str, dead_letter: DeadLetter | None,
@@ -159,8 +168,36 @@ def parse_avro(df: DataFrame, codec: AvroCodec, *, column: str = "value", alias:
                on_error: str = "fail", dead_letter: DeadLetter | None = None,
                error_column: str = "error") -> DataFrame:
     """`column` (binary) decoded as Confluent-framed Avro into codec.schema's Spark type."""
+    return _parse_framed(df, codec, spark_type(codec.schema), value_fixer(codec.schema), "avro",
+                         column=column, alias=alias, on_error=on_error, dead_letter=dead_letter,
+                         error_column=error_column)
+
+
+def parse_confluent_json(df: DataFrame, codec: JsonCodec, *, column: str = "value",
+                         alias: str = "data", on_error: str = "fail",
+                         dead_letter: DeadLetter | None = None,
+                         error_column: str = "error") -> DataFrame:
+    """`column` (binary) decoded as Confluent-framed JSON: the writer's JSON Schema comes from
+    the registry by id and the document is validated against it (confluent_wire.JsonCodec)."""
+    return _parse_framed(df, codec, codec.spark_type, None, "json", column=column, alias=alias,
+                         on_error=on_error, dead_letter=dead_letter, error_column=error_column)
+
+
+def parse_protobuf(df: DataFrame, codec: ProtobufCodec, *, column: str = "value",
+                   alias: str = "data", on_error: str = "fail",
+                   dead_letter: DeadLetter | None = None, error_column: str = "error") -> DataFrame:
+    """`column` (binary) decoded as Confluent-framed Protobuf: the writer's descriptor comes
+    from the registry by id, the message from the message indexes (confluent_wire)."""
+    return _parse_framed(df, codec, codec.spark_type, None, "protobuf", column=column,
+                         alias=alias, on_error=on_error, dead_letter=dead_letter,
+                         error_column=error_column)
+
+
+def _parse_framed(df: DataFrame, codec: Any, record_type: StructType, fixer: Any, fmt: str, *,
+                  column: str, alias: str, on_error: str, dead_letter: DeadLetter | None,
+                  error_column: str) -> DataFrame:
+    """One mapInArrow pass: each value through codec.decode (DecodeError only), then `fixer`."""
     _check(df, column, alias, on_error, dead_letter, error_column)
-    record_type = spark_type(codec.schema)
     out_fields = [*df.schema.fields, StructField(alias, record_type)]
     if on_error == "column":
         out_fields.append(StructField(error_column, StringType()))
@@ -169,8 +206,8 @@ def parse_avro(df: DataFrame, codec: AvroCodec, *, column: str = "value", alias:
     mode, target = on_error, dead_letter
 
     def decode(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        fix = value_fixer(codec.schema)
-        publisher = Publisher(target, "avro") if target is not None else None
+        fix = fixer
+        publisher = Publisher(target, fmt) if target is not None else None
         for batch in batches:
             values = batch.column(batch.schema.get_field_index(column)).to_pylist()
             records: list[Any] = []
@@ -250,5 +287,37 @@ def to_avro_value(df: DataFrame, codec: AvroCodec, *, column: str = "data",
             values = [None if r is None else codec.encode(r) for r in batch.column(idx).to_pylist()]
             out = batch.drop_columns([column]).append_column(alias, pa.array(values, pa.binary()))
             yield out
+
+    return df.mapInArrow(encode, out_schema)
+
+
+def to_confluent_json_value(df: DataFrame, codec: JsonCodec, *, column: str = "data",
+                            alias: str = "value") -> DataFrame:
+    """Replace the struct `column` by `alias`: Spark's to_json of it behind the Confluent header
+    (binary), built in the JVM. The id is codec.schema_id() (auto.register.schemas or
+    use.latest.version, asked on the driver now); the documents are not validated here."""
+    if column not in df.columns:
+        raise ValueError(f"column {column!r} not found in {df.columns}")
+    header = frame(codec.schema_id(), b"")
+    value = F.when(F.col(column).isNull(), F.lit(None).cast("binary")).otherwise(
+        F.concat(F.lit(header), F.encode(F.to_json(F.col(column)), "UTF-8")))
+    return df.withColumn(alias, value).drop(column) if alias != column else \
+        df.withColumn(alias, value)
+
+
+def to_protobuf_value(df: DataFrame, codec: ProtobufCodec, *, column: str = "data",
+                      alias: str = "value") -> DataFrame:
+    """Replace the struct `column` by `alias`: the Confluent-framed Protobuf message of the
+    subject's latest schema (use.latest.version), for the odradek sink."""
+    if column not in df.columns:
+        raise ValueError(f"column {column!r} not found in {df.columns}")
+    fields = [f for f in df.schema.fields if f.name != column]
+    out_schema = StructType([*fields, StructField(alias, BinaryType())])
+
+    def encode(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        for batch in batches:
+            idx = batch.schema.get_field_index(column)
+            values = [None if r is None else codec.encode(r) for r in batch.column(idx).to_pylist()]
+            yield batch.drop_columns([column]).append_column(alias, pa.array(values, pa.binary()))
 
     return df.mapInArrow(encode, out_schema)

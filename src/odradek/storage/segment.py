@@ -239,10 +239,16 @@ class Segment:
                 position,
                 OSError(errno.ENOSPC, f"short write: {written} of {size} bytes"),
             )
-        try:
-            self._index(position, size, last_offset, timestamp)
-        except OSError as exc:
-            self._cut_back(position, exc)
+        # _index inlined (the produce hot path): only an index entry can fail
+        if self.bytes_since_last_index > self.index_interval:
+            try:
+                self._index_entry(position, last_offset, timestamp)
+            except OSError as exc:
+                self._cut_back(position, exc)
+        elif timestamp > self.max_timestamp:
+            self.max_timestamp = timestamp
+            self.offset_of_max_timestamp = last_offset
+        self.bytes_since_last_index += size
         if self.first_batch_timestamp is None:
             self.first_batch_timestamp = timestamp
         self.size = position + size
@@ -355,6 +361,77 @@ class Segment:
             if h[H_BASE] + h[H_LAST_DELTA] >= offset:
                 return pos, h
         return None
+
+    def scan_for_read(
+        self, offset: int, max_offset: int, max_bytes: int
+    ) -> tuple[int, int, Header] | None:
+        """For Log.read: (position, end, header) of the batch containing `offset` (or the first
+        after it), `end` being the end of the whole batches from there that lie below
+        `max_offset` and within `max_bytes` (the position itself when not even the first one
+        does); None when no batch of this segment reaches `offset`.
+
+        What find_batch, find_batch(max_offset) and whole_batches_end answer together, with
+        one read: the block read at the index entry usually holds the batch and, for a small
+        fetch, where the read ends too (a consumer's fetch is mostly that). Past the block,
+        the index finishes the job as those do."""
+        if offset >= self.next_offset:
+            return None
+        start = (
+            self.offset_index.lookup(offset - self.base_offset) if offset > self.base_offset else 0
+        )
+        size = self.size
+        buf = os.pread(self.fd, min(_SCAN_FIRST_BLOCK, size - start), start)
+        n = len(buf)
+        unpack = HEADER.unpack_from
+        off = 0
+        while True:
+            if off + BATCH_HEADER_SIZE > n:
+                if start + off >= size:
+                    return None
+                hit = self.find_batch(offset)  # beyond the first block: the generic scan
+                if hit is None:
+                    return None
+                pos, h = hit
+                return pos, self._read_end(pos, pos, h, max_offset, pos + max_bytes), h
+            h = unpack(buf, off)
+            length = h[H_LENGTH] + LOG_OVERHEAD
+            if length < BATCH_HEADER_SIZE:
+                return None  # as headers() stops there
+            if h[H_BASE] + h[H_LAST_DELTA] >= offset:
+                break
+            off += length
+        first = start + off
+        limit = first + max_bytes
+        if limit > start + n:  # the read ends past this block: the index finds where
+            return first, self._read_end(first, first, h, max_offset, limit), h
+        end = first
+        hh = h
+        while hh[H_BASE] + hh[H_LAST_DELTA] < max_offset:
+            nxt = end + length
+            if nxt > limit:
+                break
+            end = nxt
+            off += length
+            if off + BATCH_HEADER_SIZE > n:
+                break  # the limit lies within this block: no further batch fits
+            hh = unpack(buf, off)
+            length = hh[H_LENGTH] + LOG_OVERHEAD
+            if length < BATCH_HEADER_SIZE:
+                break
+        return first, end, h
+
+    def _read_end(self, first: int, pos: int, h: Header, max_offset: int, limit: int) -> int:
+        # the end of a read from `first` as Log.read bounds it, the batch boundary `pos` on
+        if h[H_BASE] + h[H_LAST_DELTA] >= max_offset:
+            return first
+        end = self.size
+        if max_offset < self.next_offset:
+            bound = self.find_batch(max_offset)
+            if bound is not None:
+                end = bound[0]
+        if end > limit:
+            end = self.whole_batches_end(pos, limit)
+        return end
 
     def whole_batches_end(self, start: int, limit: int) -> int:
         """The largest batch boundary <= `limit`, scanning from the batch boundary `start`."""

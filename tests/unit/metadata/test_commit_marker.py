@@ -7,10 +7,10 @@ from pathlib import Path
 
 import pytest
 
-from odradek.cli.storage_verify import scan_segment, verify_data_dir
 from odradek.metadata.config.broker_configs import BrokerConfig
 from odradek.metadata.controller import Controller, load_image
 from odradek.metadata.image import MetadataImage
+from odradek.metadata.log_verify import verify_data_dir
 from odradek.metadata.quorum import (
     COMMIT_MARKER,
     METADATA_LOG_DIR,
@@ -24,6 +24,7 @@ from odradek.metadata.records import (
     RemoveTopicRecord,
     TopicRecord,
 )
+from odradek.storage.verify import scan_segment
 
 
 def _topic(name: str, topic_id: uuid.UUID) -> list:

@@ -301,7 +301,7 @@ def test_clean_open_logs_nothing(tmp_path: Path, caplog) -> None:
 
 
 def test_storage_verify_finds_what_recovery_would_repair(tmp_path: Path) -> None:
-    from odradek.cli.storage_verify import verify_data_dir
+    from odradek.storage.verify import verify_data_dir
 
     log, values = _fill(tmp_path / "t-0")
     log.flush()

@@ -546,7 +546,7 @@ class KRaftQuorum(Quorum):
         if hw <= (snap.end_offset if snap is not None else 0) or self._heard_end() < hw:
             return
         due = (self._snapshot_wanted or self._bytes_since_snapshot >= self.snapshot_bytes
-               or (self._bytes_since_snapshot > 0
+               or (self._bytes_since_snapshot > 0 and self.snapshot_interval_ms > 0  # 0: off
                    and self._now() - self._last_snapshot_ms >= self.snapshot_interval_ms))
         if not due:
             return
