@@ -32,8 +32,9 @@ def test_create_describe_alter_add_delete(shared_broker: BrokerProcess) -> None:
     assert re.fullmatch(r"TopicId: [A-Za-z0-9_-]{22}", head[1]), head[1]
     assert head[2:] == ["PartitionCount: 3", "ReplicationFactor: 1",
                         "Configs: retention.ms=86400000"]
-    assert lines[1:] == [f"\tTopic: cli-topic\tPartition: {p}\tLeader: 1\tReplicas: 1\tIsr: 1"
-                         for p in range(3)]
+    assert lines[1:-1] == [f"\tTopic: cli-topic\tPartition: {p}\tLeader: 1\tReplicas: 1\tIsr: 1"
+                           for p in range(3)]
+    assert lines[-1] == "Partitions: 3\tOffline: 0\tUnderReplicated: 0"
 
     full = "\n".join(describe_lines("cli-topic", b, "--configs"))
     assert "\t\tretention.ms=86400000\t(DYNAMIC_TOPIC_CONFIG)" in full
@@ -47,7 +48,7 @@ def test_create_describe_alter_add_delete(shared_broker: BrokerProcess) -> None:
     ok("topic", "add-partitions", "cli-topic", "-p", "5", bootstrap=b)
     lines = describe_lines("cli-topic", b)
     assert "PartitionCount: 5" in lines[0]
-    assert len(lines) == 6
+    assert len(lines) == 7
 
     assert ok("topic", "delete", "cli-topic", bootstrap=b).strip() == "Deleted topic cli-topic."
     assert "cli-topic" not in topic_names(b)

@@ -13,16 +13,19 @@ from collections.abc import Callable
 from typing import Any
 
 from odradek.broker.context import BrokerContext
+from odradek.broker.forwarding import FORWARDED_APIS
 from odradek.broker.handlers import (
     api_versions,
     cluster,
     configs,
+    controller_apis,
     fetch,
     groups,
     list_offsets,
     metadata,
     partitions,
     produce,
+    raft,
     topics,
     transactions,
 )
@@ -72,6 +75,34 @@ HANDLERS: dict[ApiKey, Handler] = {
     ApiKey.DESCRIBE_TRANSACTIONS: transactions.handle_describe_transactions,
     ApiKey.LIST_TRANSACTIONS: transactions.handle_list_transactions,
     ApiKey.DESCRIBE_PRODUCERS: transactions.handle_describe_producers,
+    # the cluster's admin APIs: answered here on a single node, forwarded to the active
+    # controller in a cluster (Dispatcher, FORWARDED_APIS)
+    ApiKey.ELECT_LEADERS: controller_apis.handle_elect_leaders,
+    ApiKey.ALTER_PARTITION_REASSIGNMENTS: controller_apis.handle_alter_partition_reassignments,
+    ApiKey.LIST_PARTITION_REASSIGNMENTS: controller_apis.handle_list_partition_reassignments,
+    ApiKey.UPDATE_FEATURES: controller_apis.handle_update_features,
+    ApiKey.DESCRIBE_QUORUM: raft.handle_describe_quorum,
+}
+
+# The controller listener (issue 14): the KRaft APIs, broker registration and heartbeats, the
+# leaders' AlterPartition, and the admin APIs brokers forward (served here by the controller,
+# as Kafka's controller listener serves them).
+CONTROLLER_HANDLERS: dict[ApiKey, Handler] = {
+    ApiKey.API_VERSIONS: api_versions.handle,
+    ApiKey.VOTE: raft.handle_vote,
+    ApiKey.BEGIN_QUORUM_EPOCH: raft.handle_begin_quorum_epoch,
+    ApiKey.END_QUORUM_EPOCH: raft.handle_end_quorum_epoch,
+    ApiKey.FETCH: raft.handle_metadata_fetch,
+    ApiKey.FETCH_SNAPSHOT: raft.handle_fetch_snapshot,
+    ApiKey.DESCRIBE_QUORUM: raft.handle_describe_quorum,
+    **controller_apis.HANDLERS,
+    ApiKey.CREATE_TOPICS: topics.handle_create_topics,
+    ApiKey.DELETE_TOPICS: topics.handle_delete_topics,
+    ApiKey.CREATE_PARTITIONS: topics.handle_create_partitions,
+    ApiKey.ALTER_CONFIGS: configs.handle_alter_configs,
+    ApiKey.INCREMENTAL_ALTER_CONFIGS: configs.handle_incremental_alter_configs,
+    ApiKey.DESCRIBE_CONFIGS: configs.handle_describe_configs,
+    ApiKey.DESCRIBE_CLUSTER: cluster.handle_describe_cluster,
 }
 
 # handlers that also want the client's address (the CLIENT-HOST of group members)
@@ -79,30 +110,45 @@ WANTS_PEER = frozenset({groups.handle_join_group, groups.handle_consumer_group_h
 
 
 # the handler modules whose VERSIONS declare what HANDLERS routes
-HANDLER_MODULES = (api_versions, cluster, configs, fetch, groups, list_offsets, metadata,
-                   partitions, produce, topics, transactions)
+HANDLER_MODULES = (api_versions, cluster, configs, controller_apis, fetch, groups, list_offsets,
+                   metadata, partitions, produce, raft, topics, transactions)
+# a Fetch on the controller listener is a metadata fetch: raft's versions, not fetch.py's
+_CONTROLLER_OVERRIDES = {ApiKey.FETCH: raft.METADATA_FETCH_VERSIONS}
 
 
-def declarations() -> list[ApiVersionRange]:
-    """Every version range the handler modules declare, in module order (duplicates kept,
-    so a test can see them)."""
-    return [decl for module in HANDLER_MODULES for decl in module.VERSIONS]
+def declarations(handlers: dict[ApiKey, Handler] | None = None) -> list[ApiVersionRange]:
+    """Every version range the handler modules declare for the api keys of `handlers`
+    (default: the client listener's), in module order (duplicates kept, so a test can see
+    them)."""
+    routed = HANDLERS if handlers is None else handlers
+    return [decl for module in HANDLER_MODULES for decl in module.VERSIONS
+            if decl.api_key in routed]
 
 
-def advertised_apis() -> dict[int, tuple[int, int]]:
+def advertised_apis(handlers: dict[ApiKey, Handler] | None = None) -> dict[int, tuple[int, int]]:
     """The routed api keys with the version ranges their handler modules declare."""
-    declared = {d.api_key: (d.min_version, d.max_version) for d in declarations()}
-    missing = [k.name for k in HANDLERS if k not in declared]
+    handlers = HANDLERS if handlers is None else handlers
+    declared = {d.api_key: (d.min_version, d.max_version) for d in declarations(handlers)}
+    if handlers is CONTROLLER_HANDLERS:
+        declared.update(_CONTROLLER_OVERRIDES)
+    missing = [k.name for k in handlers if k not in declared]
     if missing:
         log.warning("handlers without a declared version range (not advertised): %s", missing)
-    return {int(k): declared[k] for k in HANDLERS if k in declared}
+    return {int(k): declared[k] for k in handlers if k in declared}
 
 
 class Dispatcher:
-    def __init__(self, ctx: BrokerContext) -> None:
+    """Routes a listener's requests. `handlers` is the listener kind's table (HANDLERS for the
+    client listeners, CONTROLLER_HANDLERS for the controller's). On a broker in a cluster
+    (`ctx.link` set, `forward=True`) the admin APIs go to the active controller as they are."""
+
+    def __init__(self, ctx: BrokerContext, handlers: dict[ApiKey, Handler] | None = None,
+                 forward: bool = False) -> None:
         self.ctx = ctx
+        handlers = HANDLERS if handlers is None else handlers
+        self.forward = forward and ctx.link is not None
         self.table: dict[int, tuple[int, int, Handler]] = {
-            k: (lo, hi, HANDLERS[ApiKey(k)]) for k, (lo, hi) in ctx.advertised_apis.items()}
+            k: (lo, hi, handlers[ApiKey(k)]) for k, (lo, hi) in ctx.advertised_apis.items()}
 
     def __call__(self, conn: Any, frame: memoryview, header: Any) -> Any:
         # refusals that close the connection are logged here (rate-limited, with the client
@@ -121,6 +167,8 @@ class Dispatcher:
             refused(header.client_id, api, "UNSUPPORTED_VERSION",
                     f"this node serves versions {lo}-{hi}; connection closed", conn.peer)
             raise Disconnect("")
+        if self.forward and header.api_key in FORWARDED_APIS:
+            return self.ctx.link.forward(header, frame)
         try:
             if handler in WANTS_PEER:
                 return handler(self.ctx, header, frame, conn.peer)

@@ -75,7 +75,7 @@ def security_protocol_map(config: BrokerConfig) -> dict[str, str]:
         mapping[name] = proto
     if not config.is_set("listener.security.protocol.map"):
         # as Kafka's KRaft nodes: with the default map, controller listeners are PLAINTEXT
-        for name in config.get_list("controller.listener.names"):
+        for name in controller_listener_names(config):
             mapping.setdefault(name.upper(), "PLAINTEXT")
     return mapping
 
@@ -144,6 +144,7 @@ def event_loop_of(config: BrokerConfig) -> str:
 
 def check_config(config: BrokerConfig) -> None:
     """Everything that can be refused in the config, checked before the data dir is touched."""
+    check_kraft(config)  # roles and the quorum first: they decide what the listeners must be
     listeners_of(config)
     advertised_of(config)
     event_loop_of(config)
@@ -154,3 +155,161 @@ def check_config(config: BrokerConfig) -> None:
         raise ConfigError(str(exc)) from exc
     if config.node_id < 0:
         raise ConfigError(f"node.id must be 0 or more, got {config.node_id}")
+
+
+# --- KRaft: roles, the quorum, the controller and inter-broker listeners -------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Voter:
+    """One entry of controller.quorum.voters: a controller's id and its CONTROLLER listener."""
+
+    node_id: int
+    host: str
+    port: int
+
+
+def parse_voters(items: list[str], key: str = "controller.quorum.voters") -> dict[int, Voter]:
+    """`id@host:port,...` (Kafka's QuorumConfig.parseVoterConnections)."""
+    voters: dict[int, Voter] = {}
+    for raw in items:
+        raw = raw.strip()
+        if not raw:
+            continue
+        id_s, at, address = raw.partition("@")
+        if address.startswith("["):
+            host, _, port_s = address[1:].partition("]:")
+        else:
+            host, _, port_s = address.rpartition(":")
+        try:
+            node_id, port = int(id_s), int(port_s)
+        except ValueError:
+            node_id = port = -1
+        if not at or not host or node_id < 0 or not 0 < port <= 65535:
+            raise ConfigError(f"Invalid value {','.join(items)} for configuration {key}: "
+                              f"{raw!r} is not id@host:port")
+        if node_id in voters:
+            raise ConfigError(f"Invalid value {','.join(items)} for configuration {key}: "
+                              f"node id {node_id} appears twice")
+        voters[node_id] = Voter(node_id, host, port)
+    return voters
+
+
+def parse_bootstrap_servers(items: list[str]) -> list[tuple[str, int]]:
+    """controller.quorum.bootstrap.servers: host:port,... (KIP-853)."""
+    out = []
+    for raw in items:
+        host, _, port_s = raw.strip().rpartition(":")
+        try:
+            port = int(port_s)
+        except ValueError:
+            port = -1
+        if not host or not 0 < port <= 65535:
+            raise ConfigError(f"Invalid value {','.join(items)} for configuration "
+                              f"controller.quorum.bootstrap.servers: {raw!r} is not host:port")
+        out.append((host.strip("[]"), port))
+    return out
+
+
+def voters_of(config: BrokerConfig) -> dict[int, Voter]:
+    return parse_voters(config.get_list("controller.quorum.voters"))
+
+
+def has_quorum(config: BrokerConfig) -> bool:
+    """A quorum is configured: the node is part of a cluster (else a one-voter node of its own,
+    formatted at its first start)."""
+    return bool(config.get_list("controller.quorum.voters")
+                or config.get_list("controller.quorum.bootstrap.servers"))
+
+
+def roles_of(config: BrokerConfig) -> frozenset[str]:
+    return frozenset(r.strip().lower() for r in config.get_list("process.roles"))
+
+
+def controller_listener_names(config: BrokerConfig) -> list[str]:
+    """controller.listener.names; CONTROLLER when a quorum is configured and it is unset."""
+    names = [n.upper() for n in config.get_list("controller.listener.names")]
+    if not names and has_quorum(config):
+        names = ["CONTROLLER"]
+    return names
+
+
+def controller_listeners(config: BrokerConfig) -> list[Listener]:
+    """This node's controller listeners (empty for a single node without a quorum)."""
+    if not has_quorum(config):
+        return []
+    names = controller_listener_names(config)
+    return [lst for lst in listeners_of(config) if lst.name in names]
+
+
+def broker_listeners(config: BrokerConfig) -> list[Listener]:
+    """The listeners clients and other brokers use (everything but the controller's)."""
+    names = set(controller_listener_names(config)) if has_quorum(config) else set()
+    return [lst for lst in listeners_of(config) if lst.name not in names]
+
+
+def inter_broker_listener_name(config: BrokerConfig) -> str:
+    """inter.broker.listener.name; unset: PLAINTEXT when there is such a listener (Kafka's
+    security.inter.broker.protocol default), else the first broker listener."""
+    explicit = config.get_str("inter.broker.listener.name")
+    if explicit:
+        return explicit.strip().upper()
+    names = [lst.name for lst in broker_listeners(config)]
+    if not names or "PLAINTEXT" in names:
+        return "PLAINTEXT"
+    return names[0]
+
+
+def check_kraft(config: BrokerConfig) -> None:
+    """Kafka's KRaft rules (KafkaConfig.validateValues), each refusal one line naming the keys."""
+    roles = roles_of(config)
+    if not roles:
+        raise ConfigError("process.roles must be broker, controller or broker,controller")
+    voters = voters_of(config)
+    parse_bootstrap_servers(config.get_list("controller.quorum.bootstrap.servers"))
+    if not has_quorum(config):
+        if roles != {"broker", "controller"}:
+            raise ConfigError(
+                f"process.roles={','.join(sorted(roles))} needs a quorum: set "
+                "controller.quorum.voters (id@host:port of each controller); without one a "
+                "node is both broker and controller of its own one-node cluster")
+        return
+    if not config.is_set("node.id") and not config.is_set("broker.id"):
+        raise ConfigError("Missing required configuration node.id which has no default value "
+                          "(a node in a quorum needs its own id)")
+    node_id = config.node_id
+    names = controller_listener_names(config)
+    listener_names = [lst.name for lst in listeners_of(config)]
+    voter_list = ",".join(config.get_list("controller.quorum.voters"))
+    if "controller" in roles:
+        if voters and node_id not in voters:
+            raise ConfigError(f"process.roles contains controller, so node.id {node_id} must be "
+                              f"in the set of voters controller.quorum.voters={voter_list}")
+        if not any(n in listener_names for n in names):
+            raise ConfigError(f"controller.listener.names ({','.join(names)}) must contain at "
+                              f"least one value appearing in listeners "
+                              f"({','.join(listener_names)}) when running the controller role")
+    if roles == {"controller"}:
+        extra = [n for n in listener_names if n not in names]
+        if extra:
+            raise ConfigError(f"listeners must only contain controller listeners from "
+                              f"controller.listener.names ({','.join(names)}) when "
+                              f"process.roles=controller; {','.join(extra)} is not one")
+        return
+    # the broker role
+    if roles == {"broker"}:
+        if node_id in voters:
+            raise ConfigError(f"process.roles=broker, so node.id {node_id} must not be in the "
+                              f"set of voters controller.quorum.voters={voter_list}")
+        clash = [n for n in names if n in listener_names]
+        if clash:
+            raise ConfigError(f"controller.listener.names must not contain a value appearing in "
+                              f"listeners when process.roles=broker ({','.join(clash)})")
+    inter = inter_broker_listener_name(config)
+    if inter in names:
+        raise ConfigError(f"inter.broker.listener.name {inter} must not be a controller listener "
+                          f"(controller.listener.names={','.join(names)})")
+    advertised = [lst.name for lst in advertised_of(config)]
+    if inter not in advertised:
+        raise ConfigError(f"inter.broker.listener.name {inter} must be a listener name defined "
+                          f"in advertised.listeners ({','.join(advertised)})")

@@ -28,10 +28,20 @@ class BrokerContext:
     group_coordinator: Any = None
     # coordinator.transaction.coordinator.TransactionCoordinator, set by the node (issue 6)
     transaction_coordinator: Any = None
+    # issue 14 (a cluster): the listener this context's server serves (Metadata answers with
+    # endpoints on it), the metadata quorum (raft handlers), the publisher of the committed
+    # image, the broker lifecycle, and the way to the active controller (forwarding)
+    listener_name: str | None = None
+    quorum: Any = None  # metadata.quorum.Quorum
+    publisher: Any = None  # metadata.publisher.MetadataPublisher
+    lifecycle: Any = None  # broker.lifecycle.BrokerLifecycle (broker role in a cluster)
+    link: Any = None  # broker.forwarding.ControllerLink (a cluster); None: single node
     _config_cache: tuple[Any, Any] | None = None
 
     @property
     def image(self) -> Any:
+        if self.publisher is not None:
+            return self.publisher.image
         return self.controller.image
 
     @property
@@ -45,4 +55,17 @@ class BrokerContext:
 
     @property
     def controller_id(self) -> int:
-        return int(self.controller.quorum.leader_id)
+        """The active controller as clients should see it: its id when it is a live broker;
+        else (a controller-only node, which clients cannot reach) a live broker, which
+        forwards what a client sends it, as Kafka's KRaft brokers answer."""
+        quorum = self.quorum if self.quorum is not None else self.controller.quorum
+        leader = quorum.leader_id
+        if self.link is None:
+            return -1 if leader is None else int(leader)
+        brokers = self.image.brokers
+        live = sorted(b for b, reg in brokers.items() if not reg.fenced)
+        if leader is not None and leader in live:
+            return int(leader)
+        if self.node_id in live:
+            return self.node_id
+        return live[0] if live else -1

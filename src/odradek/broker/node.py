@@ -29,7 +29,9 @@ from odradek.broker.config import (
     Listener,
     advertised_of,
     check_config,
+    controller_listener_names,
     event_loop_of,
+    has_quorum,
     listeners_of,
 )
 from odradek.broker.context import BrokerContext
@@ -39,10 +41,20 @@ from odradek.broker.server import Server
 from odradek.broker.server_properties import load_config
 from odradek.broker.startup import Prepared, StartRefused, prepare
 from odradek.coordinator.startup import start_coordinators
+from odradek.metadata.bootstrap import (
+    BOOTSTRAP_CHECKPOINT,
+    bootstrap_records,
+    write_bootstrap_checkpoint,
+)
 from odradek.metadata.config.broker_configs import BrokerConfig
 from odradek.metadata.config.log_config import log_config
 from odradek.metadata.controller import Controller, load_image
-from odradek.metadata.meta_properties import MetaPropertiesError, ensure_meta_properties
+from odradek.metadata.meta_properties import (
+    MetaProperties,
+    MetaPropertiesError,
+    ensure_meta_properties,
+    read_meta_properties,
+)
 from odradek.metadata.quorum import MetadataLogDamaged
 from odradek.metadata.raft.kraft import KRaftQuorum
 from odradek.replication.manager import ReplicaManager
@@ -58,14 +70,45 @@ INTERNAL_TOPICS = ("__consumer_offsets", "__transaction_state")
 
 
 def advertised_listeners(config: BrokerConfig) -> list[Listener]:
-    """advertised.listeners (default: listeners); an empty or wildcard host becomes our name."""
+    """advertised.listeners (default: listeners) without the controller's (clients never get
+    those); an empty or wildcard host becomes our name."""
     out = []
+    controllers = set(controller_listener_names(config)) if has_quorum(config) else set()
     for lst in advertised_of(config):
+        if lst.name in controllers:
+            continue
         host = lst.host
         if host in ("", "0.0.0.0", "::"):
             host = socket.getfqdn()
         out.append(Listener(lst.name, host, lst.port))
     return out
+
+
+def identity_of(data_dir: Path, config: BrokerConfig) -> MetaProperties:
+    """meta.properties of the data directory. A node in a quorum starts only from a directory
+    `odradek storage format` prepared (as Kafka); a single node formats itself at first start."""
+    node_id = config.node_id
+    try:
+        if has_quorum(config):
+            meta = read_meta_properties(data_dir)
+            if meta is None:
+                raise StartRefused(
+                    f"data directory {data_dir} is not formatted (no meta.properties); a node "
+                    "with controller.quorum.voters starts only from a formatted directory: run "
+                    f"`odradek storage format --cluster-id ID --data-dir {data_dir}` with the "
+                    "same config first")
+            if meta.node_id != node_id:
+                raise MetaPropertiesError(
+                    f"Stored node id {meta.node_id} doesn't match configured node id {node_id} "
+                    f"in {data_dir / 'meta.properties'}")
+            return meta
+        fresh = read_meta_properties(data_dir) is None
+        meta = ensure_meta_properties(data_dir, node_id)
+        if fresh and not (data_dir / BOOTSTRAP_CHECKPOINT).exists():
+            write_bootstrap_checkpoint(data_dir, bootstrap_records())
+        return meta
+    except MetaPropertiesError as exc:
+        raise StartRefused(f"data directory {data_dir}: {exc}") from None
 
 
 class _TopicConfigs:
@@ -123,21 +166,29 @@ class Node:
             loop.add_signal_handler(sig, self._on_signal, sig)
         if self.prepared is None:
             self.prepared = prepare(self.data_dir, listeners_of(config))
-        try:
-            meta = ensure_meta_properties(self.data_dir, node_id)
-        except MetaPropertiesError as exc:
-            raise StartRefused(f"data directory {self.data_dir}: {exc}") from None
+        meta = identity_of(self.data_dir, config)
         log.info("node %d of cluster %s, data in %s", node_id, meta.cluster_id, self.data_dir)
         # issue 22: fds are a budget; the soft limit goes up to the hard one before any is used
         was, soft, hard = raise_fd_limit()
         log.info("file descriptors: soft limit %d (was %d), hard limit %d", soft, was, hard)
         DEFAULT_POOL.resize(config.get_int("log.open.files.max"))
+        if has_quorum(config):
+            from odradek.broker.cluster_node import ClusterNode
+
+            self._watch_data_dir(loop)
+            return await ClusterNode(self, meta).run()
 
         quorum = await asyncio.to_thread(KRaftQuorum.open, self.data_dir, node_id, None,
                                          cluster_id=meta.cluster_id)
         await quorum.start()
         image = await asyncio.to_thread(load_image, quorum, meta.cluster_id)
         controller = Controller(quorum, image, config)
+        # the one voter elects itself at once; it leads once its epoch's first record is
+        # committed and every commit listener (the publisher just attached) heard the log:
+        # a few loop turns later
+        deadline = time.monotonic() + 30
+        while not quorum.is_leader and time.monotonic() < deadline:
+            await asyncio.sleep(0.005)
         advertised = advertised_listeners(config)
         await asyncio.to_thread(controller.bootstrap)
         await asyncio.to_thread(
@@ -177,11 +228,12 @@ class Node:
 
         ctx = BrokerContext(static_config=config, node_id=node_id, cluster_id=meta.cluster_id,
                             log_dir=self.data_dir, advertised=advertised, controller=controller,
-                            replica_manager=rm, advertised_apis=advertised_apis())
+                            replica_manager=rm, advertised_apis=advertised_apis(),
+                            quorum=quorum, publisher=controller.publisher)
 
         def on_metadata_change(delta: Any) -> None:
             # called on the controller's thread: hop to the loop, coalescing bursts
-            loop.call_soon_threadsafe(self._schedule_sync, rm, controller)
+            loop.call_soon_threadsafe(self.schedule_sync, rm, lambda: controller.image)
 
         controller.add_listener(on_metadata_change)
         had_internal = {t for t in INTERNAL_TOPICS if t in controller.image.topics_by_name}
@@ -211,7 +263,7 @@ class Node:
         self.started = True
         log.info("node %d started", node_id)
 
-        periodic = asyncio.ensure_future(self._periodic(rm, log_manager))
+        periodic = asyncio.ensure_future(self.periodic(rm, log_manager))
         await self.stopping.wait()
 
         log.info("shutting down")
@@ -228,6 +280,40 @@ class Node:
         log.info("node %d stopped", node_id)
         return 1 if dir_state.offline else 0
 
+    # -- shared with the cluster path (cluster_node.ClusterNode)
+
+    def advertised_broker_listeners(self) -> list[Listener]:
+        return advertised_listeners(self.config)
+
+    def topic_configs_for(self, controller: Any) -> Any:
+        return _TopicConfigs(controller)
+
+    def start_cleaner(self, rm: ReplicaManager, log_manager: LogManager) -> None:
+        if not self.config.get_bool("log.cleaner.enable"):
+            return
+
+        def last_stable_offset(the_log: Any) -> int | None:
+            # the cleaner never goes past what consumers may read as stable
+            part = rm.partitions.get((the_log.topic, the_log.partition))
+            return None if part is None else part.last_stable_offset
+
+        log_manager.start_cleaner(cleaner_config(self.config), upper_bound=last_stable_offset)
+
+    def _watch_data_dir(self, loop: asyncio.AbstractEventLoop) -> None:
+        dir_state = channel_for(self.data_dir)
+        dir_state.min_free_bytes = self.config.get_int("log.dir.free.space.min.bytes")
+        dir_state.add_offline_listener(
+            lambda d, why: loop.call_soon_threadsafe(self._dir_failed))
+        dir_state.start_monitor()
+
+    async def close_logs(self, rm: ReplicaManager, log_manager: LogManager) -> None:
+        try:
+            await asyncio.to_thread(rm.checkpoint)
+        except Exception:
+            log.exception("final checkpoint failed")
+        await asyncio.to_thread(log_manager.close)
+        channel_for(self.data_dir).stop_monitor()
+
     def _dir_failed(self) -> None:
         log.error("no log directory is online: stopping (exit 1); restart to recover from disk")
         self.stopping.set()
@@ -236,7 +322,9 @@ class Node:
         log.info("received %s", sig.name)
         self.stopping.set()
 
-    def _schedule_sync(self, rm: ReplicaManager, controller: Controller) -> None:
+    def schedule_sync(self, rm: ReplicaManager, image: Any, runtime: Any = None) -> None:
+        """Let the partitions (and the coordinators, `runtime()`) follow `image()`, coalescing
+        bursts of metadata changes into one sync."""
         if self._sync_pending:
             return
         self._sync_pending = True
@@ -244,7 +332,10 @@ class Node:
         async def sync() -> None:
             self._sync_pending = False
             try:
-                await rm.sync(controller.image)
+                await rm.sync(image())
+                coordinators = runtime() if runtime is not None else None
+                if coordinators is not None:
+                    await coordinators.follow_leadership()
             except Exception:
                 log.exception("following a metadata change failed")
 
@@ -252,7 +343,7 @@ class Node:
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
 
-    async def _periodic(self, rm: ReplicaManager, log_manager: LogManager) -> None:
+    async def periodic(self, rm: ReplicaManager, log_manager: LogManager) -> None:
         retention_every = max(0.01, self.config.get_int("log.retention.check.interval.ms") / 1000)
         next_retention = time.monotonic() + retention_every
         next_checkpoint = time.monotonic() + CHECKPOINT_INTERVAL_S

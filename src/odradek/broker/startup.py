@@ -30,6 +30,8 @@ class Prepared:
     data_dir: Path
     lock: DataDirLock
     sockets: list[socket.socket] = field(default_factory=list)
+    # listener name -> its sockets (a node serves each listener kind with its own server)
+    by_listener: dict[str, list[socket.socket]] = field(default_factory=dict)
     created_dir: Path | None = None  # the outermost directory this start created
     created_lock_file: bool = False
 
@@ -38,6 +40,7 @@ class Prepared:
         for sock in self.sockets:
             sock.close()
         self.sockets.clear()
+        self.by_listener.clear()
         self.lock.release(remove=self.created_lock_file)
         _remove_created(self.data_dir, self.created_dir)
 
@@ -166,7 +169,9 @@ def prepare(data_dir: Path, listeners: list[Listener]) -> Prepared:
                         created_lock_file=created_lock_file)
     try:
         for lst in listeners:
-            prepared.sockets += bind_listener(lst)
+            bound = bind_listener(lst)
+            prepared.by_listener[lst.name] = bound
+            prepared.sockets += bound
     except BaseException:
         prepared.undo()
         raise

@@ -7,10 +7,12 @@ from pathlib import Path
 import typer
 
 from odradek.cli import bench as bench_cmd
+from odradek.cli import cluster as cluster_cmd
 from odradek.cli import config as config_cmd
 from odradek.cli import consume as consume_cmd
 from odradek.cli import dump_log as dump_log_cmd
 from odradek.cli import group as group_cmd
+from odradek.cli import partitions as partitions_cmd
 from odradek.cli import pipeline as pipeline_cmd
 from odradek.cli import produce as produce_cmd
 from odradek.cli import registry as registry_cmd
@@ -77,6 +79,8 @@ app.add_typer(pipeline_cmd.app, name="pipeline")
 app.add_typer(storage_cmd.app, name="storage")
 app.add_typer(config_cmd.app, name="config")
 app.add_typer(registry_cmd.app, name="registry")
+app.add_typer(cluster_cmd.app, name="cluster")
+app.add_typer(partitions_cmd.app, name="partitions")
 app.command("produce")(produce_cmd.produce)
 app.command("consume")(consume_cmd.consume)
 app.command("dump-log")(dump_log_cmd.dump_log)

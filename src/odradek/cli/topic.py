@@ -127,16 +127,23 @@ def describe(
     offsets: bool = typer.Option(False, "--offsets",
                                  help="Show each partition's high watermark and last stable "
                                       "offset (the LSO is shown anyway where it lags)."),
+    under_replicated: bool = typer.Option(
+        False, "--under-replicated-partitions",
+        help="Only partitions whose ISR is smaller than their replicas."),
+    unavailable: bool = typer.Option(
+        False, "--unavailable-partitions", help="Only partitions without a leader (offline)."),
     fmt: str = FormatOption,
     bootstrap: str = BootstrapOption,
     timeout: float = TimeoutOption,
 ) -> None:
-    """Partitions with leader, replicas and ISR, like kafka-topics --describe."""
+    """Partitions with leader, replicas and ISR, like kafka-topics --describe, then the
+    count of offline and under-replicated partitions."""
     from confluent_kafka import TopicCollection
     from confluent_kafka.admin import ConfigResource, ResourceType
 
     check_format(fmt)
     described: list[dict[str, Any]] = []
+    health = Health()
     with kafka_errors():
         admin = _admin(bootstrap)
         if not names:
@@ -157,14 +164,18 @@ def describe(
                 print(f"Error: topic {name}: {describe_error(exc)}", file=sys.stderr)
                 failed = True
                 continue
+            health.add(desc)
             if fmt == "json":
                 described.append(description_json(admin, desc, entries, configs, offsets,
                                                   timeout))
                 continue
-            text = render_description(desc, entries, all_configs=configs)
+            text = render_description(desc, entries, all_configs=configs,
+                                      only=partition_filter(under_replicated, unavailable))
             print(with_stable_offsets(admin, desc, text, offsets, timeout))
     if fmt == "json":
         print(json.dumps(described, indent=2))
+    else:
+        print(health.line())
     if failed:
         raise typer.Exit(1)
 
@@ -187,7 +198,41 @@ def kafka_uuid(uuid: Any) -> str:
     return base64.urlsafe_b64encode(raw).rstrip(b"=").decode()
 
 
-def render_description(desc: Any, entries: dict[str, ConfigEntry], all_configs: bool = False) -> str:
+def is_offline(p: Any) -> bool:
+    return p.leader is None or p.leader.id < 0
+
+
+def is_under_replicated(p: Any) -> bool:
+    return len(p.isr) < len(p.replicas)
+
+
+def partition_filter(under_replicated: bool, unavailable: bool) -> Any:
+    """kafka-topics' --under-replicated-partitions / --unavailable-partitions (either)."""
+    if not (under_replicated or unavailable):
+        return None
+    return lambda p: ((under_replicated and is_under_replicated(p))
+                      or (unavailable and is_offline(p)))
+
+
+class Health:
+    """Counts over the described topics: offline (no leader) and under-replicated."""
+
+    def __init__(self) -> None:
+        self.partitions = self.offline = self.under_replicated = 0
+
+    def add(self, desc: Any) -> None:
+        for p in desc.partitions:
+            self.partitions += 1
+            self.offline += is_offline(p)
+            self.under_replicated += is_under_replicated(p)
+
+    def line(self) -> str:
+        return (f"Partitions: {self.partitions}\tOffline: {self.offline}"
+                f"\tUnderReplicated: {self.under_replicated}")
+
+
+def render_description(desc: Any, entries: dict[str, ConfigEntry], all_configs: bool = False,
+                       only: Any = None) -> str:
     from confluent_kafka.admin import ConfigSource
 
     partitions = sorted(desc.partitions, key=lambda p: p.id)
@@ -200,6 +245,8 @@ def render_description(desc: Any, entries: dict[str, ConfigEntry], all_configs: 
     lines = [f"Topic: {desc.name}\tTopicId: {kafka_uuid(desc.topic_id)}\tPartitionCount: {len(partitions)}"
              f"\tReplicationFactor: {rf}\tConfigs: {shown}"]
     for p in partitions:
+        if only is not None and not only(p):
+            continue
         lines.append(f"\tTopic: {desc.name}\tPartition: {p.id}\tLeader: {_node_id(p.leader)}"
                      f"\tReplicas: {_ids(p.replicas)}\tIsr: {_ids(p.isr)}")
     if all_configs:
@@ -239,7 +286,8 @@ def description_json(admin: AdminClient, desc: Any, entries: dict[str, ConfigEnt
         row: dict[str, Any] = {
             "partition": p.id, "leader": None if p.leader is None or p.leader.id < 0
             else p.leader.id, "replicas": [n.id for n in p.replicas],
-            "isr": [n.id for n in p.isr]}
+            "isr": [n.id for n in p.isr], "offline": is_offline(p),
+            "under_replicated": is_under_replicated(p)}
         if offsets:
             hw, lso = marks.get(p.id, (None, None))
             row.update(high_watermark=hw, last_stable_offset=lso)
@@ -249,7 +297,9 @@ def description_json(admin: AdminClient, desc: Any, entries: dict[str, ConfigEnt
     return {"topic": desc.name, "topic_id": kafka_uuid(desc.topic_id),
             "partition_count": len(partitions),
             "replication_factor": len(desc.partitions[0].replicas) if desc.partitions else 0,
-            "configs": dict(sorted(configs.items())), "partitions": partitions}
+            "configs": dict(sorted(configs.items())), "partitions": partitions,
+            "offline": sum(p["offline"] for p in partitions),
+            "under_replicated": sum(p["under_replicated"] for p in partitions)}
 
 
 def with_stable_offsets(admin: AdminClient, desc: Any, text: str, always: bool,

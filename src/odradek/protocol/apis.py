@@ -266,6 +266,7 @@ BEYOND_KAFKA_39: Mapping[ApiKey, int] = {
     _K.PRODUCE: 12,
     _K.END_TXN: 5,
     _K.TXN_OFFSET_COMMIT: 5,
+    _K.DESCRIBE_CLUSTER: 2,  # Kafka 4.0: include_fenced_brokers (odradek cluster describe)
 }
 
 # The lowest version our codecs (kio, or the hand-written produce decoder) can read.

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from odradek.metadata.controller_requests import CreatableTopic
-from odradek.protocol.errors import ErrorCode
+from odradek.protocol.errors import ErrorCode, KafkaError
 
 T = TypeVar("T")
 
@@ -25,32 +25,70 @@ class BrokerAddress:
     host: str
     port: int
     rack: str | None
+    fenced: bool = False
+
+
+def all_brokers(ctx: Any) -> list[BrokerAddress]:
+    """Every registered broker, fenced ones too, with its endpoint on our listener name."""
+    name = ctx.listener_name or (ctx.advertised[0].name if ctx.advertised else "PLAINTEXT")
+    out = []
+    for b in sorted(ctx.image.brokers.values(), key=lambda b: b.broker_id):
+        ep = next((e for e in b.endpoints if e.name.upper() == name), None)
+        if ep is None and b.endpoints and ctx.link is None:
+            ep = b.endpoints[0]
+        if ep is not None:
+            out.append(BrokerAddress(b.broker_id, ep.host, ep.port, b.rack, bool(b.fenced)))
+    return out
 
 
 def live_brokers(ctx: Any) -> list[BrokerAddress]:
-    """Unfenced brokers with the endpoint of our listener name (clients connect there)."""
+    """Unfenced brokers with their endpoint on the listener the request came in on (clients
+    connect there), as Kafka answers Metadata and DescribeCluster."""
     image = ctx.image
-    listener_name = ctx.advertised[0].name if ctx.advertised else "PLAINTEXT"
+    listener_name = ctx.listener_name or (ctx.advertised[0].name if ctx.advertised
+                                          else "PLAINTEXT")
     out = []
     for b in sorted(image.brokers.values(), key=lambda b: b.broker_id):
         if b.fenced:
             continue
         ep = next((e for e in b.endpoints if e.name.upper() == listener_name), None)
-        if ep is None and b.endpoints:
-            ep = b.endpoints[0]
+        if ep is None and b.endpoints and ctx.link is None:
+            ep = b.endpoints[0]  # a single node: its one client listener
         if ep is not None:
             out.append(BrokerAddress(b.broker_id, ep.host, ep.port, b.rack))
-    if not out and ctx.advertised:
+    if not out and ctx.advertised and ctx.link is None:
         a = ctx.advertised[0]
         out.append(BrokerAddress(ctx.node_id, a.host, a.port, None))
     return out
 
 
-async def run(ctx: Any, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
-    """Run a controller operation in a thread, then let the partitions follow the image."""
+def coordinator_at(ctx: Any, topic: str, partition: int, key: str) -> dict[str, Any] | None:
+    """FindCoordinator's answer in a cluster: the leader of the key's internal partition, on
+    the listener the request came in on (None: no live leader, COORDINATOR_NOT_AVAILABLE)."""
+    part = ctx.image.partition(topic, partition)
+    if part is None or part.leader < 0:
+        return None
+    node = next((b for b in live_brokers(ctx) if b.node_id == part.leader), None)
+    if node is None:
+        return None
+    return {"key": key, "node_id": node.node_id, "host": node.host, "port": node.port,
+            "error_code": ErrorCode.none, "error_message": None}
+
+
+async def run(ctx: Any, fn: Callable[..., T], *args: Any,
+              refused: Callable[[KafkaError], T] | None = None, **kwargs: Any) -> T:
+    """Run a controller operation in a thread, then let the partitions follow the image.
+    A KafkaError for the whole operation (NOT_CONTROLLER: leadership moved) becomes
+    `refused(exc)`, the per-item answers carrying its code, when given."""
     async with ctx.admin_lock:
-        result = await asyncio.to_thread(fn, *args, **kwargs)
-        await ctx.replica_manager.sync(ctx.image)
+        try:
+            result = await asyncio.to_thread(fn, *args, **kwargs)
+        except KafkaError as exc:
+            if refused is None:
+                raise
+            return refused(exc)
+        if ctx.replica_manager is not None:  # a controller-only node hosts no partitions
+            await ctx.replica_manager.sync(ctx.image)
     return result
 
 

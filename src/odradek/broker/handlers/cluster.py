@@ -15,7 +15,7 @@ BROKERS_ENDPOINT = 1
 
 
 VERSIONS = (
-    ApiVersionRange(ApiKey.DESCRIBE_CLUSTER, 0, 1),
+    ApiVersionRange(ApiKey.DESCRIBE_CLUSTER, 0, 2),  # v2: include_fenced_brokers (KIP-1073)
     ApiVersionRange(ApiKey.DESCRIBE_LOG_DIRS, 1, 4),  # v0: removed in Kafka 4, not in kio
 )
 
@@ -29,8 +29,12 @@ def handle_describe_cluster(ctx: Any, header: Any, frame: memoryview) -> Respons
             "error_message": "this node serves broker endpoints only",
             "endpoint_type": endpoint_type, "cluster_id": ctx.cluster_id, "controller_id": -1,
             "brokers": (), "cluster_authorized_operations": NO_AUTHORIZED_OPS})
-    brokers = [{"broker_id": b.node_id, "host": b.host, "port": b.port, "rack": b.rack}
-               for b in admin.live_brokers(ctx)]
+    if getattr(req, "include_fenced_brokers", False):
+        brokers = [{"broker_id": b.node_id, "host": b.host, "port": b.port, "rack": b.rack,
+                    "is_fenced": b.fenced} for b in admin.all_brokers(ctx)]
+    else:
+        brokers = [{"broker_id": b.node_id, "host": b.host, "port": b.port, "rack": b.rack,
+                    "is_fenced": False} for b in admin.live_brokers(ctx)]
     return respond(header, {
         "throttle_time": 0, "error_code": ErrorCode.none, "error_message": None,
         "endpoint_type": endpoint_type, "cluster_id": ctx.cluster_id,

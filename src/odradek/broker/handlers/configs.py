@@ -10,6 +10,7 @@ from odradek.metadata.config.config_def import ConfigSource
 from odradek.metadata.config.describe import describe_broker_configs, describe_topic_configs
 from odradek.metadata.controller_requests import (
     AlterConfigsResource,
+    AlterConfigsResult,
     IncrementalAlterConfigsResource,
 )
 from odradek.protocol.apis import ApiKey, ApiVersionRange
@@ -114,5 +115,8 @@ def handle_incremental_alter_configs(ctx: Any, header: Any, frame: memoryview) -
 
 async def _alter(ctx: Any, header: Any, fn: Any, resources: list[Any],
                  validate_only: bool) -> Response:
-    results = await admin.run(ctx, fn, resources, validate_only)
+    results = await admin.run(
+        ctx, fn, resources, validate_only,
+        refused=lambda exc: [AlterConfigsResult(int(r.resource_type), r.resource_name, exc.code,
+                                                exc.message) for r in resources])
     return respond(header, {"throttle_time": 0, "responses": _responses(results)})

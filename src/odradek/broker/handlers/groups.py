@@ -97,14 +97,19 @@ def _find_one(ctx: Any, key_type: int, key: str) -> dict[str, Any]:
         tc = getattr(ctx, "transaction_coordinator", None)
         if not key:
             return err(E.invalid_request, "empty transactional id")
-        if tc is None or not tc.is_coordinator_for(key):
+        if tc is None:
             return err(E.coordinator_not_available)
+        if not tc.is_coordinator_for(key):  # issue 14: the leader of its partition, elsewhere
+            return admin.coordinator_at(ctx, "__transaction_state", tc.partition_of(key),
+                                        key) or err(E.coordinator_not_available)
     elif key_type != GROUP_KEY:
         return err(E.invalid_request, f"unknown key type {key_type}")
     elif not key:
         return err(E.invalid_request, "empty group id")
     elif not _coord(ctx).is_coordinator_for(key):
-        return err(E.coordinator_not_available)
+        return admin.coordinator_at(ctx, "__consumer_offsets",
+                                    _coord(ctx).store.partition_for(key), key) \
+            or err(E.coordinator_not_available)
     me = next((b for b in admin.live_brokers(ctx) if b.node_id == ctx.node_id), None)
     if me is None:
         return err(E.coordinator_not_available)

@@ -10,7 +10,9 @@ from odradek.broker.handlers import admin
 from odradek.broker.handlers.common import INTERNAL_TOPICS, Response, decode, respond
 from odradek.metadata.controller_requests import (
     CreatableTopic,
+    CreatePartitionsResult,
     CreatePartitionsTopic,
+    CreateTopicResult,
     DeleteTopicResult,
 )
 from odradek.protocol.apis import ApiKey, ApiVersionRange
@@ -46,7 +48,9 @@ def handle_create_topics(ctx: Any, header: Any, frame: memoryview) -> Any:
 
 async def _create_topics(ctx: Any, header: Any, specs: list[CreatableTopic],
                          validate_only: bool) -> Response:
-    results = await admin.run(ctx, ctx.controller.create_topics, specs, validate_only)
+    results = await admin.run(
+        ctx, ctx.controller.create_topics, specs, validate_only,
+        refused=lambda exc: [CreateTopicResult(s.name, exc.code, exc.message) for s in specs])
     topics = []
     for r in results:
         ok = r.error_code == 0
@@ -113,8 +117,11 @@ def _refuse_internal(ctx: Any, names: list[str], ids: list[uuid.UUID]
 
 async def _delete_topics(ctx: Any, header: Any, names: list[str], ids: list[uuid.UUID]) -> Response:
     names, ids, refused = _refuse_internal(ctx, names, ids)
-    results = (await admin.run(ctx, ctx.controller.delete_topics, names, ids)
-               if names or ids else [])
+    results = (await admin.run(
+        ctx, ctx.controller.delete_topics, names, ids,
+        refused=lambda exc: [DeleteTopicResult(n, _ZERO, exc.code, exc.message) for n in names]
+        + [DeleteTopicResult(None, i, exc.code, exc.message) for i in ids])
+        if names or ids else [])
     results = refused + list(results)
     for r in results:
         if r.error_code == 0:
@@ -135,7 +142,10 @@ def handle_create_partitions(ctx: Any, header: Any, frame: memoryview) -> Any:
 
 async def _create_partitions(ctx: Any, header: Any, specs: list[CreatePartitionsTopic],
                              validate_only: bool) -> Response:
-    results = await admin.run(ctx, ctx.controller.create_partitions, specs, validate_only)
+    results = await admin.run(
+        ctx, ctx.controller.create_partitions, specs, validate_only,
+        refused=lambda exc: [CreatePartitionsResult(s.name, exc.code, exc.message)
+                             for s in specs])
     return respond(header, {"throttle_time": 0, "results": [
         {"name": r.name, "error_code": r.error_code, "error_message": r.error_message}
         for r in results]})
