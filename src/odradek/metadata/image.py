@@ -403,8 +403,7 @@ _HANDLERS = {
 def image_to_records(image: MetadataImage) -> list[MetadataRecord]:
     """The image as the metadata records that rebuild it (what a KIP-630 snapshot holds):
     replaying them into an empty image gives back this image, but for `offset` (the
-    snapshot's own) and `removed_topic_ids` (a deletion finished before the snapshot has no
-    record left to say so)."""
+    snapshot's own)."""
     out: list[MetadataRecord] = []
     out += [FeatureLevelRecord(name, level) for name, level in sorted(image.features.items())]
     for b in sorted(image.brokers.values(), key=lambda b: b.broker_id):
@@ -413,6 +412,11 @@ def image_to_records(image: MetadataImage) -> list[MetadataRecord]:
             end_points=list(b.endpoints),
             features=[BrokerFeature(n, lo, hi) for n, lo, hi in b.features],
             rack=b.rack, fenced=b.fenced, in_controlled_shutdown=b.in_controlled_shutdown))
+    live = set(image.topics_by_id)
+    for topic_id in sorted(image.removed_topic_ids - live):
+        # a deletion finished before the snapshot: its name is gone, its id must stay known
+        # (a log left on disk by it is a deletion to finish, not a stray to keep)
+        out += [TopicRecord(f"__removed-{topic_id}", topic_id), RemoveTopicRecord(topic_id)]
     for t in sorted(image.topics_by_id.values(), key=lambda t: t.name):
         out.append(TopicRecord(t.name, t.topic_id))
         for p in sorted(t.partitions.values(), key=lambda p: p.partition):

@@ -5,7 +5,7 @@ from __future__ import annotations
 import dataclasses
 import uuid
 
-from odradek.metadata.image import MetadataImage
+from odradek.metadata.image import MetadataImage, image_to_records
 from odradek.metadata.raft.log import SnapshotId
 from odradek.metadata.records import (
     RESOURCE_BROKER,
@@ -22,7 +22,6 @@ from odradek.metadata.records import (
     UnfenceBrokerRecord,
 )
 from odradek.metadata.snapshot import decode_snapshot, encode_snapshot
-from odradek.metadata.snapshot_image import image_records
 
 
 def _image() -> MetadataImage:
@@ -55,7 +54,7 @@ def _image() -> MetadataImage:
 
 def test_image_records_rebuild_every_field() -> None:
     image = _image()
-    records = image_records(image)
+    records = image_to_records(image)
     # through a snapshot file's encoding too
     records = decode_snapshot(encode_snapshot(SnapshotId(42, 3), records))
     rebuilt = MetadataImage(cluster_id="c").apply(records, offset=41)
