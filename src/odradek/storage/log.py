@@ -27,8 +27,6 @@ from odradek.storage.checkpoints import fsync_dir
 from odradek.storage.config import LogConfig
 from odradek.storage.epochs import LeaderEpochCache
 from odradek.storage.log_dir import (
-    PARTITION_METADATA,
-    decode_topic_id,
     parse_log_dir_name,
     read_partition_metadata,
     write_partition_metadata,
@@ -46,8 +44,6 @@ from odradek.storage.segment import H_BASE, H_LAST_DELTA, H_LENGTH, Segment, Seg
 from odradek.storage.time_lookup import TimestampLookup
 
 __all__ = ["AppendInfo", "Log", "LogDamaged", "LogReadResult"]
-# Kept importable from here for `cli/storage_verify.py`; new code imports them from log_dir.
-__all__ += ["PARTITION_METADATA", "decode_topic_id", "parse_log_dir_name"]
 
 
 class AppendInfo(NamedTuple):
