@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from confluent_kafka import Consumer
+from confluent_kafka import Consumer, Producer
 
 from odradek.broker.admin_calls import call
 from odradek.protocol.errors import ErrorCode
@@ -160,15 +160,24 @@ def test_stale_epochs_and_foreign_vote_get_kafka_errors(cluster: Cluster,
     elect = odradek("partitions", "elect-leaders", "--topic", topic, "--partition", "0",
                     bootstrap=cluster.bootstrap)
     assert elect.returncode == 0, elect.stdout + elect.stderr
-    part = wait_until(lambda: (lambda p: p if p["leader"] == 2 and len(p["isr"]) == 3 else None)(
-        partition_seen_by(cluster, 2, topic)), f"broker 2 leading {topic}-0", 60, cluster)
-    assert part["leader_epoch"] >= 1
+    def settled() -> dict[str, Any] | None:
+        # the leader as the leader itself sees it, after at least one election
+        seen = cluster.partitions(topic)[0]
+        own = partition_seen_by(cluster, seen["leader"], topic) if seen["leader"] > 0 else None
+        ok = own and own["leader"] == seen["leader"] and own["leader_epoch"] >= 1 and \
+            len(own["isr"]) == 3
+        return own if ok else None
+
+    part = wait_until(settled, f"{topic}-0 led after an election", 60, cluster)
     tid = topic_id(cluster, topic)
-    leader = cluster.node(2)
+    lead = part["leader"]
+    follower = next(n for n in (1, 2, 3) if n != lead)
+    leader = cluster.node(lead)
 
     # a follower fetch with the leader epoch before the election
     fetch = call(leader.bootstrap, 1, 15, {
-        "replica_state": {"replica_id": 1, "replica_epoch": broker_epoch(cluster, 1)},
+        "replica_state": {"replica_id": follower,
+                          "replica_epoch": broker_epoch(cluster, follower)},
         "max_wait": 0, "min_bytes": 1, "max_bytes": 1 << 20, "isolation_level": 0,
         "session_id": 0, "session_epoch": -1, "topics": [{"topic_id": tid, "partitions": [{
             "partition": 0, "current_leader_epoch": part["leader_epoch"] - 1,
@@ -181,10 +190,10 @@ def test_stale_epochs_and_foreign_vote_get_kafka_errors(cluster: Cluster,
     # an AlterPartition from the real leader, right broker epoch, stale partition epoch
     controller = controller_address(cluster)
     alter = call(controller, 56, 3, {
-        "broker_id": 2, "broker_epoch": broker_epoch(cluster, 2), "topics": [
+        "broker_id": lead, "broker_epoch": broker_epoch(cluster, lead), "topics": [
             {"topic_id": tid, "partitions": [{
                 "partition_index": 0, "leader_epoch": part["leader_epoch"],
-                "new_isr_with_epochs": [{"broker_id": 2, "broker_epoch": -1}],
+                "new_isr_with_epochs": [{"broker_id": lead, "broker_epoch": -1}],
                 "leader_recovery_state": 0, "partition_epoch": 0}]}]})
     assert ErrorCode(int(alter.error_code)) == ErrorCode.none, alter
     result = alter.topics[0].partitions[0]
@@ -207,7 +216,77 @@ def test_stale_epochs_and_foreign_vote_get_kafka_errors(cluster: Cluster,
     state = cluster.wait_ready()
     assert state["quorum"]["leader_epoch"] == quorum["leader_epoch"]
     assert not any(b["fenced"] for b in state["brokers"])
-    after = cluster.partitions(topic)[0]
-    assert after["leader"] == 2 and sorted(after["isr"]) == [1, 2, 3]
-    assert ErrorCode(int(produce_raw(leader.bootstrap, topic, [b"ok"], -1).error_code)) == \
-        ErrorCode.none
+    cluster.wait_isr(topic, 3)
+    produce_acked(cluster.bootstrap, topic, [b"still-writable"])
+
+
+def produce_acked(bootstrap: str, topic: str, values: list[bytes]) -> None:
+    p = Producer({"bootstrap.servers": bootstrap, "acks": "all", "enable.idempotence": True,
+                  "linger.ms": 2, "message.timeout.ms": 120000})
+    errors: list[str] = []
+    for v in values:
+        p.produce(topic, v, on_delivery=lambda err, _m: errors.append(str(err)) if err else None)
+        p.poll(0)
+    assert p.flush(120) == 0
+    assert not errors, errors[:5]
+
+
+def followers_of_quorum(cluster: Cluster) -> list[int]:
+    """The nodes that are not the active controller, so pausing one keeps the quorum's
+    leader (the partition faults then test replication, not KRaft failover)."""
+    active = cluster.quorum_leader()
+    return [n for n in sorted(cluster.nodes) if n != active]
+
+
+@pytest.mark.timeout(400)
+def test_divergent_tail_is_truncated(cluster: Cluster) -> None:
+    topic = "faults-diverge"
+    old, second = followers_of_quorum(cluster)[:2]
+    third = ({1, 2, 3} - {old, second}).pop()
+    create(cluster, topic, [old, second, third], **{"min.insync.replicas": "2"})
+    watcher = Watcher(cluster.bootstrap, topic)
+    answer: list[Any] = []
+    sender: threading.Thread | None = None
+    try:
+        produce_acked(cluster.bootstrap, topic, [f"pre-{i}".encode() for i in range(300)])
+        cluster.wait_isr(topic, 3)
+        cluster.pause(old)
+        # an acks=1 produce waits in the paused leader's socket: when it resumes it still
+        # believes it leads and appends it above the high watermark nobody else will reach
+        divergent = [f"divergent-{i}".encode() for i in range(50)]
+        sender = threading.Thread(target=lambda: answer.append(
+            produce_raw(cluster.node(old).bootstrap, topic, divergent, 1, 300)), daemon=True)
+        sender.start()
+        moved = wait_until(lambda: (lambda p: p if p["leader"] not in (old, -1) else None)(
+            cluster.partitions(topic)[0]), f"a new leader of {topic}-0 while {old} is paused",
+            60, cluster)
+        assert old not in moved["isr"]
+        others = cluster.bootstrap_of([n for n in sorted(cluster.nodes) if n != old])
+        produce_acked(others, topic, [f"post-{i}".encode() for i in range(300)])
+        cluster.resume(old)
+        sender.join(300)
+        assert answer, "the paused leader never answered the acks=1 produce"
+        cluster.wait_isr(topic, 3, 120)
+        new_leader = cluster.partitions(topic)[0]["leader"]
+
+        def identical() -> bool:
+            logs = {n: log_values(cluster.node(n).data_dir, topic) for n in cluster.nodes}
+            return all(v == logs[new_leader] for v in logs.values())
+
+        wait_until(identical, f"{topic}-0 byte-identical on the 3 replicas", 120, cluster)
+        assert log_values(cluster.node(old).data_dir, topic)[-1][1] == 599  # 300 + 300
+        wait_until(lambda: len(watcher.seen) >= 600, "the watcher read all 600 records",
+                   120, cluster)
+    finally:
+        watcher.close()
+        if sender is not None and cluster.node(old).paused:
+            cluster.resume(old)
+    # the old leader appended the divergent batch (acks=1 succeeded) above the high watermark
+    result = answer[0]
+    assert ErrorCode(int(result.error_code)) == ErrorCode.none, result
+    assert int(result.base_offset) == 300  # right above the last acks=all record it had
+    assert not [v for v in watcher.seen if v.startswith(b"divergent")]
+    assert sorted(watcher.seen) == sorted(
+        [f"pre-{i}".encode() for i in range(300)] + [f"post-{i}".encode() for i in range(300)])
+    text = cluster.node(old).log(10**7)
+    assert re.search(rf"truncating {topic}-0 from log end \d+ to offset 300\b", text), text[-3000:]
