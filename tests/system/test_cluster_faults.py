@@ -29,6 +29,7 @@ from typing import Any
 
 import pytest
 from confluent_kafka import Consumer, Producer
+from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource
 
 from odradek.broker.admin_calls import call
 from odradek.protocol.errors import ErrorCode
@@ -290,3 +291,95 @@ def test_divergent_tail_is_truncated(cluster: Cluster) -> None:
         [f"pre-{i}".encode() for i in range(300)] + [f"post-{i}".encode() for i in range(300)])
     text = cluster.node(old).log(10**7)
     assert re.search(rf"truncating {topic}-0 from log end \d+ to offset 300\b", text), text[-3000:]
+
+
+def fetch_raw(bootstrap: str, tid: uuid.UUID) -> Any:
+    """A consumer's Fetch v15 of partition 0 from offset 0 at exactly this broker."""
+    resp = call(bootstrap, 1, 15, {
+        "replica_state": {"replica_id": -1, "replica_epoch": -1}, "max_wait": 0,
+        "min_bytes": 1, "max_bytes": 1 << 20, "isolation_level": 0, "session_id": 0,
+        "session_epoch": -1, "topics": [{"topic_id": tid, "partitions": [{
+            "partition": 0, "current_leader_epoch": -1, "fetch_offset": 0,
+            "last_fetched_epoch": -1, "log_start_offset": -1,
+            "partition_max_bytes": 1 << 20}]}], "forgotten_topics_data": [], "rack_id": ""})
+    return resp.responses[0].partitions[0]
+
+
+@pytest.mark.timeout(500)
+def test_unclean_election_off_then_on(cluster: Cluster) -> None:
+    topic = "faults-unclean"
+    first, second = followers_of_quorum(cluster)[:2]  # the active controller stays up
+    create(cluster, topic, [first, second], **{"min.insync.replicas": "1",
+                                              "unclean.leader.election.enable": "false"})
+    tid = topic_id(cluster, topic)
+    produce_acked(cluster.bootstrap, topic, [f"kept-{i}".encode() for i in range(100)])
+    cluster.wait_isr(topic, 2)
+    try:
+        # `second` dies; `first` alone takes acks=all writes `second` never gets
+        cluster.kill9(second)
+        wait_until(lambda: cluster.partitions(topic)[0]["isr"] == [first],
+                   f"{topic}-0 with the ISR [{first}]", 60, cluster)
+        produce_acked(cluster.bootstrap_of(), topic, [f"lost-{i}".encode() for i in range(100)])
+        # then `first` dies and `second` comes back: the only live replica is out of sync
+        # (the quorum is lost between the two and comes back with `second`)
+        cluster.kill9(first)
+        cluster.restart(second)
+        cluster.wait_ready(120)  # `second` is unfenced: its unfencing election has run
+        part = wait_until(lambda: (lambda p: p if p["leader"] == -1 else None)(
+            partition_seen_by(cluster, second, topic)), f"{topic}-0 offline", 60, cluster)
+        assert part["isr"] == [first]
+        offline = cluster.partitions(topic)[0]
+        assert offline["leader"] == -1
+        assert ErrorCode(offline["error"]) == ErrorCode.leader_not_available
+        refused = produce_raw(cluster.node(second).bootstrap, topic, [b"nope"], -1)
+        assert ErrorCode(int(refused.error_code)) == ErrorCode.not_leader_or_follower
+        # a v11+ consumer fetch may be served by a follower (KIP-392), but only below its
+        # high watermark: never the records `second` does not have
+        served = fetch_raw(cluster.node(second).bootstrap, tid)
+        assert ErrorCode(int(served.error_code)) in (ErrorCode.none,
+                                                     ErrorCode.not_leader_or_follower)
+        assert int(served.high_watermark) <= 100
+
+        # a user turns unclean election on for the topic
+        admin = AdminClient({"bootstrap.servers": cluster.bootstrap_of()})
+        resource = ConfigResource("TOPIC", topic, incremental_configs=[ConfigEntry(
+            "unclean.leader.election.enable", "true",
+            incremental_operation=AlterConfigOpType.SET)])
+        admin.incremental_alter_configs([resource])[resource].result(60)
+        back = wait_until(lambda: (lambda p: p if p["leader"] == second else None)(
+            cluster.partitions(topic)[0]), f"{topic}-0 led by {second} again", 60, cluster)
+        assert back["isr"] == [second]
+        logs = "\n".join(cluster.node(n).log(10**7) for n in cluster.nodes)
+        assert re.search(rf"unclean leader election for {topic}-0: broker {second} leads",
+                         logs), logs[-4000:]
+        described = odradek("topic", "describe", topic, bootstrap=cluster.bootstrap_of())
+        assert described.returncode == 0, described.stderr
+        assert re.search(rf"Partition: 0\tLeader: {second}\t", described.stdout), \
+            described.stdout
+        # the data loss: what only `first` had is gone, what both had is served
+        consumer = Consumer({"bootstrap.servers": cluster.bootstrap_of(), "group.id": "g-unc",
+                             "auto.offset.reset": "earliest", "enable.auto.commit": False})
+        consumer.subscribe([topic])
+        seen: list[bytes] = []
+
+        def got_kept() -> bool:
+            seen.extend(m.value() for m in consumer.consume(500, 1.0) if m.error() is None)
+            return len(seen) >= 100
+
+        try:
+            wait_until(got_kept, "the 100 records both replicas had", 120, cluster)
+        finally:
+            consumer.close()
+        assert sorted(seen) == sorted(f"kept-{i}".encode() for i in range(100))
+    finally:
+        for node in (first, second):
+            if not cluster.node(node).alive():
+                cluster.restart(node)
+    restore(cluster, topic, 2)
+
+    def same() -> bool:
+        a, b = (log_values(cluster.node(n).data_dir, topic) for n in (first, second))
+        return bool(a) and a == b
+
+    # the returning replica gave up the records the unclean election lost
+    wait_until(same, f"{topic}-0 byte-identical on {first} and {second}", 120, cluster)
