@@ -14,6 +14,7 @@ costs one attribute test more than it did.
 
 from __future__ import annotations
 
+import logging
 import uuid
 from collections import deque
 from collections.abc import Callable
@@ -21,6 +22,8 @@ from typing import Any
 
 from odradek.protocol.errors import ErrorCode, KafkaError
 from odradek.protocol.records import validate_batches
+
+log = logging.getLogger(__name__)
 
 # A watcher is told (partition, bytes) when what a consumer may read grew: after an append on
 # a solo partition, after a high-watermark advance on a replicated one (and after a role change,
@@ -447,6 +450,11 @@ class Partition:
 
     def truncate_to(self, offset: int) -> None:
         """Cut the log at `offset` (a divergent tail); the HW follows it down if above."""
+        end = self.log.log_end_offset
+        if offset < end:
+            # records are dropped: say so, as Kafka does, so an operator can see the divergence
+            log.info("truncating %s-%d from log end %d to offset %d (leader epoch %d)",
+                     self.topic, self.index, end, offset, self.leader_epoch)
         self.log.truncate_to(offset)
         leo = self.log.log_end_offset
         if self.high_watermark > leo:
