@@ -124,6 +124,12 @@ class Bench:
         return {n.node_id: psutil.Process(n.proc.pid) for n in self.local.nodes.values()
                 if n.proc is not None and n.alive()}
 
+    def topic_bytes(self, topic: str) -> dict[int, int]:
+        """Bytes in each node's log segments of `topic`: shows the followers hold the data."""
+        return {n.node_id: sum(f.stat().st_size for d in n.data_dir.glob(f"{topic}-*")
+                               for f in d.glob("*.log"))
+                for n in self.local.nodes.values()}
+
     def cpu(self) -> dict[int, float]:
         out = {}
         for nid, p in self.procs().items():
@@ -176,6 +182,8 @@ def produce_phase(bench: Bench, args: argparse.Namespace, lines: list[str]) -> N
                 f"({res.records} acked, {res.errors} errors, {res.seconds:.1f} s); node CPU "
                 f"{sum(per_node.values()) / gb:.0f} s/GB (per node s: "
                 + ", ".join(f"{n}={c:.1f}" for n, c in sorted(per_node.items()))
+                + "; MB in each node's log: "
+                + ", ".join(f"{n}={b / 1e6:.0f}" for n, b in sorted(bench.topic_bytes(topic).items()))
                 + f"); {load()}")
         print(line, flush=True)
         lines.append(line)
@@ -195,12 +203,15 @@ def e2e_phase(bench: Bench, args: argparse.Namespace, lines: list[str]) -> None:
     lines.append(line)
 
 
-def failover_once(bench: Bench, topic: str) -> tuple[float, int, int]:
+def failover_once(bench: Bench, topic: str) -> tuple[float, int, int, bool]:
     """Kill -9 partition 0's leader; seconds from the kill to the first acknowledged produce
     on partition 0 (a producer sending one record at a time, acks=all)."""
     from confluent_kafka import Producer
 
     leader = bench.partitions(topic)[0]["leader"]
+    # combined nodes: when the killed leader also leads the KRaft quorum, the new quorum leader
+    # first has to be elected, and it then gives every broker a fresh session
+    was_quorum_leader = cluster_state(bench.local.bootstrap, 5.0)["quorum"].get("leader_id") == leader
     producer = Producer({"bootstrap.servers": bench.local.bootstrap, "acks": "all",
                          "linger.ms": 0, "retry.backoff.ms": 20, "retry.backoff.max.ms": 100,
                          "topic.metadata.refresh.interval.ms": 60000,
@@ -231,7 +242,7 @@ def failover_once(bench: Bench, topic: str) -> tuple[float, int, int]:
     producer.flush(5)
     new_leader = bench.partitions(topic, bench.local.bootstrap_without(leader))[0]["leader"]
     node.start()
-    return (acked[0] - t_kill if acked else float("nan")), leader, new_leader
+    return (acked[0] - t_kill if acked else float("nan")), leader, new_leader, was_quorum_leader
 
 
 def failover_phase(root: Path, args: argparse.Namespace, lines: list[str]) -> None:
@@ -241,10 +252,11 @@ def failover_phase(root: Path, args: argparse.Namespace, lines: list[str]) -> No
             topic = f"{TOPIC}-failover"
             bench.create_topic(topic)
             for i in range(args.failover_rounds):
-                secs, old, new = failover_once(bench, topic)
+                secs, old, new, quorum = failover_once(bench, topic)
                 line = (f"failover broker.session.timeout.ms={session_ms}: {secs:.2f} s from "
                         f"kill -9 of leader {old} to the first acked produce on partition 0 "
-                        f"(new leader {new}; {secs - session_ms / 1000:+.2f} s beyond the "
+                        f"(new leader {new}; the killed node "
+                        f"{'was' if quorum else 'was not'} the KRaft quorum leader; {secs - session_ms / 1000:+.2f} s beyond the "
                         f"session timeout); {load()}")
                 print(line, flush=True)
                 lines.append(line)
