@@ -142,11 +142,13 @@ class Bench:
 def profiled(bench: Bench, out_dir: Path | None, label: str) -> Iterator[None]:
     """py-spy record of every node for the duration (the bounds of a run)."""
     spies: list[subprocess.Popen[bytes]] = []
-    if out_dir is not None and shutil.which("py-spy"):
+    spy = shutil.which("py-spy", path=f"{Path(sys.executable).parent}{os.pathsep}"
+                                      f"{os.environ.get('PATH', '')}")
+    if out_dir is not None and spy:
         out_dir.mkdir(parents=True, exist_ok=True)
         for nid, p in bench.procs().items():
             spies.append(subprocess.Popen(
-                ["py-spy", "record", "--pid", str(p.pid), "--rate", "50", "--format", "raw",
+                [spy, "record", "--pid", str(p.pid), "--rate", "50", "--format", "raw",
                  "--output", str(out_dir / f"{label}-node{nid}.txt"), "--nonblocking"],
                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
     try:
@@ -282,6 +284,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--profile", type=Path, default=None,
                         help="py-spy raw profiles of the nodes during produce, in this dir")
     parser.add_argument("--write", type=Path, default=None, help="Append the lines here.")
+    parser.add_argument("--root", type=Path, default=None,
+                        help="Keep the clusters' directories (node logs) here, not in a temp dir")
     parser.add_argument("--quick", action="store_true", help="200k records, 2 s e2e")
     args = parser.parse_args(argv)
     if args.quick:
@@ -291,7 +295,7 @@ def main(argv: list[str] | None = None) -> int:
                         f"acks=all; {load()}"]
     print(lines[0], flush=True)
     with tempfile.TemporaryDirectory(prefix="odradek-cluster-perf-") as tmp:
-        root = Path(tmp)
+        root = args.root or Path(tmp)
         if phases & {"produce", "e2e"}:
             bench = Bench(root / "throughput", 9000).start()
             try:
