@@ -29,6 +29,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -72,6 +73,7 @@ def wait(cond: Any, what: str, timeout: float = 90.0, every: float = 0.1) -> Any
 class Bench:
     def __init__(self, root: Path, session_ms: int) -> None:
         self.session_ms = session_ms
+        self.metadata_s = float("nan")  # the last failover: kill to Metadata naming the new leader
         self.local = LocalCluster.plan(root, 3, settings={
             **BASE_SETTINGS, "broker.session.timeout.ms": str(session_ms)})
 
@@ -205,7 +207,8 @@ def e2e_phase(bench: Bench, args: argparse.Namespace, lines: list[str]) -> None:
     lines.append(line)
 
 
-def failover_once(bench: Bench, topic: str) -> tuple[float, int, int, bool]:
+def failover_once(bench: Bench, topic: str,
+                  extra: dict[str, str]) -> tuple[float, int, int, bool]:
     """Kill -9 partition 0's leader; seconds from the kill to the first acknowledged produce
     on partition 0 (a producer sending one record at a time, acks=all)."""
     from confluent_kafka import Producer
@@ -217,7 +220,7 @@ def failover_once(bench: Bench, topic: str) -> tuple[float, int, int, bool]:
     producer = Producer({"bootstrap.servers": bench.local.bootstrap, "acks": "all",
                          "linger.ms": 0, "retry.backoff.ms": 20, "retry.backoff.max.ms": 100,
                          "topic.metadata.refresh.interval.ms": 60000,
-                         "message.timeout.ms": 60000, "socket.timeout.ms": 1000})
+                         "message.timeout.ms": 60000, "socket.timeout.ms": 1000, **extra})
     acked: list[float] = []
     failed: list[str] = []
 
@@ -232,8 +235,20 @@ def failover_once(bench: Bench, topic: str) -> tuple[float, int, int, bool]:
     assert acked, f"no ack before the kill: {failed}"
     acked.clear()
     node = bench.local.nodes[leader]
+    seen: list[float] = []
+    others = bench.local.bootstrap_without(leader)
+
+    def watch() -> None:  # when a surviving broker's Metadata first names the new leader
+        while not seen and time.monotonic() < t_kill + 120:
+            with contextlib.suppress(Exception):
+                if bench.partitions(topic, others)[0]["leader"] not in (leader, -1):
+                    seen.append(time.monotonic())
+            time.sleep(0.02)
+
     t_kill = time.monotonic()
     node.kill9()
+    watcher = threading.Thread(target=watch, daemon=True)
+    watcher.start()
     # keep one record in flight at a time: the first ack after the kill ends the measurement
     deadline = t_kill + 120
     while not acked and time.monotonic() < deadline:
@@ -242,23 +257,28 @@ def failover_once(bench: Bench, topic: str) -> tuple[float, int, int, bool]:
             producer.poll(0.005)
         failed.clear()
     producer.flush(5)
+    watcher.join(10)
+    bench.metadata_s = (seen[0] - t_kill) if seen else float("nan")
     new_leader = bench.partitions(topic, bench.local.bootstrap_without(leader))[0]["leader"]
     node.start()
     return (acked[0] - t_kill if acked else float("nan")), leader, new_leader, was_quorum_leader
 
 
 def failover_phase(root: Path, args: argparse.Namespace, lines: list[str]) -> None:
+    extra = dict(kv.split("=", 1) for kv in args.failover_x)
     for session_ms in [int(s) for s in args.session_timeouts.split(",")]:
         bench = Bench(root / f"failover-{session_ms}", session_ms).start()
         try:
             topic = f"{TOPIC}-failover"
             bench.create_topic(topic)
             for i in range(args.failover_rounds):
-                secs, old, new, quorum = failover_once(bench, topic)
-                line = (f"failover broker.session.timeout.ms={session_ms}: {secs:.2f} s from "
+                secs, old, new, quorum = failover_once(bench, topic, extra)
+                line = (f"failover broker.session.timeout.ms={session_ms}"
+                        f"{' producer ' + str(extra) if extra else ''}: {secs:.2f} s from "
                         f"kill -9 of leader {old} to the first acked produce on partition 0 "
                         f"(new leader {new}; the killed node "
-                        f"{'was' if quorum else 'was not'} the KRaft quorum leader; {secs - session_ms / 1000:+.2f} s beyond the "
+                        f"{'was' if quorum else 'was not'} the KRaft quorum leader; Metadata "
+                        f"named it after {bench.metadata_s:.2f} s; {secs - session_ms / 1000:+.2f} s beyond the "
                         f"session timeout); {load()}")
                 print(line, flush=True)
                 lines.append(line)
@@ -281,6 +301,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--e2e-seconds", type=float, default=5.0)
     parser.add_argument("--session-timeouts", default="9000,3000")
     parser.add_argument("--failover-rounds", type=int, default=1)
+    parser.add_argument("--failover-x", action="append", default=[], metavar="KEY=VALUE",
+                        help="A librdkafka setting of the failover producer (repeatable)")
     parser.add_argument("--profile", type=Path, default=None,
                         help="py-spy raw profiles of the nodes during produce, in this dir")
     parser.add_argument("--write", type=Path, default=None, help="Append the lines here.")
