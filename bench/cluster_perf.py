@@ -107,9 +107,16 @@ class Bench:
                                             config={"min.insync.replicas": "2"})],
                                   operation_timeout=30, request_timeout=30)
         fut[topic].result(30)
-        wait(lambda: all(len(p["isr"]) == 3 and p["leader"] >= 0
-                         for p in self.partitions(topic).values())
-             and len(self.partitions(topic)) == PARTITIONS, f"{topic} fully replicated")
+
+        def everywhere() -> bool:  # every broker's Metadata, not just the first one asked
+            for node in self.local.brokers:
+                parts = self.partitions(topic, node.bootstrap)
+                if len(parts) != PARTITIONS or not all(
+                        len(p["isr"]) == 3 and p["leader"] >= 0 for p in parts.values()):
+                    return False
+            return True
+
+        wait(everywhere, f"{topic} fully replicated on every broker")
 
     def partitions(self, topic: str, bootstrap: str | None = None) -> dict[int, dict[str, Any]]:
         response = call(bootstrap or self.local.bootstrap, 3, 12, {
