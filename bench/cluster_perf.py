@@ -71,11 +71,12 @@ def wait(cond: Any, what: str, timeout: float = 90.0, every: float = 0.1) -> Any
 
 
 class Bench:
-    def __init__(self, root: Path, session_ms: int) -> None:
+    def __init__(self, root: Path, session_ms: int,
+                 node_set: dict[str, str] | None = None) -> None:
         self.session_ms = session_ms
         self.metadata_s = float("nan")  # the last failover: kill to Metadata naming the new leader
         self.local = LocalCluster.plan(root, 3, settings={
-            **BASE_SETTINGS, "broker.session.timeout.ms": str(session_ms)})
+            **BASE_SETTINGS, "broker.session.timeout.ms": str(session_ms), **(node_set or {})})
 
     def start(self) -> Bench:
         self.local.start()
@@ -274,7 +275,7 @@ def failover_once(bench: Bench, topic: str,
 def failover_phase(root: Path, args: argparse.Namespace, lines: list[str]) -> None:
     extra = dict(kv.split("=", 1) for kv in args.failover_x)
     for session_ms in [int(s) for s in args.session_timeouts.split(",")]:
-        bench = Bench(root / f"failover-{session_ms}", session_ms).start()
+        bench = Bench(root / f"failover-{session_ms}", session_ms, args.node_set_dict).start()
         try:
             topic = f"{TOPIC}-failover"
             bench.create_topic(topic)
@@ -310,6 +311,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--failover-rounds", type=int, default=1)
     parser.add_argument("--failover-x", action="append", default=[], metavar="KEY=VALUE",
                         help="A librdkafka setting of the failover producer (repeatable)")
+    parser.add_argument("--node-set", action="append", default=[], metavar="KEY=VALUE",
+                        help="A node setting for every node (repeatable)")
     parser.add_argument("--profile", type=Path, default=None,
                         help="py-spy raw profiles of the nodes during produce, in this dir")
     parser.add_argument("--write", type=Path, default=None, help="Append the lines here.")
@@ -319,14 +322,15 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.quick:
         args.records, args.e2e_seconds = 200_000, 2.0
+    args.node_set_dict = dict(kv.split("=", 1) for kv in args.node_set)
     phases = set(args.phases.split(","))
     lines: list[str] = [f"# cluster phase: 3 nodes, RF=3, {PARTITIONS} partitions, 100 B, "
-                        f"acks=all; {load()}"]
+                        f"acks=all; node settings {args.node_set_dict}; {load()}"]
     print(lines[0], flush=True)
     with tempfile.TemporaryDirectory(prefix="odradek-cluster-perf-") as tmp:
         root = args.root or Path(tmp)
         if phases & {"produce", "e2e"}:
-            bench = Bench(root / "throughput", 9000).start()
+            bench = Bench(root / "throughput", 9000, args.node_set_dict).start()
             try:
                 if "produce" in phases:
                     produce_phase(bench, args, lines)
