@@ -65,6 +65,7 @@ bench/c/rdkafka_consume: bench/c/rdkafka_consume.c
 # The side-by-side comparison with the peers (installs and starts them itself).
 bench: setup-bench bench-tools
 	$(BIN)/python -m bench.compare
+	$(BIN)/python -m bench.cluster_perf
 
 # One node alone: the issue-2 producer and consumer perf run.
 bench-node: setup-test

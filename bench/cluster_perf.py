@@ -1,0 +1,350 @@
+"""Issue 14's cluster phase: 3 real nodes on this machine, RF=3, acks=all.
+
+    python -m bench.cluster_perf [--records 1000000] [--phases produce,e2e,failover]
+
+Starts a 3-node cluster (combined broker+controller nodes, `odradek cluster up`'s machinery:
+odradek.broker.local_cluster) in a temp dir, creates a topic with 6 partitions and replication
+factor 3 (min.insync.replicas=2), and measures with 100 B records and acks=all:
+
+- produce: records/s of confluent-kafka (odradek.perf, the producer the other phases use) and
+  of the columnar producer, with the CPU seconds of the three nodes summed (leader and
+  followers) per GB produced;
+- e2e: end-to-end p50/p99 at 50k records/s (confluent-kafka producer and consumer);
+- failover: kill -9 of partition 0's leader while a producer sends to partition 0 one record
+  at a time; the time from the kill to the first acknowledged produce on it, for each
+  broker.session.timeout.ms in `--session-timeouts` (default 9000, Kafka's, and 3000). A fresh
+  cluster per session timeout.
+
+The load average is printed beside each figure (the machine is shared). `--profile DIR`
+records py-spy of the nodes during the produce runs (what bounds them); `--write FILE` appends
+the figures as markdown.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import psutil
+
+from odradek.broker.admin_calls import call, cluster_state
+from odradek.broker.local_cluster import LocalCluster
+
+TOPIC = "cperf"
+PARTITIONS = 6
+BASE_SETTINGS = {
+    "broker.heartbeat.interval.ms": "500",
+    "replica.lag.time.max.ms": "30000",
+    "offsets.topic.num.partitions": "3",
+    "transaction.state.log.num.partitions": "3",
+    "group.initial.rebalance.delay.ms": "0",
+    "log.level": "WARN",
+}
+
+
+def load() -> str:
+    return "load {:.2f} {:.2f} {:.2f}".format(*os.getloadavg())
+
+
+def wait(cond: Any, what: str, timeout: float = 90.0, every: float = 0.1) -> Any:
+    deadline = time.monotonic() + timeout
+    last: BaseException | None = None
+    while time.monotonic() < deadline:
+        try:
+            value = cond()
+        except Exception as exc:  # nodes starting, leaders moving
+            last, value = exc, None
+        if value:
+            return value
+        time.sleep(every)
+    raise RuntimeError(f"gave up waiting for {what} ({last})")
+
+
+class Bench:
+    def __init__(self, root: Path, session_ms: int,
+                 node_set: dict[str, str] | None = None) -> None:
+        self.session_ms = session_ms
+        self.metadata_s = float("nan")  # the last failover: kill to Metadata naming the new leader
+        self.local = LocalCluster.plan(root, 3, settings={
+            **BASE_SETTINGS, "broker.session.timeout.ms": str(session_ms), **(node_set or {})})
+
+    def start(self) -> Bench:
+        self.local.start()
+
+        def ready() -> bool:
+            if self.local.dead():
+                raise SystemExit(f"nodes exited: {[n.node_id for n in self.local.dead()]}")
+            state = cluster_state(self.local.bootstrap, 5.0)
+            unfenced = {b["id"] for b in state["brokers"] if not b["fenced"]}
+            return state["quorum"].get("leader_id", -1) >= 0 and unfenced >= {1, 2, 3}
+
+        try:
+            wait(ready, "3 unfenced brokers")
+        except BaseException:
+            for n in self.local.nodes.values():
+                print(f"--- node {n.node_id} log\n{n.log(3000)}", file=sys.stderr)
+            self.local.kill_all()
+            raise
+        return self
+
+    def stop(self) -> None:
+        self.local.stop(30.0)
+
+    def create_topic(self, topic: str) -> None:
+        from confluent_kafka.admin import AdminClient, NewTopic
+
+        admin = AdminClient({"bootstrap.servers": self.local.bootstrap})
+        fut = admin.create_topics([NewTopic(topic, PARTITIONS, 3,
+                                            config={"min.insync.replicas": "2"})],
+                                  operation_timeout=30, request_timeout=30)
+        fut[topic].result(30)
+
+        def everywhere() -> bool:  # every broker's Metadata, not just the first one asked
+            for node in self.local.brokers:
+                parts = self.partitions(topic, node.bootstrap)
+                if len(parts) != PARTITIONS or not all(
+                        len(p["isr"]) == 3 and p["leader"] >= 0 for p in parts.values()):
+                    return False
+            return True
+
+        wait(everywhere, f"{topic} fully replicated on every broker")
+
+    def partitions(self, topic: str, bootstrap: str | None = None) -> dict[int, dict[str, Any]]:
+        response = call(bootstrap or self.local.bootstrap, 3, 12, {
+            "topics": [{"name": topic, "topic_id": None}], "allow_auto_topic_creation": False,
+            "include_topic_authorized_operations": False}, 5.0)
+        out: dict[int, dict[str, Any]] = {}
+        for t in response.topics:
+            for p in t.partitions:
+                out[int(p.partition_index)] = {"leader": int(p.leader_id),
+                                               "isr": [int(r) for r in p.isr_nodes]}
+        return out
+
+    def procs(self) -> dict[int, psutil.Process]:
+        return {n.node_id: psutil.Process(n.proc.pid) for n in self.local.nodes.values()
+                if n.proc is not None and n.alive()}
+
+    def topic_bytes(self, topic: str) -> dict[int, int]:
+        """Bytes in each node's log segments of `topic`: shows the followers hold the data."""
+        return {n.node_id: sum(f.stat().st_size for d in n.data_dir.glob(f"{topic}-*")
+                               for f in d.glob("*.log"))
+                for n in self.local.nodes.values()}
+
+    def cpu(self) -> dict[int, float]:
+        out = {}
+        for nid, p in self.procs().items():
+            t = p.cpu_times()
+            out[nid] = t.user + t.system
+        return out
+
+
+@contextlib.contextmanager
+def profiled(bench: Bench, out_dir: Path | None, label: str) -> Iterator[None]:
+    """py-spy record of every node for the duration (the bounds of a run)."""
+    spies: list[subprocess.Popen[bytes]] = []
+    spy = shutil.which("py-spy", path=f"{Path(sys.executable).parent}{os.pathsep}"
+                                      f"{os.environ.get('PATH', '')}")
+    if out_dir is not None and spy:
+        out_dir.mkdir(parents=True, exist_ok=True)
+        for nid, p in bench.procs().items():
+            spies.append(subprocess.Popen(
+                [spy, "record", "--pid", str(p.pid), "--rate", "50", "--format", "raw",
+                 "--output", str(out_dir / f"{label}-node{nid}.txt"), "--nonblocking"],
+                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
+    try:
+        yield
+    finally:
+        for s in spies:
+            s.send_signal(2)
+        for s in spies:
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                s.wait(20)
+
+
+def produce_phase(bench: Bench, args: argparse.Namespace, lines: list[str]) -> None:
+    from odradek.perf.runs import run_producer, run_producer_columnar
+
+    for client in args.clients.split(","):
+        topic = f"{TOPIC}-{client}"
+        bench.create_topic(topic)
+        before = bench.cpu()
+        with profiled(bench, args.profile, f"produce-{client}"):
+            if client == "confluent":
+                res = run_producer(bench.local.bootstrap, topic, args.records, 100, "all",
+                                   None, out=None, max_seconds=args.max_seconds,
+                                   processes=args.processes)
+            else:
+                res = run_producer_columnar(bench.local.bootstrap, topic, args.records, 100,
+                                            "all", None, out=None,
+                                            max_seconds=args.max_seconds)
+        after = bench.cpu()
+        per_node = {n: after[n] - before.get(n, 0.0) for n in after}
+        gb = max(res.bytes / 1e9, 1e-12)
+        line = (f"produce {client:9s} acks=all RF=3: {res.records_per_sec:,.0f} records/s "
+                f"({res.records} acked, {res.errors} errors, {res.seconds:.1f} s); node CPU "
+                f"{sum(per_node.values()) / gb:.0f} s/GB (per node s: "
+                + ", ".join(f"{n}={c:.1f}" for n, c in sorted(per_node.items()))
+                + "; MB in each node's log: "
+                + ", ".join(f"{n}={b / 1e6:.0f}" for n, b in sorted(bench.topic_bytes(topic).items()))
+                + f"); {load()}")
+        print(line, flush=True)
+        lines.append(line)
+
+
+def e2e_phase(bench: Bench, args: argparse.Namespace, lines: list[str]) -> None:
+    from odradek.perf.confluent import run_e2e
+
+    topic = f"{TOPIC}-e2e"
+    bench.create_topic(topic)
+    res = run_e2e(bench.local.bootstrap, topic, args.e2e_rate, args.e2e_seconds, 100, "all",
+                  out=None)
+    line = (f"e2e confluent acks=all RF=3 at {args.e2e_rate:,.0f}/s target: "
+            f"{res.records_per_sec:,.0f} records/s, p50 {res.pct(0.5):.1f} ms, "
+            f"p99 {res.pct(0.99):.1f} ms; {load()}")
+    print(line, flush=True)
+    lines.append(line)
+
+
+def failover_once(bench: Bench, topic: str,
+                  extra: dict[str, str]) -> tuple[float, int, int, bool]:
+    """Kill -9 partition 0's leader; seconds from the kill to the first acknowledged produce
+    on partition 0 (a producer sending one record at a time, acks=all)."""
+    from confluent_kafka import Producer
+
+    leader = bench.partitions(topic)[0]["leader"]
+    # combined nodes: when the killed leader also leads the KRaft quorum, the new quorum leader
+    # first has to be elected, and it then gives every broker a fresh session
+    was_quorum_leader = cluster_state(bench.local.bootstrap, 5.0)["quorum"].get("leader_id") == leader
+    producer = Producer({"bootstrap.servers": bench.local.bootstrap, "acks": "all",
+                         "linger.ms": 0, "retry.backoff.ms": 20, "retry.backoff.max.ms": 100,
+                         "topic.metadata.refresh.interval.ms": 60000,
+                         "message.timeout.ms": 60000, "socket.timeout.ms": 1000, **extra})
+    acked: list[float] = []
+    failed: list[str] = []
+
+    def report(err: Any, msg: Any) -> None:
+        if err is None:
+            acked.append(time.monotonic())
+        else:
+            failed.append(str(err))
+
+    producer.produce(topic, b"x" * 100, partition=0, on_delivery=report)
+    producer.flush(10)
+    assert acked, f"no ack before the kill: {failed}"
+    acked.clear()
+    node = bench.local.nodes[leader]
+    seen: list[float] = []
+    others = bench.local.bootstrap_without(leader)
+
+    def watch() -> None:  # when a surviving broker's Metadata first names the new leader
+        while not seen and time.monotonic() < t_kill + 120:
+            with contextlib.suppress(Exception):
+                if bench.partitions(topic, others)[0]["leader"] not in (leader, -1):
+                    seen.append(time.monotonic())
+            time.sleep(0.02)
+
+    t_kill = time.monotonic()
+    node.kill9()
+    watcher = threading.Thread(target=watch, daemon=True)
+    watcher.start()
+    # keep one record in flight at a time: the first ack after the kill ends the measurement
+    deadline = t_kill + 120
+    while not acked and time.monotonic() < deadline:
+        producer.produce(topic, b"y" * 100, partition=0, on_delivery=report)
+        while not acked and not failed and time.monotonic() < deadline:
+            producer.poll(0.005)
+        failed.clear()
+    producer.flush(5)
+    watcher.join(10)
+    bench.metadata_s = (seen[0] - t_kill) if seen else float("nan")
+    new_leader = bench.partitions(topic, bench.local.bootstrap_without(leader))[0]["leader"]
+    node.start()
+    return (acked[0] - t_kill if acked else float("nan")), leader, new_leader, was_quorum_leader
+
+
+def failover_phase(root: Path, args: argparse.Namespace, lines: list[str]) -> None:
+    extra = dict(kv.split("=", 1) for kv in args.failover_x)
+    for session_ms in [int(s) for s in args.session_timeouts.split(",")]:
+        bench = Bench(root / f"failover-{session_ms}", session_ms, args.node_set_dict).start()
+        try:
+            topic = f"{TOPIC}-failover"
+            bench.create_topic(topic)
+            for i in range(args.failover_rounds):
+                secs, old, new, quorum = failover_once(bench, topic, extra)
+                line = (f"failover broker.session.timeout.ms={session_ms}"
+                        f"{' producer ' + str(extra) if extra else ''}: {secs:.2f} s from "
+                        f"kill -9 of leader {old} to the first acked produce on partition 0 "
+                        f"(new leader {new}; the killed node "
+                        f"{'was' if quorum else 'was not'} the KRaft quorum leader; Metadata "
+                        f"named it after {bench.metadata_s:.2f} s; {secs - session_ms / 1000:+.2f} s beyond the "
+                        f"session timeout); {load()}")
+                print(line, flush=True)
+                lines.append(line)
+                if i + 1 < args.failover_rounds:
+                    wait(lambda b=bench, t=topic: len(b.partitions(t)[0]["isr"]) == 3,
+                         "ISR back to 3", 120)
+        finally:
+            bench.stop()
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--records", type=int, default=1_000_000)
+    parser.add_argument("--max-seconds", type=float, default=30.0)
+    parser.add_argument("--processes", type=int, default=1,
+                        help="confluent-kafka producer processes")
+    parser.add_argument("--clients", default="confluent,columnar")
+    parser.add_argument("--phases", default="produce,e2e,failover")
+    parser.add_argument("--e2e-rate", type=float, default=50_000)
+    parser.add_argument("--e2e-seconds", type=float, default=5.0)
+    parser.add_argument("--session-timeouts", default="9000,3000")
+    parser.add_argument("--failover-rounds", type=int, default=1)
+    parser.add_argument("--failover-x", action="append", default=[], metavar="KEY=VALUE",
+                        help="A librdkafka setting of the failover producer (repeatable)")
+    parser.add_argument("--node-set", action="append", default=[], metavar="KEY=VALUE",
+                        help="A node setting for every node (repeatable)")
+    parser.add_argument("--profile", type=Path, default=None,
+                        help="py-spy raw profiles of the nodes during produce, in this dir")
+    parser.add_argument("--write", type=Path, default=None, help="Append the lines here.")
+    parser.add_argument("--root", type=Path, default=None,
+                        help="Keep the clusters' directories (node logs) here, not in a temp dir")
+    parser.add_argument("--quick", action="store_true", help="200k records, 2 s e2e")
+    args = parser.parse_args(argv)
+    if args.quick:
+        args.records, args.e2e_seconds = 200_000, 2.0
+    args.node_set_dict = dict(kv.split("=", 1) for kv in args.node_set)
+    phases = set(args.phases.split(","))
+    lines: list[str] = [f"# cluster phase: 3 nodes, RF=3, {PARTITIONS} partitions, 100 B, "
+                        f"acks=all; node settings {args.node_set_dict}; {load()}"]
+    print(lines[0], flush=True)
+    with tempfile.TemporaryDirectory(prefix="odradek-cluster-perf-") as tmp:
+        root = args.root or Path(tmp)
+        if phases & {"produce", "e2e"}:
+            bench = Bench(root / "throughput", 9000, args.node_set_dict).start()
+            try:
+                if "produce" in phases:
+                    produce_phase(bench, args, lines)
+                if "e2e" in phases:
+                    e2e_phase(bench, args, lines)
+            finally:
+                bench.stop()
+        if "failover" in phases:
+            failover_phase(root, args, lines)
+    if args.write is not None:
+        with args.write.open("a") as f:
+            f.write("\n".join(f"- {line}" for line in lines) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
