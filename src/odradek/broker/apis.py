@@ -8,6 +8,7 @@ answer, and the numbers live in one place.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import Callable
 from typing import Any
@@ -31,6 +32,7 @@ from odradek.broker.handlers import (
 )
 from odradek.broker.refusals import api_name, refused
 from odradek.broker.transport_signals import Disconnect
+from odradek.coordinator.runtime import WriteNotReplicated
 from odradek.protocol.apis import ApiKey, ApiVersionRange
 from odradek.protocol.errors import ProtocolError
 
@@ -105,6 +107,13 @@ CONTROLLER_HANDLERS: dict[ApiKey, Handler] = {
     ApiKey.DESCRIBE_CLUSTER: cluster.handle_describe_cluster,
 }
 
+# the APIs whose coordinator writes their answer waits for (CoordinatorRuntime.durably)
+COORDINATOR_WRITES = frozenset({
+    ApiKey.JOIN_GROUP, ApiKey.SYNC_GROUP, ApiKey.HEARTBEAT, ApiKey.LEAVE_GROUP,
+    ApiKey.OFFSET_COMMIT, ApiKey.DELETE_GROUPS, ApiKey.OFFSET_DELETE,
+    ApiKey.CONSUMER_GROUP_HEARTBEAT, ApiKey.INIT_PRODUCER_ID, ApiKey.ADD_PARTITIONS_TO_TXN,
+    ApiKey.ADD_OFFSETS_TO_TXN, ApiKey.END_TXN, ApiKey.TXN_OFFSET_COMMIT})
+
 # handlers that also want the client's address (the CLIENT-HOST of group members)
 WANTS_PEER = frozenset({groups.handle_join_group, groups.handle_consumer_group_heartbeat})
 
@@ -170,11 +179,32 @@ class Dispatcher:
         if self.forward and header.api_key in FORWARDED_APIS:
             return self.ctx.link.forward(header, frame)
         try:
-            if handler in WANTS_PEER:
-                return handler(self.ctx, header, frame, conn.peer)
-            return handler(self.ctx, header, frame)
+            coordinator = getattr(self.ctx, "group_coordinator", None)
+            if header.api_key in COORDINATOR_WRITES and coordinator is not None:
+                # issue 14: answered once the coordinator's writes are in the ISR (acks=all)
+                return _replicated(coordinator.runtime.durably(
+                    lambda: self._call(handler, header, frame, conn)))
+            return self._call(handler, header, frame, conn)
         except ProtocolError as exc:
             api = api_name(header.api_key, header.api_version)
             refused(header.client_id, api, "INVALID_REQUEST",
                     f"malformed request: {exc}; connection closed", conn.peer)
             raise Disconnect("") from None
+
+    def _call(self, handler: Handler, header: Any, frame: memoryview, conn: Any) -> Any:
+        if handler in WANTS_PEER:
+            return handler(self.ctx, header, frame, conn.peer)
+        return handler(self.ctx, header, frame)
+
+
+def _replicated(result: Any) -> Any:
+    if not asyncio.iscoroutine(result):
+        return result
+
+    async def answer() -> Any:
+        try:
+            return await result
+        except WriteNotReplicated as exc:  # never acknowledge what the ISR may not have
+            raise Disconnect(f"coordinator write not replicated: {exc}") from None
+
+    return answer()

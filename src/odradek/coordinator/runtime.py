@@ -22,6 +22,7 @@ memory, forgets one partition's state, and may act once a partition is loaded.
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import logging
 import time
 from collections.abc import Awaitable, Callable, Iterable, Iterator
@@ -38,6 +39,25 @@ E = ErrorCode
 REPLAY_CHUNK_BYTES = 4 * 1024 * 1024
 # a partition never led here: any leader epoch of a real election is newer
 NO_EPOCH = -1
+# how long a request's coordinator writes may wait for the ISR (Kafka's
+# offsets.commit.timeout.ms default); then the request fails instead of being acknowledged
+WRITE_TIMEOUT_MS = 5000
+
+# (partition, offset the HW must reach, leader epoch of the write) of the coordinator writes
+# made while one request is handled (`CoordinatorRuntime.durably`): its answer waits for them
+_WRITES: contextvars.ContextVar[list[tuple[Any, int, int]] | None] = contextvars.ContextVar(
+    "coordinator_writes", default=None)
+
+
+class WriteNotReplicated(Exception):
+    """A coordinator write of the request did not reach the ISR (leadership moved, or the
+    timeout passed): the request must not be acknowledged."""
+
+
+def _note_write(part: Any, last_offset: int) -> None:
+    writes = _WRITES.get()
+    if writes is not None and not part.solo:
+        writes.append((part, last_offset + 1, part.leader_epoch))
 
 
 class CoordinatorShard(Protocol):
@@ -320,7 +340,7 @@ class CoordinatorRuntime:
     # ------------------------------------------------------------------ records
 
     def replay(self, topic: str, partition: int) -> Iterator[tuple[BatchHeader, memoryview]]:
-        """Every committed batch of the partition from its log start to its high watermark,
+        """Every batch of the partition from its log start to its log end,
         control batches included (nothing when the partition is not hosted). Blocking."""
         part = self.rm.get(topic, partition)
         if part is None:
@@ -333,7 +353,12 @@ class CoordinatorRuntime:
         acks=all; the replica manager's AppendResult."""
         ts = int(time.time() * 1000) if timestamp is None else timestamp
         batch = build_batch([Record(-1, ts, k, v) for k, v in records])
-        return self.rm.append(topic, partition, memoryview(batch), -1, True)
+        result = self.rm.append(topic, partition, memoryview(batch), -1, True)
+        if result.error == E.none:
+            part = self.rm.get(topic, partition)
+            if part is not None:
+                _note_write(part, result.last_offset)
+        return result
 
     def append_transactional(self, topic: str, partition: int, batch: bytes) -> Any:
         """Append a transactional batch the coordinator built (its producer id and epoch
@@ -342,7 +367,66 @@ class CoordinatorRuntime:
         if part is None:
             return None
         view = memoryview(batch)
-        return part.append(view, BatchHeader.parse(view), None)
+        info = part.append(view, BatchHeader.parse(view), None)
+        _note_write(part, info.last_offset)
+        return info
+
+    def note_write(self, part: Any, last_offset: int) -> None:
+        """A write of the node's own the current request's answer must wait for (a
+        transaction marker appended by a coordinator)."""
+        _note_write(part, last_offset)
+
+    # ------------------------------------------------------------------ acks=all
+
+    def durably(self, call: Callable[[], Any], timeout_ms: int = WRITE_TIMEOUT_MS) -> Any:
+        """Run a request handler `call()` so that its answer goes out only once the
+        coordinator records it wrote are in the ISR (the high watermark passed them), as
+        Kafka's CoordinatorRuntime completes a write only at its commit. A handler answering
+        at once gets a coroutine when it wrote to a replicated partition; a coroutine
+        handler gets wrapped. A write that does not reach the ISR raises
+        WriteNotReplicated from the coroutine: the answer is never sent."""
+        writes: list[tuple[Any, int, int]] = []
+        token = _WRITES.set(writes)
+        try:
+            result = call()
+        finally:
+            _WRITES.reset(token)
+        if asyncio.iscoroutine(result):
+            return self._durable_coroutine(result, timeout_ms)
+        if not writes:
+            return result
+        return self._answer_when_replicated(writes, result, timeout_ms)
+
+    async def _durable_coroutine(self, coro: Any, timeout_ms: int) -> Any:
+        writes: list[tuple[Any, int, int]] = []
+        token = _WRITES.set(writes)  # this task's own context: only its writes land here
+        try:
+            result = await coro
+        finally:
+            _WRITES.reset(token)
+        if writes:
+            await self.wait_replicated(writes, timeout_ms)
+        return result
+
+    async def _answer_when_replicated(self, writes: list[tuple[Any, int, int]], result: Any,
+                                      timeout_ms: int) -> Any:
+        await self.wait_replicated(writes, timeout_ms)
+        return result
+
+    async def wait_replicated(self, writes: list[tuple[Any, int, int]], timeout_ms: int) -> None:
+        """Wait until the high watermark of each written partition passed its write, under
+        the leader epoch it was written in; WriteNotReplicated otherwise."""
+        needed: dict[Any, tuple[int, int]] = {}
+        for part, offset, epoch in writes:
+            have = needed.get(part)
+            needed[part] = (max(offset, have[0]) if have else offset, epoch)
+        for part, (offset, epoch) in needed.items():
+            if part.leader_epoch != epoch or not part.is_leader:
+                raise WriteNotReplicated(f"{part.topic}-{part.index}: leadership moved")
+            error = await self.rm.wait_for_hw(part, offset, timeout_ms)
+            if error != E.none or part.leader_epoch != epoch:
+                name = "LEADERSHIP_MOVED" if error == E.none else ErrorCode(error).name.upper()
+                raise WriteNotReplicated(f"{part.topic}-{part.index} offset {offset - 1}: {name}")
 
     # ------------------------------------------------------------------ life
 
@@ -354,10 +438,14 @@ class CoordinatorRuntime:
 
 
 def committed_batches(part: Any) -> Iterator[tuple[BatchHeader, memoryview]]:
-    """Every batch of a hosted partition from its log start to its high watermark, control
-    batches included: what a coordinator replays. Blocking (reads the files)."""
+    """Every batch of a hosted partition from its log start to its log end, control batches
+    included: what a coordinator replays when it becomes the leader. As Kafka's
+    CoordinatorLoaderImpl it reads to the log end offset, not to the high watermark: a new
+    leader's HW trails the old one's until the followers fetch from it, and what lies between
+    (records the old leader had committed, offsets acknowledged to clients) is the
+    partition's history from now on; the followers truncate to this log. Blocking."""
     the_log = part.log
-    offset, end = the_log.log_start_offset, part.high_watermark
+    offset, end = the_log.log_start_offset, the_log.log_end_offset
     while offset < end:
         result = the_log.read(offset, REPLAY_CHUNK_BYTES, end)
         if result.region is None:

@@ -210,3 +210,29 @@ def test_classic_group_states_move_only_along_kafkas_table() -> None:
                 with pytest.raises(IllegalGroupTransition):
                     g.transition(nxt, 7)
                 assert (g.state, g.state_timestamp_ms) == (prev, -1)
+
+
+def test_new_leader_loads_its_log_beyond_its_high_watermark(tmp_path: Path) -> None:
+    # a follower that becomes the leader knows a HW behind its log end until its followers
+    # fetch; the commits between the two were acknowledged by the old leader, so the load
+    # reads to the log end (Kafka's CoordinatorLoaderImpl), not to the HW
+    node, _ = setup(tmp_path)
+    writer = node.coordinator
+    group = "trailing"
+    p = writer.store.partition_for(group)
+    assert writer.commit_offsets(group, -1, "", None, [OffsetCommitEntry("data", 0, 5)]) == {
+        ("data", 0): E.none}
+    part = node.rm.get(ot.TOPIC, p)
+    hw = part.high_watermark
+    assert writer.commit_offsets(group, -1, "", None, [OffsetCommitEntry("data", 0, 8)]) == {
+        ("data", 0): E.none}
+    assert part.log_end_offset > hw
+    part.high_watermark = hw  # the trailing HW of the new leader
+    _, gc, _ = other_node(node)
+
+    async def lead() -> None:
+        assert await gc.on_become_leader(p, 1)
+        assert committed(gc, group) == {("data", 0): 8}
+
+    asyncio.run(lead())
+    node.close()

@@ -481,7 +481,13 @@ class TransactionCoordinator:
             state.verified.pop(m.producer_id, None)
             if m.producer_id not in state.ongoing and tp[0] != OFFSETS_TOPIC:
                 continue  # nothing was written there in this transaction
-            part.append(view, header, None)
+            if not part.is_leader:
+                # TODO(issue 14): WriteTxnMarkers to the leader elsewhere; not built yet
+                log.error("transaction %r: no marker for %s-%d, led by node %s",
+                          m.transactional_id, tp[0], tp[1], part.leader)
+                continue
+            info = part.append(view, header, None)
+            self.runtime.note_write(part, info.last_offset)  # the answer waits for the ISR
         if self.groups is not None:
             # the marker is in __consumer_offsets: the offsets take effect (commit) or go
             self.groups.complete_txn_offsets(m.producer_id, commit)
