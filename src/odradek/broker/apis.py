@@ -114,6 +114,9 @@ COORDINATOR_WRITES = frozenset({
     ApiKey.CONSUMER_GROUP_HEARTBEAT, ApiKey.INIT_PRODUCER_ID, ApiKey.ADD_PARTITIONS_TO_TXN,
     ApiKey.ADD_OFFSETS_TO_TXN, ApiKey.END_TXN, ApiKey.TXN_OFFSET_COMMIT})
 
+# what a table entry's calls need beyond handler(ctx, header, frame)
+_PEER, _FORWARD, _DURABLE = 1, 2, 4
+
 # handlers that also want the client's address (the CLIENT-HOST of group members)
 WANTS_PEER = frozenset({groups.handle_join_group, groups.handle_consumer_group_heartbeat})
 
@@ -156,8 +159,15 @@ class Dispatcher:
         self.ctx = ctx
         handlers = HANDLERS if handlers is None else handlers
         self.forward = forward and ctx.link is not None
-        self.table: dict[int, tuple[int, int, Handler]] = {
-            k: (lo, hi, handlers[ApiKey(k)]) for k, (lo, hi) in ctx.advertised_apis.items()}
+        # each entry carries what its calls need beyond handler(ctx, header, frame), so the
+        # produce and fetch hot paths pay one test, not one per kind
+        self.table: dict[int, tuple[int, int, Handler, int]] = {}
+        for k, (lo, hi) in ctx.advertised_apis.items():
+            handler = handlers[ApiKey(k)]
+            kind = ((_PEER if handler in WANTS_PEER else 0)
+                    | (_FORWARD if self.forward and k in FORWARDED_APIS else 0)
+                    | (_DURABLE if k in COORDINATOR_WRITES else 0))
+            self.table[k] = (lo, hi, handler, kind)
 
     def __call__(self, conn: Any, frame: memoryview, header: Any) -> Any:
         # refusals that close the connection are logged here (rate-limited, with the client
@@ -168,7 +178,7 @@ class Dispatcher:
             refused(header.client_id, api, "UNSUPPORTED_VERSION",
                     "this API is not served by this node; connection closed", conn.peer)
             raise Disconnect("")
-        lo, hi, handler = entry
+        lo, hi, handler, kind = entry
         if not lo <= header.api_version <= hi:
             if header.api_key == ApiKey.API_VERSIONS:
                 return api_versions.unsupported(self.ctx, header)
@@ -176,23 +186,30 @@ class Dispatcher:
             refused(header.client_id, api, "UNSUPPORTED_VERSION",
                     f"this node serves versions {lo}-{hi}; connection closed", conn.peer)
             raise Disconnect("")
-        if self.forward and header.api_key in FORWARDED_APIS:
-            return self.ctx.link.forward(header, frame)
         try:
-            coordinator = getattr(self.ctx, "group_coordinator", None)
-            if header.api_key in COORDINATOR_WRITES and coordinator is not None:
-                # issue 14: answered once the coordinator's writes are in the ISR (acks=all)
-                return _replicated(coordinator.runtime.durably(
-                    lambda: self._call(handler, header, frame, conn)))
-            return self._call(handler, header, frame, conn)
+            if not kind:
+                return handler(self.ctx, header, frame)
+            return self._special(kind, handler, header, frame, conn)
         except ProtocolError as exc:
             api = api_name(header.api_key, header.api_version)
             refused(header.client_id, api, "INVALID_REQUEST",
                     f"malformed request: {exc}; connection closed", conn.peer)
             raise Disconnect("") from None
 
-    def _call(self, handler: Handler, header: Any, frame: memoryview, conn: Any) -> Any:
-        if handler in WANTS_PEER:
+    def _special(self, kind: int, handler: Handler, header: Any, frame: memoryview,
+                 conn: Any) -> Any:
+        if kind & _FORWARD:
+            return self.ctx.link.forward(header, frame)
+        coordinator = self.ctx.group_coordinator
+        if kind & _DURABLE and coordinator is not None:
+            # issue 14: answered once the coordinator's writes are in the ISR (acks=all)
+            return _replicated(coordinator.runtime.durably(
+                lambda: self._call(kind, handler, header, frame, conn)))
+        return self._call(kind, handler, header, frame, conn)
+
+    def _call(self, kind: int, handler: Handler, header: Any, frame: memoryview,
+              conn: Any) -> Any:
+        if kind & _PEER:
             return handler(self.ctx, header, frame, conn.peer)
         return handler(self.ctx, header, frame)
 
