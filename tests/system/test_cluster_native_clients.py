@@ -1,0 +1,177 @@
+"""Issue 14 (tools and clients): odradek's own native client and perf tools on a real 3-node
+cluster, while partition leadership moves.
+
+The columnar producer (idempotent, acks=all) writes numbered records to 6 partitions (RF=3)
+while the leader of some of them is killed with -9 and restarted; the native fetcher reads
+them back while another leader is killed: every record exactly once, in order, at
+contiguous offsets. `odradek bench produce|consume --client columnar` against the cluster's
+bootstrap count exactly what they wrote. One cluster for the module. Expected contents come
+from what the test built, never from the client under test.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+
+import numpy as np
+import pytest
+from confluent_kafka.admin import AdminClient, NewTopic
+
+from odradek.client.batch_builder import build_columnar_batch
+from odradek.client.columnar import columns, select
+from odradek.client.fetcher import PartitionFetcher
+from odradek.client.metadata import topic_leaders
+from odradek.client.producer_columnar import ColumnarProducer, settings_from
+from tests.integration.cli_support import ok
+from tests.integration.test_cli_bench import CONSUMER_LINE, PRODUCER_SUMMARY
+from tests.system.cluster_support import Cluster, running_cluster, wait_until
+
+PARTITIONS = 6
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
+    with running_cluster(tmp_path_factory.mktemp("native") / "c", 3) as c:
+        yield c
+
+
+def create(cluster: Cluster, topic: str) -> None:
+    admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
+    admin.create_topics([NewTopic(topic, PARTITIONS, 3, config={"min.insync.replicas": "2"})])[
+        topic].result(60)
+    cluster.wait_isr(topic, 3)
+    # every broker's metadata has caught up with the topic (a client may ask any of them)
+    for node in cluster.nodes.values():
+        wait_until(lambda n=node: (found := topic_leaders(n.bootstrap, topic, "check")) and
+                   not found.error_code and len(found.leaders) == PARTITIONS,
+                   f"node {node.node_id} knowing {topic}", 60, cluster)
+
+
+def numbered(start: int, count: int) -> np.ndarray:
+    """Records start..start+count-1 of a partition, as 8-byte big-endian values."""
+    return np.arange(start, start + count, dtype=">u8").view(np.uint8).reshape(count, 8)
+
+
+def leader_node(cluster: Cluster, topic: str, partition: int) -> int:
+    return int(wait_until(lambda: cluster.partitions(topic)[partition]["leader"] >= 0 and
+                          cluster.partitions(topic)[partition]["leader"],
+                          f"a leader for {topic}-{partition}", 60, cluster))
+
+
+def kill_and_wait(cluster: Cluster, topic: str, victim: int) -> None:
+    cluster.kill9(victim)
+    wait_until(lambda: all(p["leader"] not in (victim, -1)
+                           for p in cluster.partitions(topic).values()),
+               f"new leaders after node {victim} died", 60, cluster)
+
+
+def restart(cluster: Cluster, topic: str, node: int) -> None:
+    cluster.restart(node)
+    cluster.wait_ready()
+    cluster.wait_isr(topic, 3, 120)
+
+
+def read_native(cluster: Cluster, topic: str, partition: int, start: int, end: int,
+                fetcher: PartitionFetcher) -> tuple[list[int], list[int]]:
+    """(offsets, record numbers) of [start, end) read through the native fetcher."""
+    offsets: list[int] = []
+    values: list[int] = []
+    pos = start
+    while pos < end:
+        fetcher.send(pos)
+        got = fetcher.receive()
+        assert got.error_code == 0, got.error_code
+        sel = select(got.records, start=pos, end=end)
+        cols = columns(sel)
+        if cols is not None:
+            assert (cols.value_len == 8).all()
+            buf = np.frombuffer(cols.buffer, np.uint8)
+            idx = cols.value_pos[:, None] + np.arange(8)
+            values += buf[idx].copy().view(">u8").reshape(-1).tolist()
+            offsets += cols.offsets.tolist()
+        pos = sel.next_offset
+    return offsets, values
+
+
+@pytest.mark.timeout(600)
+def test_columnar_producer_and_fetcher_follow_leader_changes(cluster: Cluster) -> None:
+    topic = "native-failover"
+    create(cluster, topic)
+    settings = settings_from("all", {"enable.idempotence": "true", "batch.num.messages": "500",
+                                     "max.in.flight": "5"})
+    rounds, per_batch = 60, 200
+    victim = leader_node(cluster, topic, 0)
+    written = {p: 0 for p in range(PARTITIONS)}
+    with ColumnarProducer(cluster.bootstrap, topic, settings) as producer:
+        assert producer.producer_id >= 0
+        for r in range(rounds):
+            if r == rounds // 3:
+                # kill -9 with requests in flight to it: they are answered by nobody and go
+                # again to the new leaders, with the sequence numbers they had
+                kill_and_wait(cluster, topic, victim)
+            if r == 2 * rounds // 3:
+                restart(cluster, topic, victim)
+            now = int(time.time() * 1000)
+            batches = []
+            for p in range(PARTITIONS):
+                batches.append((p, build_columnar_batch(numbered(written[p], per_batch),
+                                                        base_timestamp=now)))
+                written[p] += per_batch
+            producer.send(batches)
+        producer.flush()
+        assert not producer.errors, producer.first_error
+        assert producer.acked_records == producer.sent_records == rounds * per_batch * PARTITIONS
+        assert producer.retried_batches > 0  # the kill did hit batches in flight
+
+    # read back with the native fetcher; half way, kill the leader of partition 1
+    client = {"bootstrap.servers": cluster.bootstrap_of(), "client.id": "native-check"}
+    fetchers = {p: PartitionFetcher(client, topic, p, read_committed=False)
+                for p in range(PARTITIONS)}
+    total = rounds * per_batch
+    try:
+        got = {p: read_native(cluster, topic, p, 0, total // 2, fetchers[p])
+               for p in range(PARTITIONS)}
+        second = leader_node(cluster, topic, 1)
+        kill_and_wait(cluster, topic, second)
+        for p in range(PARTITIONS):
+            offsets, values = read_native(cluster, topic, p, total // 2, total, fetchers[p])
+            got[p][0].extend(offsets)
+            got[p][1].extend(values)
+        assert fetchers[1].leader_changes > 0  # partition 1 was read from its new leader
+    finally:
+        for f in fetchers.values():
+            f.close()
+    restart(cluster, topic, second)
+    for p in range(PARTITIONS):
+        offsets, values = got[p]
+        assert offsets == list(range(total)), f"partition {p}: offsets not contiguous"
+        assert values == list(range(total)), f"partition {p}: lost, repeated or out of order"
+    # and nothing beyond: the high watermark is exactly what was written
+    hw = PartitionFetcher(client, topic, 0, read_committed=False)
+    try:
+        hw.send(total)
+        assert hw.receive().high_watermark == total
+    finally:
+        hw.close()
+
+
+@pytest.mark.timeout(300)
+def test_bench_produce_and_consume_on_the_cluster(cluster: Cluster) -> None:
+    topic = "native-bench"
+    create(cluster, topic)
+    n = 30000
+    out = ok("bench", "produce", "-t", topic, "-n", str(n), "-s", "100", "--acks", "all",
+             "--client", "columnar", "-X", "enable.idempotence=true",
+             "-X", "batch.num.messages=1000", bootstrap=cluster.bootstrap)
+    line = PRODUCER_SUMMARY.search(out)
+    assert line and int(line.group(1)) == n, out
+    out = ok("bench", "produce", "-t", topic, "-n", str(n), "-s", "100", "--acks", "all",
+             bootstrap=cluster.bootstrap)
+    line = PRODUCER_SUMMARY.search(out)
+    assert line and int(line.group(1)) == n, out
+    for client in ("columnar", "confluent-kafka"):
+        out = ok("bench", "consume", "-t", topic, "-n", str(2 * n), "--client", client,
+                 "--timeout", "10", bootstrap=cluster.bootstrap)
+        line = CONSUMER_LINE.search(out)
+        assert line and int(line.group(2)) == 2 * n, out
