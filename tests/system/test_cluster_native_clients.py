@@ -5,14 +5,15 @@ The columnar producer (idempotent, acks=all) writes numbered records to 6 partit
 while the leader of some of them is killed with -9 and restarted; the native fetcher reads
 them back while another leader is killed: every record exactly once, in order, at
 contiguous offsets. A reassignment that reorders the replicas and `partitions elect-leaders`
-move every leader while the old ones stay up (NOT_LEADER_OR_FOLLOWER answers): the same. `odradek bench produce|consume --client columnar` against the cluster's
-bootstrap count exactly what they wrote. One cluster for the module. Expected contents come
+move every leader while the old ones stay up (NOT_LEADER_OR_FOLLOWER answers): the same. `odradek bench produce|consume` (columnar and confluent-kafka) and `bench e2e
+--client columnar --acks all` against the cluster's bootstrap count exactly what they wrote. One cluster for the module. Expected contents come
 from what the test built, never from the client under test.
 """
 
 from __future__ import annotations
 
 import json
+import re
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -27,7 +28,7 @@ from odradek.client.fetcher import PartitionFetcher
 from odradek.client.metadata import topic_leaders
 from odradek.client.producer_columnar import ColumnarProducer, settings_from
 from tests.integration.cli_support import ok
-from tests.integration.test_cli_bench import CONSUMER_LINE, PRODUCER_SUMMARY
+from tests.integration.test_cli_bench import CONSUMER_LINE, E2E, PRODUCER_SUMMARY
 from tests.system.cluster_support import Cluster, running_cluster, wait_until
 
 PARTITIONS = 6
@@ -178,6 +179,16 @@ def test_bench_produce_and_consume_on_the_cluster(cluster: Cluster) -> None:
                  "--timeout", "10", bootstrap=cluster.bootstrap)
         line = CONSUMER_LINE.search(out)
         assert line and int(line.group(2)) == 2 * n, out
+    # end-to-end latency with the columnar clients on an RF=3 topic (acks=all)
+    create(cluster, "native-e2e")
+    out = ok("bench", "e2e", "--client", "columnar", "-t", "native-e2e", "--rate", "2000",
+             "--seconds", "1", "--partitions", str(PARTITIONS), "--acks", "all",
+             bootstrap=cluster.bootstrap)
+    m = E2E.search(out)
+    assert m and int(m.group(1)) > 0, out
+    assert "acks=all" in out.splitlines()[0], out
+    seen = re.search(r"# (\d+) records sent, .*?, (\d+) seen by the consumer", out)
+    assert seen and seen.group(1) == seen.group(2), out
 
 
 def move_leaders(cluster: Cluster, topic: str, plan: Path) -> dict[int, int]:
