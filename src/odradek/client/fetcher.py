@@ -8,17 +8,25 @@ confluent-kafka instead (see `supports`).
 
 One request may be in flight while the caller decodes the previous response, so the
 broker's work overlaps ours.
+
+It follows leader changes as Kafka's consumer does: an answer in metadata.LEADER_CHANGE
+(NOT_LEADER_OR_FOLLOWER, FENCED_LEADER_EPOCH, UNKNOWN_LEADER_EPOCH, LEADER_NOT_AVAILABLE)
+or a connection that closes or fails drops the connection, looks the leader up again and
+sends the same fetch (same offset) to it, for up to `retry_s`; the caller sees only the
+answer of the leader. A fetch never reads above the high watermark, so the new leader has
+every record the old one served.
 """
 
 from __future__ import annotations
 
 import struct
+import time
 from collections.abc import Mapping
 from datetime import timedelta
 from typing import NamedTuple
 
 from odradek.client.connection import Connection, error_name, servers, supports
-from odradek.client.metadata import topic_leaders
+from odradek.client.metadata import LEADER_CHANGE, RETRY_BACKOFF_S, topic_leaders, wait_leader
 
 # kio (and odradek.protocol.messages over it) is imported where used: it takes seconds to
 # import, and every Spark Python process that plans a query imports this module's caller.
@@ -123,7 +131,7 @@ class PartitionFetcher:
     def __init__(self, client: Mapping[str, str], topic: str, partition: int, *,
                  read_committed: bool, timeout_s: float = 30.0,
                  max_bytes: int = 64 << 20, partition_max_bytes: int = 32 << 20,
-                 max_wait_ms: int = 100) -> None:
+                 max_wait_ms: int = 100, retry_s: float = 120.0) -> None:
         self.topic, self.partition = topic, partition
         self.bootstrap = client["bootstrap.servers"]
         servers(self.bootstrap)  # a bad bootstrap.servers fails here, not at the first fetch
@@ -132,26 +140,50 @@ class PartitionFetcher:
         self.timeout_s = timeout_s
         self.max_bytes, self.partition_max_bytes = max_bytes, partition_max_bytes
         self.max_wait_ms = max_wait_ms
+        # how long a leader change may take before the error reaches the caller (Kafka's
+        # consumer retries until its own deadline; 120 s is delivery.timeout.ms's default)
+        self.retry_s = retry_s
+        self.leader_changes = 0  # answers or connections that sent us to the leader again
         self._conn: Connection | None = None
         self._pending: int | None = None
-
-    def _connect(self) -> Connection:
-        if self._conn is None:
-            host, port = self._leader()
-            self._conn = Connection(host, port, self.client_id, self.timeout_s,
-                               self.max_bytes + _FRAME_SLACK)
-        return self._conn
+        self._request = b""
 
     def _leader(self) -> tuple[str, int]:
+        """The first lookup: a topic the metadata refuses is the caller's error at once."""
         found = topic_leaders(self.bootstrap, self.topic, self.client_id, self.timeout_s)
-        if found is not None and found.error_code != NO_ERROR:
+        if found is not None and found.error_code not in (NO_ERROR, LEADER_NOT_AVAILABLE):
             raise FetchError(found.error_code, f"metadata of {self.topic}: "
                              f"{error_name(found.error_code)}")
         node = found.leaders.get(self.partition, -1) if found is not None else -1
-        if found is None or node not in found.brokers:
+        if found is None or (self.partition not in found.leaders and found.leaders):
             raise FetchError(LEADER_NOT_AVAILABLE,
                              f"no leader for {self.topic}-{self.partition}")
-        return found.brokers[node]
+        if node in found.brokers:
+            return found.brokers[node]
+        # a known partition between leaders: wait for the election, as for a leader change
+        return wait_leader(self.bootstrap, self.topic, self.partition, self.client_id,
+                           self.timeout_s, time.monotonic() + self.retry_s)
+
+    def _send_request(self, deadline: float) -> None:
+        """Send the current request to the leader, looking it up (again) until it goes out."""
+        while True:
+            try:
+                if self._conn is None:
+                    if self.leader_changes:
+                        host, port = wait_leader(self.bootstrap, self.topic, self.partition,
+                                                 self.client_id, self.timeout_s, deadline)
+                    else:
+                        host, port = self._leader()
+                    self._conn = Connection(host, port, self.client_id, self.timeout_s,
+                                            self.max_bytes + _FRAME_SLACK)
+                self._pending = self._conn.send(FETCH, FETCH_VERSION, self._request)
+                return
+            except OSError:
+                self.reset()
+                if time.monotonic() >= deadline:
+                    raise
+                self.leader_changes += 1
+                time.sleep(RETRY_BACKOFF_S)
 
     def send(self, offset: int) -> None:
         """Ask for records from `offset` (a response not yet received is read first)."""
@@ -169,12 +201,8 @@ class PartitionFetcher:
                 partition=i32(self.partition), fetch_offset=i64(offset),
                 partition_max_bytes=i32(self.partition_max_bytes)),)),),
             forgotten_topics_data=())
-        conn = self._connect()
-        try:
-            self._pending = conn.send(FETCH, FETCH_VERSION, encode_request(req))
-        except OSError:
-            self.reset()
-            raise
+        self._request = encode_request(req)
+        self._send_request(time.monotonic() + self.retry_s)
 
     def receive(self, *, copy: bool = True) -> Fetched:
         """The answer to the fetch in flight. With copy=False its records are a read-only
@@ -182,13 +210,27 @@ class PartitionFetcher:
         the next `receive` or `send` here, so decode them before that."""
         if self._pending is None or self._conn is None:
             raise RuntimeError("receive() without a fetch in flight")
-        corr, self._pending = self._pending, None
-        try:
-            frame = self._conn.receive(corr)
-        except OSError:
+        deadline = time.monotonic() + self.retry_s
+        while True:
+            corr, self._pending = self._pending, None
+            try:
+                got = parse_fetch(self._conn.receive(corr), self.topic, self.partition)
+                if got.error_code not in LEADER_CHANGE:
+                    break
+            except OSError:
+                # the leader died or closed on us: the same fetch goes to the next leader
+                if time.monotonic() >= deadline:
+                    self.reset()
+                    raise
+            else:
+                if time.monotonic() >= deadline:
+                    self.reset()
+                    return got
             self.reset()
-            raise
-        got = parse_fetch(frame, self.topic, self.partition)
+            self.leader_changes += 1
+            time.sleep(RETRY_BACKOFF_S)
+            self._send_request(deadline)
+            assert self._conn is not None
         if copy and not isinstance(got.records, bytes):
             got = got._replace(records=bytes(got.records))
         return got

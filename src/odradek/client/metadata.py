@@ -1,17 +1,29 @@
 """The native client's leader lookup: one Metadata v8 request for one topic.
 
-Written once for the fetcher, the columnar producer and the end-to-end latency tool.
+Written once for the fetcher, the columnar producer and the end-to-end latency tool, with
+the one list of errors that mean "the leader moved: look it up again" (`LEADER_CHANGE`) and
+the one wait for a partition's new leader (`wait_leader`).
 """
 
 from __future__ import annotations
 
+import time
 from typing import Any, NamedTuple
 
 from odradek.client.connection import Connection, servers
 
-__all__ = ["TopicLeaders", "topic_leaders"]
+__all__ = ["LEADER_CHANGE", "RETRY_BACKOFF_S", "TopicLeaders", "topic_leaders", "wait_leader"]
 
 METADATA, METADATA_VERSION = 3, 8
+LEADER_NOT_AVAILABLE, NOT_LEADER_OR_FOLLOWER = 5, 6
+FENCED_LEADER_EPOCH, UNKNOWN_LEADER_EPOCH = 74, 75
+# The answers of a broker that is not (or no longer, or not yet) the partition's leader, as
+# Kafka's clients treat them: refresh the metadata and send again to the leader it names.
+# A closed connection (the leader died) is handled the same way by the callers.
+LEADER_CHANGE = frozenset({LEADER_NOT_AVAILABLE, NOT_LEADER_OR_FOLLOWER, FENCED_LEADER_EPOCH,
+                           UNKNOWN_LEADER_EPOCH})
+# Kafka's retry.backoff.ms default.
+RETRY_BACKOFF_S = 0.1
 
 
 class TopicLeaders(NamedTuple):
@@ -56,3 +68,26 @@ def topic_leaders(bootstrap: str, topic: str, client_id: str,
                                      for p in t.partitions})
         return None
     raise ConnectionError(f"cannot reach any bootstrap server: {last}")
+
+
+def wait_leader(bootstrap: str, topic: str, partition: int, client_id: str, timeout_s: float,
+                deadline: float) -> tuple[str, int]:
+    """(host, port) of `partition`'s leader, asking again every RETRY_BACKOFF_S until the
+    metadata names one among its live brokers. The callers connect to it and come back
+    here when that fails (a killed leader stays in the metadata until its session times
+    out). Raises TimeoutError at `deadline` (time.monotonic()), naming the last answer."""
+    last = "no answer"
+    while True:
+        try:
+            found = topic_leaders(bootstrap, topic, client_id, timeout_s)
+        except OSError as exc:
+            found, last = None, f"no bootstrap server reachable ({exc})"
+        if found is not None:
+            node = found.leaders.get(partition, -1)
+            addr = found.brokers.get(node)
+            if found.error_code == 0 and addr is not None:
+                return addr
+            last = f"topic error {found.error_code}" if found.error_code else f"leader {node}"
+        if time.monotonic() >= deadline:
+            raise TimeoutError(f"no leader for {topic}-{partition}: {last}")
+        time.sleep(RETRY_BACKOFF_S)
