@@ -73,7 +73,8 @@ def produce(
         CONFLUENT, "--client", metavar="CLIENT",
         help="confluent-kafka, or columnar: odradek's own Produce client building record "
              "batches from numpy columns (PLAINTEXT only, needs numpy; -X batch.num.messages, "
-             "batch.size, max.in.flight, batches.per.request, compression.type)."),
+             "batch.size, max.in.flight, batches.per.request, compression.type, "
+             "enable.idempotence (needs --acks all), delivery.timeout.ms)."),
     bootstrap: str = BootstrapOption,
     client_config: list[str] = ClientConfigOption,
 ) -> None:
