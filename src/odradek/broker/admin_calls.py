@@ -17,9 +17,8 @@ from typing import Any
 from odradek.broker.entities import build
 from odradek.protocol.apis import response_header_version
 from odradek.protocol.errors import ErrorCode
-from odradek.protocol.headers import encode_request_header
+from odradek.protocol.headers import encode_request_header, response_body_offset
 from odradek.protocol.messages import decode_response, encode_request, request_class
-from odradek.protocol.primitives import decode_uvarint_within
 
 CLIENT_ID = "odradek-cli"
 METADATA_TOPIC = "__cluster_metadata"
@@ -30,17 +29,6 @@ MAX_FRAME = 100 << 20
 
 class CallFailed(Exception):
     """No bootstrap address answered (the message says why)."""
-
-
-def _body_offset(frame: memoryview, header_version: int) -> int:
-    pos = 4
-    if header_version >= 1:
-        count, pos = decode_uvarint_within(frame, pos, len(frame))
-        for _ in range(count):
-            _tag, pos = decode_uvarint_within(frame, pos, len(frame))
-            size, pos = decode_uvarint_within(frame, pos, len(frame))
-            pos += size
-    return pos
 
 
 def _servers(bootstrap: str) -> list[tuple[str, int]]:
@@ -78,7 +66,7 @@ def call(bootstrap: str, api_key: int, version: int, values: dict[str, Any],
                     raise ConnectionError(f"response frame of {size} bytes")
                 frame = memoryview(_exact(sock, size))
             hv = response_header_version(api_key, version)
-            return decode_response(api_key, version, frame, _body_offset(frame, hv))
+            return decode_response(api_key, version, frame, response_body_offset(frame, hv))
         except OSError as exc:
             errors.append(f"{host}:{port}: {exc.strerror or exc}")
     raise CallFailed("; ".join(errors) or f"no address in {bootstrap!r}")

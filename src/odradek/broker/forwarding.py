@@ -26,8 +26,8 @@ from odradek.metadata.controller_requests import CreatableTopic, CreateTopicResu
 from odradek.network.channel import ChannelError, Channels
 from odradek.protocol.apis import ApiKey, response_header_version
 from odradek.protocol.errors import ErrorCode, KafkaError
+from odradek.protocol.headers import response_body_offset
 from odradek.protocol.messages import request_class
-from odradek.protocol.primitives import decode_uvarint_within
 from odradek.replication.config import AlterPartitionItem, AlterPartitionResult
 
 __all__ = ["FORWARDED_APIS", "ControllerLink"]
@@ -44,18 +44,6 @@ FORWARDED_APIS = frozenset({
 # Errors after which the request goes again, to whoever is the active controller by then.
 _RETRY = frozenset({ErrorCode.not_controller, ErrorCode.request_timed_out})
 _BACKOFF_S = 0.05
-
-
-def _body_offset(frame: bytes, header_version: int) -> int:
-    """Where a response body starts: after the correlation id (and v1's tagged fields)."""
-    pos = 4
-    if header_version >= 1:
-        count, pos = decode_uvarint_within(frame, pos, len(frame))
-        for _ in range(count):
-            _tag, pos = decode_uvarint_within(frame, pos, len(frame))
-            size, pos = decode_uvarint_within(frame, pos, len(frame))
-            pos += size
-    return pos
 
 
 class ControllerLink:
@@ -105,7 +93,7 @@ class ControllerLink:
                     raise KafkaError(ErrorCode.not_controller, str(exc)) from None
                 await asyncio.sleep(_BACKOFF_S)
                 continue
-            return hv, [answer[_body_offset(answer, hv):]]
+            return hv, [answer[response_body_offset(answer, hv):]]
 
     # ---------------------------------------------------------------- requests
 

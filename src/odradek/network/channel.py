@@ -10,9 +10,8 @@ from collections.abc import Callable
 from typing import Any
 
 from odradek.protocol.apis import response_header_version
-from odradek.protocol.headers import encode_request_header
+from odradek.protocol.headers import encode_request_header, response_body_offset
 from odradek.protocol.messages import decode_response, encode_request
-from odradek.protocol.primitives import decode_uvarint_within
 
 __all__ = ["Channel", "ChannelError", "Channels"]
 
@@ -25,18 +24,6 @@ DEFAULT_MAX_FRAME = 100 << 20  # socket.request.max.bytes
 
 class ChannelError(ConnectionError):
     """The peer could not be reached, closed the connection, or did not answer in time."""
-
-
-def _skip_response_header(frame: bytes, version: int) -> int:
-    """Offset of the body after a response header of `version` (v1 adds tagged fields)."""
-    pos = 4
-    if version >= 1:
-        count, pos = decode_uvarint_within(frame, pos, len(frame))
-        for _ in range(count):
-            _tag, pos = decode_uvarint_within(frame, pos, len(frame))
-            size, pos = decode_uvarint_within(frame, pos, len(frame))
-            pos += size
-    return pos
 
 
 class Channel:
@@ -101,7 +88,7 @@ class Channel:
         response entity."""
         api_key, version = int(entity.__api_key__), int(entity.__version__)
         frame = await self.call(api_key, version, encode_request(entity), timeout_s)
-        offset = _skip_response_header(frame, response_header_version(api_key, version))
+        offset = response_body_offset(frame, response_header_version(api_key, version))
         return decode_response(api_key, version, frame, offset)
 
     async def _read_loop(self, reader: asyncio.StreamReader) -> None:

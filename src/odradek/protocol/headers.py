@@ -7,7 +7,7 @@ from typing import NamedTuple
 
 from odradek.protocol.apis import request_header_version
 from odradek.protocol.errors import ProtocolError
-from odradek.protocol.primitives import Reader
+from odradek.protocol.primitives import Reader, decode_uvarint_within
 
 __all__ = [
     "HeaderError",
@@ -15,6 +15,7 @@ __all__ = [
     "encode_request_header",
     "encode_response_header",
     "parse_request_header",
+    "response_body_offset",
 ]
 
 _FIXED = struct.Struct(">hhi")
@@ -119,3 +120,16 @@ def encode_request_header(api_key: int, api_version: int, correlation_id: int,
     if hv >= 2:
         out += b"\x00"
     return bytes(out)
+
+
+def response_body_offset(frame: memoryview | bytes, header_version: int) -> int:
+    """Where a response body starts in its frame: after the correlation id, and after v1's
+    tagged fields (skipped: no response header tag is defined that we read)."""
+    pos = 4
+    if header_version >= 1:
+        count, pos = decode_uvarint_within(frame, pos, len(frame))
+        for _ in range(count):
+            _tag, pos = decode_uvarint_within(frame, pos, len(frame))
+            size, pos = decode_uvarint_within(frame, pos, len(frame))
+            pos += size
+    return pos
