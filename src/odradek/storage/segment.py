@@ -36,6 +36,9 @@ from odradek.storage.config import LogConfig
 from odradek.storage.file_pool import DEFAULT_POOL, PinnedFd, PooledFile
 from odradek.storage.index import CorruptIndex, OffsetIndex, TimeIndex
 
+# the segment's errors are importable from here, where they are raised
+from odradek.storage.segment_errors import SegmentDamaged, SegmentTorn, SegmentWriteError
+
 # The batch header and its field indexes are protocol.records' (one definition); HEADER and the
 # H_* names stay importable from here for storage modules (log.py) that use them.
 HEADER = BATCH_HEADER
@@ -51,38 +54,7 @@ _RECOVER_BLOCK = 8 * 1024 * 1024
 
 Header = tuple  # a HEADER.unpack result; fields by the H_* indexes above
 
-
-class SegmentDamaged(Exception):
-    """A segment whose batches fail their checks below an offset known to be durable."""
-
-    def __init__(self, path: Path, position: int, offset: int, size: int) -> None:
-        super().__init__(
-            f"{path}: damaged batch at byte {position} of {size} (offset {offset})"
-        )
-        self.path = path
-        self.position = position
-        self.offset = offset
-        self.size = size
-
-
-class SegmentWriteError(OSError):
-    """An append failed and was undone: the segment ends where it did before."""
-
-    def __init__(self, path: Path, position: int, cause: OSError) -> None:
-        super().__init__(cause.errno, f"{cause.strerror or cause} (cut back to byte {position})")
-        self.path = path
-        self.position = position
-        self.cause = cause
-
-
-class SegmentTorn(SegmentWriteError):
-    """An append failed and cutting it back failed too: the file may hold torn bytes."""
-
-    def __init__(
-        self, path: Path, position: int, cause: OSError, truncate_error: OSError
-    ) -> None:
-        super().__init__(path, position, cause)
-        self.truncate_error = truncate_error
+__all__ = ["Segment", "SegmentDamaged", "SegmentTorn", "SegmentWriteError", "log_file_name"]
 
 
 def _now_ms() -> int:
