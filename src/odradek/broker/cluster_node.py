@@ -40,7 +40,7 @@ from odradek.broker.context import BrokerContext
 from odradek.broker.forwarding import ControllerLink, RemoteController
 from odradek.broker.handlers import admin
 from odradek.broker.lifecycle import BrokerLifecycle, LifecycleSettings
-from odradek.broker.server import Server
+from odradek.broker.server import LISTEN_BACKLOG, Server
 from odradek.broker.startup import StartRefused
 from odradek.coordinator.startup import start_coordinators
 from odradek.metadata.config.log_config import log_config
@@ -220,6 +220,12 @@ class ClusterNode:
             settings, channels, lambda: quorum.leader_id, list(addresses),
             lambda: publisher.offset)
         link.broker_epoch = lambda: lifecycle.broker_epoch
+        # Once unfenced, Metadata names this broker while it still starts its coordinators:
+        # as Kafka's bound server socket, the kernel queues early clients in the backlog
+        # (served when the listeners start) instead of refusing them at connect.
+        for lst in broker_listeners(config):
+            for sock in self.node.prepared.by_listener.get(lst.name, []):
+                sock.listen(LISTEN_BACKLOG)
         lifecycle.start()
         if not await self._until(lifecycle.registered.wait()):
             return

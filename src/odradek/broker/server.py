@@ -46,6 +46,8 @@ MAX_IN_FLIGHT = 100
 IDLE_RELEASE_S = 5.0
 # the idle sweep runs this often at most (a small connections.max.idle.ms runs it more often)
 MIN_SWEEP_S = 0.05
+# connections the kernel queues before accept (and, on a cluster node, before it serves)
+LISTEN_BACKLOG = 1024
 
 
 # A dispatcher turns (connection, frame) into: (response header version, body parts) or None
@@ -420,7 +422,7 @@ class Server:
         if sock is None:
             sock = socket.create_server((host, port), reuse_port=False)
         acceptor = Acceptor(sock, self.admit, self._serve)
-        acceptor.start(backlog=1024)
+        acceptor.start(backlog=LISTEN_BACKLOG)
         self._acceptors.append(acceptor)
         log.info("listening on %s", sock.getsockname())
         if self._sweep is None:
