@@ -15,6 +15,7 @@ __all__ = [
     "BEYOND_KAFKA_39",
     "FIRST_FLEXIBLE_VERSION",
     "KAFKA_39_VERSIONS",
+    "KAFKA_42_VERSIONS",
     "ApiKey",
     "ApiVersionRange",
     "is_flexible",
@@ -269,6 +270,91 @@ BEYOND_KAFKA_39: Mapping[ApiKey, int] = {
     _K.DESCRIBE_CLUSTER: 2,  # Kafka 4.0: include_fenced_brokers (odradek cluster describe)
 }
 
+# What a Kafka 4.2 broker advertises on its client listener (its ApiVersions answer; the
+# message specs are Kafka's clients/src/main/resources/common/message/*.json, which kio 0.6.5
+# is generated from, so every version here has a kio entity). Kafka 4 dropped old versions
+# (KIP-896) that odradek keeps serving for older clients: the low ends come from
+# KAFKA_39_VERSIONS, the high ends from here.
+KAFKA_42_VERSIONS: Mapping[ApiKey, tuple[int, int]] = {
+    _K.PRODUCE: (3, 13),
+    _K.FETCH: (4, 18),
+    _K.LIST_OFFSETS: (1, 11),
+    _K.METADATA: (0, 13),
+    _K.OFFSET_COMMIT: (2, 10),
+    _K.OFFSET_FETCH: (1, 10),
+    _K.FIND_COORDINATOR: (0, 6),
+    _K.JOIN_GROUP: (0, 9),
+    _K.HEARTBEAT: (0, 4),
+    _K.LEAVE_GROUP: (0, 5),
+    _K.SYNC_GROUP: (0, 5),
+    _K.DESCRIBE_GROUPS: (0, 6),
+    _K.LIST_GROUPS: (0, 5),
+    _K.SASL_HANDSHAKE: (0, 1),
+    _K.API_VERSIONS: (0, 4),
+    _K.CREATE_TOPICS: (2, 7),
+    _K.DELETE_TOPICS: (1, 6),
+    _K.DELETE_RECORDS: (0, 2),
+    _K.INIT_PRODUCER_ID: (0, 5),
+    _K.OFFSET_FOR_LEADER_EPOCH: (2, 4),
+    _K.ADD_PARTITIONS_TO_TXN: (0, 5),
+    _K.ADD_OFFSETS_TO_TXN: (0, 4),
+    _K.END_TXN: (0, 5),
+    _K.WRITE_TXN_MARKERS: (1, 2),
+    _K.TXN_OFFSET_COMMIT: (0, 5),
+    _K.DESCRIBE_ACLS: (1, 3),
+    _K.CREATE_ACLS: (1, 3),
+    _K.DELETE_ACLS: (1, 3),
+    _K.DESCRIBE_CONFIGS: (1, 4),
+    _K.ALTER_CONFIGS: (0, 2),
+    _K.ALTER_REPLICA_LOG_DIRS: (1, 2),
+    _K.DESCRIBE_LOG_DIRS: (1, 4),
+    _K.SASL_AUTHENTICATE: (0, 2),
+    _K.CREATE_PARTITIONS: (0, 3),
+    _K.CREATE_DELEGATION_TOKEN: (1, 3),
+    _K.RENEW_DELEGATION_TOKEN: (1, 2),
+    _K.EXPIRE_DELEGATION_TOKEN: (1, 2),
+    _K.DESCRIBE_DELEGATION_TOKEN: (1, 3),
+    _K.DELETE_GROUPS: (0, 2),
+    _K.ELECT_LEADERS: (0, 2),
+    _K.INCREMENTAL_ALTER_CONFIGS: (0, 1),
+    _K.ALTER_PARTITION_REASSIGNMENTS: (0, 1),
+    _K.LIST_PARTITION_REASSIGNMENTS: (0, 0),
+    _K.OFFSET_DELETE: (0, 0),
+    _K.DESCRIBE_CLIENT_QUOTAS: (0, 1),
+    _K.ALTER_CLIENT_QUOTAS: (0, 1),
+    _K.DESCRIBE_USER_SCRAM_CREDENTIALS: (0, 0),
+    _K.ALTER_USER_SCRAM_CREDENTIALS: (0, 0),
+    _K.DESCRIBE_QUORUM: (0, 2),
+    _K.UPDATE_FEATURES: (0, 2),
+    _K.DESCRIBE_CLUSTER: (0, 2),
+    _K.DESCRIBE_PRODUCERS: (0, 0),
+    _K.UNREGISTER_BROKER: (0, 0),
+    _K.DESCRIBE_TRANSACTIONS: (0, 0),
+    _K.LIST_TRANSACTIONS: (0, 2),
+    _K.CONSUMER_GROUP_HEARTBEAT: (0, 1),
+    _K.CONSUMER_GROUP_DESCRIBE: (0, 1),
+    _K.GET_TELEMETRY_SUBSCRIPTIONS: (0, 0),
+    _K.PUSH_TELEMETRY: (0, 0),
+    _K.LIST_CONFIG_RESOURCES: (0, 1),
+    _K.DESCRIBE_TOPIC_PARTITIONS: (0, 0),
+    _K.SHARE_GROUP_HEARTBEAT: (1, 1),
+    _K.SHARE_GROUP_DESCRIBE: (1, 1),
+    _K.SHARE_FETCH: (1, 2),
+    _K.SHARE_ACKNOWLEDGE: (1, 2),
+    _K.ADD_RAFT_VOTER: (0, 1),
+    _K.REMOVE_RAFT_VOTER: (0, 0),
+    _K.INITIALIZE_SHARE_GROUP_STATE: (0, 0),
+    _K.READ_SHARE_GROUP_STATE: (0, 0),
+    _K.WRITE_SHARE_GROUP_STATE: (0, 1),
+    _K.DELETE_SHARE_GROUP_STATE: (0, 0),
+    _K.READ_SHARE_GROUP_STATE_SUMMARY: (0, 1),
+    _K.STREAMS_GROUP_HEARTBEAT: (0, 0),
+    _K.STREAMS_GROUP_DESCRIBE: (0, 0),
+    _K.DESCRIBE_SHARE_GROUP_OFFSETS: (0, 1),
+    _K.ALTER_SHARE_GROUP_OFFSETS: (0, 0),
+    _K.DELETE_SHARE_GROUP_OFFSETS: (0, 0),
+}
+
 # The lowest version our codecs (kio, or the hand-written produce decoder) can read.
 _CODEC_MIN: Mapping[ApiKey, int] = {
     _K.PRODUCE: 0,
@@ -293,8 +379,8 @@ _CODEC_MIN: Mapping[ApiKey, int] = {
 
 
 def supported_versions(api_keys: list[int] | set[int] | Mapping[int, object]) -> dict[ApiKey, tuple[int, int]]:
-    """The widest range this node could serve for each given api key: Kafka 3.9's range,
-    raised to BEYOND_KAFKA_39 where current clients need more, narrowed to what our codecs read.
+    """The widest range this node could serve for each given api key: from Kafka 3.9's lowest
+    (older clients) to Kafka 4.2's highest, narrowed to what our codecs read.
 
     The ranges the node does serve are declared by its handlers (odradek.broker.handlers.*
     VERSIONS) and must lie inside this.
@@ -302,8 +388,9 @@ def supported_versions(api_keys: list[int] | set[int] | Mapping[int, object]) ->
     out: dict[ApiKey, tuple[int, int]] = {}
     for key in api_keys:
         k = ApiKey(key)
-        lo, hi = KAFKA_39_VERSIONS[k]
-        out[k] = (max(lo, _CODEC_MIN.get(k, 0)), max(hi, BEYOND_KAFKA_39.get(k, hi)))
+        lo, hi = KAFKA_39_VERSIONS.get(k, KAFKA_42_VERSIONS.get(k, (0, -1)))
+        hi = max(hi, BEYOND_KAFKA_39.get(k, hi), KAFKA_42_VERSIONS.get(k, (0, hi))[1])
+        out[k] = (max(lo, _CODEC_MIN.get(k, 0)), hi)
     return out
 
 

@@ -5,6 +5,7 @@ Request layout by version:
   v3-8:  transactional_id nullable string first
   v9+:   flexible: compact strings/arrays/bytes and tagged fields after every struct
   v12:   same wire format as v11 (KIP-890 semantics only)
+  v13:   topics by id (uuid) instead of name, in the request and the response (Kafka 4.1, KIP-516)
 
 Records stay memoryviews into the request frame: nothing of a batch is read here, except by
 `validate_produce_batch`, the single-batch (v3+) fast path of `records.validate_batches`.
@@ -19,6 +20,7 @@ path, which gives the result or raises the error: both paths answer the same by 
 from __future__ import annotations
 
 import struct
+import uuid
 from collections.abc import Sequence
 from typing import NamedTuple
 
@@ -51,7 +53,8 @@ __all__ = [
     "validate_produce_batch",
 ]
 
-MAX_PRODUCE_VERSION = 12
+MAX_PRODUCE_VERSION = 13
+TOPIC_ID_VERSION = 13
 _FIRST_FLEXIBLE = 9
 
 _HI = struct.Struct(">hi")
@@ -66,8 +69,9 @@ _ZSTD = int(Compression.ZSTD)
 
 
 class TopicData(NamedTuple):
-    name: str
+    name: str  # "" from v13, which names the topic by id
     partitions: list[tuple[int, memoryview | None]]
+    topic_id: uuid.UUID | None = None  # v13+
 
 
 class ProduceRequest(NamedTuple):
@@ -101,7 +105,7 @@ def decode_produce_request(frame: memoryview | bytes, offset: int, version: int)
 def _decode_generic(frame: memoryview | bytes, offset: int, version: int) -> ProduceRequest:
     r = Reader(frame, offset)
     if version >= _FIRST_FLEXIBLE:
-        return _decode_flexible(r)
+        return _decode_flexible(r, version >= TOPIC_ID_VERSION)
     txn_id = r.nullable_string() if version >= 3 else None
     buf = r.buf
     end = r.end
@@ -188,14 +192,14 @@ def _decode_legacy_fast(frame: memoryview | bytes, pos: int, has_txn_id: bool
                     pos += size
                 else:
                     return None
-            topics.append(_new_tuple(TopicData, (name, parts)))
+            topics.append(_new_tuple(TopicData, (name, parts, None)))
     except UnicodeDecodeError:
         return None
     # tuple.__new__ straight: a NamedTuple's own __new__ is a Python frame per call
     return _new_tuple(ProduceRequest, (txn_id, acks, timeout_ms, topics))
 
 
-def _decode_flexible(r: Reader) -> ProduceRequest:
+def _decode_flexible(r: Reader, by_id: bool) -> ProduceRequest:
     txn_id = r.compact_nullable_string()
     buf = r.buf
     end = r.end
@@ -207,7 +211,8 @@ def _decode_flexible(r: Reader) -> ProduceRequest:
     n_topics = r.compact_array_len()
     topics: list[TopicData] = []
     for _ in range(n_topics or 0):
-        name = r.compact_string()
+        topic_id = r.uuid() if by_id else None
+        name = "" if by_id else r.compact_string()
         n_parts = r.compact_array_len()
         parts: list[tuple[int, memoryview | None]] = []
         for _ in range(n_parts or 0):
@@ -215,7 +220,7 @@ def _decode_flexible(r: Reader) -> ProduceRequest:
             parts.append((index, r.compact_nullable_bytes()))
             r.skip_tagged_fields()
         r.skip_tagged_fields()
-        topics.append(TopicData(name, parts))
+        topics.append(TopicData(name, parts, topic_id))
     r.skip_tagged_fields()
     return ProduceRequest(txn_id, acks, timeout_ms, topics)
 
@@ -282,10 +287,10 @@ def _compact_nullable_str(out: bytearray, s: str | None) -> None:
 
 def encode_produce_response(
     version: int,
-    topics: Sequence[tuple[str, Sequence[PartitionResult]]],
+    topics: Sequence[tuple[str | uuid.UUID, Sequence[PartitionResult]]],
     throttle_time_ms: int = 0,
 ) -> bytes:
-    """A produce response body (no header) for v0..v12.
+    """A produce response body (no header) for v0..v13; from v13 each topic is its id.
 
     v1 adds throttle_time_ms, v2 log_append_time_ms, v5 log_start_offset,
     v8 record_errors and error_message, v9 the flexible encoding; the v10+
@@ -300,7 +305,14 @@ def encode_produce_response(
     else:
         out += _I32.pack(len(topics))
     for name, parts in topics:
-        if flexible:
+        if isinstance(name, uuid.UUID):
+            if version < TOPIC_ID_VERSION:
+                raise ValueError(f"produce v{version} names topics, not ids")
+            out += name.bytes
+            out += encode_uvarint(len(parts) + 1)
+        elif version >= TOPIC_ID_VERSION:
+            raise ValueError(f"produce v{version} names topics by id")
+        elif flexible:
             _compact_str(out, name)
             out += encode_uvarint(len(parts) + 1)
         else:

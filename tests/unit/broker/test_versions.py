@@ -6,7 +6,13 @@ from __future__ import annotations
 from collections import Counter
 
 from odradek.broker.apis import HANDLERS, advertised_apis, declarations
-from odradek.protocol.apis import BEYOND_KAFKA_39, KAFKA_39_VERSIONS, ApiKey, supported_versions
+from odradek.protocol.apis import (
+    BEYOND_KAFKA_39,
+    KAFKA_39_VERSIONS,
+    KAFKA_42_VERSIONS,
+    ApiKey,
+    supported_versions,
+)
 from odradek.protocol.messages import request_class
 
 
@@ -21,8 +27,10 @@ def test_every_routed_api_has_exactly_one_declaration() -> None:
 def test_supported_is_servable() -> None:
     served = {ApiKey(k): v for k, v in advertised_apis().items()}
     for key, (lo, hi) in served.items():
-        k39 = KAFKA_39_VERSIONS[key]
-        assert k39[0] <= lo <= hi <= max(k39[1], BEYOND_KAFKA_39.get(key, -1)), key
+        k39 = KAFKA_39_VERSIONS.get(key, KAFKA_42_VERSIONS.get(key))
+        assert k39 is not None, key
+        ceiling = max(k39[1], BEYOND_KAFKA_39.get(key, -1), KAFKA_42_VERSIONS.get(key, k39)[1])
+        assert k39[0] <= lo <= hi <= ceiling, key
         # and inside what our codecs read
         assert supported_versions([key])[key][0] <= lo, key
         for v in range(lo, hi + 1):
@@ -37,3 +45,24 @@ def test_supported_is_servable() -> None:
     assert extra[ApiKey.FIND_COORDINATOR][0] == 0
     assert extra[ApiKey.SASL_HANDSHAKE] == (0, 1)
     assert extra[ApiKey.OFFSET_COMMIT][0] == 2  # kio reads v2+
+
+
+# What odradek serves below Kafka 4.2's highest version, and why; nothing else may lag.
+BELOW_KAFKA_42 = {
+    # KIP-1219's allow_replication_factor_change: reassignment is issue 10's
+    ApiKey.ALTER_PARTITION_REASSIGNMENTS: 0,
+    # KIP-1152's transactional id pattern: the transaction engineer's handlers
+    ApiKey.LIST_TRANSACTIONS: 1,
+    ApiKey.WRITE_TXN_MARKERS: None,  # broker-to-broker, not routed on the client listener
+}
+
+
+def test_kafka_42s_versions_are_served() -> None:
+    served = {ApiKey(k): v for k, v in advertised_apis().items()}
+    lagging = {k: hi for k, (_, hi) in served.items()
+               if k in KAFKA_42_VERSIONS and hi < KAFKA_42_VERSIONS[k][1]}
+    assert lagging == {k: v for k, v in BELOW_KAFKA_42.items() if v is not None}
+    for key in (ApiKey.DESCRIBE_TOPIC_PARTITIONS, ApiKey.LIST_CONFIG_RESOURCES,
+                ApiKey.DESCRIBE_QUORUM, ApiKey.PRODUCE, ApiKey.LIST_OFFSETS, ApiKey.METADATA,
+                ApiKey.FETCH, ApiKey.OFFSET_COMMIT, ApiKey.OFFSET_FETCH):
+        assert served[key][1] == KAFKA_42_VERSIONS[key][1], key

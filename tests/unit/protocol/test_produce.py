@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import uuid
+
 import struct
 from datetime import timedelta
 
@@ -29,7 +31,8 @@ def _plain_kio(req) -> tuple:
         getattr(req, "transactional_id", None),
         int(req.acks),
         req.timeout // timedelta(milliseconds=1),
-        [(t.name, [(int(p.index), None if p.records is None else bytes(p.records))
+        [((t.topic_id or uuid.UUID(int=0)) if hasattr(t, "topic_id") else t.name,
+          [(int(p.index), None if p.records is None else bytes(p.records))
                    for p in t.partition_data]) for t in req.topic_data],
     )
 
@@ -39,11 +42,12 @@ def _plain_ours(req) -> tuple:
         req.transactional_id,
         req.acks,
         req.timeout_ms,
-        [(t.name, [(i, None if r is None else bytes(r)) for i, r in t.partitions]) for t in req.topics],
+        [(t.name if t.topic_id is None else t.topic_id, [(i, None if r is None else bytes(r)) for i, r in t.partitions])
+         for t in req.topics],
     )
 
 
-@pytest.mark.parametrize("version", range(3, 13))
+@pytest.mark.parametrize("version", range(3, 14))
 @_settings
 @given(data=st.data())
 def test_request_matches_kio(version: int, data: st.DataObject) -> None:
@@ -108,10 +112,12 @@ _results = st.lists(st.tuples(st.text(max_size=10), st.lists(st.builds(
 ), max_size=3)), max_size=3)
 
 
-@pytest.mark.parametrize("version", range(3, 13))
+@pytest.mark.parametrize("version", range(3, 14))
 @_settings
 @given(topics=_results, throttle=st.integers(0, 2**31 - 1))
 def test_response_decodes_with_kio(version: int, topics: list, throttle: int) -> None:
+    if version >= 13:  # v13 names topics by id
+        topics = [(uuid.uuid5(uuid.NAMESPACE_DNS, name), parts) for name, parts in topics]
     raw = encode_produce_response(version, topics, throttle)
     resp = decode_response(0, version, raw)
     assert resp.throttle_time // timedelta(milliseconds=1) == throttle
@@ -127,7 +133,7 @@ def test_response_decodes_with_kio(version: int, topics: list, throttle: int) ->
                 row.append([(int(e.batch_index), e.batch_index_error_message) for e in p.record_errors])
                 row.append(p.error_message)
             parts.append(row)
-        got.append((t.name, parts))
+        got.append((t.topic_id if version >= 13 else t.name, parts))
     want = []
     for name, parts in topics:
         rows = []
@@ -157,7 +163,7 @@ def test_response_v0_2_layout(version: int) -> None:
 
 def test_unsupported_version() -> None:
     with pytest.raises(UnsupportedVersion):
-        decode_produce_request(b"", 0, 13)
+        decode_produce_request(b"", 0, 14)
     with pytest.raises(UnsupportedVersion):
         encode_produce_response(-1, [])
 
@@ -171,7 +177,7 @@ def test_records_length_beyond_frame() -> None:
 
 
 @settings(max_examples=300, deadline=None)
-@given(version=st.integers(0, 12), junk=st.binary(max_size=120))
+@given(version=st.integers(0, 13), junk=st.binary(max_size=120))
 def test_fuzz_random(version: int, junk: bytes) -> None:
     try:
         decode_produce_request(junk, 0, version)
@@ -180,7 +186,7 @@ def test_fuzz_random(version: int, junk: bytes) -> None:
 
 
 @settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
-@given(version=st.integers(3, 12), data=st.data())
+@given(version=st.integers(3, 13), data=st.data())
 def test_fuzz_mutated(version: int, data: st.DataObject) -> None:
     raw = bytearray(encode(data.draw(entities(request_class(0, version)))))
     for _ in range(data.draw(st.integers(1, 3))):

@@ -74,7 +74,43 @@ VERSIONS = (
     ApiVersionRange(ApiKey.DESCRIBE_CONFIGS, 1, 4),  # v0: removed in Kafka 4, not in kio
     ApiVersionRange(ApiKey.ALTER_CONFIGS, 0, 2),
     ApiVersionRange(ApiKey.INCREMENTAL_ALTER_CONFIGS, 0, 1),
+    # v0 was ListClientMetricsResources; v1 (Kafka 4.1, KIP-1142) lists every resource type
+    ApiVersionRange(ApiKey.LIST_CONFIG_RESOURCES, 0, 1),
 )
+
+CLIENT_METRICS = 16
+BROKER_LOGGER = 8
+# what ListConfigResources v1 lists when asked for no type in particular (Kafka's set)
+_LISTED_TYPES = (TOPIC, BROKER, BROKER_LOGGER, CLIENT_METRICS, GROUP)
+
+
+def handle_list_config_resources(ctx: Any, header: Any, frame: memoryview) -> Response:
+    """Config resources by type: topics, brokers (and their loggers) by id, groups (those
+    with configs and those this node coordinates). odradek keeps no client-metrics
+    subscriptions (KIP-714), so that type lists none."""
+    req = decode(header, frame)
+    wanted = (tuple(int(t) for t in req.resource_types) or _LISTED_TYPES
+              if header.api_version >= 1 else (CLIENT_METRICS,))
+    unknown = sorted(set(wanted) - set(_LISTED_TYPES))
+    if unknown:
+        return respond(header, {"throttle_time": 0, "error_code": ErrorCode.invalid_request,
+                                "config_resources": []})
+    image = ctx.image
+    out: list[dict[str, Any]] = []
+    for rtype in wanted:
+        if rtype == TOPIC:
+            names: list[str] = sorted(image.topics_by_name)
+        elif rtype in (BROKER, BROKER_LOGGER):
+            names = [str(b) for b in sorted(image.brokers)]
+        elif rtype == GROUP:
+            coordinated = ctx.group_coordinator.list_groups() if ctx.group_coordinator else []
+            names = sorted({name for t, name in image.configs if t == GROUP}
+                           | {row[0] for row in coordinated})
+        else:
+            names = []
+        out += [{"resource_name": n, "resource_type": rtype} for n in names]
+    return respond(header, {"throttle_time": 0, "error_code": ErrorCode.none,
+                            "config_resources": out})
 
 
 def handle_describe_configs(ctx: Any, header: Any, frame: memoryview) -> Response:

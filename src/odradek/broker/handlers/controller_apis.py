@@ -39,7 +39,7 @@ VERSIONS = (
     ApiVersionRange(ApiKey.ELECT_LEADERS, 0, 2),
     ApiVersionRange(ApiKey.ALTER_PARTITION_REASSIGNMENTS, 0, 0),
     ApiVersionRange(ApiKey.LIST_PARTITION_REASSIGNMENTS, 0, 0),
-    ApiVersionRange(ApiKey.UPDATE_FEATURES, 0, 1),
+    ApiVersionRange(ApiKey.UPDATE_FEATURES, 0, 2),  # v2 (Kafka 4.0): no per-feature results
     ApiVersionRange(ApiKey.UNREGISTER_BROKER, 0, 0),
     ApiVersionRange(ApiKey.ALLOCATE_PRODUCER_IDS, 0, 0),
 )

@@ -27,8 +27,9 @@ METADATA_TOPIC = "__cluster_metadata"
 METADATA_TOPIC_ID = uuid.UUID(int=1)  # Kafka's Uuid.METADATA_TOPIC_ID
 
 
-# v0-3 would need down-conversion to magic 0/1 (not done)
-VERSIONS = (ApiVersionRange(ApiKey.FETCH, 4, 17),)
+# v0-3 would need down-conversion to magic 0/1 (not done); v18 (Kafka 4.1) adds the
+# follower's high watermark as a partition tag (KIP-1166): read and checked, not needed here
+VERSIONS = (ApiVersionRange(ApiKey.FETCH, 4, 18),)
 
 
 def handle(ctx: Any, header: Any, frame: memoryview) -> Any:

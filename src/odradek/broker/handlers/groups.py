@@ -37,6 +37,8 @@ LAG_TAG = 10_000
 LAG_TRAILER = b"ODRADEK-LAG"
 GROUP_KEY = 0
 TRANSACTION_KEY = 1
+TOPIC_ID_OFFSETS_VERSION = 10
+SHARE_KEY = 2  # FindCoordinator v6: "group:topic-id:partition" of a share group
 _ZERO = uuid.UUID(int=0)
 
 
@@ -55,15 +57,18 @@ def _host(peer: str | None) -> str:
 # to v1 (Kafka 4.0, KIP-1082, beyond Kafka 3.9): librdkafka 2.10+ needs v1 for
 # group.protocol=consumer.
 VERSIONS = (
-    ApiVersionRange(ApiKey.FIND_COORDINATOR, 0, 5),
+    # v6 (Kafka 4.0) adds the share key type (KIP-932): refused with INVALID_REQUEST until
+    # odradek serves share groups; group and transaction keys are answered as in v5
+    ApiVersionRange(ApiKey.FIND_COORDINATOR, 0, 6),
     ApiVersionRange(ApiKey.JOIN_GROUP, 0, 9),
     ApiVersionRange(ApiKey.SYNC_GROUP, 0, 5),
     ApiVersionRange(ApiKey.HEARTBEAT, 0, 4),
     ApiVersionRange(ApiKey.LEAVE_GROUP, 0, 5),
-    ApiVersionRange(ApiKey.OFFSET_COMMIT, 2, 9),
-    ApiVersionRange(ApiKey.OFFSET_FETCH, 1, 9),
+    # v10 (Kafka 4.1, KIP-848): topics by id
+    ApiVersionRange(ApiKey.OFFSET_COMMIT, 2, 10),
+    ApiVersionRange(ApiKey.OFFSET_FETCH, 1, 10),
     ApiVersionRange(ApiKey.OFFSET_DELETE, 0, 0),
-    ApiVersionRange(ApiKey.DESCRIBE_GROUPS, 0, 5),
+    ApiVersionRange(ApiKey.DESCRIBE_GROUPS, 0, 6),  # v6: GROUP_ID_NOT_FOUND, error_message
     ApiVersionRange(ApiKey.LIST_GROUPS, 0, 5),
     ApiVersionRange(ApiKey.DELETE_GROUPS, 0, 2),
     ApiVersionRange(ApiKey.CONSUMER_GROUP_HEARTBEAT, 0, 1),
@@ -102,6 +107,8 @@ def _find_one(ctx: Any, key_type: int, key: str) -> dict[str, Any]:
         if not tc.is_coordinator_for(key):  # issue 14: the leader of its partition, elsewhere
             return admin.coordinator_at(ctx, "__transaction_state", tc.partition_of(key),
                                         key) or err(E.coordinator_not_available)
+    elif key_type == SHARE_KEY:
+        return err(E.invalid_request, "share groups (KIP-932) are not served by this node")
     elif key_type != GROUP_KEY:
         return err(E.invalid_request, f"unknown key type {key_type}")
     elif not key:
@@ -186,32 +193,68 @@ def handle_leave_group(ctx: Any, header: Any, frame: memoryview) -> Response:
 # ------------------------------------------------------------------ offsets
 
 
+def _topic_name(ctx: Any, t: Any, version: int) -> str | None:
+    # OffsetCommit/OffsetFetch v10 (Kafka 4.1) name topics by id; None for an unknown id
+    if version < TOPIC_ID_OFFSETS_VERSION:
+        return t.name  # type: ignore[no-any-return]
+    topic = ctx.image.topics_by_id.get(t.topic_id)
+    return None if topic is None else topic.name  # type: ignore[no-any-return]
+
+
+def _topic_key(ctx: Any, name: str, version: int) -> dict[str, Any]:
+    if version < TOPIC_ID_OFFSETS_VERSION:
+        return {"name": name}
+    topic = ctx.image.topics_by_name.get(name)
+    return {"topic_id": topic.topic_id if topic is not None else _ZERO}
+
+
 def handle_offset_commit(ctx: Any, header: Any, frame: memoryview) -> Response:
     req = decode(header, frame)
+    version = header.api_version
     entries = []
+    unknown: list[dict[str, Any]] = []
     for t in req.topics:
+        name = _topic_name(ctx, t, version)
+        if name is None:
+            unknown.append({"topic_id": t.topic_id, "partitions": [
+                {"partition_index": p.partition_index, "error_code": E.unknown_topic_id}
+                for p in t.partitions]})
+            continue
         for p in t.partitions:
             entries.append(OffsetCommitEntry(
-                t.name, int(p.partition_index), int(p.committed_offset),
+                name, int(p.partition_index), int(p.committed_offset),
                 int(getattr(p, "committed_leader_epoch", -1)), p.committed_metadata))
     retention = -1
-    if 2 <= header.api_version <= 4:
+    if 2 <= version <= 4:
         retention = ms(req.retention_time)
     errors = _coord(ctx).commit_offsets(
         req.group_id, int(req.generation_id_or_member_epoch), req.member_id,
         getattr(req, "group_instance_id", None), entries, retention,
-        kip848_errors=header.api_version >= 9)
+        kip848_errors=version >= 9)
     topics: dict[str, list[dict[str, Any]]] = {}
     for e in entries:
         topics.setdefault(e.topic, []).append(
             {"partition_index": e.partition, "error_code": errors[(e.topic, e.partition)]})
     return respond(header, {"throttle_time": 0, "topics": [
-        {"name": name, "partitions": parts} for name, parts in topics.items()]})
+        {**_topic_key(ctx, name, version), "partitions": parts}
+        for name, parts in topics.items()] + unknown})
 
 
 def _fetch_group(ctx: Any, group_id: str, topics: Any, member_id: str | None,
-                 member_epoch: int) -> tuple[ErrorCode, list[dict[str, Any]]]:
-    wanted = None if topics is None else [(t.name, list(t.partition_indexes)) for t in topics]
+                 member_epoch: int, version: int) -> tuple[ErrorCode, list[dict[str, Any]]]:
+    wanted = None
+    unknown: list[dict[str, Any]] = []
+    if topics is not None:
+        wanted = []
+        for t in topics:
+            name = _topic_name(ctx, t, version)
+            if name is None:
+                unknown.append({"topic_id": t.topic_id, "partitions": [
+                    {"partition_index": p, "committed_offset": -1, "committed_leader_epoch": -1,
+                     "metadata": "", "error_code": E.unknown_topic_id}
+                    for p in t.partition_indexes]})
+            else:
+                wanted.append((name, list(t.partition_indexes)))
     err, rows = _coord(ctx).fetch_offsets(group_id, wanted, member_id, member_epoch)
     out: dict[str, list[dict[str, Any]]] = {}
     for topic, p, v in rows:
@@ -219,21 +262,25 @@ def _fetch_group(ctx: Any, group_id: str, topics: Any, member_id: str | None,
             "partition_index": p, "committed_offset": v.offset if v else -1,
             "committed_leader_epoch": v.leader_epoch if v else -1,
             "metadata": v.metadata if v else "", "error_code": E.none})
-    return err, [{"name": t, "partitions": ps} for t, ps in out.items()]
+    by_id = version >= TOPIC_ID_OFFSETS_VERSION
+    return err, [{**_topic_key(ctx, t, version), "partitions": ps} for t, ps in out.items()
+                 # v10 names topics by id: offsets of a deleted topic have none to give
+                 if not by_id or t in ctx.image.topics_by_name] + unknown
 
 
 def handle_offset_fetch(ctx: Any, header: Any, frame: memoryview) -> Response:
     req = decode(header, frame)
-    if header.api_version >= 8:
+    version = header.api_version
+    if version >= 8:
         groups = []
         for g in req.groups:
             err, topics = _fetch_group(ctx, g.group_id, g.topics, getattr(g, "member_id", None),
-                                       int(getattr(g, "member_epoch", -1)))
+                                       int(getattr(g, "member_epoch", -1)), version)
             groups.append({"group_id": g.group_id, "topics": topics if err == E.none else [],
                            "error_code": err})
         return respond(header, {"throttle_time": 0, "groups": groups})
-    err, topics = _fetch_group(ctx, req.group_id, req.topics, None, -1)
-    if header.api_version < 2 and err != E.none:
+    err, topics = _fetch_group(ctx, req.group_id, req.topics, None, -1, version)
+    if version < 2 and err != E.none:
         # v0-1 have no top-level error: it goes on every requested partition
         topics = [{"name": t.name, "partitions": [
             {"partition_index": p, "committed_offset": -1, "metadata": "", "error_code": err}

@@ -13,12 +13,15 @@ EARLIEST = -2
 MAX_TIMESTAMP = -3
 EARLIEST_LOCAL = -4
 LATEST_TIERED = -5
+EARLIEST_PENDING_UPLOAD = -6  # v11 (Kafka 4.2, KIP-1023)
 READ_COMMITTED = 1
 DEBUGGING_REPLICA_ID = -2
 
 
-# v0: Kafka 4 removed it and kio (our codec) has no schema for it
-VERSIONS = (ApiVersionRange(ApiKey.LIST_OFFSETS, 1, 9),)
+# v0: Kafka 4 removed it and kio (our codec) has no schema for it; v10 adds a timeout for
+# reads from remote storage (odradek has none: nothing to wait for), v11 the earliest pending
+# upload offset (none without tiered storage: -1, as Kafka answers without remote storage)
+VERSIONS = (ApiVersionRange(ApiKey.LIST_OFFSETS, 1, 11),)
 
 
 def handle(ctx: Any, header: Any, frame: memoryview) -> Response:
@@ -31,12 +34,13 @@ def handle(ctx: Any, header: Any, frame: memoryview) -> Response:
     for t in req.topics:
         parts = []
         for p in t.partitions:
-            parts.append(_one(rm, t.name, p, committed, leader_only))
+            parts.append(_one(rm, t.name, p, committed, leader_only, header.api_version))
         topics.append({"name": t.name, "partitions": parts})
     return respond(header, {"throttle_time": 0, "topics": topics})
 
 
-def _one(rm: Any, name: str, p: Any, committed: bool, leader_only: bool) -> dict[str, Any]:
+def _one(rm: Any, name: str, p: Any, committed: bool, leader_only: bool,
+         version: int) -> dict[str, Any]:
     index = p.partition_index
     part = rm.get(name, index)
     if part is None:
@@ -56,7 +60,7 @@ def _one(rm: Any, name: str, p: Any, committed: bool, leader_only: bool) -> dict
             offset, found_ts = upper, -1
         elif ts in (EARLIEST, EARLIEST_LOCAL):
             offset, found_ts = part.log_start_offset, -1
-        elif ts == LATEST_TIERED:
+        elif ts == LATEST_TIERED or (ts == EARLIEST_PENDING_UPLOAD and version >= 11):
             offset, found_ts, epoch = -1, -1, -1
         elif ts == MAX_TIMESTAMP:
             found = part.log.max_timestamp_offset()

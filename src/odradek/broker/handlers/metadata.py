@@ -1,4 +1,4 @@
-"""Metadata (v0-12): brokers, controller, cluster id, topics and partitions.
+"""Metadata (v0-13; v13 adds a top-level error code, Kafka 4.0's KIP-1102): brokers, controller, cluster id, topics and partitions.
 
 Unknown topics are created when auto.create.topics.enable is on and the
 client allows it (always for v0-3), as Kafka does; that is disk work, so
@@ -55,7 +55,7 @@ def error_entry(code: ErrorCode, name: str | None, topic_id: Any = None) -> dict
             "partitions": (), "topic_authorized_operations": NO_AUTHORIZED_OPS}
 
 
-VERSIONS = (ApiVersionRange(ApiKey.METADATA, 0, 12),)
+VERSIONS = (ApiVersionRange(ApiKey.METADATA, 0, 13),)
 
 
 def handle(ctx: Any, header: Any, frame: memoryview) -> Any:
@@ -117,6 +117,6 @@ async def _auto_create(ctx: Any, header: Any, req: Any, entries: list[Any],
 
 def _answer(ctx: Any, header: Any, req: Any, topics: list[dict[str, Any]]) -> Response:
     return respond(header, {
-        "throttle_time": 0, "brokers": brokers(ctx), "cluster_id": ctx.cluster_id,
+        "throttle_time": 0, "error_code": ErrorCode.none, "brokers": brokers(ctx), "cluster_id": ctx.cluster_id,
         "controller_id": ctx.controller_id, "topics": topics,
         "cluster_authorized_operations": NO_AUTHORIZED_OPS})

@@ -9,6 +9,7 @@ version goes down with them: storage's log validator checks what it allows
 from __future__ import annotations
 
 import logging
+import uuid
 from functools import partial
 from typing import Any
 
@@ -29,9 +30,9 @@ log = logging.getLogger(__name__)
 
 _VALID_ACKS = (-1, 0, 1)
 
-# v0-12; v12 (Kafka 4.0, KIP-890 part 2, beyond Kafka 3.9) adds the partition to the
-# transaction itself
-VERSIONS = (ApiVersionRange(ApiKey.PRODUCE, 0, 12),)
+# v0-13; v12 (Kafka 4.0, KIP-890 part 2) adds the partition to the transaction itself, v13
+# (Kafka 4.1) names topics by id
+VERSIONS = (ApiVersionRange(ApiKey.PRODUCE, 0, 13),)
 
 
 def handle(ctx: Any, header: Any, frame: memoryview) -> Response | None:
@@ -39,7 +40,7 @@ def handle(ctx: Any, header: Any, frame: memoryview) -> Response | None:
     req = decode_produce_request(frame, header.body_offset, version)
     acks = req.acks
     rm = ctx.replica_manager
-    results: list[tuple[str, list[PartitionResult]]] = []
+    results: list[tuple[str | uuid.UUID, list[PartitionResult]]] = []
     # acks=all on a replicated partition: (partition, offset the HW must reach, its leader
     # epoch) and where its result is, for the produce purgatory
     waits: list[tuple[Any, int, int]] = []
@@ -48,6 +49,16 @@ def handle(ctx: Any, header: Any, frame: memoryview) -> Response | None:
     for topic in req.topics:
         name = topic.name
         out: list[PartitionResult] = []
+        key: str | uuid.UUID = name
+        if topic.topic_id is not None:
+            key = topic.topic_id
+            known = ctx.image.topics_by_id.get(topic.topic_id)
+            if known is None:
+                results.append((key, [PartitionResult(index, ErrorCode.unknown_topic_id, -1)
+                                      for index, _ in topic.partitions]))
+                failed = True
+                continue
+            name = known.name
         for index, records in topic.partitions:
             if acks not in _VALID_ACKS:
                 out.append(PartitionResult(index, ErrorCode.invalid_required_acks, -1))
@@ -90,7 +101,7 @@ def handle(ctx: Any, header: Any, frame: memoryview) -> Response | None:
             out.append(PartitionResult(index, r.error, r.base_offset, r.log_append_time_ms,
                                        r.log_start_offset, r.record_errors,
                                        error_message=r.message))
-        results.append((name, out))
+        results.append((key, out))
     if waits:
         return rm.delay_produce(waits, req.timeout_ms,
                                 partial(_after_replication, version, results, slots))
@@ -102,7 +113,8 @@ def handle(ctx: Any, header: Any, frame: memoryview) -> Response | None:
     return response_header_version(0, version), [encode_produce_response(version, results)]
 
 
-def _after_replication(version: int, results: list[tuple[str, list[PartitionResult]]],
+def _after_replication(version: int,
+                       results: list[tuple[str | uuid.UUID, list[PartitionResult]]],
                        slots: list[tuple[list[PartitionResult], int]],
                        errors: list[ErrorCode]) -> Response:
     # acks=all: a batch the ISR did not reach in time is REQUEST_TIMED_OUT (it is in the
