@@ -2,9 +2,8 @@
 
 from __future__ import annotations
 
-import uuid
-
 import struct
+import uuid
 from datetime import timedelta
 
 import pytest
