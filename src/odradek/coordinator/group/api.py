@@ -15,7 +15,8 @@ from odradek.coordinator.group.lag import LagStatus
 from odradek.protocol.errors import ErrorCode
 
 E = ErrorCode
-SWEEP_INTERVAL_S = 0.1
+# the backstop sweep of every group (sessions expire at their deadlines, deadlines.py)
+SWEEP_INTERVAL_S = 1.0
 # a new member that never completes its first join is dropped after this (Kafka's value)
 NEW_MEMBER_JOIN_TIMEOUT_MS = 300_000
 

@@ -45,6 +45,7 @@ class ClassicProtocol:
     config: GroupConfig
     coordinator_error: Callable[[str], ErrorCode]
     call_later: Callable[..., Any]
+    wake_at: Callable[[str, float], None]
 
     def _classic(self, group_id: str) -> ClassicGroup | None:
         g = self.groups.get(group_id)
@@ -116,6 +117,7 @@ class ClassicProtocol:
             return await self._add_and_rebalance(group, self._new_member(req, new_id))
         if req.require_known_member_id:
             group.pending_members[new_id] = mono_ms() + req.session_timeout_ms
+            self.wake_at(group.group_id, group.pending_members[new_id])
             return JoinResult(E.member_id_required, new_id)
         return await self._add_and_rebalance(group, self._new_member(req, new_id))
 
@@ -133,6 +135,7 @@ class ClassicProtocol:
         member.session_timeout_ms = req.session_timeout_ms
         member.rebalance_timeout_ms = req.rebalance_timeout_ms
         member.deadline_ms = mono_ms() + req.session_timeout_ms
+        self.wake_at(group.group_id, member.deadline_ms)
         log.info("static member %s of group %r rejoined as %s", req.group_instance_id,
                  group.group_id, new_id)
         if group.state is GroupState.STABLE:
@@ -176,6 +179,7 @@ class ClassicProtocol:
                 {n for n, _ in req.protocols} & self._candidates_without(group, mid)):
             return JoinResult(E.inconsistent_group_protocol, mid)
         member.deadline_ms = mono_ms() + member.session_timeout_ms
+        self.wake_at(group.group_id, member.deadline_ms)
         same = member.same_protocols(req.protocols)
         if group.state is GroupState.PREPARING_REBALANCE:
             return await self._update_and_rebalance(group, member, req)
@@ -207,6 +211,7 @@ class ClassicProtocol:
         member.is_new = True
         member.join_waiter = loop.create_future()
         member.deadline_ms = mono_ms() + NEW_MEMBER_JOIN_TIMEOUT_MS
+        self.wake_at(group.group_id, member.deadline_ms)
         group.add(member)
         group.new_member_joined = True
         if group.state is GroupState.PREPARING_REBALANCE:
@@ -311,6 +316,7 @@ class ClassicProtocol:
                 group.leader_id or "", members if leader else []))
             m.is_new = False
             m.deadline_ms = mono + m.session_timeout_ms
+            self.wake_at(group.group_id, m.deadline_ms)
 
     def _validate_member(self, group: ClassicGroup, member_id: str, instance_id: str | None,
                          generation: int | None) -> ErrorCode:
@@ -347,6 +353,7 @@ class ClassicProtocol:
         if group.state is GroupState.PREPARING_REBALANCE:
             return SyncResult(E.rebalance_in_progress)
         member.deadline_ms = mono_ms() + member.session_timeout_ms
+        self.wake_at(group_id, member.deadline_ms)
         if group.state is GroupState.STABLE:
             return SyncResult(E.none, member.assignment, group.protocol_type, group.protocol_name)
         # CompletingRebalance
@@ -390,6 +397,7 @@ class ClassicProtocol:
             return E.illegal_generation
         member = group.members[member_id]
         member.deadline_ms = mono_ms() + member.session_timeout_ms
+        self.wake_at(group_id, member.deadline_ms)
         if group.state is GroupState.PREPARING_REBALANCE:
             return E.rebalance_in_progress
         return E.none

@@ -43,6 +43,7 @@ class ConsumerProtocol:
     # a group's own configs (resource type GROUP, from the metadata image): they override
     # group.consumer.session.timeout.ms and group.consumer.heartbeat.interval.ms for it
     group_overrides: Callable[[str], Mapping[str, str]]
+    wake_at: Callable[[str, float], None]
 
     def consumer_timeouts(self, group_id: str) -> tuple[int, int]:
         """(session timeout, heartbeat interval) of a consumer group, in ms."""
@@ -113,6 +114,7 @@ class ConsumerProtocol:
             # partitions for a session timeout, so that its next incarnation takes them over
             m = g.members[member_id]
             m.deadline_ms = mono + session_ms
+            self.wake_at(group_id, m.deadline_ms)
             m.static_left = True
             log.info("static member %s (%s) of consumer group %r left temporarily", member_id,
                      m.instance_id, group_id)
@@ -173,6 +175,7 @@ class ConsumerProtocol:
                                        f"({member_epoch}) than the one known by the group "
                                        f"coordinator ({member.member_epoch}).")
         member.deadline_ms = mono + session_ms
+        self.wake_at(group_id, member.deadline_ms)
         member.client_id, member.client_host = client_id, client_host
         changed = False
         if subscribed is not None and sorted(subscribed) != sorted(member.subscribed_topic_names):
@@ -217,6 +220,7 @@ class ConsumerProtocol:
         g.reconcile(member, owned)
         if member.pending_revocation and member.revoke_deadline_ms is None:
             member.revoke_deadline_ms = mono + member.rebalance_timeout_ms
+            self.wake_at(group_id, member.revoke_deadline_ms)
         after = (member.member_epoch, member.assigned, bool(member.pending_revocation))
         if before != after or member_epoch == 0:
             records.append(self._current_assignment_record(g, member))

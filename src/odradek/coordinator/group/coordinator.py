@@ -21,6 +21,7 @@ from collections.abc import Callable, Iterable
 from typing import Any
 
 from odradek.coordinator import offsets_topic as ot
+from odradek.coordinator.deadlines import DeadlineTimer
 from odradek.coordinator.group.api import (
     CONSUMER_STATE_NAMES,
     NEW_MEMBER_JOIN_TIMEOUT_MS,
@@ -55,6 +56,7 @@ log = logging.getLogger(__name__)
 E = ErrorCode
 SWEEP_JOB = "group-sessions"
 EXPIRY_JOB = "group-offsets-expiry"
+DEADLINE_KEY = ("group-deadlines", ot.TOPIC)  # never a partition's key: no unload cancels it
 
 
 class GroupCoordinator(GroupLoader, ClassicProtocol, ConsumerProtocol, OffsetManager):
@@ -67,6 +69,8 @@ class GroupCoordinator(GroupLoader, ClassicProtocol, ConsumerProtocol, OffsetMan
         self.all_topics = all_topics or (lambda: ())
         self.config = config
         self.group_overrides = lambda _group_id: {}
+        # sessions, revocation and join deadlines fire when due (coordinator/deadlines.py)
+        self.deadlines = DeadlineTimer(mono_ms, self._deadline_timer, self.expire_due)
         self.topics = topics
         self.topic_names = topic_names
         self.store = OffsetsTopicStore(self.runtime, config.num_partitions)
@@ -129,7 +133,12 @@ class GroupCoordinator(GroupLoader, ClassicProtocol, ConsumerProtocol, OffsetMan
         self.store.drop_partition(partition)
 
     def partition_loaded(self, partition: int) -> None:
-        """Nothing waits on a replayed partition: sessions restart from the replay."""
+        """Nothing waits on a replayed partition: sessions restart from the replay, and their
+        deadlines go to the deadline timer."""
+        for gid, g in self.groups.items():
+            if self.store.partition_for(gid) == partition:
+                for m in g.members.values():
+                    self.wake_at(gid, m.deadline_ms)
 
     def is_coordinator_for(self, group_id: str) -> bool:
         """This node is the group's coordinator (its `__consumer_offsets` partition is led
@@ -149,11 +158,30 @@ class GroupCoordinator(GroupLoader, ClassicProtocol, ConsumerProtocol, OffsetMan
         key = (ot.TOPIC, self.store.partition_for(group_id))
         return self.runtime.scheduler.call_later(key, delay_s, fn, *args)
 
+    def wake_at(self, group_id: str, deadline_ms: float) -> None:
+        """Check `group_id` when monotonic time reaches `deadline_ms` (a member's session,
+        revocation or join deadline was set)."""
+        self.deadlines.add(group_id, deadline_ms)
+
+    def expire_due(self, group_ids: list[Any], mono: float) -> None:
+        """The deadline timer's work: expire what ran out by `mono` in these groups."""
+        for gid in group_ids:
+            g = self.groups.get(gid)
+            if isinstance(g, ClassicGroup):
+                self._sweep_classic(g, mono)
+            elif g is not None:
+                self._sweep_consumer(g, mono)
+
+    def _deadline_timer(self, delay_s: float, fire: Callable[[], None]) -> Timer:
+        return self.runtime.scheduler.call_later(DEADLINE_KEY, delay_s, fire)
+
     # ------------------------------------------------------------------ life
 
     def start(self) -> None:
         """Start the timers: session sweeps, and offset expiry from the first sweep on."""
         scheduler = self.runtime.scheduler
+        self.deadlines.start()
+        # a backstop, not the clock of sessions: deadlines fire on their own timer
         scheduler.every(SWEEP_JOB, SWEEP_INTERVAL_S, lambda: self.sweep(mono_ms()))
         scheduler.every(EXPIRY_JOB, self.config.offsets_retention_check_interval_ms / 1000,
                         lambda: self.expire_offsets(now_ms()), first_delay_s=SWEEP_INTERVAL_S)
@@ -164,6 +192,7 @@ class GroupCoordinator(GroupLoader, ClassicProtocol, ConsumerProtocol, OffsetMan
         scheduler = self.runtime.scheduler
         for job in (SWEEP_JOB, EXPIRY_JOB):
             scheduler.cancel_job(job)
+        self.deadlines.stop()
         for p in range(self.store.num_partitions):
             scheduler.cancel_all((ot.TOPIC, p))
         for g in self.groups.values():

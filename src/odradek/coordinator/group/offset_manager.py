@@ -61,6 +61,7 @@ class OffsetManager:
     config: GroupConfig
     topics: TopicLookup
     coordinator_error: Callable[[str], ErrorCode]
+    wake_at: Callable[[str, float], None]
 
     # ================================================================ offsets
 
@@ -149,6 +150,7 @@ class OffsetManager:
             return E.illegal_generation
         member = group.members[member_id]
         member.deadline_ms = mono_ms() + member.session_timeout_ms
+        self.wake_at(group_id, member.deadline_ms)
         return E.none
 
     def fetch_offsets(self, group_id: str, topics: list[tuple[str, list[int]]] | None,
