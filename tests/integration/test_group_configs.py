@@ -89,3 +89,17 @@ def test_survives_a_restart(tmp_path_factory: pytest.TempPathFactory) -> None:
         assert describe(admin, "kept")["share.record.lock.duration.ms"].value == "20000"
     finally:
         n.stop()
+
+
+def test_topic_describe_as_kafka_41(node: BrokerProcess) -> None:
+    # confluent-kafka-python's test_incremental_alter_configs expects, of a 4.1+ broker, the
+    # cluster-level min.insync.replicas among a topic's non-default entries
+    from confluent_kafka.admin import NewTopic
+    admin = AdminClient({"bootstrap.servers": node.bootstrap})
+    [f] = admin.create_topics([NewTopic("described", 2, 1,
+                                        config={"compression.type": "gzip"})]).values()
+    f.result(timeout=30)
+    [future] = admin.describe_configs([ConfigResource(ResourceType.TOPIC, "described")]).values()
+    entries = future.result(timeout=30)
+    assert sorted(str(e) for e in entries.values() if not e.is_default) == [
+        'compression.type="gzip"', 'min.insync.replicas="1"']

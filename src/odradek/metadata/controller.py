@@ -39,7 +39,12 @@ from odradek.metadata.controller_topics import TopicControl
 from odradek.metadata.image import MetadataDelta, MetadataImage
 from odradek.metadata.publisher import MetadataPublisher
 from odradek.metadata.quorum import Quorum
-from odradek.metadata.records import ConfigRecord, MetadataRecord, ProducerIdsRecord
+from odradek.metadata.records import (
+    RESOURCE_BROKER,
+    ConfigRecord,
+    MetadataRecord,
+    ProducerIdsRecord,
+)
 from odradek.protocol.errors import ErrorCode, KafkaError
 
 __all__ = ["Controller", "load_image"]
@@ -166,10 +171,21 @@ class Controller(TopicControl, BrokerControl, PartitionControl, ReassignmentCont
         return None
 
     def bootstrap(self) -> None:
-        """First start of a cluster: write the finalized feature levels."""
+        """On becoming the active controller: write the finalized feature levels a new
+        cluster needs, and the cluster-level min.insync.replicas."""
         with self._lock:
             self._require_active()
-            self._commit(self.bootstrap_feature_records())
+            self._commit(self.bootstrap_feature_records() + self._activation_config_records())
+
+    def _activation_config_records(self) -> list[MetadataRecord]:
+        # Kafka 4.1+ (KIP-966) writes the cluster-wide min.insync.replicas as a dynamic
+        # default when its controller activates without one, so that every broker and topic
+        # reads the same value: describe shows it as DYNAMIC_DEFAULT_BROKER_CONFIG. The value
+        # is this controller's static one; once written, AlterConfigs changes it.
+        if "min.insync.replicas" in self.image.broker_configs(""):
+            return []
+        value = str(self.broker_config.get_int("min.insync.replicas"))
+        return [ConfigRecord(RESOURCE_BROKER, "", "min.insync.replicas", value)]
 
     # ---------------------------------------------------------------- producer ids
 
