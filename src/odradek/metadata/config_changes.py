@@ -39,7 +39,7 @@ def replacement_changes(
     new = dict(pairs)
     if len(new) != len(pairs):
         raise KafkaError(ErrorCode.invalid_request, "Error due to duplicate config keys")
-    _validate_configs(res.resource_type, new, current, broker_config)
+    _validate_configs(res.resource_type, new, current, broker_config, res.resource_name)
     changes: dict[str, str | None] = {k: None for k in current if k not in new}
     changes.update({k: v for k, v in new.items() if current.get(k) != v})
     return changes
@@ -75,7 +75,7 @@ def incremental_changes(
             else:
                 items = [v for v in items if v not in given]
             new[name] = ",".join(items)
-    _validate_configs(res.resource_type, new, current, broker_config)
+    _validate_configs(res.resource_type, new, current, broker_config, res.resource_name)
     changes: dict[str, str | None] = {k: None for k in current if k not in new}
     changes.update({k: v for k, v in new.items() if current.get(k) != v})
     return changes
@@ -118,11 +118,12 @@ def _current_configs(image: MetadataImage, resource_type: int, resource_name: st
 
 def _validate_configs(
     resource_type: int, new: dict[str, str | None], current: dict[str, str],
-    broker_config: BrokerConfig,
+    broker_config: BrokerConfig, resource_name: str = "",
 ) -> None:
     if resource_type == RESOURCE_TOPIC:
         validate_topic_configs(new)
     elif resource_type == RESOURCE_GROUP:
         validate_group_configs(new, broker_config.get)
     else:
-        validate_broker_dynamic_configs({k: v for k, v in new.items() if current.get(k) != v})
+        validate_broker_dynamic_configs({k: v for k, v in new.items() if current.get(k) != v},
+                                        cluster_default=resource_name == "")

@@ -31,6 +31,7 @@ from odradek.metadata.config.config_def import (
     to_config_string,
 )
 from odradek.metadata.config.group_configs import GROUP_COORDINATOR_BROKER_DEFS
+from odradek.metadata.config.kafka_dynamic_configs import PER_BROKER_CONFIGS, UNUSED_DYNAMIC_DEFS
 from odradek.metadata.config.topic_configs import COMPRESSION_TYPES, TOPIC_CONFIGS
 from odradek.protocol.errors import ErrorCode, KafkaError
 
@@ -341,7 +342,7 @@ def _log_synonym_dynamic(defn: ConfigDef) -> ConfigDef:
 
 
 BROKER_CONFIGS: dict[str, ConfigDef] = {
-    d.name: d for d in [*_NODE_BROKER_DEFS, *GROUP_COORDINATOR_BROKER_DEFS,
+    d.name: d for d in [*_NODE_BROKER_DEFS, *GROUP_COORDINATOR_BROKER_DEFS, *UNUSED_DYNAMIC_DEFS,
                         *map(_log_synonym_dynamic, _LOG_BROKER_DEFS)]
 }
 DYNAMIC_BROKER_CONFIGS = frozenset(n for n, d in BROKER_CONFIGS.items() if d.dynamic)
@@ -379,8 +380,15 @@ def validate_broker_configs(configs: Mapping[str, str]) -> dict[str, Any]:
     return parsed
 
 
-def validate_broker_dynamic_configs(configs: Mapping[str, str | None]) -> None:
-    """Check a dynamic broker config change: known, dynamic and valid (None deletes)."""
+def validate_broker_dynamic_configs(configs: Mapping[str, str | None],
+                                    cluster_default: bool = False) -> None:
+    """Check a dynamic broker config change: known, dynamic and valid (None deletes); at the
+    cluster-wide default (`cluster_default`), none of Kafka's per-broker configs."""
+    if cluster_default:
+        per_broker = sorted(n for n in configs if n in PER_BROKER_CONFIGS)
+        if per_broker:
+            raise ConfigError("Cannot update these configs at default cluster level, broker id "
+                              f"must be specified: {', '.join(per_broker)}")
     for name, raw in configs.items():
         defn = BROKER_CONFIGS.get(name)
         if defn is None:
