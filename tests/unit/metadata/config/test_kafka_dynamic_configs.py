@@ -19,10 +19,15 @@ from odradek.metadata.quorum import MetadataQuorum
 from odradek.metadata.records import RESOURCE_BROKER
 from odradek.protocol.errors import ErrorCode
 
+
 # Kafka's dynamic broker configs and their update mode (kafka.apache.org/42 broker configs'
 # "Update Mode"; DynamicBrokerConfig's sets), less the log.* synonyms of topic configs
+def _names(text: str) -> list[str]:
+    return text.split()
+
+
 KAFKA_DYNAMIC = {
-    **dict.fromkeys((
+    **dict.fromkeys(_names(
         "ssl.keystore.type ssl.keystore.location ssl.keystore.password ssl.key.password "
         "ssl.keystore.certificate.chain ssl.keystore.key ssl.truststore.type "
         "ssl.truststore.location ssl.truststore.password ssl.truststore.certificates "
@@ -36,9 +41,9 @@ KAFKA_DYNAMIC = {
         "sasl.kerberos.ticket.renew.window.factor sasl.kerberos.ticket.renew.jitter "
         "sasl.kerberos.min.time.before.relogin sasl.kerberos.principal.to.local.rules "
         "sasl.login.refresh.window.factor sasl.login.refresh.window.jitter "
-        "sasl.login.refresh.min.period.seconds sasl.login.refresh.buffer.seconds").split(),
+        "sasl.login.refresh.min.period.seconds sasl.login.refresh.buffer.seconds"),
         "per-broker"),
-    **dict.fromkeys((
+    **dict.fromkeys(_names(
         "log.cleaner.threads log.cleaner.dedupe.buffer.size log.cleaner.io.buffer.load.factor "
         "log.cleaner.io.buffer.size message.max.bytes log.cleaner.io.max.bytes.per.second "
         "log.cleaner.backoff.ms num.io.threads num.replica.fetchers "
@@ -49,7 +54,7 @@ KAFKA_DYNAMIC = {
         "remote.log.index.file.cache.total.size.bytes remote.fetch.max.wait.ms "
         "remote.log.manager.copy.max.bytes.per.second "
         "remote.log.manager.fetch.max.bytes.per.second "
-        "remote.list.offsets.request.timeout.ms").split(), "cluster-wide"),
+        "remote.list.offsets.request.timeout.ms"), "cluster-wide"),
 }
 
 # odradek uses these but cannot yet change them at runtime: refused (read-only) rather than
