@@ -3,10 +3,12 @@
 A coordinator says "look at key K at time T" (a group when a member's session or revocation
 deadline is set); `DeadlineTimer` keeps one loop timer armed for the earliest of them and,
 when it fires, hands the keys that fell due to the coordinator, which checks them at the
-clock's time. A deadline moved later (a heartbeat) leaves its old entry behind: that entry
-only makes the key be checked once more, early, and finds nothing due, which is cheaper than
-finding and removing it. The clock and the timer are given, so a fake clock drives it in
-tests.
+clock's time and then says when to look at each of them next.
+
+Each key keeps only its earliest pending deadline: a later one (a heartbeat moving a session
+on) is not queued, since the key will be looked at by then anyway and told its next
+deadline there. So a busy group costs one entry and one check per session period, not one
+per heartbeat. The clock and the timer are given, so a fake clock drives it in tests.
 """
 
 from __future__ import annotations
@@ -21,15 +23,23 @@ __all__ = ["DeadlineQueue", "DeadlineTimer"]
 class DeadlineQueue:
     """(deadline, key) entries; pure, no clock."""
 
-    __slots__ = ("_heap", "_seq")
+    __slots__ = ("_heap", "_pending", "_seq")
 
     def __init__(self) -> None:
         self._heap: list[tuple[float, int, Hashable]] = []
+        self._pending: dict[Hashable, float] = {}  # each key's earliest queued deadline
         self._seq = 0
 
-    def add(self, key: Hashable, deadline: float) -> None:
+    def add(self, key: Hashable, deadline: float) -> bool:
+        """Queue `deadline` for `key` unless an earlier (or equal) one is queued; whether it
+        was queued."""
+        pending = self._pending.get(key)
+        if pending is not None and pending <= deadline:
+            return False
+        self._pending[key] = deadline
         self._seq += 1
         heapq.heappush(self._heap, (deadline, self._seq, key))
+        return True
 
     def next_deadline(self) -> float | None:
         return self._heap[0][0] if self._heap else None
@@ -39,8 +49,11 @@ class DeadlineQueue:
         out: list[Hashable] = []
         seen: set[Hashable] = set()
         heap = self._heap
+        pending = self._pending
         while heap and heap[0][0] <= now:
             _, _, key = heapq.heappop(heap)
+            if pending.get(key, now + 1) <= now:
+                del pending[key]
             if key not in seen:
                 seen.add(key)
                 out.append(key)
@@ -48,6 +61,7 @@ class DeadlineQueue:
 
     def discard(self, key: Hashable) -> None:
         """Forget every entry of `key` (its state went away)."""
+        self._pending.pop(key, None)
         kept = [e for e in self._heap if e[2] != key]
         if len(kept) != len(self._heap):
             heapq.heapify(kept)
@@ -65,7 +79,8 @@ class DeadlineTimer:
     """One armed timer for the earliest deadline of a `DeadlineQueue`.
 
     `clock()` is the time deadlines are in (ms); `call_later(delay_s, fn)` arms the loop
-    timer; `on_due(keys, now)` checks the keys that fell due at `now`.
+    timer; `on_due(keys, now)` checks the keys that fell due at `now` and `add`s the next
+    deadline of each that still has one.
     """
 
     def __init__(self, clock: Callable[[], float], call_later: CallLater,
@@ -79,7 +94,8 @@ class DeadlineTimer:
         self.running = False
 
     def add(self, key: Hashable, deadline: float) -> None:
-        self.queue.add(key, deadline)
+        if not self.queue.add(key, deadline):
+            return
         if self.running and (self._armed_at is None or deadline < self._armed_at):
             self._arm()
 

@@ -116,3 +116,18 @@ def test_a_heartbeat_moves_the_expiry(node: Node) -> None:
     assert r.member_id in coord.groups["g"].members
     loop.advance_to(second)
     assert r.member_id not in coord.groups["g"].members
+
+
+def test_heartbeats_keep_one_entry_per_group(node: Node) -> None:
+    # a later deadline is not queued while an earlier one is: the group is looked at once per
+    # session period, and told its next deadline then
+    coord = node.coordinator
+    loop = FakeLoop()
+    coord.deadlines = DeadlineTimer(loop.clock, loop.call_later, coord.expire_due)
+    coord.deadlines.start()
+    r = coord.consumer_group_heartbeat("g", "", 0, None, None, 30_000, ["t"], None, None,
+                                       "client", "/h")
+    for _ in range(20):
+        coord.consumer_group_heartbeat("g", r.member_id, r.member_epoch, None, None, -1, None,
+                                       None, {"t": {0, 1}}, "client", "/h")
+    assert len(coord.deadlines.queue) == 1

@@ -164,13 +164,19 @@ class GroupCoordinator(GroupLoader, ClassicProtocol, ConsumerProtocol, OffsetMan
         self.deadlines.add(group_id, deadline_ms)
 
     def expire_due(self, group_ids: list[Any], mono: float) -> None:
-        """The deadline timer's work: expire what ran out by `mono` in these groups."""
+        """The deadline timer's work: expire what ran out by `mono` in these groups, then
+        queue each group's next deadline (the timer keeps only a key's earliest)."""
         for gid in group_ids:
             g = self.groups.get(gid)
             if isinstance(g, ClassicGroup):
                 self._sweep_classic(g, mono)
             elif g is not None:
                 self._sweep_consumer(g, mono)
+            else:
+                continue
+            later = [d for d in _deadlines(g) if d > mono]
+            if later:
+                self.wake_at(gid, min(later))
 
     def _deadline_timer(self, delay_s: float, fire: Callable[[], None]) -> Timer:
         return self.runtime.scheduler.call_later(DEADLINE_KEY, delay_s, fire)
@@ -277,3 +283,15 @@ class GroupCoordinator(GroupLoader, ClassicProtocol, ConsumerProtocol, OffsetMan
 __all__ = ["ASSIGNORS", "CONSUMER_STATE_NAMES", "NEW_MEMBER_JOIN_TIMEOUT_MS", "ConsumerGroup",
            "GroupConfig", "GroupCoordinator", "HeartbeatResult", "JoinRequest", "JoinResult",
            "OffsetCommitEntry", "PartitionLagInfo", "SyncResult", "mono_ms", "now_ms"]
+
+
+def _deadlines(g: Group) -> list[float]:
+    # every deadline a group's sweep acts on: sessions, KIP-848 revocations, and the joins of
+    # classic members still pending
+    out = [m.deadline_ms for m in g.members.values()]
+    if isinstance(g, ClassicGroup):
+        out += g.pending_members.values()
+    else:
+        out += [m.revoke_deadline_ms for m in g.members.values()
+                if m.revoke_deadline_ms is not None]
+    return out
