@@ -147,8 +147,7 @@ class ClusterNode:
             if "broker" in self.roles:
                 await self._start_broker(base, quorum, publisher, addresses, loop)
             if not self.stopping.is_set():
-                self.node.started = True
-                log.info("node %d started", node_id)
+                self.node.mark_started()
                 await self.stopping.wait()
         finally:
             await self._shutdown()
@@ -325,6 +324,7 @@ class ClusterNode:
 
     async def _shutdown(self) -> None:
         log.info("shutting down")
+        await self.node.stop_services()
         if self.lifecycle is not None and self.lifecycle.unfenced.is_set():
             # Kafka's controlled shutdown: leadership moves while we still serve
             began = time.monotonic()
