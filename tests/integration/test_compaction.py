@@ -286,6 +286,51 @@ def test_keyless_records_refused_on_compacted_topics(node: BrokerProcess) -> Non
     assert view == [(0, b"k", b"keyed")]
 
 
+def test_confluent_fails_exactly_the_keyless_records(node: BrokerProcess) -> None:
+    # KIP-467: one batch of 100, 10 without a key; Produce v8+ names those 10 in record_errors.
+    # librdkafka fails them with INVALID_RECORD and the 90 others with
+    # _INVALID_DIFFERENT_RECORD (not appended: the batch is refused whole, as in Kafka)
+    topic = "compact-record-errors"
+    create_topic(node.bootstrap, topic, 1, COMPACT)
+    p = Producer({"bootstrap.servers": node.bootstrap, "linger.ms": 500, "retries": 0,
+                  "batch.num.messages": 1000})
+    results: dict[int, KafkaError | None] = {}
+    for i in range(100):
+        p.produce(topic, partition=0, key=None if i % 10 == 7 else b"k%d" % i, value=b"v%d" % i,
+                  on_delivery=lambda e, m: results.__setitem__(int(m.value()[1:]), e))
+    assert p.flush(30) == 0
+    failed = {i for i, e in results.items()
+              if e is not None and e.code() == KafkaError.INVALID_RECORD}
+    assert failed == {i for i in range(100) if i % 10 == 7}
+    others = {e.code() if e else None for i, e in results.items() if i not in failed}
+    assert others == {KafkaError._INVALID_DIFFERENT_RECORD}
+    p.produce(topic, partition=0, key=b"after", value=b"after")
+    p.flush(30)
+    assert read_confluent(node.bootstrap, topic, 1) == [(0, b"after", b"after")]
+
+
+def test_kafka_python_fails_exactly_the_keyless_records(node: BrokerProcess) -> None:
+    from kafka.errors import InvalidRecordError
+    from kafka.errors import KafkaError as KPError
+    topic = "compact-record-errors-kp"
+    create_topic(node.bootstrap, topic, 1, COMPACT)
+    p = KafkaProducer(bootstrap_servers=node.bootstrap, linger_ms=500, retries=0,
+                      batch_size=1 << 20)
+    try:
+        futures = [p.send(topic, partition=0, key=None if i % 10 == 2 else b"k%d" % i,
+                          value=b"v%d" % i) for i in range(100)]
+        p.flush(30)
+    finally:
+        p.close()
+    errors = {i: f.exception for i, f in enumerate(futures)}
+    assert all(f.is_done for f in futures)
+    bad = {i for i, e in errors.items() if isinstance(e, InvalidRecordError)}
+    assert bad == {i for i in range(100) if i % 10 == 2}
+    assert "without key" in str(errors[2])
+    assert all(isinstance(e, KPError) and not isinstance(e, InvalidRecordError)
+               for i, e in errors.items() if i not in bad)
+
+
 def test_consumer_offsets_stay_bounded_under_steady_commits(tmp_path_factory: pytest.TempPathFactory) -> None:
     seg = 16_384
     n = BrokerProcess(tmp_path_factory.mktemp("offsets") / "data", settings={

@@ -23,6 +23,7 @@ from odradek.coordinator.runtime import (
 from odradek.coordinator.transaction.coordinator import TransactionCoordinator, TxnConfig
 from odradek.coordinator.transaction.producer_ids import BLOCK_SIZE, ProducerIdManager
 from odradek.coordinator.transaction.state_log import TOPIC as TXN_TOPIC
+from odradek.metadata.records import RESOURCE_GROUP
 
 log = logging.getLogger(__name__)
 
@@ -76,6 +77,8 @@ async def _start_group(runtime: CoordinatorRuntime, config: Any, controller: Any
 
     coord = GroupCoordinator(runtime.rm, gconf, lookup, name_of,
                              lambda: list(controller.image.topics_by_name), runtime)
+    coord.group_overrides = lambda group_id: controller.image.configs.get(
+        (RESOURCE_GROUP, group_id), {})
     began = time.monotonic()
     count = await asyncio.to_thread(coord.load)
     log.info("group coordinator loaded %d records of %s (%d groups) in %.2f s", count, ot.TOPIC,

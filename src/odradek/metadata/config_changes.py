@@ -12,6 +12,11 @@ from odradek.metadata.config.broker_configs import (
     validate_broker_dynamic_configs,
 )
 from odradek.metadata.config.config_def import ConfigType, parse_value
+from odradek.metadata.config.group_configs import (
+    GROUP_CONFIGS,
+    validate_group_configs,
+    validate_group_name,
+)
 from odradek.metadata.config.topic_configs import TOPIC_CONFIGS, validate_topic_configs
 from odradek.metadata.controller_requests import (
     AlterConfigsResource,
@@ -19,7 +24,7 @@ from odradek.metadata.controller_requests import (
     IncrementalAlterConfigsResource,
 )
 from odradek.metadata.image import MetadataImage
-from odradek.metadata.records import RESOURCE_BROKER, RESOURCE_TOPIC
+from odradek.metadata.records import RESOURCE_BROKER, RESOURCE_GROUP, RESOURCE_TOPIC
 from odradek.protocol.errors import ErrorCode, KafkaError
 
 __all__ = ["incremental_changes", "replacement_changes"]
@@ -34,7 +39,7 @@ def replacement_changes(
     new = dict(pairs)
     if len(new) != len(pairs):
         raise KafkaError(ErrorCode.invalid_request, "Error due to duplicate config keys")
-    _validate_configs(res.resource_type, new, current)
+    _validate_configs(res.resource_type, new, current, broker_config)
     changes: dict[str, str | None] = {k: None for k in current if k not in new}
     changes.update({k: v for k, v in new.items() if current.get(k) != v})
     return changes
@@ -57,9 +62,7 @@ def incremental_changes(
         elif op is AlterOp.DELETE:
             new.pop(name, None)
         else:
-            defn = (TOPIC_CONFIGS if res.resource_type == RESOURCE_TOPIC else BROKER_CONFIGS).get(
-                name
-            )
+            defn = _TABLES.get(res.resource_type, BROKER_CONFIGS).get(name)
             if defn is None or defn.type is not ConfigType.LIST:
                 raise KafkaError(
                     ErrorCode.invalid_config,
@@ -72,10 +75,12 @@ def incremental_changes(
             else:
                 items = [v for v in items if v not in given]
             new[name] = ",".join(items)
-    _validate_configs(res.resource_type, new, current)
+    _validate_configs(res.resource_type, new, current, broker_config)
     changes: dict[str, str | None] = {k: None for k in current if k not in new}
     changes.update({k: v for k, v in new.items() if current.get(k) != v})
     return changes
+
+_TABLES = {RESOURCE_TOPIC: TOPIC_CONFIGS, RESOURCE_GROUP: GROUP_CONFIGS}
 
 def _current_list(
     broker_config: BrokerConfig, resource_type: int, name: str, override: str | None
@@ -105,12 +110,19 @@ def _current_configs(image: MetadataImage, resource_type: int, resource_name: st
                     ErrorCode.invalid_request, f"Illegal broker id: {resource_name}"
                 ) from None
         return dict(image.broker_configs(resource_name))
+    if resource_type == RESOURCE_GROUP:
+        # a group need not exist to have configs (Kafka keeps them apart from its state)
+        validate_group_name(resource_name)
+        return dict(image.configs.get((RESOURCE_GROUP, resource_name), {}))
     raise KafkaError(ErrorCode.invalid_request, f"Unexpected resource type {resource_type}")
 
 def _validate_configs(
-    resource_type: int, new: dict[str, str | None], current: dict[str, str]
+    resource_type: int, new: dict[str, str | None], current: dict[str, str],
+    broker_config: BrokerConfig,
 ) -> None:
     if resource_type == RESOURCE_TOPIC:
         validate_topic_configs(new)
+    elif resource_type == RESOURCE_GROUP:
+        validate_group_configs(new, broker_config.get)
     else:
         validate_broker_dynamic_configs({k: v for k, v in new.items() if current.get(k) != v})

@@ -46,6 +46,7 @@ ZERO_UUID = uuid.UUID(int=0)
 # ConfigRecord.resource_type values (Kafka's ConfigResource.Type ids)
 RESOURCE_TOPIC = 2
 RESOURCE_BROKER = 4
+RESOURCE_GROUP = 32
 
 
 @dataclass(frozen=True, slots=True)

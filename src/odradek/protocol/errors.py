@@ -64,10 +64,17 @@ class CorruptRecord(KafkaError):
 
 
 class InvalidRecord(KafkaError):
-    """A well-framed batch Kafka refuses (e.g. magic 0/1 on produce v3+): INVALID_RECORD."""
+    """A well-framed batch Kafka refuses (e.g. magic 0/1 on produce v3+): INVALID_RECORD.
 
-    def __init__(self, message: str = "") -> None:
+    `record_errors` names the records at fault, (index in the batch, message), when the fault
+    is theirs and not the batch's: Produce v8+ returns them (KIP-467) so the client fails only
+    those records.
+    """
+
+    def __init__(self, message: str = "",
+                 record_errors: tuple[tuple[int, str | None], ...] = ()) -> None:
         super().__init__(ErrorCode.invalid_record, message)
+        self.record_errors = record_errors
 
 
 class OffsetOutOfRange(KafkaError):

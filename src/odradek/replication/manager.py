@@ -56,6 +56,8 @@ class AppendResult:
     log_start_offset: int = -1
     message: str | None = None
     last_offset: int = -1  # of the last batch appended (an acks=all produce waits past it)
+    # the records at fault, (index in the batch, message): Produce v8+ names them (KIP-467)
+    record_errors: tuple[tuple[int, str | None], ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -402,7 +404,8 @@ class ReplicaManager(FetchReading):
             code = exc.code
             if code == ErrorCode.invalid_txn_state and self.producer_epoch_of is not None:
                 code = self._fenced_or(code, records)
-            return AppendResult(code, message=exc.message or None)
+            return AppendResult(code, message=exc.message or None,
+                                record_errors=getattr(exc, "record_errors", ()))
         except ProtocolError as exc:  # batch framing the validator could not follow
             return AppendResult(ErrorCode.corrupt_message, message=str(exc))
 

@@ -37,7 +37,7 @@ from odradek.protocol.records import (
     BatchHeader,
     validate_batches,
 )
-from odradek.storage.cleaner.batches import has_keyless_record
+from odradek.storage.cleaner.batches import keyless_record_indexes
 from odradek.storage.config import LONG_MAX, LogConfig
 
 __all__ = ["ZSTD_MIN_PRODUCE_VERSION", "ValidatedRecords", "stamp_log_append_time",
@@ -107,12 +107,22 @@ def _now(now_ms: int | None) -> int:
 
 
 def _check_keys(records: memoryview, headers: list[BatchHeader], topic_partition: str) -> None:
+    # every keyless record is named (KIP-467), its index counted across the request's batches
+    # (one batch from produce v3; record_errors are returned from v8), so the client fails
+    # exactly those; the batch is refused whole, as Kafka does
+    message = ("Compacted topic cannot accept message without key in topic partition "
+               f"{topic_partition}.")
+    bad: list[int] = []
     pos = 0
+    first = 0
     for h in headers:
-        if has_keyless_record(records[pos:pos + h.size], h):
-            raise InvalidRecord("Compacted topic cannot accept message without key in topic "
-                                f"partition {topic_partition}.")
+        bad.extend(first + i for i in keyless_record_indexes(records[pos:pos + h.size], h))
         pos += h.size
+        first += h.records_count
+    if bad:
+        raise InvalidRecord(
+            f"{len(bad)} record(s) of the batch refused, the first at index {bad[0]}: {message}",
+            tuple((i, message) for i in bad))
 
 
 def _check_timestamps(headers: list[BatchHeader], config: LogConfig, now: int,

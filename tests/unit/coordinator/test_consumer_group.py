@@ -146,3 +146,23 @@ def test_regex_subscription(tmp_path):
         assert bad.error == E.invalid_regular_expression
     finally:
         node.close()
+
+
+def test_group_configs_override_session_and_heartbeat(node):
+    # consumer.session.timeout.ms / consumer.heartbeat.interval.ms set on the GROUP resource
+    # replace the broker's values for that group only
+    coord = node.coordinator
+    overrides = {"g": {"consumer.session.timeout.ms": "50000",
+                       "consumer.heartbeat.interval.ms": "7000"}}
+    coord.group_overrides = lambda group_id: overrides.get(group_id, {})
+    a = hb(coord)
+    assert a.heartbeat_interval_ms == 7000
+    member = coord.groups["g"].members[a.member_id]
+    assert member.deadline_ms - mono_ms() > 45_000  # the broker's 1000 would be far below
+    coord.sweep(mono_ms() + 5000)
+    assert a.member_id in coord.groups["g"].members
+    coord.sweep(mono_ms() + 51_000)
+    assert a.member_id not in coord.groups["g"].members
+    other = coord.consumer_group_heartbeat("h", "", 0, None, None, 30_000, ["t"], None, None,
+                                           "client", "/h")
+    assert other.heartbeat_interval_ms == node.coordinator.config.consumer_heartbeat_interval_ms

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from odradek.protocol.errors import ErrorCode, KafkaError
+from odradek.protocol.errors import ErrorCode, InvalidRecord, KafkaError
 from odradek.protocol.records import (
     Compression,
     Record,
@@ -101,6 +101,19 @@ def test_compacted_topic_refuses_keyless_records(policy: str) -> None:
     assert code_of(batch(b"v", key=None), config) == ErrorCode.invalid_record
     assert code_of(batch(b"v"), config) == ErrorCode.none
     assert code_of(batch(b"v", key=None), LogConfig(cleanup_policy="delete")) == ErrorCode.none
+
+
+@pytest.mark.parametrize("compression", [Compression.NONE, Compression.LZ4])
+def test_compacted_topic_names_each_keyless_record(compression: int) -> None:
+    # KIP-467: a batch of 100 with every 10th record keyless names exactly those 10
+    keys = [None if i % 10 == 3 else b"k%d" % i for i in range(100)]
+    records = memoryview(build_batch([Record(-1, NOW, k, b"v") for k in keys],
+                                     compression=compression))
+    with pytest.raises(InvalidRecord) as info:
+        validate_records(records, LogConfig(cleanup_policy="compact"), 9, "t", 0, NOW)
+    assert [i for i, _ in info.value.record_errors] == [i for i in range(100) if i % 10 == 3]
+    assert all("without key" in (m or "") for _, m in info.value.record_errors)
+    assert "10 record" in info.value.message
 
 
 def test_log_append_time_stamps_a_copy() -> None:

@@ -1,4 +1,4 @@
-"""DescribeConfigs, AlterConfigs, IncrementalAlterConfigs for topics and this broker."""
+"""DescribeConfigs, AlterConfigs, IncrementalAlterConfigs for topics, this broker and groups."""
 
 from __future__ import annotations
 
@@ -8,6 +8,7 @@ from odradek.broker.handlers import admin
 from odradek.broker.handlers.common import Response, decode, respond, valid_topic_name
 from odradek.metadata.config.config_def import ConfigSource
 from odradek.metadata.config.describe import describe_broker_configs, describe_topic_configs
+from odradek.metadata.config.group_configs import describe_group_configs, validate_group_name
 from odradek.metadata.controller_requests import (
     AlterConfigsResource,
     AlterConfigsResult,
@@ -18,6 +19,7 @@ from odradek.protocol.errors import ErrorCode, KafkaError
 
 TOPIC = 2
 BROKER = 4
+GROUP = 32
 
 
 def _entry(e: Any, include_synonyms: bool) -> dict[str, Any]:
@@ -59,6 +61,11 @@ def _describe_one(ctx: Any, res: Any, synonyms: bool, docs: bool) -> list[Any]:
                              f"but received {name}")
         return describe_broker_configs(config, include_synonyms=synonyms,
                                        include_documentation=docs, names=keys)
+    if res.resource_type == GROUP:
+        validate_group_name(name)
+        overrides = ctx.image.configs.get((GROUP, name), {})
+        return describe_group_configs(overrides, ctx.config.get, include_synonyms=synonyms,
+                                      include_documentation=docs, names=keys)
     raise KafkaError(ErrorCode.invalid_request,
                      f"unsupported resource type {res.resource_type}")
 

@@ -88,7 +88,8 @@ def handle(ctx: Any, header: Any, frame: memoryview) -> Response | None:
                 waits.append((part, r.last_offset + 1, part.leader_epoch))
                 slots.append((out, len(out)))
             out.append(PartitionResult(index, r.error, r.base_offset, r.log_append_time_ms,
-                                       r.log_start_offset, error_message=r.message))
+                                       r.log_start_offset, r.record_errors,
+                                       error_message=r.message))
         results.append((name, out))
     if waits:
         return rm.delay_produce(waits, req.timeout_ms,

@@ -10,7 +10,7 @@ from __future__ import annotations
 import logging
 import re
 import uuid
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from odradek.coordinator import offsets_topic as ot
@@ -40,6 +40,17 @@ class ConsumerProtocol:
     topics: TopicLookup
     all_topics: Callable[[], Iterable[str]]
     coordinator_error: Callable[[str], ErrorCode]
+    # a group's own configs (resource type GROUP, from the metadata image): they override
+    # group.consumer.session.timeout.ms and group.consumer.heartbeat.interval.ms for it
+    group_overrides: Callable[[str], Mapping[str, str]]
+
+    def consumer_timeouts(self, group_id: str) -> tuple[int, int]:
+        """(session timeout, heartbeat interval) of a consumer group, in ms."""
+        overrides = self.group_overrides(group_id) if group_id else {}
+        return (_int_or(overrides.get("consumer.session.timeout.ms"),
+                        self.config.consumer_session_timeout_ms),
+                _int_or(overrides.get("consumer.heartbeat.interval.ms"),
+                        self.config.consumer_heartbeat_interval_ms))
 
     # ================================================================ KIP-848
 
@@ -50,7 +61,7 @@ class ConsumerProtocol:
                                  owned: dict[str, set[int]] | None, client_id: str,
                                  client_host: str, subscribed_regex: str | None = None
                                  ) -> HeartbeatResult:
-        interval = self.config.consumer_heartbeat_interval_ms
+        session_ms, interval = self.consumer_timeouts(group_id)
         if not group_id:
             return HeartbeatResult(E.invalid_request, "GroupId can't be empty.")
         if (cerr := self.coordinator_error(group_id)) != E.none:
@@ -101,7 +112,7 @@ class ConsumerProtocol:
             # a static member leaving for a while (KIP-848): it keeps its place and its
             # partitions for a session timeout, so that its next incarnation takes them over
             m = g.members[member_id]
-            m.deadline_ms = mono + self.config.consumer_session_timeout_ms
+            m.deadline_ms = mono + session_ms
             m.static_left = True
             log.info("static member %s (%s) of consumer group %r left temporarily", member_id,
                      m.instance_id, group_id)
@@ -161,7 +172,7 @@ class ConsumerProtocol:
                                        f"The consumer group member has a smaller member epoch "
                                        f"({member_epoch}) than the one known by the group "
                                        f"coordinator ({member.member_epoch}).")
-        member.deadline_ms = mono + self.config.consumer_session_timeout_ms
+        member.deadline_ms = mono + session_ms
         member.client_id, member.client_host = client_id, client_host
         changed = False
         if subscribed is not None and sorted(subscribed) != sorted(member.subscribed_topic_names):
@@ -332,3 +343,11 @@ class ConsumerProtocol:
                      ot.CONSUMER_GROUP_PARTITION_METADATA_KEY, ot.CONSUMER_GROUP_METADATA_KEY):
             out.append((ot.encode_key(ot.RecordKey(kind, g.group_id)), None))
         return out
+
+
+def _int_or(raw: str | None, default: int) -> int:
+    # overrides were validated when written; a value that does not parse falls back
+    try:
+        return default if raw is None else int(raw)
+    except ValueError:
+        return default

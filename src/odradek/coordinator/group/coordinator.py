@@ -66,6 +66,7 @@ class GroupCoordinator(GroupLoader, ClassicProtocol, ConsumerProtocol, OffsetMan
         self.runtime = runtime if runtime is not None else CoordinatorRuntime(replica_manager)
         self.all_topics = all_topics or (lambda: ())
         self.config = config
+        self.group_overrides = lambda _group_id: {}
         self.topics = topics
         self.topic_names = topic_names
         self.store = OffsetsTopicStore(self.runtime, config.num_partitions)

@@ -6,6 +6,7 @@ separate records; they are gathered per group and put together once the partitio
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from odradek.coordinator import offsets_topic as ot
@@ -23,6 +24,7 @@ class GroupLoader:
     offsets: OffsetStore
     store: OffsetsTopicStore
     config: GroupConfig
+    consumer_timeouts: Callable[[str], tuple[int, int]]
 
     def replay_partition(self, partition: int) -> int:
         """Replay one `__consumer_offsets` partition into memory; the records read.
@@ -126,7 +128,7 @@ class GroupLoader:
 
     def _restore_consumer_group(self, g: ConsumerGroup, members: dict[str, Any],
                                 current: dict[str, Any], targets: dict[str, Any]) -> None:
-        deadline = mono_ms() + self.config.consumer_session_timeout_ms
+        deadline = mono_ms() + self.consumer_timeouts(g.group_id)[0]
         for mid, v in members.items():
             m = ConsumerMember(mid, v.get("instance_id"), v.get("rack_id"), v["client_id"],
                                v["client_host"], list(v["subscribed_topic_names"]),

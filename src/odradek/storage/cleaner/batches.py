@@ -143,6 +143,15 @@ def has_keyless_record(batch: memoryview | bytes, h: BatchHeader) -> bool:
     return any(rec[4] is None for rec in scan_records(batch_body(h, batch), h.records_count))
 
 
+def keyless_record_indexes(batch: memoryview | bytes, h: BatchHeader) -> list[int]:
+    """The positions in a (validated) batch of its records without a key, in order: the
+    record_errors of Kafka's answer (KIP-467) when a compacted topic refuses them."""
+    if h.is_control:
+        return []
+    return [i for i, rec in enumerate(scan_records(batch_body(h, batch), h.records_count))
+            if rec[4] is None]
+
+
 def encode_batch(
     h: BatchHeader, records: list[Record], base_timestamp: int, attributes: int
 ) -> bytes:
