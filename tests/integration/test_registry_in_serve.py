@@ -58,7 +58,7 @@ def _start(tmp_path: Path, name: str) -> tuple[BrokerProcess, str]:
     port = free_port()
     url = f"http://127.0.0.1:{port}"
     node = BrokerProcess(tmp_path / name, settings={"schema.registry.listeners": url})
-    node.start()
+    node.start(timeout=120)
     _wait(lambda: _subjects(url) is not None, f"the registry at {url}")
     return node, url
 

@@ -38,6 +38,7 @@ from odradek.broker.config import (
 from odradek.broker.context import BrokerContext
 from odradek.broker.handlers import admin
 from odradek.broker.logging_setup import log_levels, logs_to_stderr, setup_logging
+from odradek.broker.schema_validation import SchemaValidation, registry_urls
 from odradek.broker.server import Server
 from odradek.broker.server_properties import load_config
 from odradek.broker.startup import Prepared, StartRefused, prepare
@@ -233,7 +234,8 @@ class Node:
         ctx = BrokerContext(static_config=config, node_id=node_id, cluster_id=meta.cluster_id,
                             log_dir=self.data_dir, advertised=advertised, controller=controller,
                             replica_manager=rm, advertised_apis=advertised_apis(),
-                            quorum=quorum, publisher=controller.publisher)
+                            quorum=quorum, publisher=controller.publisher,
+                            schema_validation=SchemaValidation(registry_urls(config)))
 
         def on_metadata_change(delta: Any) -> None:
             # called on the controller's thread: hop to the loop, coalescing bursts
