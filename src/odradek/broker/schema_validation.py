@@ -30,7 +30,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from odradek.protocol.errors import ProtocolError
-from odradek.protocol.records import decode_records, iter_batches
+from odradek.protocol.records import iter_batches
+from odradek.storage.cleaner.batches import batch_body
 
 log = logging.getLogger(__name__)
 
@@ -89,20 +90,30 @@ class SchemaValidation:
         now = time.monotonic()
         missing: set[tuple[str, int]] = set()
         errors: list[tuple[int, str]] = []
+        # the verdict on each distinct 5-byte prefix, per kind: a batch nearly always carries
+        # one schema id, so the cache is asked once per batch, not once per record
+        seen: tuple[dict[bytes, str | None], dict[bytes, str | None]] = ({}, {})
         index = 0
         try:
             for header, batch in iter_batches(records):
-                for record in decode_records(header, batch):
-                    for kind, on, data in (("key", flags[0], record.key),
-                                           ("value", flags[1], record.value)):
-                        if not on or data is None:
+                if header.is_control:
+                    continue
+                for prefixes in record_prefixes(batch_body(header, batch), header.records_count):
+                    for k in (0, 1):
+                        data = prefixes[k]
+                        if not flags[k] or data is None:
                             continue
-                        problem = self._problem(topic, kind, data, now, missing)
+                        verdicts = seen[k]
+                        if data in verdicts:
+                            problem = verdicts[data]
+                        else:
+                            problem = verdicts[data] = self._problem(topic, _KINDS[k], data,
+                                                                     now, missing)
                         if problem is not None:
                             errors.append((index, problem))
                     index += 1
-        except ProtocolError:
-            return Verdict(frozenset(), ())
+        except (ProtocolError, IndexError):
+            return Verdict(frozenset(), ())  # the log validator refuses it with its own error
         return Verdict(frozenset(missing), tuple(errors))
 
     def _problem(self, topic: str, kind: str, data: bytes, now: float,
@@ -158,6 +169,54 @@ class SchemaValidation:
                 reasons.append(f"{url}: {getattr(exc, 'reason', exc)}")
         raise RegistryUnavailable("the Schema Registry did not answer (" + "; ".join(reasons)
                                   + ")")
+
+
+def _varint(body: bytes, pos: int) -> tuple[int, int]:
+    # a zigzag varint; the one-byte case (nearly every length and delta) is read by callers
+    shift = result = 0
+    while True:
+        b = body[pos]
+        pos += 1
+        result |= (b & 0x7F) << shift
+        if b < 0x80:
+            return (result >> 1) ^ -(result & 1), pos
+        shift += 7
+        if shift > 63:
+            raise ProtocolError("varint too long")
+
+
+def record_prefixes(body: bytes, count: int) -> list[tuple[bytes | None, bytes | None]]:
+    """Each record's key and value, cut to their first 5 bytes (None when null), reading only
+    the varints in front of them: the wire format's magic byte and schema id are all that
+    validation looks at, so values and headers are skipped, not decoded."""
+    out: list[tuple[bytes | None, bytes | None]] = []
+    n = len(body)
+    pos = 0
+    for _ in range(count):
+        length, pos = _varint(body, pos)
+        end = pos + length
+        if length < 6 or end > n:
+            raise ProtocolError(f"record length {length} does not fit the batch")
+        p = pos + 1  # the attributes byte
+        for _delta in (0, 1):  # timestamp delta, offset delta
+            if body[p] < 0x80:
+                p += 1
+            else:
+                _, p = _varint(body, p)
+        klen, p = _varint(body, p)
+        key = None
+        if klen >= 0:
+            key = body[p:p + min(klen, 5)]
+            p += klen
+        vlen, p = _varint(body, p)
+        value = body[p:p + min(vlen, 5)] if vlen >= 0 else None
+        if p > end or (vlen > 0 and p + vlen > end):
+            raise ProtocolError("record key or value runs past the record")
+        out.append((key, value))
+        pos = end
+    if pos != n:
+        raise ProtocolError(f"{n - pos} bytes left after the batch's {count} records")
+    return out
 
 
 def _true(value: Any) -> bool:
