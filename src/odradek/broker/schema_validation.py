@@ -40,6 +40,7 @@ NEGATIVE_TTL_S = 2.0
 HTTP_TIMEOUT_S = 5.0
 MAGIC = 0
 _KINDS = ("key", "value")
+_UNSEEN = object()
 
 
 class RegistryUnavailable(Exception):
@@ -93,28 +94,33 @@ class SchemaValidation:
         # the verdict on each distinct 5-byte prefix, per kind: a batch nearly always carries
         # one schema id, so the cache is asked once per batch, not once per record
         seen: tuple[dict[bytes, str | None], dict[bytes, str | None]] = ({}, {})
+        kinds = [k for k in (0, 1) if flags[k]]
         index = 0
         try:
             for header, batch in iter_batches(records):
                 if header.is_control:
                     continue
-                for prefixes in record_prefixes(batch_body(header, batch), header.records_count):
-                    for k in (0, 1):
+                scanned = record_prefixes(batch_body(header, batch), header.records_count)
+                for k in kinds:
+                    verdicts = seen[k]
+                    for i, prefixes in enumerate(scanned):
                         data = prefixes[k]
-                        if not flags[k] or data is None:
+                        if data is None:
                             continue
-                        verdicts = seen[k]
-                        if data in verdicts:
-                            problem = verdicts[data]
-                        else:
+                        problem = verdicts.get(data, _UNSEEN)
+                        if problem is _UNSEEN:
                             problem = verdicts[data] = self._problem(topic, _KINDS[k], data,
                                                                      now, missing)
                         if problem is not None:
-                            errors.append((index, problem))
-                    index += 1
+                            errors.append((index + i, problem))
+                index += len(scanned)
         except (ProtocolError, IndexError):
             return Verdict(frozenset(), ())  # the log validator refuses it with its own error
-        return Verdict(frozenset(missing), tuple(errors))
+        # one entry per record (a bad key and a bad value name the record once), in order
+        first: dict[int, str] = {}
+        for i, message in errors:
+            first.setdefault(i, message)
+        return Verdict(frozenset(missing), tuple(sorted(first.items())))
 
     def _problem(self, topic: str, kind: str, data: bytes, now: float,
                  missing: set[tuple[str, int]]) -> str | None:
@@ -171,15 +177,15 @@ class SchemaValidation:
                                   + ")")
 
 
-def _varint(body: bytes, pos: int) -> tuple[int, int]:
-    # a zigzag varint; the one-byte case (nearly every length and delta) is read by callers
+def _uvarint(body: bytes, pos: int) -> tuple[int, int]:
+    # an unsigned varint of any length (the short ones are read inline by the loop below)
     shift = result = 0
     while True:
         b = body[pos]
         pos += 1
         result |= (b & 0x7F) << shift
         if b < 0x80:
-            return (result >> 1) ^ -(result & 1), pos
+            return result, pos
         shift += 7
         if shift > 63:
             raise ProtocolError("varint too long")
@@ -188,31 +194,49 @@ def _varint(body: bytes, pos: int) -> tuple[int, int]:
 def record_prefixes(body: bytes, count: int) -> list[tuple[bytes | None, bytes | None]]:
     """Each record's key and value, cut to their first 5 bytes (None when null), reading only
     the varints in front of them: the wire format's magic byte and schema id are all that
-    validation looks at, so values and headers are skipped, not decoded."""
+    validation looks at, so values and headers are skipped, not decoded. Varints of one and
+    two bytes, nearly all of them, are read inline: this loop is what validation costs."""
     out: list[tuple[bytes | None, bytes | None]] = []
+    append = out.append
     n = len(body)
     pos = 0
     for _ in range(count):
-        length, pos = _varint(body, pos)
-        end = pos + length
-        if length < 6 or end > n:
-            raise ProtocolError(f"record length {length} does not fit the batch")
-        p = pos + 1  # the attributes byte
-        for _delta in (0, 1):  # timestamp delta, offset delta
-            if body[p] < 0x80:
-                p += 1
-            else:
-                _, p = _varint(body, p)
-        klen, p = _varint(body, p)
+        v = body[pos]  # the record's length
+        if v < 0x80:
+            pos += 1
+        elif body[pos + 1] < 0x80:
+            v = (v & 0x7F) | (body[pos + 1] << 7)
+            pos += 2
+        else:
+            v, pos = _uvarint(body, pos)
+        end = pos + ((v >> 1) ^ -(v & 1))
+        if end - pos < 6 or end > n:
+            raise ProtocolError(f"record length {end - pos} does not fit the batch")
+        p = pos + 1  # past the attributes byte, then the timestamp and offset deltas
+        p = p + 1 if body[p] < 0x80 else _uvarint(body, p)[1]
+        p = p + 1 if body[p] < 0x80 else _uvarint(body, p)[1]
+        v = body[p]  # the key's length
+        if v < 0x80:
+            p += 1
+        else:
+            v, p = _uvarint(body, p)
+        klen = (v >> 1) ^ -(v & 1)
         key = None
         if klen >= 0:
-            key = body[p:p + min(klen, 5)]
+            key = body[p:p + (klen if klen < 5 else 5)]
             p += klen
-        vlen, p = _varint(body, p)
-        value = body[p:p + min(vlen, 5)] if vlen >= 0 else None
-        if p > end or (vlen > 0 and p + vlen > end):
+        v = body[p]  # the value's length
+        if v < 0x80:
+            p += 1
+        elif body[p + 1] < 0x80:
+            v = (v & 0x7F) | (body[p + 1] << 7)
+            p += 2
+        else:
+            v, p = _uvarint(body, p)
+        vlen = (v >> 1) ^ -(v & 1)
+        if p + (vlen if vlen > 0 else 0) > end:
             raise ProtocolError("record key or value runs past the record")
-        out.append((key, value))
+        append((key, body[p:p + (vlen if vlen < 5 else 5)] if vlen >= 0 else None))
         pos = end
     if pos != n:
         raise ProtocolError(f"{n - pos} bytes left after the batch's {count} records")
