@@ -30,6 +30,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from odradek.protocol.errors import ProtocolError
+from odradek.protocol.primitives import decode_uvarint_short as _uvarint
 from odradek.protocol.records import iter_batches
 from odradek.storage.cleaner.batches import batch_body
 
@@ -175,20 +176,6 @@ class SchemaValidation:
                 reasons.append(f"{url}: {getattr(exc, 'reason', exc)}")
         raise RegistryUnavailable("the Schema Registry did not answer (" + "; ".join(reasons)
                                   + ")")
-
-
-def _uvarint(body: bytes, pos: int) -> tuple[int, int]:
-    # an unsigned varint of any length (the short ones are read inline by the loop below)
-    shift = result = 0
-    while True:
-        b = body[pos]
-        pos += 1
-        result |= (b & 0x7F) << shift
-        if b < 0x80:
-            return result, pos
-        shift += 7
-        if shift > 63:
-            raise ProtocolError("varint too long")
 
 
 def record_prefixes(body: bytes, count: int) -> list[tuple[bytes | None, bytes | None]]:
