@@ -147,7 +147,7 @@ def main() -> None:
     cmd = [sys.executable, "-m", "odradek.cli.main", "serve", "--data-dir", str(data),
            "--set", f"listeners=PLAINTEXT://127.0.0.1:{port}",
            "--set", "log.retention.check.interval.ms=10000",
-           "--set", "auto.create.topics.enable=false"]
+           "--set", "auto.create.topics.enable=false", "--set", "schema.registry.listeners="]
     for kv in args.node_arg:
         cmd += ["--set", kv]
     with open(out / "node.log", "wb") as node_log:

@@ -38,7 +38,8 @@ class BrokerProcess:
 
     def command(self) -> list[str]:
         cmd = [*ODRADEK, "serve", "--data-dir", str(self.data_dir),
-               "--set", f"listeners=PLAINTEXT://127.0.0.1:{self.port}"]
+               "--set", f"listeners=PLAINTEXT://127.0.0.1:{self.port}",
+               "--set", "schema.registry.listeners="]  # tests run many nodes at once
         for key, value in self.settings.items():
             cmd += ["--set", f"{key}={value}"]
         return cmd

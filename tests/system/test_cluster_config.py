@@ -18,7 +18,7 @@ ENV = {**os.environ, "PYTHONUNBUFFERED": "1"}
 
 
 def serve(data: Path, *settings: str) -> subprocess.CompletedProcess[str]:
-    cmd = [*ODRADEK, "serve", "--data-dir", str(data)]
+    cmd = [*ODRADEK, "serve", "--data-dir", str(data), "--set", "schema.registry.listeners="]
     for s in settings:
         cmd += ["--set", s]
     return subprocess.run(cmd, capture_output=True, text=True, timeout=60, env=ENV)

@@ -40,6 +40,7 @@ from odradek.broker.context import BrokerContext
 from odradek.broker.forwarding import ControllerLink, RemoteController
 from odradek.broker.handlers import admin
 from odradek.broker.lifecycle import BrokerLifecycle, LifecycleSettings
+from odradek.broker.schema_validation import SchemaValidation, registry_urls
 from odradek.broker.server import LISTEN_BACKLOG, Server
 from odradek.broker.startup import StartRefused
 from odradek.coordinator.startup import start_coordinators
@@ -137,7 +138,8 @@ class ClusterNode:
         base = BrokerContext(static_config=config, node_id=node_id,
                              cluster_id=self.meta.cluster_id, log_dir=self.node.data_dir,
                              advertised=advertised, controller=None, replica_manager=None,
-                             quorum=quorum, publisher=publisher)
+                             quorum=quorum, publisher=publisher,
+                             schema_validation=SchemaValidation(registry_urls(config)))
         if "controller" in self.roles:
             await self._start_controller(base, quorum, publisher)
         await quorum.start()
@@ -147,8 +149,7 @@ class ClusterNode:
             if "broker" in self.roles:
                 await self._start_broker(base, quorum, publisher, addresses, loop)
             if not self.stopping.is_set():
-                self.node.started = True
-                log.info("node %d started", node_id)
+                self.node.mark_started()
                 await self.stopping.wait()
         finally:
             await self._shutdown()
@@ -325,6 +326,7 @@ class ClusterNode:
 
     async def _shutdown(self) -> None:
         log.info("shutting down")
+        await self.node.stop_services()
         if self.lifecycle is not None and self.lifecycle.unfenced.is_set():
             # Kafka's controlled shutdown: leadership moves while we still serve
             began = time.monotonic()

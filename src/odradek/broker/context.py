@@ -36,6 +36,8 @@ class BrokerContext:
     publisher: Any = None  # metadata.publisher.MetadataPublisher
     lifecycle: Any = None  # broker.lifecycle.BrokerLifecycle (broker role in a cluster)
     link: Any = None  # broker.forwarding.ControllerLink (a cluster); None: single node
+    # broker.schema_validation.SchemaValidation: broker-side schema ID validation (issue 17)
+    schema_validation: Any = None
     _config_cache: tuple[Any, Any] | None = None
 
     @property

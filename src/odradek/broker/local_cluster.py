@@ -97,6 +97,8 @@ class LocalNode:
             "listeners": ",".join(listeners),
             "controller.listener.names": "CONTROLLER",
             "controller.quorum.voters": self.cluster.voters,
+            # several nodes on one machine: the default registry port would be taken twice
+            "schema.registry.listeners": "",
         }
         if spec.rack:
             props["broker.rack"] = spec.rack

@@ -19,8 +19,9 @@ import signal
 import socket
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from odradek.broker.acceptor import ConnectionLimits
 from odradek.broker.apis import Dispatcher, advertised_apis
@@ -37,6 +38,7 @@ from odradek.broker.config import (
 from odradek.broker.context import BrokerContext
 from odradek.broker.handlers import admin
 from odradek.broker.logging_setup import log_levels, logs_to_stderr, setup_logging
+from odradek.broker.schema_validation import SchemaValidation, registry_urls
 from odradek.broker.server import Server
 from odradek.broker.server_properties import load_config
 from odradek.broker.startup import Prepared, StartRefused, prepare
@@ -153,6 +155,9 @@ class Node:
         # when the caller did not (a node started from Python)
         self.prepared = prepared
         self.started = False
+        # services beside the node (the Schema Registry of `odradek serve`): started once it
+        # serves clients, stopped when it ends
+        self.services: list[NodeService] = []
         self.stopping = asyncio.Event()
         self._sync_pending = False
         self._tasks: set[asyncio.Future[None]] = set()
@@ -229,7 +234,8 @@ class Node:
         ctx = BrokerContext(static_config=config, node_id=node_id, cluster_id=meta.cluster_id,
                             log_dir=self.data_dir, advertised=advertised, controller=controller,
                             replica_manager=rm, advertised_apis=advertised_apis(),
-                            quorum=quorum, publisher=controller.publisher)
+                            quorum=quorum, publisher=controller.publisher,
+                            schema_validation=SchemaValidation(registry_urls(config)))
 
         def on_metadata_change(delta: Any) -> None:
             # called on the controller's thread: hop to the loop, coalescing bursts
@@ -260,13 +266,13 @@ class Node:
             await self._close(rm, log_manager, quorum)
             raise StartRefused(f"cannot listen: {exc.strerror or exc}") from None
 
-        self.started = True
-        log.info("node %d started", node_id)
+        self.mark_started()
 
         periodic = asyncio.ensure_future(self.periodic(rm, log_manager))
         await self.stopping.wait()
 
         log.info("shutting down")
+        await self.stop_services()
         server.stop_accepting()
         # answers JoinGroup/SyncGroup still waiting (NOT_COORDINATOR) so the drain ends
         await coordinators.group.stop()
@@ -281,6 +287,17 @@ class Node:
         return 1 if dir_state.offline else 0
 
     # -- shared with the cluster path (cluster_node.ClusterNode)
+
+    def mark_started(self) -> None:
+        self.started = True
+        log.info("node %d started", self.config.node_id)
+        for service in self.services:
+            service.start(self)
+
+    async def stop_services(self) -> None:
+        # first, while the node still serves: the registry leaves its group cleanly
+        for service in self.services:
+            await asyncio.to_thread(service.stop)
 
     def advertised_broker_listeners(self) -> list[Listener]:
         return advertised_listeners(self.config)
@@ -405,8 +422,21 @@ def _refuse(message: str) -> int:
     return 2
 
 
+class NodeService(Protocol):
+    """A service `odradek serve` runs beside its node. Made (and its ports bound) before the
+    node starts, so a port in use refuses the start; started once the node serves."""
+
+    def start(self, node: Node) -> None: ...
+
+    def stop(self) -> None: ...
+
+
+# config -> the services to run (raises StartRefused when one cannot be served)
+ServiceFactory = Callable[[BrokerConfig, "Path | None"], list[NodeService]]
+
+
 def run_node(data_dir: Path, config_file: Path | None, overrides: list[str],
-             log_file: Path | None = None) -> int:
+             log_file: Path | None = None, services: ServiceFactory | None = None) -> int:
     try:
         config = load_config(config_file, overrides)
         check_config(config)
@@ -424,6 +454,11 @@ def run_node(data_dir: Path, config_file: Path | None, overrides: list[str],
     except StartRefused as exc:
         return _refuse(str(exc))
     node = Node(data_dir, config, prepared)
+    try:
+        node.services = services(config, log_file) if services is not None else []
+    except StartRefused as exc:
+        prepared.undo()
+        return _refuse(str(exc))
     try:
         with runner:
             return runner.run(node.run())
@@ -445,4 +480,6 @@ def run_node(data_dir: Path, config_file: Path | None, overrides: list[str],
                   type(exc).__name__, exc)
         return 1
     finally:
+        for service in node.services:
+            service.stop()
         prepared.release()

@@ -61,14 +61,18 @@ def serve(
 ) -> None:
     """Run one node (broker and controller) until SIGTERM or Ctrl-C.
 
+    Beside it runs the Schema Registry (schema.registry.listeners, default
+    http://127.0.0.1:8081; --set schema.registry.listeners= turns it off).
+
     Every config key --set and --config take: `odradek config list --broker`.
     The data directory is locked (<data-dir>/.lock) for as long as the node runs. A start
     that is refused (bad config, directory in use, port taken) prints one line and exits 2.
     """
     from odradek.broker.node import run_node
+    from odradek.cli.node_services import node_services
 
     raise typer.Exit(run_node(data_dir=data_dir, config_file=config, overrides=set_,
-                              log_file=log_file))
+                              log_file=log_file, services=node_services))
 
 
 app.add_typer(topic_cmd.app, name="topic")

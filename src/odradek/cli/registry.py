@@ -108,6 +108,9 @@ def serve(
         True, "--leader-eligibility/--no-leader-eligibility",
         help="May this instance be elected the writer (leader.eligibility)? Followers forward "
              "writes to the leader."),
+    inherit_fds: str = typer.Option("", "--inherit-fds", hidden=True,
+                                    help="Listening sockets bound by `odradek serve`, one per "
+                                         "listener, in order."),
 ) -> None:
     """Serve the registry until SIGTERM or Ctrl-C (it reads _schemas to the end first)."""
     import logging
@@ -122,7 +125,9 @@ def serve(
     except ValueError as exc:
         typer.echo(f"odradek registry serve: {exc}", err=True)
         raise typer.Exit(2) from None
-    raise typer.Exit(run(resolve_bootstrap(bootstrap), listeners, topic, leader_eligibility))
+    fds = [int(fd) for fd in inherit_fds.split(",") if fd.strip()]
+    raise typer.Exit(run(resolve_bootstrap(bootstrap), listeners, topic, leader_eligibility,
+                         fds=fds))
 
 
 # ---- subject --------------------------------------------------------------------------------

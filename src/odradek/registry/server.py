@@ -22,8 +22,11 @@ def parse_listener(listener: str) -> tuple[str, int]:
 
 
 def run(bootstrap: str, listeners: str = "http://127.0.0.1:8081", topic: str = TOPIC,
-        leader_eligibility: bool = True) -> int:
+        leader_eligibility: bool = True, fds: list[int] | None = None) -> int:
+    """`fds`: listening sockets already bound for the listeners, in order (from `odradek
+    serve`, which binds them before its node starts so a port in use refuses that start)."""
     import asyncio
+    import socket
 
     import uvicorn
 
@@ -56,8 +59,16 @@ def run(bootstrap: str, listeners: str = "http://127.0.0.1:8081", topic: str = T
         for server in servers:
             server.should_exit = True
 
+    inherited = [socket.socket(fileno=fd) for fd in fds or []]
+    if inherited and len(inherited) != len(servers):
+        raise ValueError(f"{len(inherited)} inherited sockets for {len(servers)} listeners")
+
     async def serve_all() -> None:
-        await asyncio.gather(*(server.serve() for server in servers))
+        if inherited:
+            await asyncio.gather(*(server.serve(sockets=[sock])
+                                   for server, sock in zip(servers, inherited, strict=True)))
+        else:
+            await asyncio.gather(*(server.serve() for server in servers))
 
     signal.signal(signal.SIGTERM, stop)
     signal.signal(signal.SIGINT, stop)

@@ -16,6 +16,7 @@ from typing import Any
 from odradek.broker import refusals
 from odradek.broker.handlers.common import INTERNAL_TOPICS, Response, valid_topic_name
 from odradek.broker.handlers.transactions import implicit_add_partition
+from odradek.broker.schema_validation import RegistryUnavailable
 from odradek.broker.transport_signals import Disconnect
 from odradek.protocol.apis import ApiKey, ApiVersionRange, response_header_version
 from odradek.protocol.errors import ErrorCode
@@ -35,10 +36,57 @@ _VALID_ACKS = (-1, 0, 1)
 VERSIONS = (ApiVersionRange(ApiKey.PRODUCE, 0, 13),)
 
 
-def handle(ctx: Any, header: Any, frame: memoryview) -> Response | None:
+def handle(ctx: Any, header: Any, frame: memoryview) -> Any:
     version = header.api_version
     req = decode_produce_request(frame, header.body_offset, version)
+    verdicts = None
+    validation = ctx.schema_validation
+    if validation is not None:
+        validating = validation.topics(ctx.image)
+        if validating:
+            verdicts, missing = _judge(validation, validating, req)
+            if missing:
+                # ids the cache does not know yet: ask the registry, then answer the request
+                # (a copy of the frame: the connection's buffer is not ours past this call)
+                return _after_lookup(ctx, header, bytes(frame), missing)
+    return _produce(ctx, header, req, verdicts, None)
+
+
+def _judge(validation: Any, validating: dict[str, tuple[bool, bool]], req: Any,
+           ) -> tuple[dict[tuple[str, int], Any], frozenset[tuple[str, int]]]:
+    verdicts: dict[tuple[str, int], Any] = {}
+    missing: set[tuple[str, int]] = set()
+    for topic in req.topics:
+        flags = validating.get(topic.name)
+        if flags is None:
+            continue
+        for index, records in topic.partitions:
+            verdict = verdicts[(topic.name, index)] = validation.judge(topic.name, flags, records)
+            missing |= verdict.missing
+    return verdicts, frozenset(missing)
+
+
+async def _after_lookup(ctx: Any, header: Any, frame: bytes,
+                        missing: frozenset[tuple[str, int]]) -> Response | None:
+    validation = ctx.schema_validation
+    try:
+        await validation.resolve(missing)
+    except RegistryUnavailable as exc:
+        log.warning("produce from client %r: schema validation cannot check records: %s",
+                    header.client_id, exc)
+        req = decode_produce_request(memoryview(frame), header.body_offset, header.api_version)
+        return _produce(ctx, header, req, None, str(exc))
+    req = decode_produce_request(memoryview(frame), header.body_offset, header.api_version)
+    verdicts, _ = _judge(validation, validation.topics(ctx.image), req)
+    return _produce(ctx, header, req, verdicts, None)
+
+
+def _produce(ctx: Any, header: Any, req: Any, verdicts: dict[tuple[str, int], Any] | None,
+             registry_down: str | None) -> Response | None:
+    version = header.api_version
     acks = req.acks
+    validating = (ctx.schema_validation.topics(ctx.image)
+                  if verdicts is not None or registry_down is not None else None)
     rm = ctx.replica_manager
     results: list[tuple[str | uuid.UUID, list[PartitionResult]]] = []
     # acks=all on a replicated partition: (partition, offset the HW must reach, its leader
@@ -81,6 +129,14 @@ def handle(ctx: Any, header: Any, frame: memoryview) -> Response | None:
                 refusals.note(header, ErrorCode.invalid_topic_exception,
                               f"{name}-{index}: cannot append to an internal topic")
                 continue
+            if validating is not None and name in validating:
+                refusal = _schema_refusal(index, name, verdicts, registry_down)
+                if refusal is not None:
+                    out.append(refusal)
+                    failed = True
+                    refusals.note(header, refusal.error_code,
+                                  f"{name}-{index}: {refusal.error_message}")
+                    continue
             if version >= 12 and req.transactional_id is not None and records is not None:
                 code = _implicit_add(ctx, req.transactional_id, name, index, records)
                 if code != ErrorCode.none:
@@ -123,6 +179,22 @@ def _after_replication(version: int,
         if code != ErrorCode.none:
             out[i] = out[i]._replace(error_code=code)
     return response_header_version(0, version), [encode_produce_response(version, results)]
+
+
+def _schema_refusal(index: int, topic: str, verdicts: dict[tuple[str, int], Any] | None,
+                    registry_down: str | None) -> PartitionResult | None:
+    if registry_down is not None:  # retriable: nothing appended unchecked
+        return PartitionResult(index, ErrorCode.request_timed_out, -1,
+                               error_message=f"schema validation: {registry_down}")
+    verdict = None if verdicts is None else verdicts.get((topic, index))
+    if verdict is None or not verdict.errors:
+        return None
+    first, message = verdict.errors[0]
+    return PartitionResult(
+        index, ErrorCode.invalid_record, -1, -1, -1,
+        tuple((i, m) for i, m in verdict.errors),
+        error_message=f"{len(verdict.errors)} record(s) refused by schema validation, the "
+                      f"first at index {first}: {message}")
 
 
 def _implicit_add(ctx: Any, transactional_id: str, topic: str, partition: int,

@@ -233,6 +233,14 @@ _NODE_BROKER_DEFS = [
        "single node that is its own quorum)."),
     _b("listeners", LST, ["PLAINTEXT://localhost:9092"], _non_empty_list,
        "Comma-separated URIs (NAME://host:port) the node listens on."),
+    _b("schema.registry.listeners", LST, ["http://127.0.0.1:8081"], None,
+       "Where `odradek serve` runs the Schema Registry beside the node (Confluent's REST API, "
+       "schemas kept in _schemas): comma-separated http://host:port; empty disables it. "
+       "Served on nodes with the broker role."),
+    _b("confluent.schema.registry.url", LST, [], None,
+       "The Schema Registry that broker-side schema validation (confluent.value.schema."
+       "validation on a topic) asks, comma-separated URLs tried in turn; empty: the node's "
+       "own registry (the first of schema.registry.listeners)."),
     _b("advertised.listeners", LST, None, None,
        "Listeners handed to clients in metadata; defaults to listeners."),
     _b("controller.listener.names", LST, None, None, "Names of the controller listeners."),

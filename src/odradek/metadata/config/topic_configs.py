@@ -68,6 +68,7 @@ B, S, I, L, D, LST = (  # noqa: E741
     ConfigType.LIST,
 )
 
+TOPIC_NAME_STRATEGY = "io.confluent.kafka.serializers.subject.TopicNameStrategy"
 COMPRESSION_TYPES = ("uncompressed", "zstd", "lz4", "snappy", "gzip", "producer")
 
 _TOPIC_DEFS = [
@@ -170,6 +171,19 @@ _TOPIC_DEFS = [
     _t("unclean.leader.election.enable", B, False, None,
        "Whether a replica outside the ISR may become leader, at the cost of losing data.",
        "unclean.leader.election.enable"),
+] + [
+    # Confluent Server's broker-side schema ID validation (issue 17), with its names: a produce
+    # whose records lack a schema id registered under the topic's subject is refused
+    _t(f"confluent.{part}.schema.validation", B, False, None,
+       f"Refuse records whose {part} does not carry, in the Confluent wire format, the id of a "
+       f"schema registered under the subject <topic>-{part} (null {part}s pass).")
+    for part in ("key", "value")
+] + [
+    _t(f"confluent.{part}.subject.name.strategy", S, TOPIC_NAME_STRATEGY,
+       one_of(TOPIC_NAME_STRATEGY),
+       f"How the {part}'s subject is named for schema validation; odradek serves Confluent's "
+       "default TopicNameStrategy (<topic>-key, <topic>-value) and refuses the others.")
+    for part in ("key", "value")
 ]
 
 TOPIC_CONFIGS: dict[str, ConfigDef] = {d.name: d for d in _TOPIC_DEFS}

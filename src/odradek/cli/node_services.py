@@ -1,0 +1,161 @@
+"""The services `odradek serve` runs beside its node: today the Schema Registry
+(`schema.registry.listeners`, default http://127.0.0.1:8081), as Redpanda builds its own in.
+
+The registry runs as a child process (`odradek registry serve`) over the node's own client
+listener, like any client of the cluster: the broker package never imports the registry
+(DESIGN.md's layering), and a registry that fails cannot take the node down. Its ports are
+bound here, before the node starts, and handed to the child, so a port in use refuses the
+start as a Kafka listener's would. The child is restarted if it dies while the node serves,
+and dies with the node (PR_SET_PDEATHSIG), so a kill -9 of the node leaves no registry behind.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import logging
+import signal
+import socket
+import subprocess
+import sys
+import threading
+from pathlib import Path
+from typing import IO, Any
+
+from odradek.broker.node import NodeService
+from odradek.broker.startup import StartRefused
+from odradek.metadata.config.broker_configs import BrokerConfig
+
+log = logging.getLogger("odradek.node")
+
+CONFIG = "schema.registry.listeners"
+RESTART_BACKOFF_S = (1.0, 2.0, 5.0, 10.0, 30.0)
+STOP_TIMEOUT_S = 10.0
+_PR_SET_PDEATHSIG = 1
+
+
+def node_services(config: BrokerConfig, log_file: Path | None) -> list[NodeService]:
+    listeners = [item.strip() for item in config.get_list(CONFIG) if item.strip()]
+    if not listeners:
+        return []
+    roles = config.get_list("process.roles")
+    if "broker" not in roles:
+        if config.is_set(CONFIG):
+            raise StartRefused(f"{CONFIG} is set, but the registry runs only on a node with the "
+                               f"broker role (process.roles={','.join(roles)})")
+        return []  # a controller-only node: the default registry goes with the brokers
+    return [RegistryService(listeners, log_file)]
+
+
+def _bind(listener: str) -> socket.socket:
+    from odradek.registry.server import parse_listener
+
+    try:
+        host, port = parse_listener(listener)
+    except ValueError as exc:
+        raise StartRefused(f"{CONFIG}: {exc}") from None
+    try:
+        infos = socket.getaddrinfo(host, port, socket.AF_UNSPEC, socket.SOCK_STREAM, 0,
+                                   socket.AI_PASSIVE)
+    except socket.gaierror as exc:
+        raise StartRefused(f"{CONFIG}: host {host!r} not resolved ({exc.strerror})") from None
+    family, kind, proto, _, addr = infos[0]
+    sock = socket.socket(family, kind, proto)
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind(addr)
+        sock.listen(128)
+    except OSError as exc:
+        sock.close()
+        raise StartRefused(f"cannot serve the Schema Registry on {listener} ({CONFIG}): "
+                           f"{exc.strerror or exc}; set {CONFIG}= (empty) to run without "
+                           "it") from None
+    return sock
+
+
+def _die_with_parent() -> None:
+    # runs in the child between fork and exec
+    with contextlib.suppress(Exception):
+        ctypes.CDLL(None).prctl(_PR_SET_PDEATHSIG, signal.SIGTERM)
+
+
+class RegistryService:
+    def __init__(self, listeners: list[str], log_file: Path | None) -> None:
+        self.listeners = listeners
+        self.log_file = log_file
+        self.sockets: list[socket.socket] = []
+        try:
+            for listener in listeners:
+                self.sockets.append(_bind(listener))
+        except StartRefused:
+            self._close_sockets()
+            raise
+        self.child: subprocess.Popen[bytes] | None = None
+        self._stopping = threading.Event()
+        self._lock = threading.Lock()
+        self._watcher: threading.Thread | None = None
+        self._bootstrap = ""
+
+    def start(self, node: Any) -> None:
+        broker = node.advertised_broker_listeners()[0]
+        host = broker.host if broker.host not in ("", "0.0.0.0", "::") else "127.0.0.1"
+        self._bootstrap = f"[{host}]:{broker.port}" if ":" in host else f"{host}:{broker.port}"
+        self._spawn()
+        self._watcher = threading.Thread(target=self._watch, name="registry-watch", daemon=True)
+        self._watcher.start()
+
+    def _spawn(self) -> None:
+        fds = [sock.fileno() for sock in self.sockets]
+        cmd = [sys.executable, "-m", "odradek.cli.main", "registry", "serve",
+               "-b", self._bootstrap, "--listeners", ",".join(self.listeners),
+               "--inherit-fds", ",".join(str(fd) for fd in fds)]
+        out: IO[bytes] | None = None
+        if self.log_file is not None:
+            out = open(self.log_file, "ab")  # noqa: SIM115 - the child's for its lifetime
+        with self._lock:
+            if self._stopping.is_set():
+                return
+            self.child = subprocess.Popen(cmd, pass_fds=fds, stdin=subprocess.DEVNULL,
+                                          stdout=out, stderr=out,
+                                          preexec_fn=_die_with_parent)
+        if out is not None:
+            out.close()
+        log.info("Schema Registry on %s (pid %d) over %s", ",".join(self.listeners),
+                 self.child.pid, self._bootstrap)
+
+    def _watch(self) -> None:
+        failures = 0
+        while not self._stopping.is_set():
+            child = self.child
+            if child is None:
+                return
+            code = child.wait()
+            if self._stopping.is_set():
+                return
+            delay = RESTART_BACKOFF_S[min(failures, len(RESTART_BACKOFF_S) - 1)]
+            failures += 1
+            log.error("the Schema Registry (pid %d) exited with %s; restarting in %.0f s",
+                      child.pid, code, delay)
+            if self._stopping.wait(delay):
+                return
+            self._spawn()
+
+    def stop(self) -> None:
+        with self._lock:
+            self._stopping.set()
+            child = self.child
+        if child is not None and child.poll() is None:
+            child.terminate()
+            try:
+                child.wait(STOP_TIMEOUT_S)
+            except subprocess.TimeoutExpired:
+                log.warning("the Schema Registry did not stop in %.0f s; killing it",
+                            STOP_TIMEOUT_S)
+                child.kill()
+                child.wait()
+        self._close_sockets()
+
+    def _close_sockets(self) -> None:
+        for sock in self.sockets:
+            sock.close()
+        self.sockets = []
