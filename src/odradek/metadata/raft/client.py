@@ -16,11 +16,11 @@ check-quorum: with no fetch from a majority for 1.5 x the fetch timeout, it resi
 from __future__ import annotations
 
 import random
-from dataclasses import dataclass
 from typing import cast
 
 from odradek.metadata.raft import messages as m
-from odradek.metadata.raft.control import encode_leader_change
+from odradek.metadata.raft.config import RaftConfig
+from odradek.metadata.raft.control import leader_change_payload
 from odradek.metadata.raft.log import RaftLog
 from odradek.metadata.raft.state import (
     Candidate,
@@ -38,33 +38,7 @@ from odradek.metadata.raft.state import (
 )
 from odradek.metadata.raft.store import QuorumStateStore
 
-
-@dataclass(frozen=True, slots=True)
-class RaftConfig:
-    """Kafka's controller.quorum.* settings, with Kafka's defaults."""
-
-    election_timeout_ms: int = 1000  # controller.quorum.election.timeout.ms
-    fetch_timeout_ms: int = 2000  # controller.quorum.fetch.timeout.ms
-    election_backoff_max_ms: int = 1000  # controller.quorum.election.backoff.max.ms
-    request_timeout_ms: int = 2000  # controller.quorum.request.timeout.ms
-    retry_backoff_ms: int = 20  # controller.quorum.retry.backoff.ms
-    fetch_max_entries: int = 64
-    # Kafka's follower long-polls the leader (fetch max wait 500 ms); without a purgatory here a
-    # follower that got nothing new waits this long before asking again.
-    fetch_idle_ms: int = 100
-    # the leader holds a Fetch with nothing new this long (Kafka's raft fetch max wait), so an
-    # idle follower asks about twice a second instead of spinning; 0 turns long polls off
-    fetch_max_wait_ms: int = 500
-    fetch_max_bytes: int = 1 << 20
-
-    @property
-    def check_quorum_ms(self) -> int:
-        return self.fetch_timeout_ms * 3 // 2
-
-
-def leader_change_payload(leader_id: int, voters: frozenset[int], granting: set[int]) -> bytes:
-    """Kafka's LeaderChangeMessage, the value of the control record opening every epoch."""
-    return encode_leader_change(leader_id, sorted(voters), sorted(granting))
+__all__ = ["RaftClient", "RaftConfig", "leader_change_payload"]
 
 
 class RaftClient:
@@ -92,6 +66,9 @@ class RaftClient:
         snap = log.latest_snapshot()
         self.high_watermark = snap.end_offset if snap is not None else 0
         self.snapshots_installed = 0  # a follower's count of snapshots fetched (KIP-630)
+        # (leader id, its epoch, when) of the last good Fetch answer: the last sign of life of
+        # a leader that died (the next leader's controller starts its broker session there)
+        self.leader_contact: tuple[int, int, int] | None = None
         self._outbox: list[m.Message] = []
         self._next_cid = 0
         self._arm(self.quorum.state, now_ms)
@@ -415,8 +392,16 @@ class RaftClient:
         if req.pre_vote:
             st = self.quorum.state
             heard_leader = st.role is Role.LEADER or (isinstance(st, Follower) and st.fetched_ok)
-            grant = req.candidate_epoch > st.epoch and not heard_leader and self._log_ok(req)
+            log_ok = self._log_ok(req)
+            grant = req.candidate_epoch > st.epoch and not heard_leader and log_ok
             self._reply(msg, m.VoteResponse(m.NONE, st.epoch, self.leader_id, grant, True))
+            if (not log_ok and isinstance(st, Follower) and not st.fetched_ok
+                    and req.candidate_epoch > st.epoch):
+                # a voter behind us lost the leader, and we have not heard from it since we
+                # came back to it: only we can win, so stand now instead of after a whole
+                # fetch timeout more (a pre-vote bumps no epoch; if the leader lives, the
+                # voters that hear it refuse and send us back to it)
+                self._become_prospective(now)
             return
         if req.candidate_epoch < self.epoch:
             self._reply(
@@ -618,6 +603,7 @@ class RaftClient:
             return
         st.fetch_deadline = now + self.config.fetch_timeout_ms
         st.fetched_ok = True
+        self.leader_contact = (msg.src, st.epoch, now)
         if resp.snapshot_id is not None:
             # our next offset is below the leader's log start: download its snapshot
             st.snapshot = (resp.snapshot_id, 0)

@@ -252,3 +252,38 @@ def test_two_voters_cut_off_from_a_live_leader_elect_one_of_them() -> None:
             break
     roles = {bus.clients[2].role, bus.clients[3].role}
     assert roles == {Role.LEADER, Role.FOLLOWER}, roles
+
+
+def test_a_voter_ahead_of_one_that_lost_the_leader_stands_at_once() -> None:
+    """The leader dies. Node 2 (the longer log) times out first; node 3 still heard the
+    leader, refuses and sends it back to the dead leader. When node 3 times out in turn, node 2
+    refuses its pre-vote (node 3 is behind) and, having heard nothing from the leader since,
+    stands at once: the quorum has a leader after the second fetch timeout, not a third."""
+    bus = Bus()
+    for n in VOTERS:
+        bus.add(n, 0 if n == 1 else 5000)
+    bus.poll(1, 2000)
+    bus.deliver(2000)
+    assert bus.clients[1].role is Role.LEADER
+    bus.poll(3, 2100)  # node 3's next fetch is answered now, but the answer arrives at 2300
+    bus.deliver(2100, keep=lambda x: x.dst != 3)
+    late_to_3, bus.held = bus.held, []
+    assert [type(x.body) for x in late_to_3] == [m.FetchResponse]
+    bus.clients[1].propose([b"x"], 2100)
+    bus.poll(2, 2100)
+    bus.deliver(2100)  # node 2 fetches x
+    assert bus.logs[2].end_offset() > bus.logs[3].end_offset()
+    bus.pending = late_to_3
+    bus.deliver(2300)
+    assert bus.clients[3].state.fetched_ok  # type: ignore[attr-defined]
+
+    def no_leader(x: m.Message) -> bool:  # node 1 is dead from now on
+        return 1 not in (x.src, x.dst)
+
+    for t in (4100, 4300):  # node 2's fetch timeout, then node 3's
+        for n in (2, 3):
+            bus.poll(n, t)
+        bus.deliver(t, keep=no_leader)
+        bus.held.clear()
+    assert bus.clients[2].role is Role.LEADER and bus.clients[3].role is Role.FOLLOWER
+    assert bus.clients[3].leader_id == 2
