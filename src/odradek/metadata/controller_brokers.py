@@ -112,9 +112,10 @@ class BrokerControl:
         if contact is None:
             return
         leader_id, epoch, at_ms = contact
-        # only the leader of the epoch just before ours: with a failed candidacy between, some
-        # other leader may have heard from it since, and the session starts afresh (Kafka's)
-        if epoch + 1 != self._sessions_epoch or leader_id == self.node_id:  # type: ignore[attr-defined]
+        # the quorum forgets the contact once it hears of another leader; an older epoch
+        # than ours, and not ourselves (a leader re-elected after a restart)
+        if (self._sessions_epoch is None or epoch >= self._sessions_epoch
+                or leader_id == self.node_id):  # type: ignore[attr-defined]
             return
         if leader_id in self.image.brokers:
             self._sessions[leader_id] = _Session(min(now_ms, at_ms))

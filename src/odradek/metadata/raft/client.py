@@ -246,6 +246,8 @@ class RaftClient:
     def _go(self, new: EpochState, now_ms: int) -> EpochState:
         old = self.quorum.state
         self.quorum.transition_to(new)
+        if self.leader_contact is not None and new.leader_id not in (None, self.leader_contact[0]):
+            self.leader_contact = None  # another leader since: it is no news of the last one
         if isinstance(old, Leader) and old.parked:
             # held fetches are answered, not forgotten: the transport waits for every answer
             for pmsg, _preq, _at in old.parked.values():
@@ -380,6 +382,10 @@ class RaftClient:
             self.log.end_offset(),
         )
 
+    def _log_equal(self, req: m.VoteRequest) -> bool:
+        return (req.last_offset_epoch, req.last_offset) == (
+            self.log.last_epoch(), self.log.end_offset())
+
     def _on_vote_request(self, msg: m.Message, req: m.VoteRequest, now: int) -> None:
         if req.candidate_id not in self.voters or not self.quorum.is_voter():
             self._reply(
@@ -394,6 +400,12 @@ class RaftClient:
             heard_leader = st.role is Role.LEADER or (isinstance(st, Follower) and st.fetched_ok)
             log_ok = self._log_ok(req)
             grant = req.candidate_epoch > st.epoch and not heard_leader and log_ok
+            if grant and isinstance(st, Prospective) and self._log_equal(req) \
+                    and req.candidate_id > self.local_id:
+                # two voters that lost the leader together, with the same log: only the lower
+                # id goes on to stand, or both would and split the vote (a whole election
+                # timeout more); the other grants it and it has the votes it needs
+                grant = False
             self._reply(msg, m.VoteResponse(m.NONE, st.epoch, self.leader_id, grant, True))
             if (not log_ok and isinstance(st, Follower) and not st.fetched_ok
                     and req.candidate_epoch > st.epoch):

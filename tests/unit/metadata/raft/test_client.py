@@ -287,3 +287,22 @@ def test_a_voter_ahead_of_one_that_lost_the_leader_stands_at_once() -> None:
         bus.held.clear()
     assert bus.clients[2].role is Role.LEADER and bus.clients[3].role is Role.FOLLOWER
     assert bus.clients[3].leader_id == 2
+
+
+def test_two_voters_that_lose_the_leader_together_do_not_split_the_vote() -> None:
+    """Same log, same moment: both stand as Prospective and each hears the other's pre-vote.
+    Only the lower id goes on to stand, so the next epoch has a leader at once instead of two
+    candidates splitting it and waiting an election timeout."""
+    bus = Bus()
+    for n in VOTERS:
+        bus.add(n, 0 if n == 1 else 5000)
+    bus.poll(1, 2000)
+    bus.deliver(2000)
+    assert bus.clients[1].role is Role.LEADER and bus.clients[1].epoch == 1
+    assert bus.logs[2].end_offset() == bus.logs[3].end_offset()
+    for n in (2, 3):  # node 1 dies; both fetch timeouts run out together
+        bus.poll(n, 4500)
+    assert bus.clients[2].role is bus.clients[3].role is Role.PROSPECTIVE
+    bus.deliver(4500, keep=lambda x: 1 not in (x.src, x.dst))
+    assert bus.clients[2].role is Role.LEADER and bus.clients[2].epoch == 2
+    assert bus.clients[3].role is Role.FOLLOWER and bus.clients[3].leader_id == 2
