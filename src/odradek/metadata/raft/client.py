@@ -246,7 +246,8 @@ class RaftClient:
     def _go(self, new: EpochState, now_ms: int) -> EpochState:
         old = self.quorum.state
         self.quorum.transition_to(new)
-        if self.leader_contact is not None and new.leader_id not in (None, self.leader_contact[0]):
+        if self.leader_contact is not None and new.leader_id not in (
+                None, self.local_id, self.leader_contact[0]):
             self.leader_contact = None  # another leader since: it is no news of the last one
         if isinstance(old, Leader) and old.parked:
             # held fetches are answered, not forgotten: the transport waits for every answer
