@@ -19,6 +19,7 @@ import random
 from typing import cast
 
 from odradek.metadata.raft import messages as m
+from odradek.metadata.raft.client_snapshots import SnapshotFetching
 from odradek.metadata.raft.config import RaftConfig
 from odradek.metadata.raft.control import leader_change_payload
 from odradek.metadata.raft.log import RaftLog
@@ -41,7 +42,7 @@ from odradek.metadata.raft.store import QuorumStateStore
 __all__ = ["RaftClient", "RaftConfig", "leader_change_payload"]
 
 
-class RaftClient:
+class RaftClient(SnapshotFetching):
     def __init__(
         self,
         local_id: int,
@@ -556,9 +557,12 @@ class RaftClient:
         if (
             req.max_wait_ms > 0
             and req.fetch_offset >= self.log.end_offset()
-            and req.fetch_offset >= self.high_watermark
+            and progress.hw_told >= self.high_watermark
         ):
-            # nothing to send and nothing new to tell: hold the answer (a long poll)
+            # nothing to send and nothing new to tell: hold the answer (a long poll). A fetch
+            # whose own offset moved the HW is answered now, or that follower (a broker's
+            # metadata) would learn the commit only when the long poll ends (KIP-1166's
+            # point; we know what HW we last told each replica, so it needs no new field)
             old = st.parked.pop(msg.src, None)
             if old is not None:
                 self._answer_fetch(st, old[0], old[1])  # type: ignore[arg-type]
@@ -567,6 +571,9 @@ class RaftClient:
         self._answer_fetch(st, msg, req)
 
     def _answer_fetch(self, st: Leader, msg: m.Message, req: m.FetchRequest) -> None:
+        progress = st.replicas.get(req.replica_id) or st.observers.get(req.replica_id)
+        if progress is not None:
+            progress.hw_told = self.high_watermark
         records = self.log.read(req.fetch_offset, self.config.fetch_max_entries)
         self._reply(msg, m.FetchResponse(
             m.NONE, st.epoch, self.local_id, self.high_watermark, records=records))
@@ -637,62 +644,3 @@ class RaftClient:
             self.high_watermark = new_hw
         idle = not appended and self.config.fetch_max_wait_ms <= 0
         st.next_fetch_at = now + self.config.fetch_idle_ms if idle else now
-
-    # ---- snapshots (KIP-630) ------------------------------------------------------------------
-
-    def _on_fetch_snapshot_request(
-        self, msg: m.Message, req: m.FetchSnapshotRequest, now: int
-    ) -> None:
-        st = self.quorum.state
-
-        def answer(error: int, **kw: object) -> None:
-            self._reply(msg, m.FetchSnapshotResponse(
-                error, st.epoch, self.leader_id, req.snapshot_id, **kw))  # type: ignore[arg-type]
-
-        if req.current_leader_epoch < st.epoch:
-            answer(m.FENCED_LEADER_EPOCH)
-        elif req.current_leader_epoch > st.epoch:
-            answer(m.UNKNOWN_LEADER_EPOCH)
-        elif not isinstance(st, Leader):
-            answer(m.NOT_LEADER_OR_FOLLOWER)
-        else:
-            chunk = self.log.read_snapshot(req.snapshot_id, req.position, req.max_bytes)
-            if chunk is None:
-                answer(m.SNAPSHOT_NOT_FOUND)
-            elif req.position < 0 or req.position > chunk[1]:
-                answer(m.POSITION_OUT_OF_RANGE)
-            else:
-                answer(m.NONE, size=chunk[1], position=req.position, data=chunk[0])
-
-    def _on_fetch_snapshot_response(
-        self, msg: m.Message, resp: m.FetchSnapshotResponse, now: int
-    ) -> None:
-        self._observe(resp.leader_epoch, resp.leader_id, now)
-        st = self.quorum.state
-        if (
-            not isinstance(st, Follower)
-            or st.inflight != msg.correlation_id
-            or msg.src != st.leader_id
-            or st.snapshot is None
-        ):
-            return
-        st.inflight = None
-        sid, position = st.snapshot  # type: ignore[misc]
-        if resp.error != m.NONE or resp.snapshot_id != sid or resp.position != position:
-            st.snapshot = None  # start over from a Fetch: the leader may hold a newer one
-            st.next_fetch_at = now + self.config.retry_backoff_ms
-            return
-        st.fetch_deadline = now + self.config.fetch_timeout_ms
-        st.fetched_ok = True
-        if self.log.write_snapshot_chunk(sid, position, resp.data, resp.size):
-            st.snapshot = None
-            self.high_watermark = max(self.high_watermark, sid.end_offset)
-            self.snapshots_installed += 1
-            st.next_fetch_at = now
-            return
-        if not resp.data:
-            st.snapshot = None
-            st.next_fetch_at = now + self.config.retry_backoff_ms
-            return
-        st.snapshot = (sid, position + len(resp.data))
-        self._send_fetch(st, now)

@@ -310,3 +310,37 @@ def test_two_voters_that_lose_the_leader_together_do_not_split_the_vote() -> Non
     bus.deliver(4500, keep=lambda x: 1 not in (x.src, x.dst))
     assert bus.clients[2].role is Role.LEADER and bus.clients[2].epoch == 2
     assert bus.clients[3].role is Role.FOLLOWER and bus.clients[3].leader_id == 2
+
+
+def test_a_fetch_that_moves_the_high_watermark_is_answered_at_once() -> None:
+    """Long polls on: the follower whose fetch commits a record learns the new high
+    watermark from that fetch's answer, not when the long poll ends (what a broker's
+    metadata waited for after every controller write)."""
+    long_poll = RaftConfig(fetch_max_wait_ms=500)
+    leader = RaftClient(1, {1, 2}, MemoryRaftLog(), MemoryQuorumStateStore(), random.Random(1),
+                        0, long_poll)
+    follower = RaftClient(2, {1, 2}, MemoryRaftLog(), MemoryQuorumStateStore(),
+                          random.Random(2), 5000, long_poll)
+    pending: list[m.Message] = []
+
+    def run(now: int) -> None:  # deliver until nothing moves (held fetches stay held)
+        while True:
+            out = []
+            for c in (leader, follower):
+                out += c.poll(now)[0]
+            out += pending
+            pending.clear()
+            if not out:
+                return
+            for msg in out:
+                (leader if msg.dst == 1 else follower).handle(msg, now)
+
+    run(2000)  # node 1 stands at its election timeout and wins with node 2's vote
+    assert leader.role is Role.LEADER and follower.leader_id == 1
+    run(2000)
+    assert follower.high_watermark == leader.high_watermark == leader.log.end_offset()
+    leader.propose([b"x"], 2100)
+    run(2100)  # no time passes: every answer that comes is at once
+    assert leader.high_watermark == leader.log.end_offset()
+    assert follower.high_watermark == leader.high_watermark
+    assert len(leader.state.parked) == 1  # type: ignore[attr-defined]  # and then it waits
