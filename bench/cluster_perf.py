@@ -10,6 +10,8 @@ factor 3 (min.insync.replicas=2), and measures with 100 B records and acks=all:
   of the columnar producer, with the CPU seconds of the three nodes summed (leader and
   followers) per GB produced;
 - e2e: end-to-end p50/p99 at 50k records/s (confluent-kafka producer and consumer);
+- propagation (not in the default phases): from CreateTopics' answer until every broker's
+  Metadata names the new topic's leaders;
 - failover: kill -9 of a partition's leader while a producer sends to that partition one
   record at a time (`--failover-kill`: partition 0, or one led by the KRaft quorum leader, or
   one led by another node); the time from the kill to the first acknowledged produce on it,
@@ -231,6 +233,38 @@ def pick_partition(bench: Bench, topic: str, kill: str) -> tuple[int, int, bool]
     raise RuntimeError(f"no partition of {topic} for the kill case {kill!r}: {parts}")
 
 
+def propagation_phase(bench: Bench, args: argparse.Namespace, lines: list[str]) -> None:
+    """How long after CreateTopics returns (Kafka's answers once the controller committed the
+    records; brokers learn them from the metadata log) until every broker's Metadata names
+    the topic with a leader for each partition: the window in which a client asking another
+    broker meets UNKNOWN_TOPIC_OR_PARTITION (retriable; Kafka's clients retry it)."""
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    admin = AdminClient({"bootstrap.servers": bench.local.bootstrap})
+    waits: list[float] = []
+    for i in range(args.propagation_topics):
+        topic = f"{TOPIC}-prop-{i}"
+        admin.create_topics([NewTopic(topic, PARTITIONS, 3)], operation_timeout=30,
+                            request_timeout=30)[topic].result(30)
+        created = time.monotonic()
+        pending = {n.node_id: n.bootstrap for n in bench.local.brokers}
+        while pending and time.monotonic() < created + 30:
+            for node_id, bootstrap in list(pending.items()):
+                with contextlib.suppress(Exception):
+                    parts = bench.partitions(topic, bootstrap)
+                    if len(parts) == PARTITIONS and all(p["leader"] >= 0
+                                                        for p in parts.values()):
+                        del pending[node_id]
+            time.sleep(0.005)
+        waits.append(time.monotonic() - created)
+    waits.sort()
+    line = (f"metadata propagation: CreateTopics returned -> every broker's Metadata names the "
+            f"topic: p50 {waits[len(waits) // 2] * 1000:.0f} ms, max {waits[-1] * 1000:.0f} ms "
+            f"over {len(waits)} topics; {load()}")
+    print(line, flush=True)
+    lines.append(line)
+
+
 def failover_once(bench: Bench, topic: str, extra: dict[str, str],
                   kill: str = "any") -> tuple[float, int, int, bool]:
     """Kill -9 a partition's leader (see pick_partition); seconds from the kill to the first
@@ -326,6 +360,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--e2e-seconds", type=float, default=5.0)
     parser.add_argument("--session-timeouts", default="9000,3000")
     parser.add_argument("--failover-rounds", type=int, default=1)
+    parser.add_argument("--propagation-topics", type=int, default=20)
     parser.add_argument("--failover-kill", default="any",
                         help="Kill cases taken in turn each round, comma separated: any "
                              "(partition 0's leader), quorum-leader (a partition led by the "
@@ -350,13 +385,15 @@ def main(argv: list[str] | None = None) -> int:
     print(lines[0], flush=True)
     with tempfile.TemporaryDirectory(prefix="odradek-cluster-perf-") as tmp:
         root = args.root or Path(tmp)
-        if phases & {"produce", "e2e"}:
+        if phases & {"produce", "e2e", "propagation"}:
             bench = Bench(root / "throughput", 9000, args.node_set_dict).start()
             try:
                 if "produce" in phases:
                     produce_phase(bench, args, lines)
                 if "e2e" in phases:
                     e2e_phase(bench, args, lines)
+                if "propagation" in phases:
+                    propagation_phase(bench, args, lines)
             finally:
                 bench.stop()
         if "failover" in phases:

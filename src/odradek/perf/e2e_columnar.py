@@ -18,7 +18,10 @@ byte 8 is 1 for warm-up records), but with queues we control on both sides:
   its own decode cost). It reads the clock right after a response arrived, decodes all its
   records into columns in one `columnar.select`/`columns` call and computes every record's
   latency at once with numpy: the 8-byte stamp at each record's value_pos, subtracted from
-  that receive time.
+  that receive time. It follows leader changes as Kafka's consumer does: a partition answered
+  with a metadata.LEADER_CHANGE error, or a connection that fails, sends every partition to
+  the leaders the metadata names then, from the offsets reached (the producer side is the
+  ColumnarProducer, which follows them itself).
 
 Every record after the warm-up is measured; none is dropped. Warm-up records are those
 scheduled in the first `warmup_s` (ceil(warmup_s * rate) records).

@@ -11,6 +11,12 @@ pre-votes in epoch+1 without bumping its own epoch; only with a majority of pre-
 become Candidate. A follower that still hears from its leader refuses pre-votes, so a voter
 that was cut off cannot disrupt a healthy quorum when it comes back. The leader runs Kafka's
 check-quorum: with no fetch from a majority for 1.5 x the fetch timeout, it resigns.
+
+Two refinements of KIP-996 keep a dead leader's replacement to about one fetch timeout (they
+change who stands and when, never what a vote means): of two Prospectives with the same log
+only the lower id goes on to stand (two would split the next epoch's vote and wait a whole
+election timeout more), and a voter that refuses a pre-vote for a shorter log while it has
+not heard from its leader since it came back to it stands itself at once.
 """
 
 from __future__ import annotations
