@@ -5,9 +5,12 @@ The columnar producer (idempotent, acks=all) writes numbered records to 6 partit
 while the leader of some of them is killed with -9 and restarted; the native fetcher reads
 them back while another leader is killed: every record exactly once, in order, at
 contiguous offsets. A reassignment that reorders the replicas and `partitions elect-leaders`
-move every leader while the old ones stay up (NOT_LEADER_OR_FOLLOWER answers): the same. `odradek bench produce|consume` (columnar and confluent-kafka) and `bench e2e
---client columnar --acks all` against the cluster's bootstrap count exactly what they wrote. One cluster for the module. Expected contents come
-from what the test built, never from the client under test.
+move every leader while the old ones stay up (they fence the fetchers' leader epoch): the
+same, through the same long-lived fetchers. `odradek bench produce|consume` (columnar and
+confluent-kafka) and `bench e2e --client columnar --acks all` against the cluster's bootstrap
+count exactly what they wrote, the e2e run also while every leader moves under it. One
+cluster for the module. Expected contents come from what the test built, never from the
+client under test.
 """
 
 from __future__ import annotations
