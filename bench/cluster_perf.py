@@ -10,8 +10,12 @@ factor 3 (min.insync.replicas=2), and measures with 100 B records and acks=all:
   of the columnar producer, with the CPU seconds of the three nodes summed (leader and
   followers) per GB produced;
 - e2e: end-to-end p50/p99 at 50k records/s (confluent-kafka producer and consumer);
-- failover: kill -9 of partition 0's leader while a producer sends to partition 0 one record
-  at a time; the time from the kill to the first acknowledged produce on it, for each
+- propagation (not in the default phases): from CreateTopics' answer until every broker's
+  Metadata names the new topic's leaders;
+- failover: kill -9 of a partition's leader while a producer sends to that partition one
+  record at a time (`--failover-kill`: partition 0, or one led by the KRaft quorum leader, or
+  one led by another node); the time from the kill to the first acknowledged produce on it,
+  for each
   broker.session.timeout.ms in `--session-timeouts` (default 9000, Kafka's, and 3000). A fresh
   cluster per session timeout.
 
@@ -215,16 +219,60 @@ def e2e_phase(bench: Bench, args: argparse.Namespace, lines: list[str]) -> None:
     lines.append(line)
 
 
-def failover_once(bench: Bench, topic: str,
-                  extra: dict[str, str]) -> tuple[float, int, int, bool]:
-    """Kill -9 partition 0's leader; seconds from the kill to the first acknowledged produce
-    on partition 0 (a producer sending one record at a time, acks=all)."""
+def pick_partition(bench: Bench, topic: str, kill: str) -> tuple[int, int, bool]:
+    """(partition, its leader, the leader also leads the KRaft quorum) for the kill case:
+    `quorum-leader` a partition the quorum leader leads, `other` one it does not, `any`
+    partition 0. Combined nodes: when the killed leader also leads the quorum, a new quorum
+    leader has to be elected before anyone can fence the dead broker."""
+    parts = bench.partitions(topic)
+    quorum_leader = cluster_state(bench.local.bootstrap, 5.0)["quorum"].get("leader_id")
+    for index in sorted(parts):
+        leader = parts[index]["leader"]
+        if kill == "any" or (leader == quorum_leader) == (kill == "quorum-leader"):
+            return index, leader, leader == quorum_leader
+    raise RuntimeError(f"no partition of {topic} for the kill case {kill!r}: {parts}")
+
+
+def propagation_phase(bench: Bench, args: argparse.Namespace, lines: list[str]) -> None:
+    """How long after CreateTopics returns (Kafka's answers once the controller committed the
+    records; brokers learn them from the metadata log) until every broker's Metadata names
+    the topic with a leader for each partition: the window in which a client asking another
+    broker meets UNKNOWN_TOPIC_OR_PARTITION (retriable; Kafka's clients retry it)."""
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    admin = AdminClient({"bootstrap.servers": bench.local.bootstrap})
+    waits: list[float] = []
+    for i in range(args.propagation_topics):
+        topic = f"{TOPIC}-prop-{i}"
+        admin.create_topics([NewTopic(topic, PARTITIONS, 3)], operation_timeout=30,
+                            request_timeout=30)[topic].result(30)
+        created = time.monotonic()
+        pending = {n.node_id: n.bootstrap for n in bench.local.brokers}
+        while pending and time.monotonic() < created + 30:
+            for node_id, bootstrap in list(pending.items()):
+                with contextlib.suppress(Exception):
+                    parts = bench.partitions(topic, bootstrap)
+                    if len(parts) == PARTITIONS and all(p["leader"] >= 0
+                                                        for p in parts.values()):
+                        del pending[node_id]
+            time.sleep(0.005)
+        waits.append(time.monotonic() - created)
+    waits.sort()
+    line = (f"metadata propagation: CreateTopics returned -> every broker's Metadata names the "
+            f"topic: p50 {waits[len(waits) // 2] * 1000:.0f} ms, max {waits[-1] * 1000:.0f} ms "
+            f"over {len(waits)} topics; {load()}")
+    print(line, flush=True)
+    lines.append(line)
+
+
+def failover_once(bench: Bench, topic: str, extra: dict[str, str],
+                  kill: str = "any") -> tuple[float, int, int, bool]:
+    """Kill -9 a partition's leader (see pick_partition); seconds from the kill to the first
+    acknowledged produce on that partition (a producer sending one record at a time,
+    acks=all)."""
     from confluent_kafka import Producer
 
-    leader = bench.partitions(topic)[0]["leader"]
-    # combined nodes: when the killed leader also leads the KRaft quorum, the new quorum leader
-    # first has to be elected, and it then gives every broker a fresh session
-    was_quorum_leader = cluster_state(bench.local.bootstrap, 5.0)["quorum"].get("leader_id") == leader
+    index, leader, was_quorum_leader = pick_partition(bench, topic, kill)
     producer = Producer({"bootstrap.servers": bench.local.bootstrap, "acks": "all",
                          "linger.ms": 0, "retry.backoff.ms": 20, "retry.backoff.max.ms": 100,
                          "topic.metadata.refresh.interval.ms": 60000,
@@ -238,7 +286,7 @@ def failover_once(bench: Bench, topic: str,
         else:
             failed.append(str(err))
 
-    producer.produce(topic, b"x" * 100, partition=0, on_delivery=report)
+    producer.produce(topic, b"x" * 100, partition=index, on_delivery=report)
     producer.flush(10)
     assert acked, f"no ack before the kill: {failed}"
     acked.clear()
@@ -249,7 +297,7 @@ def failover_once(bench: Bench, topic: str,
     def watch() -> None:  # when a surviving broker's Metadata first names the new leader
         while not seen and time.monotonic() < t_kill + 120:
             with contextlib.suppress(Exception):
-                if bench.partitions(topic, others)[0]["leader"] not in (leader, -1):
+                if bench.partitions(topic, others)[index]["leader"] not in (leader, -1):
                     seen.append(time.monotonic())
             time.sleep(0.02)
 
@@ -260,30 +308,32 @@ def failover_once(bench: Bench, topic: str,
     # keep one record in flight at a time: the first ack after the kill ends the measurement
     deadline = t_kill + 120
     while not acked and time.monotonic() < deadline:
-        producer.produce(topic, b"y" * 100, partition=0, on_delivery=report)
+        producer.produce(topic, b"y" * 100, partition=index, on_delivery=report)
         while not acked and not failed and time.monotonic() < deadline:
             producer.poll(0.005)
         failed.clear()
     producer.flush(5)
     watcher.join(10)
     bench.metadata_s = (seen[0] - t_kill) if seen else float("nan")
-    new_leader = bench.partitions(topic, bench.local.bootstrap_without(leader))[0]["leader"]
+    new_leader = bench.partitions(topic, bench.local.bootstrap_without(leader))[index]["leader"]
     node.start()
     return (acked[0] - t_kill if acked else float("nan")), leader, new_leader, was_quorum_leader
 
 
 def failover_phase(root: Path, args: argparse.Namespace, lines: list[str]) -> None:
     extra = dict(kv.split("=", 1) for kv in args.failover_x)
+    kills = args.failover_kill.split(",")
     for session_ms in [int(s) for s in args.session_timeouts.split(",")]:
         bench = Bench(root / f"failover-{session_ms}", session_ms, args.node_set_dict).start()
         try:
             topic = f"{TOPIC}-failover"
             bench.create_topic(topic)
             for i in range(args.failover_rounds):
-                secs, old, new, quorum = failover_once(bench, topic, extra)
+                kill = kills[i % len(kills)]
+                secs, old, new, quorum = failover_once(bench, topic, extra, kill)
                 line = (f"failover broker.session.timeout.ms={session_ms}"
                         f"{' producer ' + str(extra) if extra else ''}: {secs:.2f} s from "
-                        f"kill -9 of leader {old} to the first acked produce on partition 0 "
+                        f"kill -9 of leader {old} to the first acked produce on its partition "
                         f"(new leader {new}; the killed node "
                         f"{'was' if quorum else 'was not'} the KRaft quorum leader; Metadata "
                         f"named it after {bench.metadata_s:.2f} s; {secs - session_ms / 1000:+.2f} s beyond the "
@@ -291,8 +341,9 @@ def failover_phase(root: Path, args: argparse.Namespace, lines: list[str]) -> No
                 print(line, flush=True)
                 lines.append(line)
                 if i + 1 < args.failover_rounds:
-                    wait(lambda b=bench, t=topic: len(b.partitions(t)[0]["isr"]) == 3,
-                         "ISR back to 3", 120)
+                    wait(lambda b=bench, t=topic: all(
+                        len(p["isr"]) == 3 and p["leader"] >= 0
+                        for p in b.partitions(t).values()), "every ISR back to 3", 120)
         finally:
             bench.stop()
 
@@ -309,6 +360,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--e2e-seconds", type=float, default=5.0)
     parser.add_argument("--session-timeouts", default="9000,3000")
     parser.add_argument("--failover-rounds", type=int, default=1)
+    parser.add_argument("--propagation-topics", type=int, default=20)
+    parser.add_argument("--failover-kill", default="any",
+                        help="Kill cases taken in turn each round, comma separated: any "
+                             "(partition 0's leader), quorum-leader (a partition led by the "
+                             "KRaft quorum leader), other (one led by another node)")
     parser.add_argument("--failover-x", action="append", default=[], metavar="KEY=VALUE",
                         help="A librdkafka setting of the failover producer (repeatable)")
     parser.add_argument("--node-set", action="append", default=[], metavar="KEY=VALUE",
@@ -329,13 +385,15 @@ def main(argv: list[str] | None = None) -> int:
     print(lines[0], flush=True)
     with tempfile.TemporaryDirectory(prefix="odradek-cluster-perf-") as tmp:
         root = args.root or Path(tmp)
-        if phases & {"produce", "e2e"}:
+        if phases & {"produce", "e2e", "propagation"}:
             bench = Bench(root / "throughput", 9000, args.node_set_dict).start()
             try:
                 if "produce" in phases:
                     produce_phase(bench, args, lines)
                 if "e2e" in phases:
                     e2e_phase(bench, args, lines)
+                if "propagation" in phases:
+                    propagation_phase(bench, args, lines)
             finally:
                 bench.stop()
         if "failover" in phases:

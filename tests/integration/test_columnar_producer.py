@@ -195,3 +195,49 @@ def test_cli_refuses_an_unknown_client(node: BrokerProcess) -> None:
     res = odradek("bench", "produce", "--client", "nope", bootstrap=node.bootstrap)
     assert res.returncode == 1
     assert "--client must be one of" in res.stderr
+
+
+def test_idempotent_producer_bumps_its_epoch_when_the_leader_loses_its_sequence(
+        node: BrokerProcess) -> None:
+    """KIP-360 as librdkafka's idempotent producer does it: a batch the leader answers
+    OUT_OF_ORDER_SEQUENCE_NUMBER at the head of its partition fails (counted, not sent again:
+    it could duplicate), the batches behind it go again, and the producer goes on under the
+    next epoch with every sequence from 0: nothing else is lost or repeated."""
+    topic = _topic(node, "columnar-kip360")
+    rng = random.Random(360)
+    expected: Expected = {p: [] for p in range(PARTITIONS)}
+    settings = Settings(acks=-1, max_in_flight=5, enable_idempotence=True)
+
+    def one_round(prod: ColumnarProducer, lost: int | None = None) -> None:
+        batches = []
+        for p in range(PARTITIONS):
+            keys, values, pairs = _mixed_batch(rng, rng.randrange(1, 200))
+            batches.append((p, build_columnar_batch(values, keys,
+                                                    base_timestamp=int(time.time() * 1000))))
+            if p != lost:
+                expected[p] += pairs
+        prod.send(batches)
+
+    with ColumnarProducer(node.bootstrap, topic, settings) as prod:
+        assert prod.producer_id >= 0 and prod.producer_epoch == 0
+        one_round(prod)
+        prod.flush()
+        assert not prod.errors, prod.first_error
+        # the producer's and the leader's sequences of partition 0 part (what a leader that
+        # lost the producer's last batches answers): its next batch is out of order
+        prod._sequence[0] += 7
+        one_round(prod, lost=0)
+        one_round(prod)
+        one_round(prod)
+        prod.flush()
+        assert dict(prod.errors) == {(0, 45): 1}, prod.first_error  # OUT_OF_ORDER_SEQUENCE
+        assert prod.epoch_bumps == 1 and prod.producer_epoch == 1
+        one_round(prod)  # every partition under the new epoch, from sequence 0
+        prod.flush()
+        assert dict(prod.errors) == {(0, 45): 1}, prod.first_error
+        total = sum(len(v) for v in expected.values())
+        assert prod.acked_records == total
+    got = read_all(node.bootstrap, topic, total)
+    for p in range(PARTITIONS):
+        assert [o for o, _, _ in got[p]] == list(range(len(expected[p])))
+        assert [(k, v) for _, k, v in got[p]] == expected[p], f"partition {p}"

@@ -1,11 +1,14 @@
-"""Issue 14: split roles (3 controller-only nodes and broker-only nodes, each its own process)
-and min.insync.replicas.
+"""Issue 14: split roles (3 controller-only nodes and 2 broker-only nodes, each its own
+process) and min.insync.replicas.
 
 The brokers fetch the metadata log as observers and reach the active controller over its
-controller listener; admin requests sent to a broker are forwarded to it. With 2 of a
-partition's 3 replicas down, acks=all gets NOT_ENOUGH_REPLICAS and appends nothing, while
-acks=1 still works (the controllers stay up, so the ISR shrinks as Kafka's does). Three
-brokers, not the issue's two, so that one cluster serves both tests.
+controller listener; admin requests sent to a broker are forwarded to it. Two brokers hold at
+most 2 replicas, so the topics have replication factor 2, and so do the internal topics: as in
+Kafka, offsets.topic.replication.factor and transaction.state.log.replication.factor (default
+3) are what the internal topics get, never capped in a cluster, so a 2-broker cluster sets
+them to 2 as a Kafka user would. With one of a partition's 2 replicas down and
+min.insync.replicas=2, acks=all gets NOT_ENOUGH_REPLICAS and appends nothing, while acks=1
+still works (the controllers stay up, so the ISR shrinks as Kafka's does).
 """
 
 from __future__ import annotations
@@ -19,10 +22,15 @@ from confluent_kafka.admin import AdminClient, NewTopic
 from odradek.protocol.records import iter_batches
 from tests.system.cluster_support import Cluster, running_cluster, wait_until
 
+BROKERS = [4, 5]
+INTERNAL_RF_2 = {"offsets.topic.replication.factor": "2",
+                 "transaction.state.log.replication.factor": "2"}
+
 
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
-    with running_cluster(tmp_path_factory.mktemp("split") / "c", 3, controllers=3) as c:
+    with running_cluster(tmp_path_factory.mktemp("split") / "c", 2, controllers=3,
+                         settings=INTERNAL_RF_2) as c:
         yield c
 
 
@@ -61,14 +69,17 @@ def high_watermark(bootstrap: str, topic: str) -> int:
 @pytest.mark.timeout(300)
 def test_split_roles_produce_consume_and_forwarding(cluster: Cluster) -> None:
     state = cluster.state()
-    assert [b["id"] for b in state["brokers"]] == [4, 5, 6]  # controllers are not brokers
+    assert [b["id"] for b in state["brokers"]] == BROKERS  # controllers are not brokers
     quorum = state["quorum"]
     assert sorted(v["node_id"] for v in quorum["voters"]) == [1, 2, 3]
-    assert sorted(o["node_id"] for o in quorum["observers"]) == [4, 5, 6]
+    assert sorted(o["node_id"] for o in quorum["observers"]) == BROKERS
     admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
     # CreateTopics sent to a broker reaches the active controller (a controller-only node)
-    admin.create_topics([NewTopic("split", 3, 3)])["split"].result(60)
-    cluster.wait_isr("split", 3)
+    admin.create_topics([NewTopic("split", 3, 2)])["split"].result(60)
+    parts = cluster.wait_isr("split", 2)
+    # both brokers lead: the controller spreads leaders over the brokers, never a controller
+    assert {p["leader"] for p in parts.values()} == set(BROKERS)
+    assert all(sorted(p["replicas"]) == BROKERS for p in parts.values())
     assert produce(cluster.bootstrap, "split", [b"v%d" % i for i in range(300)], "all") \
         == [None] * 300
     c = Consumer({"bootstrap.servers": cluster.bootstrap, "group.id": "split-g",
@@ -85,17 +96,20 @@ def test_split_roles_produce_consume_and_forwarding(cluster: Cluster) -> None:
     finally:
         c.close()
     assert sorted(seen) == sorted(b"v%d" % i for i in range(300))
+    # the group's offsets live in __consumer_offsets, created with its configured factor
+    offsets = cluster.wait_isr("__consumer_offsets", 2)
+    assert all(sorted(p["replicas"]) == BROKERS for p in offsets.values())
 
 
 @pytest.mark.timeout(300)
-def test_min_insync_replicas_with_two_of_three_down(cluster: Cluster) -> None:
+def test_min_insync_replicas_with_one_of_two_down(cluster: Cluster) -> None:
     admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
-    admin.create_topics([NewTopic("misr", 1, 3, config={"min.insync.replicas": "2"})])[
+    admin.create_topics([NewTopic("misr", 1, 2, config={"min.insync.replicas": "2"})])[
         "misr"].result(60)
-    cluster.wait_isr("misr", 3)
+    cluster.wait_isr("misr", 2)
     assert produce(cluster.bootstrap, "misr", [b"before"] * 10, "all") == [None] * 10
     leader = cluster.partitions("misr")[0]["leader"]
-    down = [b for b in (4, 5, 6) if b != leader]
+    down = [b for b in BROKERS if b != leader]
     for b in down:
         cluster.kill9(b)
     alive = cluster.bootstrap_of([leader])
@@ -111,5 +125,5 @@ def test_min_insync_replicas_with_two_of_three_down(cluster: Cluster) -> None:
     for b in down:
         cluster.restart(b)
     cluster.wait_ready()
-    cluster.wait_isr("misr", 3, 120)
+    cluster.wait_isr("misr", 2, 120)
     assert produce(cluster.bootstrap, "misr", [b"after"] * 5, "all") == [None] * 5

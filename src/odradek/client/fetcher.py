@@ -14,7 +14,11 @@ It follows leader changes as Kafka's consumer does: an answer in metadata.LEADER
 or a connection that closes or fails drops the connection, looks the leader up again and
 sends the same fetch (same offset) to it, for up to `retry_s`; the caller sees only the
 answer of the leader. A fetch never reads above the high watermark, so the new leader has
-every record the old one served.
+every record the old one served. Each fetch carries the leader epoch the metadata named
+(KIP-320's current_leader_epoch): a Fetch v11 without client metadata checks is served by a
+follower too (KIP-392, up to the follower's high watermark), so without the epoch a fetcher
+left on an old leader that stayed up would read on from it as a follower, behind the
+leader, instead of being told FENCED_LEADER_EPOCH and moving to the leader.
 """
 
 from __future__ import annotations
@@ -146,9 +150,10 @@ class PartitionFetcher:
         self.leader_changes = 0  # answers or connections that sent us to the leader again
         self._conn: Connection | None = None
         self._pending: int | None = None
-        self._request = b""
+        self._offset = 0
+        self._leader_epoch = -1  # of the leader connected to, from the metadata
 
-    def _leader(self) -> tuple[str, int]:
+    def _leader(self) -> tuple[str, int, int]:
         """The first lookup: a topic the metadata refuses is the caller's error at once."""
         found = topic_leaders(self.bootstrap, self.topic, self.client_id, self.timeout_s)
         if found is not None and found.error_code not in (NO_ERROR, LEADER_NOT_AVAILABLE):
@@ -159,7 +164,7 @@ class PartitionFetcher:
             raise FetchError(LEADER_NOT_AVAILABLE,
                              f"no leader for {self.topic}-{self.partition}")
         if node in found.brokers:
-            return found.brokers[node]
+            return (*found.brokers[node], found.epochs.get(self.partition, -1))
         # a known partition between leaders: wait for the election, as for a leader change
         return wait_leader(self.bootstrap, self.topic, self.partition, self.client_id,
                            self.timeout_s, time.monotonic() + self.retry_s)
@@ -170,13 +175,15 @@ class PartitionFetcher:
             try:
                 if self._conn is None:
                     if self.leader_changes:
-                        host, port = wait_leader(self.bootstrap, self.topic, self.partition,
-                                                 self.client_id, self.timeout_s, deadline)
+                        host, port, epoch = wait_leader(self.bootstrap, self.topic,
+                                                        self.partition, self.client_id,
+                                                        self.timeout_s, deadline)
                     else:
-                        host, port = self._leader()
+                        host, port, epoch = self._leader()
                     self._conn = Connection(host, port, self.client_id, self.timeout_s,
                                             self.max_bytes + _FRAME_SLACK)
-                self._pending = self._conn.send(FETCH, FETCH_VERSION, self._request)
+                    self._leader_epoch = epoch
+                self._pending = self._conn.send(FETCH, FETCH_VERSION, self._encode())
                 return
             except OSError:
                 self.reset()
@@ -187,22 +194,26 @@ class PartitionFetcher:
 
     def send(self, offset: int) -> None:
         """Ask for records from `offset` (a response not yet received is read first)."""
+        if self._pending is not None:
+            self.receive()
+        self._offset = offset
+        self._send_request(time.monotonic() + self.retry_s)
+
+    def _encode(self) -> bytes:
+        """The Fetch of `_offset`, with the epoch of the leader we are connected to."""
         from kio.schema.fetch.v11.request import FetchPartition, FetchRequest, FetchTopic
         from kio.static.primitive import i8, i32, i64
 
         from odradek.protocol.messages import encode_request
 
-        if self._pending is not None:
-            self.receive()
-        req = FetchRequest(
+        return encode_request(FetchRequest(
             max_wait=timedelta(milliseconds=self.max_wait_ms), min_bytes=i32(1),
             max_bytes=i32(self.max_bytes), isolation_level=i8(self.isolation),
             topics=(FetchTopic(topic=self.topic, partitions=(FetchPartition(
-                partition=i32(self.partition), fetch_offset=i64(offset),
+                partition=i32(self.partition), current_leader_epoch=i32(self._leader_epoch),
+                fetch_offset=i64(self._offset),
                 partition_max_bytes=i32(self.partition_max_bytes)),)),),
-            forgotten_topics_data=())
-        self._request = encode_request(req)
-        self._send_request(time.monotonic() + self.retry_s)
+            forgotten_topics_data=()))
 
     def receive(self, *, copy: bool = True) -> Fetched:
         """The answer to the fetch in flight. With copy=False its records are a read-only

@@ -27,12 +27,13 @@ RETRY_BACKOFF_S = 0.1
 
 
 class TopicLeaders(NamedTuple):
-    """One topic's answer: its error code (0 when found), the live brokers by id, and the
-    leader id of each partition (-1 without a leader)."""
+    """One topic's answer: its error code (0 when found), the live brokers by id, the
+    leader id of each partition (-1 without a leader) and each partition's leader epoch."""
 
     error_code: int
     brokers: dict[int, tuple[str, int]]
     leaders: dict[int, int]
+    epochs: dict[int, int]
 
 
 def topic_leaders(bootstrap: str, topic: str, client_id: str,
@@ -65,14 +66,16 @@ def topic_leaders(bootstrap: str, topic: str, client_id: str,
             if t.name == topic:
                 return TopicLeaders(int(t.error_code.value), brokers,
                                     {int(p.partition_index): int(p.leader_id)
+                                     for p in t.partitions},
+                                    {int(p.partition_index): int(p.leader_epoch)
                                      for p in t.partitions})
         return None
     raise ConnectionError(f"cannot reach any bootstrap server: {last}")
 
 
 def wait_leader(bootstrap: str, topic: str, partition: int, client_id: str, timeout_s: float,
-                deadline: float) -> tuple[str, int]:
-    """(host, port) of `partition`'s leader, asking again every RETRY_BACKOFF_S until the
+                deadline: float) -> tuple[str, int, int]:
+    """(host, port, leader epoch) of `partition`'s leader, asking again every RETRY_BACKOFF_S until the
     metadata names one among its live brokers. The callers connect to it and come back
     here when that fails (a killed leader stays in the metadata until its session times
     out). Raises TimeoutError at `deadline` (time.monotonic()), naming the last answer."""
@@ -86,7 +89,7 @@ def wait_leader(bootstrap: str, topic: str, partition: int, client_id: str, time
             node = found.leaders.get(partition, -1)
             addr = found.brokers.get(node)
             if found.error_code == 0 and addr is not None:
-                return addr
+                return addr[0], addr[1], found.epochs.get(partition, -1)
             last = f"topic error {found.error_code}" if found.error_code else f"leader {node}"
         if time.monotonic() >= deadline:
             raise TimeoutError(f"no leader for {topic}-{partition}: {last}")

@@ -20,6 +20,16 @@ batch stamped with its partition's next sequence number, kept across the retry) 
 is appended exactly once, in order; without it (librdkafka's default), at least once: a
 batch the old leader appended but never answered is appended again.
 
+When the leader has lost this producer's state or its sequence (UNKNOWN_PRODUCER_ID, or
+OUT_OF_ORDER_SEQUENCE_NUMBER with no earlier batch of the round to send first), the
+producer bumps its own epoch as KIP-360 lets an idempotent producer do (librdkafka's
+drain-and-bump): every answer still due is read, the epoch goes up by one (a new producer id
+from InitProducerId when it would pass 32767), every partition's sequence starts again at 0,
+and the batches waiting to go again are stamped anew. An UNKNOWN_PRODUCER_ID batch goes again
+(the leader never had it); an out-of-order one at the head of its partition fails (it may or
+may not be in the log, so sending it again could duplicate it) and is counted in `errors`;
+librdkafka raises a fatal error there, we go on under the new epoch with the next batches.
+
 The perf tool over it (`odradek bench produce --client columnar`) is
 odradek.perf.columnar_producer.
 """
@@ -51,6 +61,8 @@ PRODUCE, API_VERSIONS, INIT_PRODUCER_ID = 0, 18, 22
 PRODUCE_VERSION = 9
 UNKNOWN_TOPIC_OR_PARTITION, LEADER_NOT_AVAILABLE = 3, 5
 OUT_OF_ORDER_SEQUENCE_NUMBER, DUPLICATE_SEQUENCE_NUMBER = 45, 46
+UNKNOWN_PRODUCER_ID = 59
+MAX_EPOCH = 32767  # int16: past it the producer needs a new producer id
 # Produce answers Kafka's producer sends again (after a metadata refresh for leader changes).
 RETRIABLE = LEADER_CHANGE | {7, 13, 19, 20, 56}  # REQUEST_TIMED_OUT, NETWORK_EXCEPTION,
 # NOT_ENOUGH_REPLICAS, NOT_ENOUGH_REPLICAS_AFTER_APPEND, KAFKA_STORAGE_ERROR
@@ -246,6 +258,8 @@ class ColumnarProducer:
         self.latencies_ms: list[float] = []
         self.producer_id, self.producer_epoch = -1, -1
         self._sequence: dict[int, int] = collections.defaultdict(int)
+        self._bump_wanted = False  # an answer said our sequences no longer hold (KIP-360)
+        self.epoch_bumps = 0
         if self.settings.enable_idempotence:
             self.producer_id, self.producer_epoch = self._init_producer_id()
 
@@ -336,6 +350,8 @@ class ColumnarProducer:
     def send(self, batches: Sequence[tuple[int, bytes | bytearray]]) -> None:
         """One Produce request per leader carrying these (partition, batch) pairs; the
         partitions of one call must differ (one batch per partition per request)."""
+        if self._bump_wanted:
+            self._recover()  # the new epoch first: these batches are stamped with it
         if self.producer_id >= 0:
             batches = [(p, self._stamp(p, b)) for p, b in batches]
         while True:
@@ -403,11 +419,17 @@ class ColumnarProducer:
             if code == 0 or (code == DUPLICATE_SEQUENCE_NUMBER and self.producer_id >= 0):
                 # a duplicate is a batch the leader already has: written once, acknowledged
                 self.acked_records += count
-            elif code in RETRIABLE or (code == OUT_OF_ORDER_SEQUENCE_NUMBER and self._retry
-                                       and self.producer_id >= 0):
-                # (out of order behind a batch of this round that failed: it goes again too)
+            elif code in RETRIABLE or (code == OUT_OF_ORDER_SEQUENCE_NUMBER and self.producer_id
+                                       >= 0 and (self._retry or self._bump_wanted)):
+                # (out of order behind a batch of this round that failed: it goes again too,
+                # stamped anew if the epoch is bumped)
+                self._retry.append(_Retry(partition, batch, count, code))
+            elif code == UNKNOWN_PRODUCER_ID and self.producer_id >= 0:
+                self._bump_wanted = True  # the leader never took it: again, in a new epoch
                 self._retry.append(_Retry(partition, batch, count, code))
             else:
+                if code == OUT_OF_ORDER_SEQUENCE_NUMBER and self.producer_id >= 0:
+                    self._bump_wanted = True
                 self._fail(partition, count, code, message)
 
     def _fail(self, partition: int, count: int, code: int, message: str | None) -> None:
@@ -436,6 +458,8 @@ class ColumnarProducer:
         try:
             while True:
                 self._drain()
+                if self._bump_wanted:
+                    self._bump_epoch()
                 if not self._retry:
                     return
                 retry, self._retry = self._retry, []
@@ -455,6 +479,19 @@ class ColumnarProducer:
                     self._send_request(node, [(r.partition, r.batch)])
         finally:
             self._recovering = False
+
+    def _bump_epoch(self) -> None:
+        """KIP-360 for an idempotent producer, once nothing is in flight: the next epoch (a
+        new producer id past the int16 range), sequences from 0, waiting batches stamped
+        anew in their order."""
+        self._bump_wanted = False
+        if self.producer_epoch >= MAX_EPOCH:
+            self.producer_id, self.producer_epoch = self._init_producer_id()
+        else:
+            self.producer_epoch += 1
+        self.epoch_bumps += 1
+        self._sequence.clear()
+        self._retry = [r._replace(batch=self._stamp(r.partition, r.batch)) for r in self._retry]
 
     def _refresh(self, partitions: set[int], deadline: float) -> None:
         """New metadata, asked again until every one of `partitions` has a live leader."""
@@ -476,7 +513,7 @@ class ColumnarProducer:
         """Wait for every answer, sending failed batches again (acks=0: wait for the node to
         have handled every request, and count a connection it closed as an error)."""
         self._drain()
-        if self._retry:
+        if self._retry or self._bump_wanted:
             self._recover()
         if self.settings.acks == 0:
             for node, conn in list(self._conns.items()):

@@ -5,7 +5,8 @@ Kafka's ClusterControlManager and BrokerHeartbeatManager, sans-I/O:
   RegisterBrokerRecord. It starts fenced; a heartbeat whose current metadata offset has reached
   that offset unfences it (it has caught up with the metadata it must serve from).
 - Heartbeat sessions live only in the active controller's memory (as in Kafka): a failover
-  gives every registered broker a fresh session. `tick(now_ms)` fences a broker whose last
+  gives every registered broker a fresh session, except the node that led the quorum before
+  (its session starts at our last Fetch answer from it: `_start_previous_leader_session`). `tick(now_ms)` fences a broker whose last
   heartbeat is older than broker.session.timeout.ms, moving its leaderships away and taking it
   out of ISRs.
 - want_shut_down starts a controlled shutdown: the broker is marked in controlled shutdown,
@@ -92,12 +93,32 @@ class BrokerControl:
         epoch = getattr(self.quorum, "leader_epoch", None)
         if epoch != self._sessions_epoch:
             self._sessions, self._sessions_epoch = {}, epoch
+            self._start_previous_leader_session(now_ms)
         for broker_id in self.image.brokers:
             if broker_id not in self._sessions:
                 self._sessions[broker_id] = _Session(now_ms)
         for broker_id in [b for b in self._sessions if b not in self.image.brokers]:
             del self._sessions[broker_id]
         return self._sessions
+
+    def _start_previous_leader_session(self, now_ms: int) -> None:
+        """The broker on the node that led the quorum before us starts its session at our
+        last Fetch answer from that leader, not now. Kafka starts every session afresh on
+        failover; for a combined node that died with the quorum leadership that adds the
+        whole election (controller.quorum.fetch.timeout.ms and more) to its fencing. That
+        node's heartbeats went to its own controller, so the answer is the last sign of life
+        we have of it; if it lives, it finds us and heartbeats within the session."""
+        contact = getattr(self.quorum, "leader_contact", None)
+        if contact is None:
+            return
+        leader_id, epoch, at_ms = contact
+        # the quorum forgets the contact once it hears of another leader; an older epoch
+        # than ours, and not ourselves (a leader re-elected after a restart)
+        if (self._sessions_epoch is None or epoch >= self._sessions_epoch
+                or leader_id == self.node_id):  # type: ignore[attr-defined]
+            return
+        if leader_id in self.image.brokers:
+            self._sessions[leader_id] = _Session(min(now_ms, at_ms))
 
     def _has_valid_session(self, broker_id: int, now_ms: int) -> bool:
         """Kafka's hasValidSession: an unfenced broker heard from within the timeout."""

@@ -18,7 +18,10 @@ byte 8 is 1 for warm-up records), but with queues we control on both sides:
   its own decode cost). It reads the clock right after a response arrived, decodes all its
   records into columns in one `columnar.select`/`columns` call and computes every record's
   latency at once with numpy: the 8-byte stamp at each record's value_pos, subtracted from
-  that receive time.
+  that receive time. It follows leader changes as Kafka's consumer does: a partition answered
+  with a metadata.LEADER_CHANGE error, or a connection that fails, sends every partition to
+  the leaders the metadata names then, from the offsets reached (the producer side is the
+  ColumnarProducer, which follows them itself).
 
 Every record after the warm-up is measured; none is dropped. Warm-up records are those
 scheduled in the first `warmup_s` (ceil(warmup_s * rate) records).
@@ -26,6 +29,7 @@ scheduled in the first `warmup_s` (ceil(warmup_s * rate) records).
 
 from __future__ import annotations
 
+import contextlib
 import math
 import selectors
 import struct
@@ -323,23 +327,54 @@ def e2e_consume_columnar(bootstrap: str | None, topic: str, expected: Any, timeo
     timeout_s without a record. `stats` as in e2e_produce_columnar, over the fetch loop."""
     from odradek.client.columnar import columns, select
     from odradek.client.fetcher import FetchError
+    from odradek.client.metadata import LEADER_CHANGE, RETRY_BACKOFF_S
     from odradek.client.producer_columnar import leaders_of
 
     client = _client(bootstrap)
-    brokers, leaders = leaders_of(client["bootstrap.servers"], topic, client["client.id"])
-    by_leader: dict[int, list[int]] = {}
-    for p, node in sorted(leaders.items()):
-        by_leader.setdefault(node, []).append(p)
-    followers = [_Follower(*brokers[node], client["client.id"], topic, parts, max_wait_ms)
-                 for node, parts in by_leader.items()]
+    followers: list[_Follower] = []
+    sel_ = selectors.DefaultSelector()
+
+    def follow(offsets: dict[int, int]) -> None:
+        """(Re)connect to the leaders the metadata names, one long poll each, from `offsets`:
+        at the start, and when a leader moved (NOT_LEADER_OR_FOLLOWER and the other
+        metadata.LEADER_CHANGE answers) or its connection failed, as Kafka's consumer does."""
+        for f in followers:
+            with contextlib.suppress(KeyError, ValueError):
+                sel_.unregister(f.conn.sock)
+            f.close()
+        followers.clear()
+        deadline = time.monotonic() + timeout_s
+        while True:
+            try:
+                brokers, leaders = leaders_of(client["bootstrap.servers"], topic,
+                                              client["client.id"])
+                by_leader: dict[int, list[int]] = {}
+                for p, node in sorted(leaders.items()):
+                    by_leader.setdefault(node, []).append(p)
+                if by_leader.keys() <= brokers.keys():
+                    for node, parts in by_leader.items():
+                        f = _Follower(*brokers[node], client["client.id"], topic, parts,
+                                      max_wait_ms)
+                        f.offsets.update({p: offsets.get(p, 0) for p in parts})
+                        followers.append(f)
+                        f.send()
+                        sel_.register(f.conn.sock, selectors.EVENT_READ, f)
+                    return
+            except OSError:
+                for f in followers:
+                    with contextlib.suppress(KeyError, ValueError):
+                        sel_.unregister(f.conn.sock)
+                    f.close()
+                followers.clear()
+            if time.monotonic() >= deadline:
+                raise TimeoutError(f"no leader for every partition of {topic}")
+            time.sleep(RETRY_BACKOFF_S)
+
     chunks: list[np.ndarray] = []
     count = 0
-    sel_ = selectors.DefaultSelector()
     try:
         # The first fetches connect (and long-poll) before the producer starts.
-        for f in followers:
-            f.send()
-            sel_.register(f.conn.sock, selectors.EVENT_READ, f)
+        follow({})
         clock = time.monotonic_ns
         with gc_paused():
             cpu0, wait0 = time.process_time(), run_queue_wait_s()
@@ -347,10 +382,14 @@ def e2e_consume_columnar(bootstrap: str | None, topic: str, expected: Any, timeo
             last = time.monotonic()
             while expected.value < 0 or count < expected.value:
                 events = sel_.select(0.5) if len(followers) > 1 else [(None, 0)]
-                got_any = False
+                got_any = moved = False
                 for key, _ in events:
                     f = key.data if key is not None else followers[0]
-                    resp = f.receive()
+                    try:
+                        resp = f.receive()
+                    except OSError:  # the leader died or closed on us
+                        moved = True
+                        continue
                     now = clock()  # every record of this response has arrived by now
                     # One columns() call per response, over every partition's whole batches
                     # back to back: its cost is mostly per call, not per record.
@@ -358,13 +397,16 @@ def e2e_consume_columnar(bootstrap: str | None, topic: str, expected: Any, timeo
                     for t in resp.responses:
                         for part in t.partitions:
                             p, code = int(part.partition_index), int(part.error_code.value)
-                            if code:
+                            if code in LEADER_CHANGE:
+                                moved = True
+                            elif code:
                                 raise FetchError(code, f"fetch {topic}-{p}: error {code}")
                             records, next_offset = whole_batches(part.records or b"")
                             if records:
                                 whole.append(records)
                                 f.offsets[p] = next_offset
-                    f.send()  # the node fills the next while we decode this one
+                    if not moved:
+                        f.send()  # the node fills the next while we decode this one
                     if whole:
                         # librdkafka does not check CRCs by default (check.crcs=false)
                         cols = columns(select(b"".join(whole), start=0, end=1 << 62,
@@ -375,6 +417,11 @@ def e2e_consume_columnar(bootstrap: str | None, topic: str, expected: Any, timeo
                                                          cols.value_len, now)
                             count += n
                             chunks.append(lat)
+                if moved:
+                    # every partition from where it got to, at the leaders named now
+                    offsets = {p: o for f in followers for p, o in f.offsets.items()}
+                    time.sleep(RETRY_BACKOFF_S)
+                    follow(offsets)
                 if got_any:
                     last = time.monotonic()
                 elif time.monotonic() - last > timeout_s:

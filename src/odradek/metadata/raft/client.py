@@ -11,16 +11,23 @@ pre-votes in epoch+1 without bumping its own epoch; only with a majority of pre-
 become Candidate. A follower that still hears from its leader refuses pre-votes, so a voter
 that was cut off cannot disrupt a healthy quorum when it comes back. The leader runs Kafka's
 check-quorum: with no fetch from a majority for 1.5 x the fetch timeout, it resigns.
+
+Two refinements of KIP-996 keep a dead leader's replacement to about one fetch timeout (they
+change who stands and when, never what a vote means): of two Prospectives with the same log
+only the lower id goes on to stand (two would split the next epoch's vote and wait a whole
+election timeout more), and a voter that refuses a pre-vote for a shorter log while it has
+not heard from its leader since it came back to it stands itself at once.
 """
 
 from __future__ import annotations
 
 import random
-from dataclasses import dataclass
 from typing import cast
 
 from odradek.metadata.raft import messages as m
-from odradek.metadata.raft.control import encode_leader_change
+from odradek.metadata.raft.client_snapshots import SnapshotFetching
+from odradek.metadata.raft.config import RaftConfig
+from odradek.metadata.raft.control import leader_change_payload
 from odradek.metadata.raft.log import RaftLog
 from odradek.metadata.raft.state import (
     Candidate,
@@ -38,36 +45,10 @@ from odradek.metadata.raft.state import (
 )
 from odradek.metadata.raft.store import QuorumStateStore
 
-
-@dataclass(frozen=True, slots=True)
-class RaftConfig:
-    """Kafka's controller.quorum.* settings, with Kafka's defaults."""
-
-    election_timeout_ms: int = 1000  # controller.quorum.election.timeout.ms
-    fetch_timeout_ms: int = 2000  # controller.quorum.fetch.timeout.ms
-    election_backoff_max_ms: int = 1000  # controller.quorum.election.backoff.max.ms
-    request_timeout_ms: int = 2000  # controller.quorum.request.timeout.ms
-    retry_backoff_ms: int = 20  # controller.quorum.retry.backoff.ms
-    fetch_max_entries: int = 64
-    # Kafka's follower long-polls the leader (fetch max wait 500 ms); without a purgatory here a
-    # follower that got nothing new waits this long before asking again.
-    fetch_idle_ms: int = 100
-    # the leader holds a Fetch with nothing new this long (Kafka's raft fetch max wait), so an
-    # idle follower asks about twice a second instead of spinning; 0 turns long polls off
-    fetch_max_wait_ms: int = 500
-    fetch_max_bytes: int = 1 << 20
-
-    @property
-    def check_quorum_ms(self) -> int:
-        return self.fetch_timeout_ms * 3 // 2
+__all__ = ["RaftClient", "RaftConfig", "leader_change_payload"]
 
 
-def leader_change_payload(leader_id: int, voters: frozenset[int], granting: set[int]) -> bytes:
-    """Kafka's LeaderChangeMessage, the value of the control record opening every epoch."""
-    return encode_leader_change(leader_id, sorted(voters), sorted(granting))
-
-
-class RaftClient:
+class RaftClient(SnapshotFetching):
     def __init__(
         self,
         local_id: int,
@@ -92,6 +73,9 @@ class RaftClient:
         snap = log.latest_snapshot()
         self.high_watermark = snap.end_offset if snap is not None else 0
         self.snapshots_installed = 0  # a follower's count of snapshots fetched (KIP-630)
+        # (leader id, its epoch, when) of the last good Fetch answer: the last sign of life of
+        # a leader that died (the next leader's controller starts its broker session there)
+        self.leader_contact: tuple[int, int, int] | None = None
         self._outbox: list[m.Message] = []
         self._next_cid = 0
         self._arm(self.quorum.state, now_ms)
@@ -269,6 +253,9 @@ class RaftClient:
     def _go(self, new: EpochState, now_ms: int) -> EpochState:
         old = self.quorum.state
         self.quorum.transition_to(new)
+        if self.leader_contact is not None and new.leader_id not in (
+                None, self.local_id, self.leader_contact[0]):
+            self.leader_contact = None  # another leader since: it is no news of the last one
         if isinstance(old, Leader) and old.parked:
             # held fetches are answered, not forgotten: the transport waits for every answer
             for pmsg, _preq, _at in old.parked.values():
@@ -403,6 +390,10 @@ class RaftClient:
             self.log.end_offset(),
         )
 
+    def _log_equal(self, req: m.VoteRequest) -> bool:
+        return (req.last_offset_epoch, req.last_offset) == (
+            self.log.last_epoch(), self.log.end_offset())
+
     def _on_vote_request(self, msg: m.Message, req: m.VoteRequest, now: int) -> None:
         if req.candidate_id not in self.voters or not self.quorum.is_voter():
             self._reply(
@@ -415,8 +406,22 @@ class RaftClient:
         if req.pre_vote:
             st = self.quorum.state
             heard_leader = st.role is Role.LEADER or (isinstance(st, Follower) and st.fetched_ok)
-            grant = req.candidate_epoch > st.epoch and not heard_leader and self._log_ok(req)
+            log_ok = self._log_ok(req)
+            grant = req.candidate_epoch > st.epoch and not heard_leader and log_ok
+            if grant and isinstance(st, Prospective) and self._log_equal(req) \
+                    and req.candidate_id > self.local_id:
+                # two voters that lost the leader together, with the same log: only the lower
+                # id goes on to stand, or both would and split the vote (a whole election
+                # timeout more); the other grants it and it has the votes it needs
+                grant = False
             self._reply(msg, m.VoteResponse(m.NONE, st.epoch, self.leader_id, grant, True))
+            if (not log_ok and isinstance(st, Follower) and not st.fetched_ok
+                    and req.candidate_epoch > st.epoch):
+                # a voter behind us lost the leader, and we have not heard from it since we
+                # came back to it: only we can win, so stand now instead of after a whole
+                # fetch timeout more (a pre-vote bumps no epoch; if the leader lives, the
+                # voters that hear it refuse and send us back to it)
+                self._become_prospective(now)
             return
         if req.candidate_epoch < self.epoch:
             self._reply(
@@ -558,9 +563,12 @@ class RaftClient:
         if (
             req.max_wait_ms > 0
             and req.fetch_offset >= self.log.end_offset()
-            and req.fetch_offset >= self.high_watermark
+            and progress.hw_told >= self.high_watermark
         ):
-            # nothing to send and nothing new to tell: hold the answer (a long poll)
+            # nothing to send and nothing new to tell: hold the answer (a long poll). A fetch
+            # whose own offset moved the HW is answered now, or that follower (a broker's
+            # metadata) would learn the commit only when the long poll ends (KIP-1166's
+            # point; we know what HW we last told each replica, so it needs no new field)
             old = st.parked.pop(msg.src, None)
             if old is not None:
                 self._answer_fetch(st, old[0], old[1])  # type: ignore[arg-type]
@@ -569,6 +577,9 @@ class RaftClient:
         self._answer_fetch(st, msg, req)
 
     def _answer_fetch(self, st: Leader, msg: m.Message, req: m.FetchRequest) -> None:
+        progress = st.replicas.get(req.replica_id) or st.observers.get(req.replica_id)
+        if progress is not None:
+            progress.hw_told = self.high_watermark
         records = self.log.read(req.fetch_offset, self.config.fetch_max_entries)
         self._reply(msg, m.FetchResponse(
             m.NONE, st.epoch, self.local_id, self.high_watermark, records=records))
@@ -618,6 +629,7 @@ class RaftClient:
             return
         st.fetch_deadline = now + self.config.fetch_timeout_ms
         st.fetched_ok = True
+        self.leader_contact = (msg.src, st.epoch, now)
         if resp.snapshot_id is not None:
             # our next offset is below the leader's log start: download its snapshot
             st.snapshot = (resp.snapshot_id, 0)
@@ -638,62 +650,3 @@ class RaftClient:
             self.high_watermark = new_hw
         idle = not appended and self.config.fetch_max_wait_ms <= 0
         st.next_fetch_at = now + self.config.fetch_idle_ms if idle else now
-
-    # ---- snapshots (KIP-630) ------------------------------------------------------------------
-
-    def _on_fetch_snapshot_request(
-        self, msg: m.Message, req: m.FetchSnapshotRequest, now: int
-    ) -> None:
-        st = self.quorum.state
-
-        def answer(error: int, **kw: object) -> None:
-            self._reply(msg, m.FetchSnapshotResponse(
-                error, st.epoch, self.leader_id, req.snapshot_id, **kw))  # type: ignore[arg-type]
-
-        if req.current_leader_epoch < st.epoch:
-            answer(m.FENCED_LEADER_EPOCH)
-        elif req.current_leader_epoch > st.epoch:
-            answer(m.UNKNOWN_LEADER_EPOCH)
-        elif not isinstance(st, Leader):
-            answer(m.NOT_LEADER_OR_FOLLOWER)
-        else:
-            chunk = self.log.read_snapshot(req.snapshot_id, req.position, req.max_bytes)
-            if chunk is None:
-                answer(m.SNAPSHOT_NOT_FOUND)
-            elif req.position < 0 or req.position > chunk[1]:
-                answer(m.POSITION_OUT_OF_RANGE)
-            else:
-                answer(m.NONE, size=chunk[1], position=req.position, data=chunk[0])
-
-    def _on_fetch_snapshot_response(
-        self, msg: m.Message, resp: m.FetchSnapshotResponse, now: int
-    ) -> None:
-        self._observe(resp.leader_epoch, resp.leader_id, now)
-        st = self.quorum.state
-        if (
-            not isinstance(st, Follower)
-            or st.inflight != msg.correlation_id
-            or msg.src != st.leader_id
-            or st.snapshot is None
-        ):
-            return
-        st.inflight = None
-        sid, position = st.snapshot  # type: ignore[misc]
-        if resp.error != m.NONE or resp.snapshot_id != sid or resp.position != position:
-            st.snapshot = None  # start over from a Fetch: the leader may hold a newer one
-            st.next_fetch_at = now + self.config.retry_backoff_ms
-            return
-        st.fetch_deadline = now + self.config.fetch_timeout_ms
-        st.fetched_ok = True
-        if self.log.write_snapshot_chunk(sid, position, resp.data, resp.size):
-            st.snapshot = None
-            self.high_watermark = max(self.high_watermark, sid.end_offset)
-            self.snapshots_installed += 1
-            st.next_fetch_at = now
-            return
-        if not resp.data:
-            st.snapshot = None
-            st.next_fetch_at = now + self.config.retry_backoff_ms
-            return
-        st.snapshot = (sid, position + len(resp.data))
-        self._send_fetch(st, now)

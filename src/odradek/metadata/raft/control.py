@@ -67,3 +67,8 @@ def encode_snapshot_header(last_contained_log_timestamp: int) -> bytes:
 
 def encode_snapshot_footer() -> bytes:
     return _encode(SnapshotFooterRecord(version=i16(0)))
+
+
+def leader_change_payload(leader_id: int, voters: frozenset[int], granting: set[int]) -> bytes:
+    """Kafka's LeaderChangeMessage, the value of the control record opening every epoch."""
+    return encode_leader_change(leader_id, sorted(voters), sorted(granting))

@@ -223,6 +223,12 @@ class KRaftQuorum(Quorum):
         return isinstance(st, Leader) and self._heard_end() > st.epoch_start_offset
 
     @property
+    def leader_contact(self) -> tuple[int, int, int] | None:
+        """(leader id, its epoch, wall-clock ms) of this node's last good Fetch answer."""
+        contact = self.client.leader_contact
+        return None if contact is None else (contact[0], contact[1], self._wall(contact[2]))
+
+    @property
     def high_watermark(self) -> int:
         return max(self.client.high_watermark, self.marker.end_offset)
 

@@ -97,6 +97,7 @@ class ReplicaProgress:
     end_offset: int = 0  # the offset the replica last fetched from: all before it matches ours
     last_fetch_ms: int | None = None
     last_caught_up_ms: int | None = None  # its last fetch from our log end (DescribeQuorum)
+    hw_told: int = -1  # the high watermark our last answer to it carried
 
 
 @dataclass(slots=True)

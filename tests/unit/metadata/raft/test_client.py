@@ -252,3 +252,95 @@ def test_two_voters_cut_off_from_a_live_leader_elect_one_of_them() -> None:
             break
     roles = {bus.clients[2].role, bus.clients[3].role}
     assert roles == {Role.LEADER, Role.FOLLOWER}, roles
+
+
+def test_a_voter_ahead_of_one_that_lost_the_leader_stands_at_once() -> None:
+    """The leader dies. Node 2 (the longer log) times out first; node 3 still heard the
+    leader, refuses and sends it back to the dead leader. When node 3 times out in turn, node 2
+    refuses its pre-vote (node 3 is behind) and, having heard nothing from the leader since,
+    stands at once: the quorum has a leader after the second fetch timeout, not a third."""
+    bus = Bus()
+    for n in VOTERS:
+        bus.add(n, 0 if n == 1 else 5000)
+    bus.poll(1, 2000)
+    bus.deliver(2000)
+    assert bus.clients[1].role is Role.LEADER
+    bus.poll(3, 2100)  # node 3's next fetch is answered now, but the answer arrives at 2300
+    bus.deliver(2100, keep=lambda x: x.dst != 3)
+    late_to_3, bus.held = bus.held, []
+    assert [type(x.body) for x in late_to_3] == [m.FetchResponse]
+    bus.clients[1].propose([b"x"], 2100)
+    bus.poll(2, 2100)
+    bus.deliver(2100)  # node 2 fetches x
+    assert bus.logs[2].end_offset() > bus.logs[3].end_offset()
+    bus.pending = late_to_3
+    bus.deliver(2300)
+    assert bus.clients[3].state.fetched_ok  # type: ignore[attr-defined]
+
+    def no_leader(x: m.Message) -> bool:  # node 1 is dead from now on
+        return 1 not in (x.src, x.dst)
+
+    for t in (4100, 4300):  # node 2's fetch timeout, then node 3's
+        for n in (2, 3):
+            bus.poll(n, t)
+        bus.deliver(t, keep=no_leader)
+        bus.held.clear()
+    assert bus.clients[2].role is Role.LEADER and bus.clients[3].role is Role.FOLLOWER
+    assert bus.clients[3].leader_id == 2
+    # the new leader still knows when it last heard the dead one (its controller starts that
+    # node's broker session there); the follower fetches from the new one now
+    assert bus.clients[2].leader_contact == (1, 1, 2100)
+    assert bus.clients[3].leader_contact is not None and bus.clients[3].leader_contact[0] == 2
+
+
+def test_two_voters_that_lose_the_leader_together_do_not_split_the_vote() -> None:
+    """Same log, same moment: both stand as Prospective and each hears the other's pre-vote.
+    Only the lower id goes on to stand, so the next epoch has a leader at once instead of two
+    candidates splitting it and waiting an election timeout."""
+    bus = Bus()
+    for n in VOTERS:
+        bus.add(n, 0 if n == 1 else 5000)
+    bus.poll(1, 2000)
+    bus.deliver(2000)
+    assert bus.clients[1].role is Role.LEADER and bus.clients[1].epoch == 1
+    assert bus.logs[2].end_offset() == bus.logs[3].end_offset()
+    for n in (2, 3):  # node 1 dies; both fetch timeouts run out together
+        bus.poll(n, 4500)
+    assert bus.clients[2].role is bus.clients[3].role is Role.PROSPECTIVE
+    bus.deliver(4500, keep=lambda x: 1 not in (x.src, x.dst))
+    assert bus.clients[2].role is Role.LEADER and bus.clients[2].epoch == 2
+    assert bus.clients[3].role is Role.FOLLOWER and bus.clients[3].leader_id == 2
+
+
+def test_a_fetch_that_moves_the_high_watermark_is_answered_at_once() -> None:
+    """Long polls on: the follower whose fetch commits a record learns the new high
+    watermark from that fetch's answer, not when the long poll ends (what a broker's
+    metadata waited for after every controller write)."""
+    long_poll = RaftConfig(fetch_max_wait_ms=500)
+    leader = RaftClient(1, {1, 2}, MemoryRaftLog(), MemoryQuorumStateStore(), random.Random(1),
+                        0, long_poll)
+    follower = RaftClient(2, {1, 2}, MemoryRaftLog(), MemoryQuorumStateStore(),
+                          random.Random(2), 5000, long_poll)
+    pending: list[m.Message] = []
+
+    def run(now: int) -> None:  # deliver until nothing moves (held fetches stay held)
+        while True:
+            out = []
+            for c in (leader, follower):
+                out += c.poll(now)[0]
+            out += pending
+            pending.clear()
+            if not out:
+                return
+            for msg in out:
+                (leader if msg.dst == 1 else follower).handle(msg, now)
+
+    run(2000)  # node 1 stands at its election timeout and wins with node 2's vote
+    assert leader.role is Role.LEADER and follower.leader_id == 1
+    run(2000)
+    assert follower.high_watermark == leader.high_watermark == leader.log.end_offset()
+    leader.propose([b"x"], 2100)
+    run(2100)  # no time passes: every answer that comes is at once
+    assert leader.high_watermark == leader.log.end_offset()
+    assert follower.high_watermark == leader.high_watermark
+    assert len(leader.state.parked) == 1  # type: ignore[attr-defined]  # and then it waits
