@@ -14,17 +14,32 @@ class Hist:
     def _add(self, process: Any, typ: str, f: str, value: Any, error: str | None = None) -> None:
         self.ops.append(Op(len(self.ops), len(self.ops) * 1000, process, typ, f, value, error))
 
-    def op(self, process: Any, f: str, invoke: Any, typ: str, value: Any, error: str | None = None) -> None:
+    def op(
+        self, process: Any, f: str, invoke: Any, typ: str, value: Any, error: str | None = None
+    ) -> None:
         self._add(process, "invoke", f, invoke)
         self._add(process, typ, f, value, error)
 
-    def send(self, process: Any, key: str, *pairs: tuple[int | None, int], typ: str = "ok", f: str = "send") -> None:
+    def send(
+        self,
+        process: Any,
+        key: str,
+        *pairs: tuple[int | None, int],
+        typ: str = "ok",
+        f: str = "send",
+    ) -> None:
         inv = [["send", key, v] for _, v in pairs]
         done = [["send", key, [o, v]] for o, v in pairs] if typ == "ok" else inv
         self.op(process, f, inv, typ, done)
 
-    def poll(self, process: Any, reads: dict[str, list[tuple[int, int]]], f: str = "poll",
-             typ: str = "ok", rebalance: dict[str, list[str]] | None = None) -> None:
+    def poll(
+        self,
+        process: Any,
+        reads: dict[str, list[tuple[int, int]]],
+        f: str = "poll",
+        typ: str = "ok",
+        rebalance: dict[str, list[str]] | None = None,
+    ) -> None:
         value: list[Any] = []
         if rebalance is not None:
             value.append(["rebalance", rebalance])

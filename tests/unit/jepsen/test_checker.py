@@ -58,8 +58,13 @@ def test_lost_write() -> None:
 
 def test_lost_write_of_info_send_only_when_another_of_its_sends_was_read() -> None:
     h = Hist()
-    h.op(1, "send", [["send", "t-0", 1], ["send", "t-0", 2]], "info",
-         [["send", "t-0", [0, 1]], ["send", "t-0", [1, 2]]])
+    h.op(
+        1,
+        "send",
+        [["send", "t-0", 1], ["send", "t-0", 2]],
+        "info",
+        [["send", "t-0", [0, 1]], ["send", "t-0", [1, 2]]],
+    )
     h.send(2, "t-0", (2, 9))
     h.poll(10, {"t-0": [(0, 1)]})
     h.poll(11, {"t-0": [(2, 9)]})
@@ -95,8 +100,13 @@ def test_g1a_aborted_read() -> None:
 
 def test_precommitted_read() -> None:
     h = Hist()
-    h.op(1, "txn", [["send", "t-0", 1], ["poll"]], "ok",
-         [["send", "t-0", [0, 1]], ["poll", {"t-0": [[0, 1]]}]])
+    h.op(
+        1,
+        "txn",
+        [["send", "t-0", 1], ["poll"]],
+        "ok",
+        [["send", "t-0", [0, 1]], ["poll", {"t-0": [[0, 1]]}]],
+    )
     assert found(h) == {"precommitted-read": 1}
 
 
@@ -216,10 +226,21 @@ def meta(h: Hist, p: int, f: str, value: dict, typ: str = "ok") -> None:
     h.op(p, f, value, typ, value)
 
 
-def describe(h: Hist, p: int, topic: str, exists: bool, partitions: int = 1, config: dict | None = None) -> None:
-    h.op(p, "describe-topic", {"topic": topic}, "ok",
-         {"topic": topic, "exists": exists, "partitions": partitions if exists else None,
-          "config": config if exists else None})
+def describe(
+    h: Hist, p: int, topic: str, exists: bool, partitions: int = 1, config: dict | None = None
+) -> None:
+    h.op(
+        p,
+        "describe-topic",
+        {"topic": topic},
+        "ok",
+        {
+            "topic": topic,
+            "exists": exists,
+            "partitions": partitions if exists else None,
+            "config": config if exists else None,
+        },
+    )
 
 
 def test_metadata_clean() -> None:

@@ -17,8 +17,13 @@ from .builder import Hist
 KEYS = ["t-0", "t-1", "t-2"]
 
 action = st.one_of(
-    st.tuples(st.just("send"), st.integers(0, 2), st.sampled_from(KEYS), st.integers(1, 3),
-              st.sampled_from(["ok", "ok", "ok", "info-landed", "info-lost", "fail", "abort"])),
+    st.tuples(
+        st.just("send"),
+        st.integers(0, 2),
+        st.sampled_from(KEYS),
+        st.integers(1, 3),
+        st.sampled_from(["ok", "ok", "ok", "info-landed", "info-lost", "fail", "abort"]),
+    ),
     st.tuples(st.just("poll"), st.integers(0, 2), st.integers(1, 4)),
     st.tuples(st.just("rebalance"), st.integers(0, 2), st.sampled_from(KEYS)),
     st.tuples(st.just("commit"), st.integers(0, 2)),
@@ -68,7 +73,13 @@ class Sim:
         if outcome == "info-landed":
             self.h.op(producer, "send", inv, "info", inv, "timeout")
         else:
-            self.h.op(producer, "send", inv, "ok", [["send", key, [o, v]] for o, v in zip(offs, values, strict=True)])
+            self.h.op(
+                producer,
+                "send",
+                inv,
+                "ok",
+                [["send", key, [o, v]] for o, v in zip(offs, values, strict=True)],
+            )
 
     def poll(self, consumer: int, n: int) -> None:
         got: dict[str, list[list[int]]] = {}
@@ -89,7 +100,9 @@ class Sim:
 
     def final(self) -> None:
         got = {k: [[o, v] for o, v, vis in log if vis] for k, log in self.logs.items() if log}
-        self.h.op(200, "final-poll", [["poll"]], "ok", [["poll", {k: v for k, v in got.items() if v}]])
+        self.h.op(
+            200, "final-poll", [["poll"]], "ok", [["poll", {k: v for k, v in got.items() if v}]]
+        )
 
 
 def play(actions: list[tuple[Any, ...]]) -> Sim:

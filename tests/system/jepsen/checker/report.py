@@ -62,7 +62,8 @@ class Report:
         return out
 
     def table(self, examples: int = 2) -> str:
-        names = list(DATA_ANOMALIES) + sorted(n for n in self.anomalies if n not in DATA_ANOMALIES)
+        extra = (set(self.anomalies) | set(self.not_checked)) - set(DATA_ANOMALIES)
+        names = list(DATA_ANOMALIES) + sorted(extra)
         names = [n for n in names if n in self.anomalies or n in self.not_checked]
         width = max([len(n) for n in names] + [7])
         lines = [f"{'anomaly':<{width}}  {'count':>6}  examples"]
