@@ -17,6 +17,7 @@ sends with the offsets their delivery reports gave.
 
 from __future__ import annotations
 
+import contextlib
 import random
 import threading
 from typing import Any
@@ -54,7 +55,9 @@ class W2:
         self.keys = all_keys(env)
         tag = f"{rng.getrandbits(32):08x}"
         self.group = f"w2-{tag}"
-        self.txn_prefix = f"w2-{tag}"
+        # one transactional.id per worker (a harness may choose them, e.g. to place their
+        # coordinators)
+        self.txn_ids = [f"w2-{tag}-{i}" for i in range(self.workers)]
 
     def run(self, stop: threading.Event) -> None:
         ensure_topics(self.env)
@@ -76,7 +79,7 @@ class W2:
                 self.env,
                 {
                     **PRODUCER,
-                    "transactional.id": f"{self.txn_prefix}-{i}",
+                    "transactional.id": self.txn_ids[i],
                     "transaction.timeout.ms": "30000",
                 },
             )
@@ -111,7 +114,7 @@ class W2:
         h = self.history
         while not stop.is_set():
             process = h.new_process()
-            op = h.invoke(process, "init", {"transactional.id": f"{self.txn_prefix}-{i}"})
+            op = h.invoke(process, "init", {"transactional.id": self.txn_ids[i]})
             try:
                 p, c, moves = self._clients(i)
                 p.init_transactions(TXN_TIMEOUT)
@@ -125,11 +128,13 @@ class W2:
                         break  # unknown outcome: new clients, new process
             finally:
                 crash = h.invoke(process, "crash", {"reason": "replaced"})
-                try:
+                # a fenced or fatally failed producer raises from flush and close alike: it
+                # is being thrown away either way
+                with contextlib.suppress(KafkaException):
                     c.close()
-                finally:
+                with contextlib.suppress(KafkaException):
                     p.flush(5)
-                    h.ok(crash, crash.value)
+                h.ok(crash, crash.value)
 
     def _txn(
         self, process: int, p: Producer, c: Consumer, moves: list[list[Any]], rng: random.Random
