@@ -159,12 +159,20 @@ def test_workload_on_a_healthy_cluster(cluster: Cluster, tmp_path: Path, name: s
 @pytest.mark.parametrize("name", ["w1", "w2", "w3", "w4"])
 def test_workload_with_a_node_killed(cluster: Cluster, tmp_path: Path, name: str) -> None:
     def kill_and_restart(h: History, workload: Any) -> None:
-        victim = 1 + ["w1", "w2", "w3", "w4"].index(name) % 3
-        if isinstance(workload, W2):
-            # a follower of its co-located leaders (see colocate_w2): partitions led elsewhere
-            # after a leader's death would meet the missing cross-node markers
-            leader = cluster.partitions(workload.env.topics[0])[0]["leader"]
-            victim = next(n for n in sorted(cluster.nodes) if n != leader)
+        # W1 loses a partition leader, W3 the active controller (the quorum leader), W4 a
+        # node that leads neither; W2 a follower of its co-located leaders (see colocate_w2:
+        # partitions led elsewhere after a leader's death would meet the missing cross-node
+        # transaction markers)
+        controller = cluster.quorum_leader()
+        leader = (
+            controller if name == "w3" else cluster.partitions(workload.env.topics[0])[0]["leader"]
+        )
+        if name == "w1":
+            victim = leader
+        elif name == "w3":
+            victim = controller
+        else:
+            victim = next(n for n in sorted(cluster.nodes) if n not in (leader, controller))
         h.nemesis("kill", {"node": victim, "signal": 9})
         cluster.kill9(victim)
         # let the survivors work a while without it before it comes back

@@ -3,6 +3,7 @@ and a subscribe() consumer, each recording every operation in the history."""
 
 from __future__ import annotations
 
+import contextlib
 import random
 import threading
 from typing import Any
@@ -65,11 +66,21 @@ def producer_loop(
                 p, process = _replace(p, cfg, h)
     finally:
         p.flush(10)
+        close_producer(p)
+
+
+def close_producer(p: Producer) -> None:
+    """Drop what is still queued and close now: a producer left to the garbage collector
+    keeps reconnecting to a dead node in a tight loop, eating the CPU the nodes need."""
+    with contextlib.suppress(KafkaException):
+        p.purge()
+        p.flush(5)
+    with contextlib.suppress(KafkaException):
+        p.close()
 
 
 def _replace(p: Producer, cfg: dict[str, str], h: History) -> tuple[Producer, int]:
-    p.purge()
-    p.flush(5)
+    close_producer(p)
     return Producer(cfg), h.new_process()
 
 

@@ -26,6 +26,7 @@ from confluent_kafka import Consumer, KafkaError, KafkaException, Producer
 
 from ..env import Env
 from ..history import History, key_of, split_key
+from .clients import close_producer
 from .common import (
     CONSUMER,
     PRODUCER,
@@ -115,11 +116,14 @@ class W2:
         while not stop.is_set():
             process = h.new_process()
             op = h.invoke(process, "init", {"transactional.id": self.txn_ids[i]})
+            p, c, moves = self._clients(i)
             try:
-                p, c, moves = self._clients(i)
                 p.init_transactions(TXN_TIMEOUT)
             except KafkaException as exc:
                 h.info(op, error=str(exc))
+                with contextlib.suppress(KafkaException):
+                    c.close()
+                close_producer(p)
                 continue
             h.ok(op, op.value)
             try:
@@ -132,8 +136,7 @@ class W2:
                 # is being thrown away either way
                 with contextlib.suppress(KafkaException):
                     c.close()
-                with contextlib.suppress(KafkaException):
-                    p.flush(5)
+                close_producer(p)
                 h.ok(crash, crash.value)
 
     def _txn(
