@@ -46,7 +46,9 @@ def oks(h: History, f: str, *, nonempty_poll: bool = False) -> int:
 PROGRESS: dict[str, Callable[[History], int]] = {
     "w1": lambda h: min(oks(h, "send"), 4 * oks(h, "poll", nonempty_poll=True)),
     "w2": lambda h: oks(h, "txn"),
-    "w3": lambda h: 10 * oks(h, "delete-topic"),
+    "w3": lambda h: sum(
+        oks(h, f) for f in ("create-topic", "alter-config", "create-partitions", "delete-topic")
+    ),
     "w4": lambda h: oks(h, "send"),
 }
 STEP = 30  # ok ops a workload must add at each stage of a run

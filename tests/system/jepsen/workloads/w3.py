@@ -69,7 +69,9 @@ class W3:
     def _worker(self, i: int, rng: random.Random, stop: threading.Event) -> None:
         admin = AdminClient(client_config(self.env, {}, admin=True))
         process = self.history.new_process()
-        rf = self.env.replication_factor
+        # RF 2 (of 3 nodes): Kafka refuses a topic with more replicas than live brokers
+        # (INVALID_REPLICATION_FACTOR), so the churn goes on with one node down
+        rf = min(2, self.env.replication_factor)
         n = 0
         while not stop.is_set():
             n += 1
@@ -79,7 +81,7 @@ class W3:
                     "create-topic",
                     {"topic": topic, "partitions": 1},
                     lambda t=topic: admin.create_topics(
-                        [NewTopic(t, 1, rf, config={"min.insync.replicas": "2"})],
+                        [NewTopic(t, 1, rf, config={"min.insync.replicas": "1"})],
                         operation_timeout=ADMIN_TIMEOUT,
                     )[t],
                 ),
@@ -131,6 +133,7 @@ class W3:
                 if outcome == "ok":
                     self._await(admin, process, op)
                 elif f == "create-topic" and outcome == "fail":
+                    stop.wait(1.0)  # refused outright: do not hammer the controller
                     break
 
     def _mutate(self, op: Op, call: Callable[[], Any]) -> str:
