@@ -177,16 +177,19 @@ def test_workload_with_a_node_killed(cluster: Cluster, tmp_path: Path, name: str
             victim = next(n for n in sorted(cluster.nodes) if n not in (leader, controller))
         h.nemesis("kill", {"node": victim, "signal": 9})
         cluster.kill9(victim)
-        # let the survivors work a while without it before it comes back
-        start = PROGRESS[name](h)
-        wait_until(
-            lambda: PROGRESS[name](h) >= start + STEP // 2,
-            f"{name} to make progress with node {victim} down",
-            300,
-            cluster,
-        )
-        cluster.restart(victim)
-        h.nemesis("start", {"node": victim})
+        try:
+            # let the survivors work a while without it before it comes back
+            start = PROGRESS[name](h)
+            wait_until(
+                lambda: PROGRESS[name](h) >= start + STEP // 2,
+                f"{name} to make progress with node {victim} down",
+                300,
+                cluster,
+            )
+        finally:
+            # back even when the test fails, so the module's other tests get 3 nodes
+            cluster.restart(victim)
+            h.nemesis("start", {"node": victim})
         cluster.wait_ready(180)
 
     report, path = run_workload(cluster, tmp_path, name, seed=2, fault=kill_and_restart)
