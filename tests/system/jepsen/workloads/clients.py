@@ -39,7 +39,7 @@ def producer_loop(
             reports: dict[int, tuple[int | None, str | None]] = {}
 
             def report(err: Any, msg: Any, reports: dict[int, Any] = reports) -> None:
-                reports[int(msg.value())] = (None, err.name()) if err else (msg.offset(), None)
+                reports[int(msg.value())] = delivery(err, msg)
 
             enqueued = 0
             try:
@@ -67,6 +67,18 @@ def producer_loop(
     finally:
         p.flush(10)
         close_producer(p)
+
+
+def delivery(err: Any, msg: Any) -> tuple[int | None, str | None]:
+    """(offset, None) or (None, error name) from a delivery report. Called from inside
+    librdkafka: an exception here would surface later from flush or commit as a SystemError,
+    so nothing may raise."""
+    if err is None:
+        return (msg.offset(), None)
+    try:
+        return (None, str(err.name()))
+    except Exception:
+        return (None, "delivery error")
 
 
 def close_producer(p: Producer) -> None:

@@ -26,7 +26,7 @@ from confluent_kafka import Consumer, KafkaError, KafkaException, Producer
 
 from ..env import Env
 from ..history import History, key_of, split_key
-from .clients import close_producer
+from .clients import close_producer, delivery
 from .common import (
     CONSUMER,
     PRODUCER,
@@ -151,7 +151,7 @@ class W2:
         got: dict[str, list[list[int]]] = {}
 
         def report(err: Any, msg: Any) -> None:
-            reports[int(msg.value())] = (None, err.name()) if err else (msg.offset(), None)
+            reports[int(msg.value())] = delivery(err, msg)
 
         def value() -> list[Any]:
             done = [["send", k, [reports.get(v, (None, None))[0], v]] for k, v in sends]
@@ -178,6 +178,11 @@ class W2:
             p.commit_transaction(TXN_TIMEOUT)
             h.ok(op, value())
             return True
+        except SystemError as exc:
+            # an error librdkafka raised through a callback: what became of the transaction
+            # is unknown, the clients are replaced
+            h.info(op, value(), error=f"{'commit' if committing else 'txn'}: {exc}")
+            return False
         except (_Abortable, KafkaException) as exc:
             err = _describe(exc)
             if committing and not _abortable(exc):
