@@ -107,9 +107,12 @@ def run_one(seed: int, families: list[str], workloads: list[str], length: float,
     proxy = Proxy(seed) if "proxy" in families else None
     env = ({i: node_env(out, i) for i in (1, 2, 3)} if "clock" in families else None)
     tmpfs = TMPFS_MB if "disk" in families else None
+    # the fsync family needs fsyncs to hit: partition data is fsynced only on roll by default
+    settings = {"log.flush.interval.messages": "200"} if "fsync" in families else None
     runner: NemesisRunner | None = None
     try:
-        with jepsen_cluster(out / "cluster", proxy=proxy, tmpfs_mb=tmpfs, env=env) as cluster:
+        with jepsen_cluster(out / "cluster", proxy=proxy, tmpfs_mb=tmpfs, env=env,
+                            settings=settings) as cluster:
             cluster.create_topic(TOPIC, partitions)
             wenv = Env(cluster.client_bootstrap, [TOPIC], partitions, cluster.bootstrap)
             rng = random.Random(seed)

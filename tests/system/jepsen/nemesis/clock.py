@@ -1,39 +1,56 @@
-"""Clock skew per node with libfaketime.
+"""Clock skew per node: the wall clock of one node moved by seconds to an hour, both ways.
 
-Every node runs with libfaketime preloaded (`node_env`), reading its offset from a file each
-time (FAKETIME_TIMESTAMP_FILE, FAKETIME_NO_CACHE): the fault writes "+Ns"/"-Ns" to one node's
-file and the heal writes "+0". Only the wall clock moves (FAKETIME_DONT_FAKE_MONOTONIC=1):
-Python's time.time()/datetime follow it (checked by tests/system/test_jepsen_clock.py), while
-time.monotonic(), which asyncio's timers use, does not; so record timestamps, retention and
-the `last_caught_up` the quorum reports see the skew, timeouts do not.
+Every node runs with skewclock.so preloaded (`node_env`; built here from skewclock.c with
+gcc), reading its offset from an 8-byte file it maps: the fault writes the offset (ns) into
+the node's file and the heal writes 0. Only the wall clock moves: Python's time.time() and
+datetime follow it (tests/system/test_jepsen_clock.py checks that), time.monotonic(), which
+asyncio's timers use, and every sleep do not; so record timestamps, retention, and the
+quorum's `last_caught_up` see the skew, timeouts do not. libfaketime was the first choice and
+does not work with Python 3.11 here (skewclock.c says why).
 """
 
 from __future__ import annotations
 
+import struct
+import subprocess
 from pathlib import Path
 from typing import Any
 
 from tests.system.jepsen.nemesis.base import Nemesis, resolve_target
 from tests.system.jepsen.schedule import Fault
 
-__all__ = ["LIBFAKETIME", "ClockNemesis", "node_env"]
+__all__ = ["ClockNemesis", "build_skewclock", "node_env", "set_skew"]
 
-LIBFAKETIME = "/usr/lib/x86_64-linux-gnu/faketime/libfaketime.so.1"
+SOURCE = Path(__file__).resolve().parent.parent / "skewclock.c"
+
+
+def build_skewclock(workdir: Path) -> Path:
+    """Compile skewclock.c into `workdir` (gcc is in the Makefile's DEB_PACKAGES)."""
+    lib = workdir / "skewclock.so"
+    if not lib.exists():
+        done = subprocess.run(["gcc", "-O2", "-Wall", "-shared", "-fPIC", "-o", str(lib),
+                               str(SOURCE), "-ldl"], capture_output=True, text=True)
+        if done.returncode != 0:
+            raise RuntimeError(f"building {SOURCE.name} failed: {done.stderr.strip()}")
+    return lib
 
 
 def offset_file(workdir: Path, node_id: int) -> Path:
-    return workdir / f"faketime-{node_id}"
+    return workdir / f"skew-{node_id}"
+
+
+def set_skew(path: Path, seconds: float) -> None:
+    """Write the offset in place (the node has the file mapped: no new file, no rename)."""
+    with open(path, "r+b") as f:
+        f.write(struct.pack("<q", int(seconds * 1_000_000_000)))
 
 
 def node_env(workdir: Path, node_id: int) -> dict[str, str]:
-    """The environment that puts node `node_id` under libfaketime (offset 0 until skewed)."""
-    if not Path(LIBFAKETIME).exists():
-        raise RuntimeError(f"{LIBFAKETIME} missing: the Debian package faketime (Makefile "
-                           "DEB_PACKAGES) is not installed")
+    """The environment that puts node `node_id` under skewclock (offset 0 until skewed)."""
+    lib = build_skewclock(workdir)
     path = offset_file(workdir, node_id)
-    path.write_text("+0\n")
-    return {"LD_PRELOAD": LIBFAKETIME, "FAKETIME_TIMESTAMP_FILE": str(path),
-            "FAKETIME_NO_CACHE": "1", "FAKETIME_DONT_FAKE_MONOTONIC": "1"}
+    path.write_bytes(struct.pack("<q", 0))
+    return {"LD_PRELOAD": str(lib), "ODJ_SKEW_FILE": str(path)}
 
 
 class ClockNemesis(Nemesis):
@@ -42,15 +59,15 @@ class ClockNemesis(Nemesis):
     def start(self, fault: Fault) -> dict[str, Any]:
         node = resolve_target(self.ctx, fault)
         skew = int(fault.params["skew_s"])
-        offset_file(self.ctx.workdir, node).write_text(f"{skew:+d}s\n")
+        set_skew(offset_file(self.ctx.workdir, node), skew)
         return {"node": node, "skew_s": skew}
 
     def stop(self, fault: Fault, state: dict[str, Any]) -> dict[str, Any]:
-        offset_file(self.ctx.workdir, state["node"]).write_text("+0\n")
+        set_skew(offset_file(self.ctx.workdir, state["node"]), 0)
         return {"node": state["node"], "skew_s": 0}
 
     def heal_all(self) -> None:
         for node_id in self.ctx.cluster.nodes:
             path = offset_file(self.ctx.workdir, node_id)
             if path.exists():
-                path.write_text("+0\n")
+                set_skew(path, 0)
