@@ -75,7 +75,7 @@ bench-node: setup-test
 # then all mixed, FAULT_TIME seconds of faults each; histories kept under jepsen-runs/.
 SEEDS ?= 10
 FAULT_TIME ?= 60
-WORKLOADS ?= smoke
+WORKLOADS ?= w1,w2,w3,w4
 faults: setup-test
 	$(BIN)/python -m tests.system.jepsen --seeds 0:$(SEEDS) --each --time $(FAULT_TIME) \
 	  --workloads $(WORKLOADS) --out jepsen-runs/each

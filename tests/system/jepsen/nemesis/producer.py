@@ -37,7 +37,7 @@ class ProducerCrashNemesis(Nemesis):
         txn_id = f"jepsen-crasher-{fault.pick}-{self.n}"
         key = f"{self.ctx.topic}-{partition}"
         sends = [["send", key, v] for v in range(first, first + COUNT)]
-        op = history.invoke("crasher", "txn", sends) if history is not None else None
+        op = history.invoke(f"crasher-{self.n}", "txn", sends) if history is not None else None
         proc = subprocess.Popen(self._cmd(partition, txn_id, first), stdout=subprocess.PIPE,
                                 stderr=subprocess.DEVNULL, text=True)
         assert proc.stdout is not None
