@@ -6,7 +6,8 @@ end renamed `eth0` inside the namespace, holding address .10+i). Clients in the 
 namespace reach every node over the bridge; nodes reach each other the same way, so an
 iptables rule inside one node's namespace cuts exactly the links it names.
 
-Every name starts with `odj<pid>` (the pid of the process that made it). Cleanup runs on
+Every name starts with `odj<pid><letter>` (the pid of the process that made it, and a
+letter per net it made). Cleanup runs on
 `close()`, at interpreter exit (atexit), on SIGTERM/SIGHUP (a handler turns them into
 SystemExit so `finally` blocks and atexit run) and SIGINT (KeyboardInterrupt does the same);
 a later run removes whatever a killed run left (`sweep_stale`): namespaces, links and tmpfs
@@ -35,6 +36,7 @@ _NAME = re.compile(rf"^{PREFIX}(\d+)")
 _live: set[Net] = set()
 _lock = threading.Lock()
 _handlers_installed = False
+_made = 0  # nets made by this process: the letter after the pid in their names
 
 
 def run(*args: str, check: bool = True, input: str | None = None) -> str:
@@ -169,10 +171,14 @@ class Net:
     """A bridge and `size` namespaces with one address each; `close()` removes them all."""
 
     def __init__(self, size: int) -> None:
+        global _made
         _install_handlers()
         sweep_stale()
         self.pid = os.getpid()
-        self.tag = f"{PREFIX}{self.pid}"
+        with _lock:
+            letter = "abcdefghijklmnopqrstuvwxyz"[_made % 26]
+            _made += 1
+        self.tag = f"{PREFIX}{self.pid}{letter}"  # at most 15 chars with "h<i>" after it
         self.size = size
         self.subnet = _free_subnet(self.pid)
         self.bridge = f"{self.tag}b"
@@ -275,7 +281,7 @@ class Net:
         if os.getpid() != self.pid:  # a forked child must not tear down its parent's net
             return
         nss = [n for n in namespaces() if n.startswith(f"{self.tag}-")]
-        lnks = [n for n in links() if _owner(n) == self.pid]
+        lnks = [n for n in links() if n.startswith(self.tag)]
         mounts = [p for s, p in tmpfs_mounts() if s == self.tag]
         _remove(nss, lnks, mounts)
 

@@ -135,6 +135,11 @@ class Proxy:
                 server.close()
             for conn in list(self.conns):
                 conn.reset()
+            me = asyncio.current_task()
+            tasks = [t for t in asyncio.all_tasks() if t is not me]
+            for t in tasks:
+                t.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
         with contextlib.suppress(Exception):
             self._call(shut(), 10)
         self.loop.call_soon_threadsafe(self.loop.stop)

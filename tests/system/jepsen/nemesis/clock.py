@@ -56,18 +56,23 @@ def node_env(workdir: Path, node_id: int) -> dict[str, str]:
 class ClockNemesis(Nemesis):
     family = "clock"
 
+    def _file(self, node_id: int) -> Path:
+        name = self.ctx.cluster.ns_node(node_id).env.get("ODJ_SKEW_FILE")
+        if not name:
+            raise RuntimeError(f"node {node_id} was not started under skewclock (node_env)")
+        return Path(name)
+
     def start(self, fault: Fault) -> dict[str, Any]:
         node = resolve_target(self.ctx, fault)
         skew = int(fault.params["skew_s"])
-        set_skew(offset_file(self.ctx.workdir, node), skew)
+        set_skew(self._file(node), skew)
         return {"node": node, "skew_s": skew}
 
     def stop(self, fault: Fault, state: dict[str, Any]) -> dict[str, Any]:
-        set_skew(offset_file(self.ctx.workdir, state["node"]), 0)
+        set_skew(self._file(state["node"]), 0)
         return {"node": state["node"], "skew_s": 0}
 
     def heal_all(self) -> None:
         for node_id in self.ctx.cluster.nodes:
-            path = offset_file(self.ctx.workdir, node_id)
-            if path.exists():
-                set_skew(path, 0)
+            if self.ctx.cluster.ns_node(node_id).env.get("ODJ_SKEW_FILE"):
+                set_skew(self._file(node_id), 0)
