@@ -19,6 +19,8 @@ def assert_clean_run(family: str, seed: int, workloads: list[str], length: float
     made = [o for o in ops if o.process == "nemesis" and o.f == family]
     if not made:
         pytest.fail(f"seed {seed}: no {family} fault in the history ({result.out})")
+    assert not result.workload_errors, (
+        f"{family} seed {seed}: a workload died: {result.workload_errors} ({result.out})")
     assert not result.nemesis_errors, (
         f"seed {seed}: nemesis errors {result.nemesis_errors} ({result.out})")
     assert not result.found, (

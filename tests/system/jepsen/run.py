@@ -51,6 +51,7 @@ class RunResult:
     anomalies: dict[str, int]  # every anomaly the checker names -> count (0 included)
     found: dict[str, int]  # those that make the run invalid (Kafka-allowed ones left out)
     not_checked: dict[str, str]
+    workload_errors: list[str]
     unavailable_s: float
     table: str
     out: str
@@ -109,6 +110,7 @@ def play(cluster: JepsenCluster, proxy: Proxy | None, seed: int, families: list[
     history = History(out / "history.jsonl")
     runner: NemesisRunner | None = None
     report = None
+    workload_errors: list[str] = []
     try:
         for topic in topics:
             cluster.create_topic(topic, partitions)
@@ -116,7 +118,14 @@ def play(cluster: JepsenCluster, proxy: Proxy | None, seed: int, families: list[
         rng = random.Random(seed)
         loads = [WORKLOADS[w](wenv, history, random.Random(rng.random())) for w in workloads]
         stop = threading.Event()
-        threads = [threading.Thread(target=w.run, args=(stop,), daemon=True) for w in loads]
+
+        def guarded(w: Any) -> None:
+            try:
+                w.run(stop)
+            except Exception as exc:  # a workload that died: the run says so, never hides it
+                workload_errors.append(f"{type(w).__name__}: {exc!r}"[:1000])
+
+        threads = [threading.Thread(target=guarded, args=(w,), daemon=True) for w in loads]
         for t in threads:
             t.start()
         ctx = Context(cluster, topics[0], out, proxy, history)
@@ -144,7 +153,8 @@ def play(cluster: JepsenCluster, proxy: Proxy | None, seed: int, families: list[
     result = RunResult(seed, families, workloads, len(ops), len(faults),
                        runner.errors if runner else [],
                        {n: report.count(n) for n in names}, report.found(),
-                       dict(report.not_checked), unavailability(ops), report.table(), str(out))
+                       dict(report.not_checked), workload_errors, unavailability(ops),
+                       report.table(), str(out))
     (out / "result.json").write_text(json.dumps(result.to_json(), indent=1, default=str) + "\n")
     (out / "report.json").write_text(json.dumps(report.to_json(), indent=1, default=str) + "\n")
     return result
