@@ -6,8 +6,12 @@ checked again with `python -m tests.system.jepsen.checker HISTORY`."""
 
 from __future__ import annotations
 
+import os
 import random
+import shutil
+import tempfile
 import threading
+import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -122,6 +126,24 @@ def run_workload(
             failed.append(exc)
 
     t = threading.Thread(target=run, name=f"jepsen-{name}")
+    try:
+        return _drive(cluster, h, workload, t, stop, failed, name, fault, path)
+    except BaseException:
+        print(f"history kept at {keep(path)}")
+        raise
+
+
+def _drive(
+    cluster: Cluster,
+    h: History,
+    workload: Any,
+    t: threading.Thread,
+    stop: threading.Event,
+    failed: list[BaseException],
+    name: str,
+    fault: Callable[[History, Any], None] | None,
+    path: Path,
+) -> tuple[Report, Path]:
     t.start()
     progress = PROGRESS[name]
     try:
@@ -146,9 +168,22 @@ def run_workload(
     return check(h.ops()), path
 
 
+KEEP = Path(tempfile.gettempdir()) / "jepsen-kept"
+
+
+def keep(path: Path) -> Path:
+    """Copy a failed run's history out of pytest's tmp dirs (which other runs rotate away)."""
+    KEEP.mkdir(parents=True, exist_ok=True)
+    kept = KEEP / f"{time.strftime('%Y%m%dT%H%M%S')}-{os.getpid()}-{path.name}"
+    if path.exists():
+        shutil.copyfile(path, kept)
+    return kept
+
+
 def assert_clean(report: Report, path: Path) -> None:
     print(f"\n{path}\n{report.table(2)}")  # the run's summary, shown with -s
-    assert report.valid, f"history kept at {path}\n{report.table(4)}"
+    if not report.valid:
+        pytest.fail(f"history kept at {keep(path)}\n{report.table(4)}")
 
 
 @pytest.mark.parametrize("name", ["w1", "w2", "w3", "w4"])
