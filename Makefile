@@ -6,9 +6,9 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 TEST_STAMP := $(VENV)/.installed-test
 BENCH_STAMP := $(VENV)/.installed-bench
-DEB_PACKAGES := kcat postgresql-15 openjdk-17-jre-headless strace
+DEB_PACKAGES := kcat postgresql-15 openjdk-17-jre-headless strace iptables gcc libc6-dev
 
-.PHONY: run test lint bench bench-node bench-tools clean setup setup-test setup-bench deb
+.PHONY: run test lint bench bench-node bench-tools clean setup setup-test setup-bench deb faults
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -70,6 +70,17 @@ bench: setup-bench bench-tools
 # One node alone: the issue-2 producer and consumer perf run.
 bench-node: setup-test
 	$(BIN)/python -m bench.run
+
+# Issue 15: SEEDS seeded runs (as root: namespaces, iptables, tmpfs), each family alone and
+# then all mixed, FAULT_TIME seconds of faults each; histories kept under jepsen-runs/.
+SEEDS ?= 10
+FAULT_TIME ?= 60
+WORKLOADS ?= w1,w2,w3,w4
+faults: setup-test
+	$(BIN)/python -m tests.system.jepsen --seeds 0:$(SEEDS) --each --time $(FAULT_TIME) \
+	  --workloads $(WORKLOADS) --out jepsen-runs/each
+	$(BIN)/python -m tests.system.jepsen --seeds 0:$(SEEDS) --time $(FAULT_TIME) \
+	  --workloads $(WORKLOADS) --out jepsen-runs/mixed
 
 clean:
 	rm -rf $(VENV) data build src/*.egg-info $(BENCH_TOOLS)

@@ -1,0 +1,237 @@
+"""The anomalies of Jepsen's Kafka workload, each a function of the analysed history.
+
+Definitions (after jepsen.tests.kafka; our own code):
+
+- inconsistent-offsets: two different values observed at one offset of one key.
+- duplicate: one value at more than one offset of a key.
+- lost-write: a value certainly sent (ok, or info but seen) that lies at or below the highest
+  index some ok read reached in its key, yet no ok read ever returned it.
+- G1a (aborted read): an ok read returned a value whose send failed (its transaction
+  aborted, or the produce certainly did not happen).
+- precommitted-read: an operation read a value it sent itself; Kafka hides a transaction's
+  records from every consumer until it commits, its own included.
+- poll-skip / nonmonotonic-poll: one consumer (process) read a key and its next read of that
+  key jumped past values of the log / went back or repeated. A rebalance or an assignment
+  between the two reads forgets the consumer's position for the moved keys, so these are only
+  flagged when no assignment change lies between: a subscribe rebalance excuses them.
+- nonmonotonic-send: one producer's sends to a key landed out of the order it sent them.
+- int-send-skip: two sends to one key in the same operation are not adjacent in the log.
+  Kafka allows this (other producers interleave), so it is reported but allowed, as Jepsen
+  does.
+- unseen: a value acknowledged (ok) that no ok read returned by the end of the run. Only
+  judged when the run made its final reads after healing ("final-poll" ops); otherwise a
+  consumer that fell behind would look like loss.
+"""
+
+from __future__ import annotations
+
+from itertools import pairwise
+from typing import Any
+
+from ..history import Op
+from .model import FAIL, INFO, OK, Analysis, brief
+
+Case = dict[str, Any]
+
+
+def inconsistent_offsets(a: Analysis) -> list[Case]:
+    return [
+        {"key": k, "offset": off, "values": sorted(vs, key=repr)}
+        for k, order in sorted(a.orders.items())
+        for off, vs in sorted(order.log.items())
+        if len(vs) > 1
+    ]
+
+
+def duplicates(a: Analysis) -> list[Case]:
+    out = []
+    for k, order in sorted(a.orders.items()):
+        seen: dict[Any, list[int]] = {}
+        for off in sorted(order.log):
+            for v in order.log[off]:
+                seen.setdefault(v, []).append(off)
+        out.extend(
+            {"key": k, "value": v, "offsets": offs} for v, offs in seen.items() if len(offs) > 1
+        )
+    return out
+
+
+def lost_writes(a: Analysis) -> list[Case]:
+    out = []
+    ok_reads = a.reads_by_type.get(OK, {})
+    for k, read in sorted(ok_reads.items()):
+        order = a.orders.get(k)
+        if order is None:
+            continue
+        known = [order.first_index[v] for v in read if v in order.first_index]
+        if not known:
+            continue
+        bound = max(known)
+        for v, last in order.last_index.items():
+            if last > bound or v in read:
+                continue
+            writer = a.writer_of.get(k, {}).get(v)
+            if writer is None or not a.must_have_committed(writer):
+                continue
+            max_value = order.by_index[bound]
+            readers = a.readers_of.get(k, {}).get(max_value, [])
+            out.append(
+                {
+                    "key": k,
+                    "value": v,
+                    "index": order.first_index[v],
+                    "max_read_index": bound,
+                    "writer": brief(writer),
+                    "max_read": brief(readers[0]) if readers else None,
+                }
+            )
+    return out
+
+
+def g1a(a: Analysis) -> list[Case]:
+    failed = a.writes_by_type.get(FAIL, {})
+    out = []
+    for o in a.completions:
+        if o.type != OK:
+            continue
+        for k, pairs in a.reads[o.index].items():
+            for off, v in pairs:
+                if v in failed.get(k, ()):
+                    writer = a.writer_of[k][v]
+                    out.append(
+                        {
+                            "key": k,
+                            "value": v,
+                            "offset": off,
+                            "writer": brief(writer),
+                            "reader": brief(o),
+                        }
+                    )
+    return out
+
+
+def precommitted_reads(a: Analysis) -> list[Case]:
+    out = []
+    for o in a.completions:
+        reads = a.reads[o.index]
+        for k, pairs in a.writes[o.index].items():
+            own = {v for _, v in pairs} & {v for _, v in reads.get(k, [])}
+            if own:
+                out.append({"key": k, "values": sorted(own, key=repr), "op": brief(o)})
+    return out
+
+
+def _forget(last: dict[str, tuple[Any, Op]], keys: Any) -> None:
+    for k in keys or ():
+        last.pop(k, None)
+
+
+def poll_order(a: Analysis) -> tuple[list[Case], list[Case]]:
+    """(poll-skip, nonmonotonic-poll) cases, per process, in the order each consumer read."""
+    skips: list[Case] = []
+    backs: list[Case] = []
+    for process, ops in a.by_process.items():
+        last: dict[str, tuple[Any, Op]] = {}
+        for o in ops:
+            if o.type != OK:
+                # A failed or unknown op leaves the consumer's position where the last ok
+                # one left it (a transactional consumer seeks back after an abort).
+                continue
+            if o.f == "assign":
+                keep = set(o.value or ())
+                _forget(last, [k for k in last if k not in keep])
+                continue
+            if o.f in ("subscribe", "crash"):
+                last.clear()
+                continue
+            if o.f == "rebalance":
+                v = o.value or {}
+                _forget(last, list(v.get("assigned", ())) + list(v.get("revoked", ())))
+                continue
+            if not isinstance(o.value, list) or o.f not in ("poll", "txn", "final-poll"):
+                continue
+            for mop in o.value:
+                if mop and mop[0] == "rebalance":
+                    v = mop[1] if len(mop) > 1 and isinstance(mop[1], dict) else {}
+                    _forget(last, list(v.get("assigned", ())) + list(v.get("revoked", ())))
+                    continue
+                if not mop or mop[0] != "poll" or len(mop) < 2:
+                    continue
+                for k, pairs in mop[1].items():
+                    order = a.orders.get(k)
+                    for _, v in pairs:
+                        prev = last.get(k)
+                        last[k] = (v, o)
+                        if prev is None or order is None:
+                            continue
+                        i, j = order.index(prev[0]), order.index(v)
+                        if i is None or j is None:
+                            continue
+                        case = {
+                            "key": k,
+                            "process": process,
+                            "values": [prev[0], v],
+                            "delta": j - i,
+                            "ops": [brief(prev[1]), brief(o)],
+                        }
+                        if j - i > 1:
+                            case["skipped"] = order.by_index[i + 1 : j][:16]
+                            skips.append(case)
+                        elif j - i < 1:
+                            backs.append(case)
+    return skips, backs
+
+
+def send_order(a: Analysis) -> tuple[list[Case], list[Case]]:
+    """(nonmonotonic-send, int-send-skip) cases."""
+    backs: list[Case] = []
+    skips: list[Case] = []
+    for process, ops in a.by_process.items():
+        last: dict[str, tuple[Any, Op]] = {}
+        for o in ops:
+            if o.type not in (OK, INFO) or o.f not in ("send", "txn"):
+                continue
+            for k, pairs in a.writes[o.index].items():
+                order = a.orders.get(k)
+                values = [v for _, v in pairs]
+                if order is not None:
+                    prev = last.get(k)
+                    if prev is not None:
+                        i, j = order.index(prev[0]), order.index(values[0])
+                        if i is not None and j is not None and j - i < 1:
+                            backs.append(
+                                {
+                                    "key": k,
+                                    "process": process,
+                                    "values": [prev[0], values[0]],
+                                    "delta": j - i,
+                                    "ops": [brief(prev[1]), brief(o)],
+                                }
+                            )
+                    for v1, v2 in pairwise(values):
+                        i, j = order.index(v1), order.index(v2)
+                        if i is None or j is None:
+                            continue
+                        case = {"key": k, "values": [v1, v2], "delta": j - i, "op": brief(o)}
+                        if j - i < 1:
+                            backs.append(case)
+                        elif j - i > 1:
+                            skips.append(case)
+                last[k] = (values[-1], o)
+    return backs, skips
+
+
+def unseen(a: Analysis) -> tuple[bool, list[Case]]:
+    """(judged, cases): acknowledged values no ok read returned, if the run read back at the
+    end."""
+    judged = any(o.f == "final-poll" for o in a.completions)
+    if not judged:
+        return False, []
+    sent = a.writes_by_type.get(OK, {})
+    read = a.reads_by_type.get(OK, {})
+    out = []
+    for k in sorted(sent):
+        missing = sorted(sent[k] - read.get(k, set()), key=repr)
+        if missing:
+            out.append({"key": k, "count": len(missing), "values": missing[:32]})
+    return True, out

@@ -1,0 +1,214 @@
+"""What the workloads share: client settings, unique values, topic setup, the final read-back
+and the worker-thread plumbing."""
+
+from __future__ import annotations
+
+import itertools
+import logging
+import random
+import threading
+import time
+from collections.abc import Callable
+from typing import Any
+
+from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, KafkaException, TopicPartition
+from confluent_kafka.admin import AdminClient, NewTopic
+
+from ..env import Env
+from ..history import History, key_of, split_key
+
+log = logging.getLogger(__name__)
+
+# Values are unique per key across the run, and increasing per producer: one counter for
+# every workload in this process gives both.
+_values = itertools.count(1)
+_values_lock = threading.Lock()
+
+
+def next_values(n: int) -> list[int]:
+    with _values_lock:
+        return [next(_values) for _ in range(n)]
+
+
+# Timeouts short enough that a client under a fault reports an unknown outcome (info) within a
+# run, instead of hanging in librdkafka's 5-minute defaults. The harness may override any.
+PRODUCER = {
+    "acks": "all",
+    "enable.idempotence": "true",
+    "message.timeout.ms": "15000",
+    "request.timeout.ms": "5000",
+    "linger.ms": "2",
+}
+CONSUMER = {
+    "enable.auto.commit": "false",
+    "auto.offset.reset": "earliest",
+    "session.timeout.ms": "10000",
+    "heartbeat.interval.ms": "1000",
+    "enable.partition.eof": "false",
+}
+ADMIN_TIMEOUT = 30.0
+# Empty polls in a row after which a final read takes a partition short of its end offset as
+# ending in records a read_committed consumer never returns.
+QUIET_POLLS = 10
+
+
+def client_config(env: Env, base: dict[str, str], admin: bool = False) -> dict[str, str]:
+    return {
+        "bootstrap.servers": env.admin_bootstrap if admin else env.bootstrap,
+        "socket.timeout.ms": "10000",
+        **base,
+        **env.client_config,
+    }
+
+
+def all_keys(env: Env) -> list[str]:
+    return [key_of(t, p) for t in env.topics for p in range(env.partitions)]
+
+
+def ensure_topics(env: Env, config: dict[str, str] | None = None, timeout: float = 90.0) -> None:
+    """Create the workload's topics (RF from the env, min.insync.replicas=2) unless they
+    exist, and wait until a broker's metadata lists every partition with a leader."""
+    admin = AdminClient(client_config(env, {}, admin=True))
+    cfg = {"min.insync.replicas": "2", **(config or {})}
+    rf = env.replication_factor
+    futures = admin.create_topics([NewTopic(t, env.partitions, rf, config=cfg) for t in env.topics])
+    for fut in futures.values():
+        try:
+            fut.result(ADMIN_TIMEOUT)
+        except KafkaException as exc:
+            if exc.args[0].code() != KafkaError.TOPIC_ALREADY_EXISTS:
+                raise
+    deadline = time.monotonic() + timeout
+    while True:
+        md = admin.list_topics(timeout=10)
+        ready = all(
+            t in md.topics
+            and md.topics[t].error is None
+            and len(md.topics[t].partitions) == env.partitions
+            and all(p.leader >= 0 for p in md.topics[t].partitions.values())
+            for t in env.topics
+        )
+        if ready:
+            return
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"topics {env.topics} not ready after {timeout} s")
+        time.sleep(0.2)
+
+
+def poll_value(msgs: list[Any]) -> dict[str, list[list[int]]]:
+    """Messages of one poll as {key: [[offset, value], ...]} (in the order returned)."""
+    out: dict[str, list[list[int]]] = {}
+    for m in msgs:
+        if m.error() is not None:
+            continue
+        out.setdefault(key_of(m.topic(), m.partition()), []).append([m.offset(), int(m.value())])
+    return out
+
+
+def first_error(msgs: list[Any]) -> str | None:
+    for m in msgs:
+        if m.error() is not None:
+            return str(m.error().name())
+    return None
+
+
+def read_all(
+    env: Env,
+    history: History,
+    keys: list[str] | None = None,
+    isolation: str = "read_committed",
+    timeout: float = 180.0,
+) -> bool:
+    """Read back every key from the beginning up to its end offset at the start of the read,
+    recording each batch as a "final-poll" op. Retries with a fresh client (a new process)
+    until the deadline; True when everything up to the end offsets was read."""
+    keys = keys if keys is not None else all_keys(env)
+    deadline = time.monotonic() + timeout
+    done: set[str] = set()
+    while time.monotonic() < deadline and len(done) < len(keys):
+        process = history.new_process()
+        c = Consumer(
+            client_config(
+                env, {**CONSUMER, "group.id": f"final-{process}", "isolation.level": isolation}
+            )
+        )
+        try:
+            todo = [k for k in keys if k not in done]
+            ends: dict[str, int] = {}
+            for k in todo:
+                topic, part = split_key(k)
+                _low, high = c.get_watermark_offsets(TopicPartition(topic, part), timeout=10)
+                ends[k] = high
+            op = history.invoke(process, "assign", todo)
+            c.assign([TopicPartition(*split_key(k), OFFSET_BEGINNING) for k in todo])
+            history.ok(op, todo)
+            quiet = 0
+            while time.monotonic() < deadline:
+                pending = [k for k in todo if k not in done]
+                if not pending:
+                    break
+                op = history.invoke(process, "final-poll", [["poll"]])
+                msgs = c.consume(500, 1.0)
+                got = poll_value(msgs)
+                history.ok(op, [["poll", got]])
+                quiet = 0 if any(k in got for k in pending) else quiet + 1
+                for k in pending:
+                    topic, part = split_key(k)
+                    pos = c.position([TopicPartition(topic, part)])[0].offset
+                    # read_committed never returns transaction markers or aborted records, so
+                    # a partition ending in them is done at its last stable offset, or when
+                    # it has stayed quiet at a known position
+                    reached = ends[k] == 0 or pos >= ends[k]
+                    stable = pos >= 0 and _stable_end(c, topic, part) <= pos
+                    if reached or stable or quiet >= QUIET_POLLS:
+                        done.add(k)
+        except KafkaException as exc:
+            history.event(process, "crash", {"error": str(exc)})
+            time.sleep(0.5)
+        finally:
+            c.close()
+    return len(done) == len(keys)
+
+
+def _stable_end(c: Consumer, topic: str, part: int) -> int:
+    # With read_committed, the high watermark a consumer may reach is the LSO; librdkafka
+    # reports it as the high end of the cached watermarks.
+    _low, high = c.get_watermark_offsets(TopicPartition(topic, part), cached=True)
+    return int(high)
+
+
+class Workers:
+    """Named worker threads that run a loop until `stop`; an exception escaping a loop (a
+    workload bug, not a fault: faults are caught per op) is kept and raised by `join`."""
+
+    def __init__(self) -> None:
+        self.threads: list[threading.Thread] = []
+        self.errors: list[BaseException] = []
+
+    def start(self, name: str, fn: Callable[[], None]) -> None:
+        def run() -> None:
+            try:
+                fn()
+            except BaseException as exc:
+                log.exception("worker %s died", name)
+                self.errors.append(exc)
+
+        t = threading.Thread(target=run, name=name, daemon=True)
+        self.threads.append(t)
+        t.start()
+
+    def join(self, timeout: float = 120.0) -> None:
+        deadline = time.monotonic() + timeout
+        for t in self.threads:
+            t.join(max(0.0, deadline - time.monotonic()))
+        alive = [t.name for t in self.threads if t.is_alive()]
+        if self.errors:
+            raise RuntimeError(f"workload threads failed: {self.errors!r}") from self.errors[0]
+        if alive:
+            raise RuntimeError(f"workload threads did not stop: {alive}")
+
+
+def thread_rng(rng: random.Random) -> random.Random:
+    # random.Random is not safe to share between threads; each worker gets its own, seeded
+    # from the workload's so a seed still fixes every choice a worker makes.
+    return random.Random(rng.getrandbits(64))
