@@ -3,6 +3,10 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
+import pytest
+
 from tests.system.jepsen.checker import check
 
 from .builder import Hist
@@ -266,3 +270,27 @@ def test_metadata_not_seen_and_regressed() -> None:
     describe(h, 1, "x", True, config={"retention.ms": "604800000"})
     meta(h, 1, "delete-topic", {"topic": "x"})
     assert found(h) == {"metadata-regressed": 1, "metadata-not-seen": 1}
+
+
+# ---------------------------------------------------------------- re-checking a kept history
+
+
+def test_cli_rechecks_a_kept_history(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from tests.system.jepsen.checker.__main__ import main
+    from tests.system.jepsen.history import History
+
+    path = tmp_path / "h.jsonl"
+    with History(path) as h:
+        op = h.invoke(1, "send", [["send", "t-0", 1]])
+        h.ok(op, [["send", "t-0", [0, 1]]])
+        op = h.invoke(2, "send", [["send", "t-0", 2]])
+        h.ok(op, [["send", "t-0", [0, 2]]])
+    assert main([str(path), "--json", str(tmp_path / "r.json")]) == 1
+    out = capsys.readouterr().out
+    assert "inconsistent-offsets" in out and "INVALID" in out
+    assert '"valid": false' in (tmp_path / "r.json").read_text()
+    clean_path = tmp_path / "clean.jsonl"
+    with History(clean_path) as h:
+        op = h.invoke(1, "send", [["send", "t-0", 1]])
+        h.ok(op, [["send", "t-0", [0, 1]]])
+    assert main([str(clean_path)]) == 0

@@ -66,6 +66,9 @@ def _close(p: _Pending | None, out: dict[str, list[dict[str, Any]]]) -> None:
 
 
 def check_metadata(ops: list[Op]) -> dict[str, list[dict[str, Any]]]:
+    """anomaly -> cases; empty when the history has no W3 ops."""
+    if not any(o.f in MUTATIONS for o in ops):
+        return {}
     out: dict[str, list[dict[str, Any]]] = {"metadata-not-seen": [], "metadata-regressed": []}
     pending: dict[str, _Pending] = {}
     for o in ops:
@@ -102,4 +105,4 @@ def check_metadata(ops: list[Op]) -> dict[str, list[dict[str, Any]]]:
             )
     for p in pending.values():
         _close(p, out)
-    return {k: v for k, v in out.items() if v}
+    return out

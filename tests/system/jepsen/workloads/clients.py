@@ -3,6 +3,7 @@ and a subscribe() consumer, each recording every operation in the history."""
 
 from __future__ import annotations
 
+import contextlib
 import random
 import threading
 from typing import Any
@@ -38,7 +39,7 @@ def producer_loop(
             reports: dict[int, tuple[int | None, str | None]] = {}
 
             def report(err: Any, msg: Any, reports: dict[int, Any] = reports) -> None:
-                reports[int(msg.value())] = (None, err.name()) if err else (msg.offset(), None)
+                reports[int(msg.value())] = delivery(err, msg)
 
             enqueued = 0
             try:
@@ -65,11 +66,33 @@ def producer_loop(
                 p, process = _replace(p, cfg, h)
     finally:
         p.flush(10)
+        close_producer(p)
+
+
+def delivery(err: Any, msg: Any) -> tuple[int | None, str | None]:
+    """(offset, None) or (None, error name) from a delivery report. Called from inside
+    librdkafka: an exception here would surface later from flush or commit as a SystemError,
+    so nothing may raise."""
+    if err is None:
+        return (msg.offset(), None)
+    try:
+        return (None, str(err.name()))
+    except Exception:
+        return (None, "delivery error")
+
+
+def close_producer(p: Producer) -> None:
+    """Drop what is still queued and close now: a producer left to the garbage collector
+    keeps reconnecting to a dead node in a tight loop, eating the CPU the nodes need."""
+    with contextlib.suppress(KafkaException):
+        p.purge()
+        p.flush(5)
+    with contextlib.suppress(KafkaException):
+        p.close()
 
 
 def _replace(p: Producer, cfg: dict[str, str], h: History) -> tuple[Producer, int]:
-    p.purge()
-    p.flush(5)
+    close_producer(p)
     return Producer(cfg), h.new_process()
 
 

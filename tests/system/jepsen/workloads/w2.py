@@ -17,6 +17,7 @@ sends with the offsets their delivery reports gave.
 
 from __future__ import annotations
 
+import contextlib
 import random
 import threading
 from typing import Any
@@ -25,6 +26,7 @@ from confluent_kafka import Consumer, KafkaError, KafkaException, Producer
 
 from ..env import Env
 from ..history import History, key_of, split_key
+from .clients import close_producer, delivery
 from .common import (
     CONSUMER,
     PRODUCER,
@@ -54,7 +56,9 @@ class W2:
         self.keys = all_keys(env)
         tag = f"{rng.getrandbits(32):08x}"
         self.group = f"w2-{tag}"
-        self.txn_prefix = f"w2-{tag}"
+        # one transactional.id per worker (a harness may choose them, e.g. to place their
+        # coordinators)
+        self.txn_ids = [f"w2-{tag}-{i}" for i in range(self.workers)]
 
     def run(self, stop: threading.Event) -> None:
         ensure_topics(self.env)
@@ -76,7 +80,7 @@ class W2:
                 self.env,
                 {
                     **PRODUCER,
-                    "transactional.id": f"{self.txn_prefix}-{i}",
+                    "transactional.id": self.txn_ids[i],
                     "transaction.timeout.ms": "30000",
                 },
             )
@@ -111,12 +115,15 @@ class W2:
         h = self.history
         while not stop.is_set():
             process = h.new_process()
-            op = h.invoke(process, "init", {"transactional.id": f"{self.txn_prefix}-{i}"})
+            op = h.invoke(process, "init", {"transactional.id": self.txn_ids[i]})
+            p, c, moves = self._clients(i)
             try:
-                p, c, moves = self._clients(i)
                 p.init_transactions(TXN_TIMEOUT)
             except KafkaException as exc:
                 h.info(op, error=str(exc))
+                with contextlib.suppress(KafkaException):
+                    c.close()
+                close_producer(p)
                 continue
             h.ok(op, op.value)
             try:
@@ -125,11 +132,12 @@ class W2:
                         break  # unknown outcome: new clients, new process
             finally:
                 crash = h.invoke(process, "crash", {"reason": "replaced"})
-                try:
+                # a fenced or fatally failed producer raises from flush and close alike: it
+                # is being thrown away either way
+                with contextlib.suppress(KafkaException):
                     c.close()
-                finally:
-                    p.flush(5)
-                    h.ok(crash, crash.value)
+                close_producer(p)
+                h.ok(crash, crash.value)
 
     def _txn(
         self, process: int, p: Producer, c: Consumer, moves: list[list[Any]], rng: random.Random
@@ -143,7 +151,7 @@ class W2:
         got: dict[str, list[list[int]]] = {}
 
         def report(err: Any, msg: Any) -> None:
-            reports[int(msg.value())] = (None, err.name()) if err else (msg.offset(), None)
+            reports[int(msg.value())] = delivery(err, msg)
 
         def value() -> list[Any]:
             done = [["send", k, [reports.get(v, (None, None))[0], v]] for k, v in sends]
@@ -170,6 +178,11 @@ class W2:
             p.commit_transaction(TXN_TIMEOUT)
             h.ok(op, value())
             return True
+        except SystemError as exc:
+            # an error librdkafka raised through a callback: what became of the transaction
+            # is unknown, the clients are replaced
+            h.info(op, value(), error=f"{'commit' if committing else 'txn'}: {exc}")
+            return False
         except (_Abortable, KafkaException) as exc:
             err = _describe(exc)
             if committing and not _abortable(exc):
