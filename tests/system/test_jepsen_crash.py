@@ -12,4 +12,8 @@ from tests.system.jepsen_checks import assert_clean_run
 @pytest.mark.timeout(600)
 @pytest.mark.parametrize("seed", [1])
 def test_jepsen_crash(seed: int) -> None:
-    assert_clean_run("crash", seed, ["w4"])
+    # 4 s of plan: one crash. Two ISR members losing their unflushed tails before either
+    # caught up again can lose an acknowledged write by design, as in Kafka without KIP-966
+    # (docs/reliability.md, finding 1), so whether a two-crash plan passes would depend on
+    # how fast the first node catches up; one crash must never lose anything.
+    assert_clean_run("crash", seed, ["w4"], length=4.0)

@@ -58,12 +58,13 @@ def main(argv: list[str] | None = None) -> int:
                     args.out / f"seed-{seed}")
         results.append(r)
         print(f"--- seed {seed} ({','.join(fams)}): {r.ops} ops, worst unavailability "
-              f"{r.unavailable_s} s, nemesis errors {len(r.nemesis_errors)}\n{r.table}",
+              f"{r.unavailable_s} s, nemesis errors {r.nemesis_errors}, workload errors "
+              f"{r.workload_errors}\n{r.table}",
               flush=True)
         (args.out / "summary.json").write_text(
             json.dumps([x.to_json() for x in results], indent=1, default=str) + "\n")
     print(summary(results))
-    return 1 if any(r.found for r in results) else 0
+    return 1 if any(r.found or r.workload_errors for r in results) else 0
 
 
 if __name__ == "__main__":

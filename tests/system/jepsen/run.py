@@ -33,11 +33,30 @@ TMPFS_MB = 256
 
 
 def unavailability(ops: list[Any]) -> float:
-    """The longest stretch (seconds) with no op completing ok, between the first and last ok
-    of the run (the final reads excluded)."""
-    times = sorted(op.time for op in ops if op.type == "ok" and op.f != "final-poll")
-    gaps = [b - a for a, b in itertools.pairwise(times)]
-    return round(max(gaps, default=0) / 1e9, 2)
+    """The worst write unavailability (seconds): over every key, the longest stretch with no
+    send to it acknowledged, while the workloads ran (from the run's first acknowledged send
+    until the harness tells them to stop: its "workloads-stop" note; the final reads and the
+    wait for workload threads to stop are not counted). Consumer polls do not count: an empty poll is always ok."""
+    marks = {op.f: op.time for op in ops if op.process == "nemesis"}
+    end = marks.get("workloads-stop", marks.get("settled"))
+    acked: dict[str, list[int]] = {}
+    for op in ops:
+        if op.type != "ok" or op.f not in ("send", "txn") or not isinstance(op.value, list):
+            continue
+        if end is not None and op.time >= end:
+            continue
+        for micro in op.value:
+            if isinstance(micro, list) and micro and micro[0] == "send":
+                acked.setdefault(str(micro[1]), []).append(op.time)
+    if not acked:
+        return 0.0
+    start = min(min(t) for t in acked.values())
+    stop = marks.get("workloads-stop", max(max(t) for t in acked.values()))
+    worst = 0
+    for times in acked.values():
+        edges = [start, *sorted(times), stop]
+        worst = max(worst, *(b - a for a, b in itertools.pairwise(edges)))
+    return round(worst / 1e9, 2)
 
 
 @dataclass
@@ -135,6 +154,7 @@ def play(cluster: JepsenCluster, proxy: Proxy | None, seed: int, families: list[
         cluster.heal_processes()
         cluster.wait_ready(180)
         time.sleep(3)  # workloads go on a little on the healed cluster before they stop
+        history.nemesis("workloads-stop", {})  # not a fault: where unavailability ends
         stop.set()
         for t in threads:
             t.join(120)
