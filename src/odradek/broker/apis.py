@@ -29,6 +29,7 @@ from odradek.broker.handlers import (
     raft,
     topics,
     transactions,
+    txn_markers,
 )
 from odradek.broker.refusals import api_name, refused
 from odradek.broker.transport_signals import Disconnect
@@ -77,6 +78,8 @@ HANDLERS: dict[ApiKey, Handler] = {
     ApiKey.DESCRIBE_TRANSACTIONS: transactions.handle_describe_transactions,
     ApiKey.LIST_TRANSACTIONS: transactions.handle_list_transactions,
     ApiKey.DESCRIBE_PRODUCERS: transactions.handle_describe_producers,
+    # inter-broker: a transaction coordinator's markers for the partitions this node leads
+    ApiKey.WRITE_TXN_MARKERS: txn_markers.handle_write_txn_markers,
     # the cluster's admin APIs: answered here on a single node, forwarded to the active
     # controller in a cluster (Dispatcher, FORWARDED_APIS)
     ApiKey.ELECT_LEADERS: controller_apis.handle_elect_leaders,
@@ -123,7 +126,7 @@ WANTS_PEER = frozenset({groups.handle_join_group, groups.handle_consumer_group_h
 
 # the handler modules whose VERSIONS declare what HANDLERS routes
 HANDLER_MODULES = (api_versions, cluster, configs, controller_apis, fetch, groups, list_offsets,
-                   metadata, partitions, produce, raft, topics, transactions)
+                   metadata, partitions, produce, raft, topics, transactions, txn_markers)
 # a Fetch on the controller listener is a metadata fetch: raft's versions, not fetch.py's
 _CONTROLLER_OVERRIDES = {ApiKey.FETCH: raft.METADATA_FETCH_VERSIONS}
 
