@@ -14,7 +14,11 @@ from typing import Any
 
 from odradek.broker import refusals
 from odradek.broker.handlers.common import INTERNAL_TOPICS, Response, valid_topic_name
-from odradek.broker.handlers.transactions import implicit_add_partition
+from odradek.broker.handlers.transactions import (
+    implicit_add_partition,
+    unverified,
+    verify_batches,
+)
 from odradek.broker.transport_signals import Disconnect
 from odradek.protocol.apis import ApiKey, ApiVersionRange, response_header_version
 from odradek.protocol.errors import ErrorCode
@@ -34,9 +38,27 @@ _VALID_ACKS = (-1, 0, 1)
 VERSIONS = (ApiVersionRange(ApiKey.PRODUCE, 0, 12),)
 
 
-def handle(ctx: Any, header: Any, frame: memoryview) -> Response | None:
+def handle(ctx: Any, header: Any, frame: memoryview) -> Any:
     version = header.api_version
     req = decode_produce_request(frame, header.body_offset, version)
+    if version < 12 and req.transactional_id is not None:
+        # KIP-890 part 1: a transaction's first batch on a partition waits for its
+        # coordinator to confirm the partition is in the transaction (often another node)
+        pending = unverified(ctx, req.topics)
+        if pending:
+            return _verified_then(ctx, header, req, pending)
+    return _handle(ctx, header, req, {})
+
+
+async def _verified_then(ctx: Any, header: Any, req: Any, pending: list[Any]) -> Any:
+    refused = await verify_batches(ctx, req.transactional_id, pending)
+    result = _handle(ctx, header, req, {tp: c for tp, c in refused.items() if c})
+    return (await result) if not isinstance(result, tuple | None) else result
+
+
+def _handle(ctx: Any, header: Any, req: Any, refused: dict[tuple[str, int], ErrorCode]
+            ) -> Any:
+    version = header.api_version
     acks = req.acks
     rm = ctx.replica_manager
     results: list[tuple[str, list[PartitionResult]]] = []
@@ -69,6 +91,10 @@ def handle(ctx: Any, header: Any, frame: memoryview) -> Response | None:
                 failed = True
                 refusals.note(header, ErrorCode.invalid_topic_exception,
                               f"{name}-{index}: cannot append to an internal topic")
+                continue
+            if refused and (name, index) in refused:
+                out.append(PartitionResult(index, refused[(name, index)], -1))
+                failed = True
                 continue
             if version >= 12 and req.transactional_id is not None and records is not None:
                 code = _implicit_add(ctx, req.transactional_id, name, index, records)
