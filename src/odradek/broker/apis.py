@@ -31,11 +31,12 @@ from odradek.broker.handlers import (
     transactions,
     txn_markers,
 )
+from odradek.broker.handlers.coordinator_errors import not_replicated_answer
 from odradek.broker.refusals import api_name, refused
 from odradek.broker.transport_signals import Disconnect
 from odradek.coordinator.runtime import WriteNotReplicated
 from odradek.protocol.apis import ApiKey, ApiVersionRange
-from odradek.protocol.errors import ProtocolError
+from odradek.protocol.errors import ErrorCode, ProtocolError
 
 log = logging.getLogger(__name__)
 
@@ -207,7 +208,7 @@ class Dispatcher:
         if kind & _DURABLE and coordinator is not None:
             # issue 14: answered once the coordinator's writes are in the ISR (acks=all)
             return _replicated(coordinator.runtime.durably(
-                lambda: self._call(kind, handler, header, frame, conn)))
+                lambda: self._call(kind, handler, header, frame, conn)), header, frame)
         return self._call(kind, handler, header, frame, conn)
 
     def _call(self, kind: int, handler: Handler, header: Any, frame: memoryview,
@@ -217,14 +218,22 @@ class Dispatcher:
         return handler(self.ctx, header, frame)
 
 
-def _replicated(result: Any) -> Any:
+def _replicated(result: Any, header: Any, frame: memoryview) -> Any:
     if not asyncio.iscoroutine(result):
         return result
 
     async def answer() -> Any:
         try:
             return await result
-        except WriteNotReplicated as exc:  # never acknowledge what the ISR may not have
-            raise Disconnect(f"coordinator write not replicated: {exc}") from None
+        except WriteNotReplicated as exc:
+            # never acknowledge what the ISR may not have: Kafka's retriable coordinator
+            # error instead (NOT_COORDINATOR / COORDINATOR_NOT_AVAILABLE)
+            log.info("%s: coordinator write not replicated (%s); answering %s",
+                     api_name(header.api_key, header.api_version), exc,
+                     ErrorCode(exc.code).name.upper())
+            response = not_replicated_answer(header, frame, exc.code)
+            if response is None:
+                raise Disconnect(f"coordinator write not replicated: {exc}") from None
+            return response
 
     return answer()

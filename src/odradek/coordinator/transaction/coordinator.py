@@ -199,6 +199,10 @@ class TransactionCoordinator:
         if r.error != E.none:
             log.warning("writing transaction %r to %s failed: %s", m.transactional_id, TOPIC,
                         ErrorCode(r.error).name.upper())
+            # Kafka's TransactionStateManager: leadership or storage lost -> NOT_COORDINATOR,
+            # anything else (min.insync.replicas, timeouts) -> COORDINATOR_NOT_AVAILABLE
+            if r.error in (E.not_leader_or_follower, E.kafka_storage_error):
+                return E.not_coordinator
             return E.coordinator_not_available
         return E.none
 
