@@ -192,13 +192,14 @@ class TransactionCoordinator:
         return int(part.leader_epoch) if part is not None else 0
 
     def _persist(self, m: TxnMetadata) -> ErrorCode:
-        m.last_update_ms = now_ms()
+        written_before, m.last_update_ms = m.last_update_ms, now_ms()
         value = None if m.state == S.DEAD else encode_value(m)
         r = self.runtime.append(TOPIC, self.partition_of(m.transactional_id),
                                 [(encode_key(m.transactional_id), value)], m.last_update_ms)
         if r.error != E.none:
             log.warning("writing transaction %r to %s failed: %s", m.transactional_id, TOPIC,
                         ErrorCode(r.error).name.upper())
+            m.last_update_ms = written_before
             # Kafka's TransactionStateManager: leadership or storage lost -> NOT_COORDINATOR,
             # anything else (min.insync.replicas, timeouts) -> COORDINATOR_NOT_AVAILABLE
             if r.error in (E.not_leader_or_follower, E.kafka_storage_error):
