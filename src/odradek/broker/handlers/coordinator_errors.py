@@ -35,7 +35,7 @@ def _join(req: Any, code: ErrorCode) -> dict[str, Any]:
 
 
 def _add_partitions(req: Any, code: ErrorCode) -> dict[str, Any]:
-    if hasattr(req, "v3_and_below_topics") and req.transactions == ():
+    if not hasattr(req, "transactions"):  # v0-3: one transaction, per-partition results
         return {"results_by_topic_v3_and_below": [
             {"name": t.name, "results_by_partition": [
                 {"partition_index": int(p), "partition_error_code": code}
