@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 from pathlib import Path
+from typing import Any
 
 from odradek.coordinator.transaction.coordinator import TransactionCoordinator, TxnConfig
 from odradek.coordinator.transaction.marker_channel import build_request, parse_response
@@ -193,3 +194,36 @@ def test_failed_write_leaves_the_transaction_as_it_was(tmp_path: Path) -> None:
     assert tc.txns["rb"] == before  # still Ongoing with data-0 alone, same epoch
     assert control_batches(node, 0) == []  # no marker went out
     node.close()
+
+
+def test_failed_consumer_group_write_reverts_the_group(tmp_path: Path) -> None:
+    from odradek.coordinator.offsets_topic import TOPIC as OFFSETS
+    from tests.unit.coordinator.support import Node
+
+    node = Node(tmp_path, {"t": 4})
+    coord = node.coordinator
+
+    def hb(member: str = "", epoch: int = 0) -> Any:
+        return coord.consumer_group_heartbeat("g", member, epoch, None, None, 30_000, ["t"],
+                                              None, None if epoch == 0 else {}, "client", "/h")
+
+    try:
+        a = hb()
+        assert a.error == E.none and a.member_epoch == 1
+        before = dataclasses.replace(coord.groups["g"])
+        members_before = set(coord.groups["g"].members)
+        part = node.rm.get(OFFSETS, coord.store.partition_for("g"))
+        part.log.config = dataclasses.replace(part.log.config, min_insync_replicas=2)
+        # a second member's join cannot be written: the answer is retriable and the group
+        # is as it was (no member, no epoch bump), as Kafka's runtime reverts it
+        assert hb().error == E.coordinator_not_available
+        g = coord.groups["g"]
+        assert set(g.members) == members_before
+        assert (g.group_epoch, g.assignment_epoch) == (before.group_epoch, before.assignment_epoch)
+        # a new group that cannot be written is not created
+        r = coord.consumer_group_heartbeat("g2", "", 0, None, None, 30_000, ["t"], None, None,
+                                           "client", "/h")
+        if coord.store.partition_for("g2") == coord.store.partition_for("g"):
+            assert r.error == E.coordinator_not_available and "g2" not in coord.groups
+    finally:
+        node.close()
