@@ -41,17 +41,18 @@ VERSIONS = (ApiVersionRange(ApiKey.PRODUCE, 0, 12),)
 def handle(ctx: Any, header: Any, frame: memoryview) -> Any:
     version = header.api_version
     req = decode_produce_request(frame, header.body_offset, version)
-    if version < 12 and req.transactional_id is not None:
-        # KIP-890 part 1: a transaction's first batch on a partition waits for its
-        # coordinator to confirm the partition is in the transaction (often another node)
-        pending = unverified(ctx, req.topics)
+    if req.transactional_id is not None:
+        # KIP-890: a transaction's first batch on a partition waits for its coordinator
+        # (often another node) to confirm (v12: add) the partition in the transaction
+        pending = unverified(ctx, req.transactional_id, req.topics, version)
         if pending:
             return _verified_then(ctx, header, req, pending)
     return _handle(ctx, header, req, {})
 
 
 async def _verified_then(ctx: Any, header: Any, req: Any, pending: list[Any]) -> Any:
-    refused = await verify_batches(ctx, req.transactional_id, pending)
+    refused = await verify_batches(ctx, req.transactional_id, pending,
+                                   add=header.api_version >= 12)
     result = _handle(ctx, header, req, {tp: c for tp, c in refused.items() if c})
     return (await result) if not isinstance(result, tuple | None) else result
 

@@ -161,6 +161,10 @@ def implicit_add_partition(ctx: Any, transactional_id: str, producer_id: int, ep
     tc = _tc(ctx)
     if tc is None:
         return E.not_enough_replicas
+    if tc.coordinator_error(transactional_id) == E.not_coordinator:
+        # the coordinator is another node: `verify_batches` asked it to add the partition
+        # before this produce got here (or the append refuses the batch as unverified)
+        return E.none
     code = tc.add_partitions(transactional_id, producer_id, epoch, [(topic, partition)])[
         (topic, partition)]
     return produce_code(code)
@@ -177,10 +181,16 @@ def produce_code(code: ErrorCode) -> ErrorCode:
     return code
 
 
-def unverified(ctx: Any, topics: Any) -> list[tuple[tuple[str, int], int, int]]:
-    """Produce v3-11 (KIP-890 part 1): the transactional batches of the request whose
-    partition leads here but has not seen the producer's transaction yet:
-    ((topic, partition), producer id, epoch), to be verified with the coordinator first."""
+def unverified(ctx: Any, transactional_id: str, topics: Any, version: int
+               ) -> list[tuple[tuple[str, int], int, int]]:
+    """The transactional batches of a produce whose partition leads here but has not seen
+    the producer's transaction yet: ((topic, partition), producer id, epoch), to be verified
+    with the coordinator first (v3-11, KIP-890 part 1), or added by it (v12, part 2; only
+    when it is another node, a local one adds the partition as the batch is appended)."""
+    tc = _tc(ctx)
+    if version >= 12 and (tc is None or
+                          tc.coordinator_error(transactional_id) != E.not_coordinator):
+        return []
     rm = ctx.replica_manager
     out = []
     for topic in topics:
@@ -201,12 +211,12 @@ def unverified(ctx: Any, topics: Any) -> list[tuple[tuple[str, int], int, int]]:
 
 
 async def verify_batches(ctx: Any, transactional_id: str,
-                         items: list[tuple[tuple[str, int], int, int]]
+                         items: list[tuple[tuple[str, int], int, int]], add: bool = False
                          ) -> dict[tuple[str, int], ErrorCode]:
     """The produce error of each unverified partition (NONE: verified, append it)."""
     out = {}
     for tp, pid, epoch in items:
-        out[tp] = produce_code(await verify(ctx, transactional_id, pid, epoch, tp))
+        out[tp] = produce_code(await verify(ctx, transactional_id, pid, epoch, tp, add))
     return out
 
 
