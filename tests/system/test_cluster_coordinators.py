@@ -81,9 +81,9 @@ def test_internal_topics_have_replication_factor_3(cluster: Cluster) -> None:
 
 def matching_names(cluster: Cluster) -> tuple[str, str, list[int]]:
     """A group and a transactional id whose coordinator partitions have the same replicas,
-    and those replicas. WriteTxnMarkers to leaders on other nodes is not built yet
-    (the transaction coordinator writes markers only where it leads), so the loop's topics
-    get those replicas too: every leader moves together when the first one dies."""
+    and those replicas. The loop's topics get those replicas too, so one kill -9 takes every
+    leader of the loop at once (coordinators and data); test_cluster_txn_markers.py covers
+    leaders spread over the nodes."""
     offsets = cluster.partitions("__consumer_offsets")
     txns = cluster.partitions("__transaction_state")
     groups = [f"etl-{i}" for i in range(100)]

@@ -30,12 +30,14 @@ from odradek.broker.handlers import (
     topic_partitions,
     topics,
     transactions,
+    txn_markers,
 )
+from odradek.broker.handlers.coordinator_errors import not_replicated_answer
 from odradek.broker.refusals import api_name, refused
 from odradek.broker.transport_signals import Disconnect
 from odradek.coordinator.runtime import WriteNotReplicated
 from odradek.protocol.apis import ApiKey, ApiVersionRange
-from odradek.protocol.errors import ProtocolError
+from odradek.protocol.errors import ErrorCode, ProtocolError
 
 log = logging.getLogger(__name__)
 
@@ -78,6 +80,8 @@ HANDLERS: dict[ApiKey, Handler] = {
     ApiKey.DESCRIBE_TRANSACTIONS: transactions.handle_describe_transactions,
     ApiKey.LIST_TRANSACTIONS: transactions.handle_list_transactions,
     ApiKey.DESCRIBE_PRODUCERS: transactions.handle_describe_producers,
+    # inter-broker: a transaction coordinator's markers for the partitions this node leads
+    ApiKey.WRITE_TXN_MARKERS: txn_markers.handle_write_txn_markers,
     # the cluster's admin APIs: answered here on a single node, forwarded to the active
     # controller in a cluster (Dispatcher, FORWARDED_APIS)
     ApiKey.ELECT_LEADERS: controller_apis.handle_elect_leaders,
@@ -126,7 +130,8 @@ WANTS_PEER = frozenset({groups.handle_join_group, groups.handle_consumer_group_h
 
 # the handler modules whose VERSIONS declare what HANDLERS routes
 HANDLER_MODULES = (api_versions, cluster, configs, controller_apis, fetch, groups, list_offsets,
-                   metadata, partitions, produce, raft, topic_partitions, topics, transactions)
+                   metadata, partitions, produce, raft, topic_partitions, topics, transactions,
+                   txn_markers)
 # a Fetch on the controller listener is a metadata fetch: raft's versions, not fetch.py's
 _CONTROLLER_OVERRIDES = {ApiKey.FETCH: raft.METADATA_FETCH_VERSIONS}
 
@@ -207,7 +212,7 @@ class Dispatcher:
         if kind & _DURABLE and coordinator is not None:
             # issue 14: answered once the coordinator's writes are in the ISR (acks=all)
             return _replicated(coordinator.runtime.durably(
-                lambda: self._call(kind, handler, header, frame, conn)))
+                lambda: self._call(kind, handler, header, frame, conn)), header, frame)
         return self._call(kind, handler, header, frame, conn)
 
     def _call(self, kind: int, handler: Handler, header: Any, frame: memoryview,
@@ -217,14 +222,22 @@ class Dispatcher:
         return handler(self.ctx, header, frame)
 
 
-def _replicated(result: Any) -> Any:
+def _replicated(result: Any, header: Any, frame: memoryview) -> Any:
     if not asyncio.iscoroutine(result):
         return result
 
     async def answer() -> Any:
         try:
             return await result
-        except WriteNotReplicated as exc:  # never acknowledge what the ISR may not have
-            raise Disconnect(f"coordinator write not replicated: {exc}") from None
+        except WriteNotReplicated as exc:
+            # never acknowledge what the ISR may not have: Kafka's retriable coordinator
+            # error instead (NOT_COORDINATOR / COORDINATOR_NOT_AVAILABLE)
+            log.info("%s: coordinator write not replicated (%s); answering %s",
+                     api_name(header.api_key, header.api_version), exc,
+                     ErrorCode(exc.code).name.upper())
+            response = not_replicated_answer(header, frame, exc.code)
+            if response is None:
+                raise Disconnect(f"coordinator write not replicated: {exc}") from None
+            return response
 
     return answer()

@@ -88,6 +88,7 @@ class ClusterNode:
         self.controller: Controller | None = None
         self.lifecycle: BrokerLifecycle | None = None
         self.channels: Channels | None = None
+        self.marker_channels: Channels | None = None
         self.rm: ReplicaManager | None = None
         self.log_manager: LogManager | None = None
         self.coordinators: Any = None
@@ -244,6 +245,9 @@ class ClusterNode:
             ep = next((e for e in reg.endpoints if e.name.upper() == inter), None)
             return None if ep is None else (ep.host, ep.port)
 
+        # WriteTxnMarkers to the leaders on other brokers, over the inter-broker listener
+        # (Kafka's TransactionMarkerChannelManager has its own network client too)
+        self.marker_channels = Channels(f"txn-markers-{node_id}", endpoint)
         self.log_manager = log_manager = LogManager(self.node.data_dir, log_config({}, config))
         self.rm = rm = ReplicaManager(
             log_manager, node_id, self.node.data_dir, self.node.topic_configs_for(remote),
@@ -284,7 +288,8 @@ class ClusterNode:
         live = await self._brokers_for_internal_topics(publisher)
         self.coordinators = coordinators = await start_coordinators(
             config, remote, rm, node_id,
-            lambda specs: admin.run(ctx, remote.create_topics, specs, False), live)
+            lambda specs: admin.run(ctx, remote.create_topics, specs, False), live,
+            self.marker_channels)
         ctx.group_coordinator = coordinators.group
         ctx.transaction_coordinator = coordinators.transaction
         await coordinators.runtime.follow_leadership()
@@ -356,6 +361,8 @@ class ClusterNode:
             await self._step("the quorum", self.quorum.stop())
         if self.channels is not None:
             await self._step("controller channels", self.channels.close())
+        if self.marker_channels is not None:
+            await self._step("marker channels", self.marker_channels.close())
         if rm is not None and self.log_manager is not None:
             await self.node.close_logs(rm, self.log_manager)
         if self.quorum is not None:

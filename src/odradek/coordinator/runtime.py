@@ -51,7 +51,14 @@ _WRITES: contextvars.ContextVar[list[tuple[Any, int, int]] | None] = contextvars
 
 class WriteNotReplicated(Exception):
     """A coordinator write of the request did not reach the ISR (leadership moved, or the
-    timeout passed): the request must not be acknowledged."""
+    timeout passed): the request must not be acknowledged. `code` is what Kafka's
+    coordinators answer then: NOT_COORDINATOR when the partition is no longer led here,
+    COORDINATOR_NOT_AVAILABLE when it is but the ISR did not take the write."""
+
+    def __init__(self, message: str, code: ErrorCode = ErrorCode.coordinator_not_available
+                 ) -> None:
+        super().__init__(message)
+        self.code = code
 
 
 def _note_write(part: Any, last_offset: int) -> None:
@@ -422,11 +429,16 @@ class CoordinatorRuntime:
             needed[part] = (max(offset, have[0]) if have else offset, epoch)
         for part, (offset, epoch) in needed.items():
             if part.leader_epoch != epoch or not part.is_leader:
-                raise WriteNotReplicated(f"{part.topic}-{part.index}: leadership moved")
+                raise WriteNotReplicated(f"{part.topic}-{part.index}: leadership moved",
+                                         E.not_coordinator)
             error = await self.rm.wait_for_hw(part, offset, timeout_ms)
             if error != E.none or part.leader_epoch != epoch:
+                moved = (error in (E.none, E.not_leader_or_follower) or not part.is_leader
+                         or part.leader_epoch != epoch)
                 name = "LEADERSHIP_MOVED" if error == E.none else ErrorCode(error).name.upper()
-                raise WriteNotReplicated(f"{part.topic}-{part.index} offset {offset - 1}: {name}")
+                raise WriteNotReplicated(
+                    f"{part.topic}-{part.index} offset {offset - 1}: {name}",
+                    E.not_coordinator if moved else E.coordinator_not_available)
 
     # ------------------------------------------------------------------ life
 

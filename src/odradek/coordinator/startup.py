@@ -45,15 +45,17 @@ class Coordinators:
 
 
 async def start_coordinators(config: Any, controller: Any, replica_manager: Any, node_id: int,
-                             create_topics: CreateTopics, live_brokers: int) -> Coordinators:
+                             create_topics: CreateTopics, live_brokers: int,
+                             marker_channels: Any = None) -> Coordinators:
     """`create_topics(specs)` creates topics through the controller and lets the partitions
     follow (the node's admin path); `live_brokers` caps the internal topics' replication
     factor (Kafka refuses to create them with fewer live brokers than their factor, default
-    3, which would leave a single node with no coordinator)."""
+    3, which would leave a single node with no coordinator). `marker_channels` (a cluster's
+    inter-broker Channels) carry WriteTxnMarkers to the leaders on other nodes."""
     runtime = CoordinatorRuntime(replica_manager)
     group = await _start_group(runtime, config, controller, create_topics, live_brokers)
     txn = await _start_transaction(runtime, config, controller, replica_manager, node_id,
-                                   group, create_topics, live_brokers)
+                                   group, create_topics, live_brokers, marker_channels)
     return Coordinators(runtime, group, txn)
 
 
@@ -89,8 +91,8 @@ async def _start_group(runtime: CoordinatorRuntime, config: Any, controller: Any
 
 async def _start_transaction(runtime: CoordinatorRuntime, config: Any, controller: Any,
                              rm: Any, node_id: int, group: GroupCoordinator,
-                             create_topics: CreateTopics,
-                             live_brokers: int) -> TransactionCoordinator:
+                             create_topics: CreateTopics, live_brokers: int,
+                             marker_channels: Any = None) -> TransactionCoordinator:
     tconf = TxnConfig.from_broker_config(config)
     segment = config.values.get("transaction.state.log.segment.bytes") or TXN_SEGMENT_BYTES
     spec = internal_topic_spec(
@@ -107,8 +109,14 @@ async def _start_transaction(runtime: CoordinatorRuntime, config: Any, controlle
     def allocate() -> tuple[int, int]:
         return controller.allocate_producer_ids(node_id, -1, BLOCK_SIZE)  # type: ignore[no-any-return]
 
+    def leader_of(tp: tuple[str, int]) -> int | None:
+        # the partition's leader in the metadata image (-1: none now), None once it is gone
+        t = controller.image.topics_by_name.get(tp[0])
+        p = None if t is None else t.partitions.get(tp[1])
+        return None if p is None else int(p.leader)
+
     coord = TransactionCoordinator(rm, tconf, ProducerIdManager(allocate), group,
-                                   partition_exists, runtime)
+                                   partition_exists, runtime, leader_of, marker_channels)
     count = await asyncio.to_thread(coord.load)
     pending = coord.load_offsets()
     if pending:

@@ -15,7 +15,11 @@ from typing import Any
 
 from odradek.broker import refusals
 from odradek.broker.handlers.common import INTERNAL_TOPICS, Response, valid_topic_name
-from odradek.broker.handlers.transactions import implicit_add_partition
+from odradek.broker.handlers.transactions import (
+    implicit_add_partition,
+    unverified,
+    verify_batches,
+)
 from odradek.broker.schema_validation import RegistryUnavailable
 from odradek.broker.transport_signals import Disconnect
 from odradek.protocol.apis import ApiKey, ApiVersionRange, response_header_version
@@ -39,6 +43,28 @@ VERSIONS = (ApiVersionRange(ApiKey.PRODUCE, 0, 13),)
 def handle(ctx: Any, header: Any, frame: memoryview) -> Any:
     version = header.api_version
     req = decode_produce_request(frame, header.body_offset, version)
+    if req.transactional_id is not None:
+        # KIP-890: a transaction's first batch on a partition waits for its coordinator
+        # (often another node) to confirm (v12: add) the partition in the transaction
+        pending = unverified(ctx, req.transactional_id, req.topics, version)
+        if pending:
+            return _verified_then(ctx, header, req, pending)
+    return _validated(ctx, header, req, {})
+
+
+async def _settled(result: Any) -> Any:
+    return (await result) if not isinstance(result, tuple | None) else result
+
+
+async def _verified_then(ctx: Any, header: Any, req: Any, pending: list[Any]) -> Any:
+    refused = await verify_batches(ctx, req.transactional_id, pending,
+                                   add=header.api_version >= 12)
+    return await _settled(_validated(ctx, header, req, {tp: c for tp, c in refused.items() if c}))
+
+
+def _validated(ctx: Any, header: Any, req: Any, refused: dict[tuple[str, int], ErrorCode]
+               ) -> Any:
+    # broker-side schema validation (issue 17): only topics that ask for it pay
     verdicts = None
     validation = ctx.schema_validation
     if validation is not None:
@@ -46,10 +72,10 @@ def handle(ctx: Any, header: Any, frame: memoryview) -> Any:
         if validating:
             verdicts, missing = _judge(validation, validating, req)
             if missing:
-                # ids the cache does not know yet: ask the registry, then answer the request
-                # (a copy of the frame: the connection's buffer is not ours past this call)
-                return _after_lookup(ctx, header, bytes(frame), missing)
-    return _produce(ctx, header, req, verdicts, None)
+                # ids the cache does not know yet: ask the registry, then answer (the
+                # request's views keep their receive buffer alive meanwhile)
+                return _after_lookup(ctx, header, req, refused, missing)
+    return _produce(ctx, header, req, refused, verdicts, None)
 
 
 def _judge(validation: Any, validating: dict[str, tuple[bool, bool]], req: Any,
@@ -66,23 +92,22 @@ def _judge(validation: Any, validating: dict[str, tuple[bool, bool]], req: Any,
     return verdicts, frozenset(missing)
 
 
-async def _after_lookup(ctx: Any, header: Any, frame: bytes,
-                        missing: frozenset[tuple[str, int]]) -> Response | None:
+async def _after_lookup(ctx: Any, header: Any, req: Any,
+                        refused: dict[tuple[str, int], ErrorCode],
+                        missing: frozenset[tuple[str, int]]) -> Any:
     validation = ctx.schema_validation
     try:
         await validation.resolve(missing)
     except RegistryUnavailable as exc:
         log.warning("produce from client %r: schema validation cannot check records: %s",
                     header.client_id, exc)
-        req = decode_produce_request(memoryview(frame), header.body_offset, header.api_version)
-        return _produce(ctx, header, req, None, str(exc))
-    req = decode_produce_request(memoryview(frame), header.body_offset, header.api_version)
+        return await _settled(_produce(ctx, header, req, refused, None, str(exc)))
     verdicts, _ = _judge(validation, validation.topics(ctx.image), req)
-    return _produce(ctx, header, req, verdicts, None)
+    return await _settled(_produce(ctx, header, req, refused, verdicts, None))
 
 
-def _produce(ctx: Any, header: Any, req: Any, verdicts: dict[tuple[str, int], Any] | None,
-             registry_down: str | None) -> Response | None:
+def _produce(ctx: Any, header: Any, req: Any, refused: dict[tuple[str, int], ErrorCode],
+             verdicts: dict[tuple[str, int], Any] | None, registry_down: str | None) -> Any:
     version = header.api_version
     acks = req.acks
     validating = (ctx.schema_validation.topics(ctx.image)
@@ -128,6 +153,10 @@ def _produce(ctx: Any, header: Any, req: Any, verdicts: dict[tuple[str, int], An
                 failed = True
                 refusals.note(header, ErrorCode.invalid_topic_exception,
                               f"{name}-{index}: cannot append to an internal topic")
+                continue
+            if refused and (name, index) in refused:
+                out.append(PartitionResult(index, refused[(name, index)], -1))
+                failed = True
                 continue
             if validating is not None and name in validating:
                 refusal = _schema_refusal(index, name, verdicts, registry_down)

@@ -14,10 +14,13 @@ from typing import Any
 
 from odradek.broker.entities import ms
 from odradek.broker.handlers.common import Response, decode, respond
+from odradek.broker.txn_verification import needs_verification, verify
 from odradek.coordinator import offsets_topic as ot
+from odradek.coordinator.group.offset_manager import encode_offset_record
 from odradek.coordinator.transaction.coordinator import InitResult, TransactionCoordinator
 from odradek.protocol.apis import ApiKey, ApiVersionRange
 from odradek.protocol.errors import ErrorCode
+from odradek.protocol.records import ATTR_TRANSACTIONAL, BATCH_HEADER_SIZE, BatchHeader
 
 log = logging.getLogger(__name__)
 
@@ -158,8 +161,17 @@ def implicit_add_partition(ctx: Any, transactional_id: str, producer_id: int, ep
     tc = _tc(ctx)
     if tc is None:
         return E.not_enough_replicas
+    if tc.coordinator_error(transactional_id) == E.not_coordinator:
+        # the coordinator is another node: `verify_batches` asked it to add the partition
+        # before this produce got here (or the append refuses the batch as unverified)
+        return E.none
     code = tc.add_partitions(transactional_id, producer_id, epoch, [(topic, partition)])[
         (topic, partition)]
+    return produce_code(code)
+
+
+def produce_code(code: ErrorCode) -> ErrorCode:
+    """What a produce answers for a coordinator's verdict on its transactional batch."""
     if code == E.none:
         return code
     if code in (E.producer_fenced, E.invalid_producer_epoch):
@@ -167,6 +179,45 @@ def implicit_add_partition(ctx: Any, transactional_id: str, producer_id: int, ep
     if code in _PRODUCE_RETRIABLE:
         return E.not_enough_replicas
     return code
+
+
+def unverified(ctx: Any, transactional_id: str, topics: Any, version: int
+               ) -> list[tuple[tuple[str, int], int, int]]:
+    """The transactional batches of a produce whose partition leads here but has not seen
+    the producer's transaction yet: ((topic, partition), producer id, epoch), to be verified
+    with the coordinator first (v3-11, KIP-890 part 1), or added by it (v12, part 2; only
+    when it is another node, a local one adds the partition as the batch is appended)."""
+    tc = _tc(ctx)
+    if version >= 12 and (tc is None or
+                          tc.coordinator_error(transactional_id) != E.not_coordinator):
+        return []
+    rm = ctx.replica_manager
+    out = []
+    for topic in topics:
+        for index, records in topic.partitions:
+            if records is None or len(records) < BATCH_HEADER_SIZE:
+                continue
+            part = rm.get(topic.name, index)
+            if part is None or not part.is_leader:
+                continue
+            try:
+                h = BatchHeader.parse(records)
+            except Exception:
+                continue  # the append refuses it with the right error
+            if (h.attributes & ATTR_TRANSACTIONAL and h.producer_id >= 0
+                    and needs_verification(part, h.producer_id, h.producer_epoch)):
+                out.append(((topic.name, int(index)), h.producer_id, h.producer_epoch))
+    return out
+
+
+async def verify_batches(ctx: Any, transactional_id: str,
+                         items: list[tuple[tuple[str, int], int, int]], add: bool = False
+                         ) -> dict[tuple[str, int], ErrorCode]:
+    """The produce error of each unverified partition (NONE: verified, append it)."""
+    out = {}
+    for tp, pid, epoch in items:
+        out[tp] = produce_code(await verify(ctx, transactional_id, pid, epoch, tp, add))
+    return out
 
 
 def handle_txn_offset_commit(ctx: Any, header: Any, frame: memoryview) -> Response:
@@ -178,17 +229,53 @@ def handle_txn_offset_commit(ctx: Any, header: Any, frame: memoryview) -> Respon
             offsets[(t.name, int(p.partition_index))] = (
                 int(p.committed_offset), int(getattr(p, "committed_leader_epoch", -1)),
                 p.committed_metadata or "")
+    if tc is not None and tc.coordinator_error(req.transactional_id) == E.not_coordinator:
+        # the group's coordinator is here, the transaction's elsewhere
+        return _remote_txn_offset_commit(ctx, header, req, tc, offsets)
     code = E.coordinator_not_available if tc is None else tc.commit_offsets(
         req.transactional_id, int(req.producer_id), int(req.producer_epoch), req.group_id,
         offsets, int(getattr(req, "generation_id", -1)), getattr(req, "member_id", ""),
         getattr(req, "group_instance_id", None), header.api_version >= 5,
         _offsets_partitions(ctx))
+    return _txn_offset_answer(header, offsets, code)
+
+
+def _txn_offset_answer(header: Any, offsets: dict[tuple[str, int], Any],
+                       code: ErrorCode) -> Response:
     code = _fenced(code, header.api_version, 3)
     by_topic: dict[str, list[dict[str, Any]]] = {}
     for t, p in offsets:
         by_topic.setdefault(t, []).append({"partition_index": p, "error_code": code})
     return respond(header, {"throttle_time": 0, "topics": [
         {"name": t, "partitions": ps} for t, ps in by_topic.items()]})
+
+
+async def _remote_txn_offset_commit(ctx: Any, header: Any, req: Any, tc: Any,
+                                    offsets: dict[tuple[str, int], tuple[int, int, str]]
+                                    ) -> Response:
+    """TxnOffsetCommit where the transaction's coordinator is another node: the group
+    coordinator's checks here, then the transaction coordinator confirms (v5: adds) the
+    group's `__consumer_offsets` partition in the producer's transaction (Kafka's
+    verification through AddPartitionsToTxn), then the offsets are written; they take
+    effect with the commit marker the coordinator sends."""
+    g = tc.groups
+    group_id, pid, epoch = req.group_id, int(req.producer_id), int(req.producer_epoch)
+    generation = int(getattr(req, "generation_id", -1))
+    code = E.coordinator_not_available if g is None else g.coordinator_error(group_id)
+    if code == E.none and generation >= 0:
+        code = g.validate_commit(group_id, generation, getattr(req, "member_id", ""),
+                                 getattr(req, "group_instance_id", None), False)
+    if code == E.none and any(g.topics(t) is None for t, _ in offsets):
+        code = E.unknown_topic_or_partition
+    if code == E.none:
+        tp = (OFFSETS_TOPIC, ot.partition_for(group_id, _offsets_partitions(ctx)))
+        code = await verify(ctx, req.transactional_id, pid, epoch, tp,
+                            add=header.api_version >= 5)
+        if code in (E.not_coordinator, E.coordinator_load_in_progress):
+            code = E.coordinator_not_available  # the *transaction's* coordinator: retriable
+    if code == E.none:
+        code = g.append_txn_offsets(group_id, pid, epoch, offsets, encode_offset_record)
+    return _txn_offset_answer(header, offsets, code)
 
 
 def handle_describe_transactions(ctx: Any, header: Any, frame: memoryview) -> Response:

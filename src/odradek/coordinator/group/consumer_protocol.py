@@ -7,6 +7,7 @@ answer goes out. Sessions and revocation deadlines are checked by the periodic s
 
 from __future__ import annotations
 
+import copy
 import logging
 import re
 import uuid
@@ -90,6 +91,9 @@ class ConsumerProtocol:
                                    f"ServerAssignor {server_assignor} is not supported. Supported "
                                    f"assignors: {', '.join(self.config.consumer_assignors)}.")
         g = self.groups.get(group_id)
+        # Kafka's CoordinatorRuntime reverts a group to its last written state when the
+        # records of a heartbeat cannot be appended: keep that state to put back
+        last_written = copy.deepcopy(g)
         if isinstance(g, ClassicGroup):
             if g.members:
                 return HeartbeatResult(E.group_id_not_found,
@@ -226,6 +230,10 @@ class ConsumerProtocol:
             records.append(self._current_assignment_record(g, member))
         err = self.store.append(group_id, records)
         if err != E.none:
+            if last_written is None:
+                self.groups.pop(group_id, None)
+            else:
+                self.groups[group_id] = last_written
             return HeartbeatResult(err)
         assignment = {t: sorted(ps) for t, ps in sorted(member.assigned.items())}
         send = assignment if (assignment != member.last_sent or member_epoch == 0

@@ -122,9 +122,12 @@ class OffsetsTopicStore:
             log.warning("writing %d records of group %r to %s failed: %s", len(records), group_id,
                         TOPIC, ErrorCode(result.error).name.upper())
             # Kafka maps storage errors of the coordinator to retriable coordinator errors
+            if result.error in (ErrorCode.not_leader_or_follower, ErrorCode.kafka_storage_error):
+                return ErrorCode.not_coordinator  # the partition is not (usably) led here
             if result.error in (ErrorCode.unknown_topic_or_partition,
                                 ErrorCode.not_enough_replicas,
-                                ErrorCode.not_leader_or_follower):
+                                ErrorCode.not_enough_replicas_after_append,
+                                ErrorCode.request_timed_out):
                 return ErrorCode.coordinator_not_available
             if result.error in (ErrorCode.message_too_large, ErrorCode.record_list_too_large):
                 return ErrorCode.invalid_commit_offset_size

@@ -12,9 +12,13 @@ It is a shard of the coordinator runtime (coordinator/runtime.py): the runtime l
 transactions of that partition are finished), unloads it when the node resigns, writes its
 records and runs the timeout sweep.
 
-Markers (control batches) are appended to every partition of the transaction, data and
-`__consumer_offsets` alike; offsets committed in a transaction (TxnOffsetCommit) become
-visible to the group coordinator with the commit marker.
+Ending a transaction is Kafka's two phases: EndTxn (or a timeout, or a new producer
+instance) writes PrepareCommit/PrepareAbort, the marker channel (marker_channel.py) writes a
+COMMIT/ABORT marker into every partition of the transaction, at its current leader wherever
+that is (WriteTxnMarkers), and once every marker is in its ISR the coordinator writes
+CompleteCommit/CompleteAbort. Until then the producer's next requests get
+CONCURRENT_TRANSACTIONS and retry. Offsets committed in a transaction (TxnOffsetCommit)
+become visible to the group coordinator with the commit marker in `__consumer_offsets`.
 """
 
 from __future__ import annotations
@@ -29,6 +33,8 @@ from odradek.coordinator.group.offset_manager import encode_offset_record
 from odradek.coordinator.offsets_topic import TOPIC as OFFSETS_TOPIC
 from odradek.coordinator.offsets_topic import partition_for as group_partition
 from odradek.coordinator.runtime import CoordinatorRuntime
+from odradek.coordinator.transaction.marker_channel import TxnMarkerChannelManager
+from odradek.coordinator.transaction.marker_queue import LeaderOf, PendingMarkers
 from odradek.coordinator.transaction.producer_ids import ProducerIdManager
 from odradek.coordinator.transaction.state_log import (
     TOPIC,
@@ -41,12 +47,7 @@ from odradek.coordinator.transaction.state_log import (
     partition_for,
 )
 from odradek.protocol.errors import ErrorCode, ProtocolError
-from odradek.protocol.records import (
-    BatchHeader,
-    ControlRecordType,
-    build_control_batch,
-    decode_records,
-)
+from odradek.protocol.records import decode_records
 
 log = logging.getLogger(__name__)
 
@@ -54,6 +55,9 @@ E = ErrorCode
 MAX_EPOCH = 32767
 S = TxnState
 TIMEOUT_JOB = "txn-timeouts"
+# how soon a CompleteCommit/CompleteAbort write that failed is tried again
+COMPLETE_RETRY_S = 0.1
+_PREPARED = (S.PREPARE_COMMIT, S.PREPARE_ABORT)
 
 
 def now_ms() -> int:
@@ -97,7 +101,8 @@ class TransactionCoordinator:
     def __init__(self, replica_manager: Any, config: TxnConfig, producer_ids: ProducerIdManager,
                  group_coordinator: Any = None,
                  partition_exists: Callable[[str, int], bool] | None = None,
-                 runtime: CoordinatorRuntime | None = None) -> None:
+                 runtime: CoordinatorRuntime | None = None, leader_of: LeaderOf | None = None,
+                 channels: Any = None) -> None:
         self.rm = replica_manager
         self.config = config
         self.producer_ids = producer_ids
@@ -110,7 +115,16 @@ class TransactionCoordinator:
         self.partition_exists = partition_exists or (lambda t, p: replica_manager.get(t, p) is not None)
         self.txns: dict[str, TxnMetadata] = {}
         self._epochs: dict[int, TxnMetadata] | None = None  # producer id -> txn, a cache
+        # where each partition's marker goes: its leader in the metadata image (a cluster), or
+        # this node's own view of the partitions it hosts (default)
+        self.markers = TxnMarkerChannelManager(
+            replica_manager, leader_of or self._hosted_leader, self._markers_written, channels,
+            on_written=self._marker_written)
         runtime.register(TOPIC, config.num_partitions, self)
+
+    def _hosted_leader(self, tp: tuple[str, int]) -> int | None:
+        part = self.rm.get(*tp)
+        return None if part is None else int(part.leader)
 
     # ------------------------------------------------------------------ ownership
 
@@ -140,7 +154,11 @@ class TransactionCoordinator:
         return await self.runtime.on_resign(TOPIC, partition, epoch)
 
     def unload_partition(self, partition: int) -> None:
-        for tid in [t for t in self.txns if self.partition_of(t) == partition]:
+        gone = [t for t in self.txns if self.partition_of(t) == partition]
+        # the partition's next coordinator finds these in PrepareCommit/PrepareAbort and
+        # sends their markers itself (Kafka's removeMarkersForTxnTopicPartition)
+        self.markers.cancel(gone)
+        for tid in gone:
             del self.txns[tid]
         self._epochs = None
 
@@ -157,6 +175,7 @@ class TransactionCoordinator:
 
     async def stop(self) -> None:
         self.runtime.scheduler.cancel_job(TIMEOUT_JOB)
+        await self.markers.stop()
 
     def _sweep(self) -> None:
         self.abort_timed_out()
@@ -173,13 +192,18 @@ class TransactionCoordinator:
         return int(part.leader_epoch) if part is not None else 0
 
     def _persist(self, m: TxnMetadata) -> ErrorCode:
-        m.last_update_ms = now_ms()
+        written_before, m.last_update_ms = m.last_update_ms, now_ms()
         value = None if m.state == S.DEAD else encode_value(m)
         r = self.runtime.append(TOPIC, self.partition_of(m.transactional_id),
                                 [(encode_key(m.transactional_id), value)], m.last_update_ms)
         if r.error != E.none:
             log.warning("writing transaction %r to %s failed: %s", m.transactional_id, TOPIC,
                         ErrorCode(r.error).name.upper())
+            m.last_update_ms = written_before
+            # Kafka's TransactionStateManager: leadership or storage lost -> NOT_COORDINATOR,
+            # anything else (min.insync.replicas, timeouts) -> COORDINATOR_NOT_AVAILABLE
+            if r.error in (E.not_leader_or_follower, E.kafka_storage_error):
+                return E.not_coordinator
             return E.coordinator_not_available
         return E.none
 
@@ -273,10 +297,17 @@ class TransactionCoordinator:
             if not known:
                 return InitResult(E.producer_fenced)
         if m.state == S.ONGOING:
-            # a new instance with this id fences the old one: its transaction is aborted
-            self._abort_with_bump(m)
-        elif m.state in (S.PREPARE_COMMIT, S.PREPARE_ABORT):
-            self._complete(m, m.state == S.PREPARE_COMMIT)
+            # a new instance with this id fences the old one: its transaction is aborted, and
+            # the new instance asks again once the abort is complete (Kafka answers
+            # CONCURRENT_TRANSACTIONS meanwhile)
+            err = self._abort_with_bump(m)
+            if err != E.none:
+                return InitResult(err)
+        elif m.state in _PREPARED and self.markers.pending(tid) is None:
+            self._complete(m, m.state == S.PREPARE_COMMIT)  # nothing in flight: send again
+        if m.state in _PREPARED:
+            return InitResult(E.concurrent_transactions)
+        previous = _snapshot(m)
         m.last_producer_id, m.last_producer_epoch = m.producer_id, m.producer_epoch
         if m.producer_epoch >= MAX_EPOCH - 1:
             m.producer_id, m.producer_epoch = self.producer_ids.generate(), 0
@@ -289,6 +320,7 @@ class TransactionCoordinator:
         self._epochs = None
         err = self._persist(m)
         if err != E.none:
+            _restore(m, previous)
             return InitResult(err)
         return InitResult(E.none, m.producer_id, m.producer_epoch)
 
@@ -319,6 +351,7 @@ class TransactionCoordinator:
                     for tp in partitions}
         new = set(partitions) - m.partitions
         if new or m.state != S.ONGOING:
+            previous = _snapshot(m)
             if m.state != S.ONGOING:
                 m.start_ms = now_ms()
                 m.partitions = set()
@@ -326,6 +359,7 @@ class TransactionCoordinator:
             m.state = S.ONGOING
             err = self._persist(m)
             if err != E.none:
+                _restore(m, previous)  # the partitions are not in the transaction
                 return dict.fromkeys(partitions, err)
         for tp in partitions:
             self._verify(tp, m.producer_id, m.producer_epoch)
@@ -404,6 +438,9 @@ class TransactionCoordinator:
         # a retried EndTxn of the transaction that just ended gets its answer again
         if (m.state == S.COMPLETE_COMMIT and commit) or (m.state == S.COMPLETE_ABORT and not commit):
             return E.none
+        # ... or, while its markers are being written, is told to wait (Kafka)
+        if (m.state == S.PREPARE_COMMIT and commit) or (m.state == S.PREPARE_ABORT and not commit):
+            return E.concurrent_transactions
         return E.invalid_txn_state
 
     def end_txn_v2(self, tid: str, producer_id: int, epoch: int, commit: bool) -> InitResult:
@@ -465,55 +502,68 @@ class TransactionCoordinator:
             self._persist(m)
         return InitResult(E.none, m.producer_id, m.producer_epoch)
 
-    def _write_markers(self, m: TxnMetadata, commit: bool) -> None:
-        ctype = ControlRecordType.COMMIT if commit else ControlRecordType.ABORT
-        coord_epoch = self._coordinator_epoch(m.transactional_id)
-        raw = build_control_batch(ctype, producer_id=m.producer_id,
-                                  producer_epoch=m.producer_epoch,
-                                  coordinator_epoch=coord_epoch, timestamp=now_ms())
-        view = memoryview(raw)
-        header = BatchHeader.parse(view)
-        for tp in sorted(m.partitions):
-            part = self.rm.get(*tp)
-            if part is None:
-                continue  # deleted meanwhile: nothing left to mark
-            state = part.log.producer_state
-            state.verified.pop(m.producer_id, None)
-            if m.producer_id not in state.ongoing and tp[0] != OFFSETS_TOPIC:
-                continue  # nothing was written there in this transaction
-            if not part.is_leader:
-                # TODO(issue 14): WriteTxnMarkers to the leader elsewhere; not built yet
-                log.error("transaction %r: no marker for %s-%d, led by node %s",
-                          m.transactional_id, tp[0], tp[1], part.leader)
-                continue
-            info = part.append(view, header, None)
-            self.runtime.note_write(part, info.last_offset)  # the answer waits for the ISR
-        if self.groups is not None:
-            # the marker is in __consumer_offsets: the offsets take effect (commit) or go
-            self.groups.complete_txn_offsets(m.producer_id, commit)
+    # ------------------------------------------------------------ two phases
 
     def _complete(self, m: TxnMetadata, commit: bool) -> None:
-        self._write_markers(m, commit)
-        m.state = S.COMPLETE_COMMIT if commit else S.COMPLETE_ABORT
-        m.partitions = set()
-        self._persist(m)
+        """The transaction is in PrepareCommit/PrepareAbort (written): send its markers; it
+        completes in `_markers_written` (at once when every partition is led here alone)."""
+        self.markers.send(PendingMarkers(
+            m.transactional_id, m.producer_id, m.producer_epoch, commit,
+            self._coordinator_epoch(m.transactional_id), set(m.partitions)))
 
-    def _abort_with_bump(self, m: TxnMetadata) -> None:
+    def _marker_written(self, tp: tuple[str, int], producer_id: int, commit: bool) -> None:
+        # a marker this node appended (it leads the partition) is in the ISR: in
+        # __consumer_offsets, the transaction's offsets take effect (commit) or go
+        if tp[0] == OFFSETS_TOPIC and self.groups is not None:
+            self.groups.complete_txn_offsets(producer_id, commit)
+
+    def _markers_written(self, entry: PendingMarkers) -> None:
+        """Every marker of the transaction is written: CompleteCommit/CompleteAbort, unless
+        this node stopped coordinating it meanwhile (then the new coordinator does it)."""
+        tid = entry.transactional_id
+        if (self.coordinator_error(tid) != E.none
+                or self._coordinator_epoch(tid) != entry.coordinator_epoch):
+            return
+        m = self.txns.get(tid)
+        wanted = S.PREPARE_COMMIT if entry.commit else S.PREPARE_ABORT
+        if m is None or m.state != wanted:
+            return
+        previous = _snapshot(m)
+        m.state = S.COMPLETE_COMMIT if entry.commit else S.COMPLETE_ABORT
+        m.partitions = set()
+        if self._persist(m) != E.none:
+            # Kafka retries the completion while it still coordinates the transaction
+            _restore(m, previous)
+            try:
+                self.runtime.scheduler.call_later((TOPIC, self.partition_of(tid)),
+                                                  COMPLETE_RETRY_S, self._markers_written, entry)
+            except RuntimeError:  # no loop (a blocking start-up step): the sweep retries
+                pass
+
+    def _abort_with_bump(self, m: TxnMetadata) -> ErrorCode:
         """Fence the current producer and abort its transaction (timeout, or a new
         instance): the markers carry the bumped epoch so late writes of the old one fail."""
-        m.state = S.PREPARE_EPOCH_FENCE
+        previous = _snapshot(m)
         m.ended_by_v2 = False  # the fenced producer's EndTxn is no retry to be answered
         if m.producer_epoch < MAX_EPOCH - 1:
             m.last_producer_id, m.last_producer_epoch = m.producer_id, m.producer_epoch
             m.producer_epoch += 1
         m.state = S.PREPARE_ABORT
-        self._persist(m)
+        err = self._persist(m)
+        if err != E.none:
+            _restore(m, previous)
+            return err
+        self._epochs = None
         self._complete(m, False)
+        return E.none
 
     def abort_timed_out(self, now: int | None = None) -> int:
         now = now_ms() if now is None else now
         n = 0
         for m in list(self.txns.values()):
+            if (m.state in _PREPARED and self.markers.pending(m.transactional_id) is None
+                    and self.coordinator_error(m.transactional_id) == E.none):
+                self._complete(m, m.state == S.PREPARE_COMMIT)  # a completion that failed
             if m.state == S.ONGOING and m.start_ms >= 0 and now - m.start_ms > m.timeout_ms:
                 log.info("aborting transaction %r (producer %d): transaction.timeout.ms %d passed",
                          m.transactional_id, m.producer_id, m.timeout_ms)
@@ -561,3 +611,15 @@ class TransactionCoordinator:
                 continue
             out.append(m)
         return out
+
+
+def _snapshot(m: TxnMetadata) -> dict[str, Any]:
+    """What a failed write puts back (Kafka's coordinators keep the last written state)."""
+    snap = dict(vars(m))
+    snap["partitions"] = set(m.partitions)
+    return snap
+
+
+def _restore(m: TxnMetadata, snap: dict[str, Any]) -> None:
+    for k, v in snap.items():
+        setattr(m, k, v)
