@@ -27,6 +27,7 @@ from odradek.broker.handlers import (
     partitions,
     produce,
     raft,
+    sasl,
     topics,
     transactions,
 )
@@ -84,6 +85,8 @@ HANDLERS: dict[ApiKey, Handler] = {
     ApiKey.LIST_PARTITION_REASSIGNMENTS: controller_apis.handle_list_partition_reassignments,
     ApiKey.UPDATE_FEATURES: controller_apis.handle_update_features,
     ApiKey.DESCRIBE_QUORUM: raft.handle_describe_quorum,
+    ApiKey.SASL_HANDSHAKE: sasl.handle_handshake,
+    ApiKey.SASL_AUTHENTICATE: sasl.handle_authenticate,
 }
 
 # The controller listener (issue 14): the KRaft APIs, broker registration and heartbeats, the
@@ -105,6 +108,8 @@ CONTROLLER_HANDLERS: dict[ApiKey, Handler] = {
     ApiKey.INCREMENTAL_ALTER_CONFIGS: configs.handle_incremental_alter_configs,
     ApiKey.DESCRIBE_CONFIGS: configs.handle_describe_configs,
     ApiKey.DESCRIBE_CLUSTER: cluster.handle_describe_cluster,
+    ApiKey.SASL_HANDSHAKE: sasl.handle_handshake,
+    ApiKey.SASL_AUTHENTICATE: sasl.handle_authenticate,
 }
 
 # the APIs whose coordinator writes their answer waits for (CoordinatorRuntime.durably)
@@ -123,7 +128,7 @@ WANTS_PEER = frozenset({groups.handle_join_group, groups.handle_consumer_group_h
 
 # the handler modules whose VERSIONS declare what HANDLERS routes
 HANDLER_MODULES = (api_versions, cluster, configs, controller_apis, fetch, groups, list_offsets,
-                   metadata, partitions, produce, raft, topics, transactions)
+                   metadata, partitions, produce, raft, sasl, topics, transactions)
 # a Fetch on the controller listener is a metadata fetch: raft's versions, not fetch.py's
 _CONTROLLER_OVERRIDES = {ApiKey.FETCH: raft.METADATA_FETCH_VERSIONS}
 

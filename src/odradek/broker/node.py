@@ -36,6 +36,7 @@ from odradek.broker.config import (
 )
 from odradek.broker.context import BrokerContext
 from odradek.broker.handlers import admin
+from odradek.broker.listener_security import listener_securities
 from odradek.broker.logging_setup import log_levels, logs_to_stderr, setup_logging
 from odradek.broker.server import Server
 from odradek.broker.server_properties import load_config
@@ -251,9 +252,11 @@ class Node:
                         limits=ConnectionLimits.from_config(config))
         # the sockets were bound before anything was opened; listening can still fail when
         # another node bound the same port at the same moment (startup.bind_listener)
+        securities = listener_securities(config, lambda: controller.image)
         try:
-            for sock in self.prepared.sockets:
-                await server.start("", 0, sock=sock)
+            for name, socks in self.prepared.by_listener.items():
+                for sock in socks:
+                    await server.start("", 0, sock=sock, listener=securities[name])
         except OSError as exc:
             server.stop_accepting()
             await coordinators.stop()

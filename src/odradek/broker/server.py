@@ -31,11 +31,17 @@ from collections.abc import Callable
 from typing import Any
 
 from odradek.broker.acceptor import Acceptor, ConnectionLimits, RateLimitedLog
+from odradek.broker.listener_security import PLAINTEXT_LISTENER, ListenerSecurity
+from odradek.broker.sasl_exchange import SASL_APIS, CloseAfter, SaslExchange
 from odradek.broker.transport_signals import Disconnect
 from odradek.protocol.errors import FrameTooLarge, ProtocolError
 from odradek.protocol.fetch import FileRegion
 from odradek.protocol.framing import FrameReceiver
 from odradek.protocol.headers import encode_response_header, parse_request_header
+from odradek.security.principal import KafkaPrincipal, Session
+from odradek.security.principal_rules import NoMatchingRule
+from odradek.security.sasl.mechanism import SaslFailure
+from odradek.security.tls import peer_dn
 
 log = logging.getLogger(__name__)
 
@@ -66,8 +72,14 @@ class _Slot:
 
 
 class Connection(asyncio.BufferedProtocol):
-    def __init__(self, server: Server, ip: str = "") -> None:
+    def __init__(self, server: Server, ip: str = "",
+                 listener: ListenerSecurity = PLAINTEXT_LISTENER) -> None:
         self.server = server
+        self.listener = listener
+        self.session = Session(client_address=ip, listener_name=listener.name,
+                               security_protocol=listener.protocol,
+                               authenticated=listener.sasl is None)
+        self.sasl: SaslExchange | None = None  # on SASL listeners
         self.ip = ip  # counted against max.connections.per.ip until connection_lost
         self.active = False  # a read since the last idle sweep
         # the sweep that last saw this connection active (or its start): no read since
@@ -107,6 +119,8 @@ class Connection(asyncio.BufferedProtocol):
                     self._sock_fd = -1
         transport.set_write_buffer_limits(high=0, low=0)
         self.server.connections.add(self)
+        if self.listener is not PLAINTEXT_LISTENER:
+            self._start_session(transport)
 
     def connection_lost(self, exc: Exception | None) -> None:
         self._drop_writer()
@@ -152,6 +166,10 @@ class Connection(asyncio.BufferedProtocol):
     # --- requests ------------------------------------------------------------
 
     def _dispatch(self, frame: memoryview) -> None:
+        sasl = self.sasl
+        if sasl is not None and sasl.raw:
+            self._sasl_raw(frame)
+            return
         try:
             header = parse_request_header(frame)
         except ProtocolError as exc:
@@ -159,7 +177,14 @@ class Connection(asyncio.BufferedProtocol):
             return
         slot = _Slot(header.correlation_id)
         try:
-            result = self.server.dispatch(self, frame, header)
+            if sasl is not None and (not self.session.authenticated
+                                     or header.api_key in SASL_APIS or sasl.expired()):
+                result = self._sasl_request(header, frame)
+            else:
+                result = self.server.dispatch(self, frame, header)
+        except CloseAfter as exc:
+            self._answer_and_close(slot, exc)
+            return
         except Disconnect as exc:
             self.abort(str(exc))
             return
@@ -344,6 +369,59 @@ class Connection(asyncio.BufferedProtocol):
             if self._write_paused:
                 await self._wait_drained()
 
+    # --- security: the session, TLS principals, SASL (issue 16) ------------------
+
+    def _start_session(self, transport: asyncio.BaseTransport) -> None:
+        """TLS: the client certificate's principal (ssl.principal.mapping.rules) on an SSL
+        listener; SASL listeners start the exchange that authenticates the session."""
+        listener = self.listener
+        if listener.ssl_context is not None and listener.sasl is None:
+            dn = peer_dn(transport)
+            if dn is not None:
+                try:
+                    self.session.principal = KafkaPrincipal("User", listener.mapper.name_of(dn))
+                except NoMatchingRule as exc:
+                    self.abort(f"TLS client refused: {exc}")
+                    return
+        if listener.sasl is not None:
+            self.sasl = SaslExchange(listener.sasl, self.session, self.peer)
+
+    def _sasl_request(self, header: Any, frame: memoryview) -> Any:
+        assert self.sasl is not None
+        result = self.sasl.handle(header, frame)
+        return self.server.dispatch(self, frame, header) if result is None else result
+
+    def _answer_and_close(self, slot: _Slot, exc: CloseAfter) -> None:
+        """A failed authentication: the answer goes out after what was answered before,
+        then the connection closes (close, not abort: the answer must arrive)."""
+        log.warning("closing connection from %s: %s", self.peer, exc)
+        slot.header_version, slot.parts = exc.response
+        slot.done = True
+        self._slots.append(slot)
+        self._flush()
+        self.flush_output()
+        self._close_gracefully()
+
+    def _close_gracefully(self) -> None:
+        self.closed = True
+        self._drop_writer()
+        if self.transport is not None:
+            self.transport.close()
+
+    def _sasl_raw(self, frame: memoryview) -> None:
+        """After SaslHandshake v0: a bare token, answered with a bare token."""
+        assert self.sasl is not None
+        try:
+            answer = self.sasl.raw_token(bytes(frame))
+        except SaslFailure as exc:
+            log.warning("closing connection from %s: SASL authentication failed: %s",
+                        self.peer, exc)
+            self.flush_output()
+            self._close_gracefully()
+            return
+        self._out += (_SIZE.pack(len(answer)), answer)
+        self.flush_output()
+
     # --- closing ---------------------------------------------------------------
 
     def _drop_writer(self) -> None:
@@ -411,7 +489,8 @@ class Server:
         self._sweep: asyncio.TimerHandle | None = None
         self._make_transport: Callable[..., Any] | None = None
 
-    async def start(self, host: str, port: int, sock: socket.socket | None = None) -> None:
+    async def start(self, host: str, port: int, sock: socket.socket | None = None,
+                    listener: ListenerSecurity = PLAINTEXT_LISTENER) -> None:
         loop = asyncio.get_running_loop()
         # uvloop refuses add_writer on a socket a transport owns: use the copy fallback there
         self.can_add_writer = (type(loop).__module__.startswith("asyncio")
@@ -421,7 +500,8 @@ class Server:
                                 else None)
         if sock is None:
             sock = socket.create_server((host, port), reuse_port=False)
-        acceptor = Acceptor(sock, self.admit, self._serve)
+        acceptor = Acceptor(sock, self.admit,
+                            lambda s, ip, addr: self._serve(s, ip, addr, listener))
         acceptor.start(backlog=LISTEN_BACKLOG)
         self._acceptors.append(acceptor)
         log.info("listening on %s", sock.getsockname())
@@ -463,9 +543,11 @@ class Server:
         else:
             self._per_ip[ip] = left - 1
 
-    def _serve(self, sock: socket.socket, ip: str, addr: Any) -> None:
-        protocol = Connection(self, ip)
-        if self._make_transport is not None:
+    def _serve(self, sock: socket.socket, ip: str, addr: Any,
+               listener: ListenerSecurity = PLAINTEXT_LISTENER) -> None:
+        protocol = Connection(self, ip, listener)
+        ssl_context = listener.ssl_context
+        if self._make_transport is not None and ssl_context is None:
             # Why the selector loop's private _make_socket_transport: it is what the loop's
             # own accept path ends in, minus a task and two coroutines per connection
             # (connect_accepted_socket awaits _create_connection_transport, which awaits
@@ -473,7 +555,10 @@ class Server:
             self._make_transport(sock, protocol, extra={"peername": addr})
             return
         loop = asyncio.get_running_loop()
-        task = loop.create_task(loop.connect_accepted_socket(lambda: protocol, sock))
+        # TLS goes through the loop's SSL transport: its handshake failures (a plaintext
+        # client, no certificate under ssl.client.auth=required) end in `made` below
+        task = loop.create_task(loop.connect_accepted_socket(lambda: protocol, sock,
+                                                             ssl=ssl_context))
 
         def made(t: asyncio.Task[Any]) -> None:
             if not t.cancelled() and t.exception() is None:
