@@ -183,7 +183,10 @@ class ClusterNode:
     async def _bootstrap_metadata(self) -> None:
         assert self.controller is not None
         try:
-            await asyncio.to_thread(self.controller.bootstrap)
+            from odradek.metadata.bootstrap import read_bootstrap_checkpoint
+
+            formatted = await asyncio.to_thread(read_bootstrap_checkpoint, self.node.data_dir)
+            await asyncio.to_thread(self.controller.bootstrap, formatted or [])
         except Exception as exc:  # lost leadership meanwhile: the next leader writes them
             log.info("bootstrap records not written: %s", exc)
 

@@ -45,6 +45,7 @@ from odradek.coordinator.startup import start_coordinators
 from odradek.metadata.bootstrap import (
     BOOTSTRAP_CHECKPOINT,
     bootstrap_records,
+    read_bootstrap_checkpoint,
     write_bootstrap_checkpoint,
 )
 from odradek.metadata.config.broker_configs import BrokerConfig
@@ -191,7 +192,8 @@ class Node:
         while not quorum.is_leader and time.monotonic() < deadline:
             await asyncio.sleep(0.005)
         advertised = advertised_listeners(config)
-        await asyncio.to_thread(controller.bootstrap)
+        await asyncio.to_thread(controller.bootstrap,
+                                read_bootstrap_checkpoint(self.data_dir) or [])
         await asyncio.to_thread(
             controller.register_broker,
             [(a.name, a.host, a.port, 0) for a in advertised], config.get_str("broker.rack"))

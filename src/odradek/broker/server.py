@@ -394,7 +394,10 @@ class Connection(asyncio.BufferedProtocol):
     def _answer_and_close(self, slot: _Slot, exc: CloseAfter) -> None:
         """A failed authentication: the answer goes out after what was answered before,
         then the connection closes (close, not abort: the answer must arrive)."""
-        log.warning("closing connection from %s: %s", self.peer, exc)
+        peer, reason = self.peer, str(exc)
+        self.server.auth_failures.note(logging.WARNING, lambda n: (
+            f"closing connection from {peer}: {reason} ({n} authentication failure(s) "
+            f"since the last such line)"))
         slot.header_version, slot.parts = exc.response
         slot.done = True
         self._slots.append(slot)
@@ -413,9 +416,11 @@ class Connection(asyncio.BufferedProtocol):
         assert self.sasl is not None
         try:
             answer = self.sasl.raw_token(bytes(frame))
-        except SaslFailure as exc:
-            log.warning("closing connection from %s: SASL authentication failed: %s",
-                        self.peer, exc)
+        except SaslFailure as failure:
+            peer, reason = self.peer, str(failure)
+            self.server.auth_failures.note(logging.WARNING, lambda n: (
+                f"closing connection from {peer}: SASL authentication failed: {reason} ({n} "
+                f"authentication failure(s) since the last such line)"))
             self.flush_output()
             self._close_gracefully()
             return
@@ -486,6 +491,9 @@ class Server:
         self.open_count = 0
         self._per_ip: dict[str, int] = {}
         self.refused = RateLimitedLog()
+        # failed TLS handshakes and SASL authentications: a client retrying in a loop must
+        # not fill the log
+        self.auth_failures = RateLimitedLog()
         self._sweep: asyncio.TimerHandle | None = None
         self._make_transport: Callable[..., Any] | None = None
 
@@ -567,7 +575,10 @@ class Server:
                 self.release(ip)
                 sock.close()
             if not t.cancelled():
-                log.warning("setting up a connection from %s failed: %s", ip, t.exception())
+                exc = t.exception()
+                self.auth_failures.note(logging.WARNING, lambda n: (
+                    f"setting up a connection from {ip} failed: {exc} ({n} failure(s) since "
+                    "the last such line)"))
 
         task.add_done_callback(made)
 

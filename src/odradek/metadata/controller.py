@@ -39,7 +39,12 @@ from odradek.metadata.controller_topics import TopicControl
 from odradek.metadata.image import MetadataDelta, MetadataImage
 from odradek.metadata.publisher import MetadataPublisher
 from odradek.metadata.quorum import Quorum
-from odradek.metadata.records import ConfigRecord, MetadataRecord, ProducerIdsRecord
+from odradek.metadata.records import (
+    ConfigRecord,
+    FeatureLevelRecord,
+    MetadataRecord,
+    ProducerIdsRecord,
+)
 from odradek.protocol.errors import ErrorCode, KafkaError
 
 __all__ = ["Controller", "load_image"]
@@ -165,11 +170,16 @@ class Controller(TopicControl, BrokerControl, PartitionControl, ReassignmentCont
                 [(first + i, r) for i, r in enumerate(records)])
         return None
 
-    def bootstrap(self) -> None:
-        """First start of a cluster: write the finalized feature levels."""
+    def bootstrap(self, formatted: Sequence[MetadataRecord] = ()) -> None:
+        """First start of a cluster: write the finalized feature levels, and the records the
+        data directory was formatted with (`storage format --add-scram`'s credentials) when
+        the log holds no bootstrap yet (a later start must not bring back a deleted user)."""
         with self._lock:
             self._require_active()
-            self._commit(self.bootstrap_feature_records())
+            first = "metadata.version" not in self.image.features
+            extra = [r for r in formatted if not isinstance(r, FeatureLevelRecord)] if first \
+                else []
+            self._commit(self.bootstrap_feature_records() + extra)
 
     # ---------------------------------------------------------------- producer ids
 
