@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import logging
 import signal
 import socket
@@ -258,7 +259,10 @@ class Node:
         try:
             for name, socks in self.prepared.by_listener.items():
                 for sock in socks:
-                    await server.start("", 0, sock=sock, listener=securities[name])
+                    # each listener's requests see its name (Metadata answers its endpoints)
+                    view = Dispatcher(dataclasses.replace(ctx, listener_name=name))
+                    await server.start("", 0, sock=sock, listener=securities[name],
+                                       dispatch=view)
         except OSError as exc:
             server.stop_accepting()
             await coordinators.stop()

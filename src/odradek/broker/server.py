@@ -73,8 +73,11 @@ class _Slot:
 
 class Connection(asyncio.BufferedProtocol):
     def __init__(self, server: Server, ip: str = "",
-                 listener: ListenerSecurity = PLAINTEXT_LISTENER) -> None:
+                 listener: ListenerSecurity = PLAINTEXT_LISTENER,
+                 dispatch: Dispatch | None = None) -> None:
         self.server = server
+        # the listener's own dispatcher (its name decides the endpoints Metadata answers)
+        self.dispatch = server.dispatch if dispatch is None else dispatch
         self.listener = listener
         self.session = Session(client_address=ip, listener_name=listener.name,
                                security_protocol=listener.protocol,
@@ -181,7 +184,7 @@ class Connection(asyncio.BufferedProtocol):
                                      or header.api_key in SASL_APIS or sasl.expired()):
                 result = self._sasl_request(header, frame)
             else:
-                result = self.server.dispatch(self, frame, header)
+                result = self.dispatch(self, frame, header)
         except CloseAfter as exc:
             self._answer_and_close(slot, exc)
             return
@@ -389,7 +392,7 @@ class Connection(asyncio.BufferedProtocol):
     def _sasl_request(self, header: Any, frame: memoryview) -> Any:
         assert self.sasl is not None
         result = self.sasl.handle(header, frame)
-        return self.server.dispatch(self, frame, header) if result is None else result
+        return self.dispatch(self, frame, header) if result is None else result
 
     def _answer_and_close(self, slot: _Slot, exc: CloseAfter) -> None:
         """A failed authentication: the answer goes out after what was answered before,
@@ -498,7 +501,8 @@ class Server:
         self._make_transport: Callable[..., Any] | None = None
 
     async def start(self, host: str, port: int, sock: socket.socket | None = None,
-                    listener: ListenerSecurity = PLAINTEXT_LISTENER) -> None:
+                    listener: ListenerSecurity = PLAINTEXT_LISTENER,
+                    dispatch: Dispatch | None = None) -> None:
         loop = asyncio.get_running_loop()
         # uvloop refuses add_writer on a socket a transport owns: use the copy fallback there
         self.can_add_writer = (type(loop).__module__.startswith("asyncio")
@@ -509,7 +513,7 @@ class Server:
         if sock is None:
             sock = socket.create_server((host, port), reuse_port=False)
         acceptor = Acceptor(sock, self.admit,
-                            lambda s, ip, addr: self._serve(s, ip, addr, listener))
+                            lambda s, ip, addr: self._serve(s, ip, addr, listener, dispatch))
         acceptor.start(backlog=LISTEN_BACKLOG)
         self._acceptors.append(acceptor)
         log.info("listening on %s", sock.getsockname())
@@ -552,8 +556,9 @@ class Server:
             self._per_ip[ip] = left - 1
 
     def _serve(self, sock: socket.socket, ip: str, addr: Any,
-               listener: ListenerSecurity = PLAINTEXT_LISTENER) -> None:
-        protocol = Connection(self, ip, listener)
+               listener: ListenerSecurity = PLAINTEXT_LISTENER,
+               dispatch: Dispatch | None = None) -> None:
+        protocol = Connection(self, ip, listener, dispatch)
         ssl_context = listener.ssl_context
         if self._make_transport is not None and ssl_context is None:
             # Why the selector loop's private _make_socket_transport: it is what the loop's

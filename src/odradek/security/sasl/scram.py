@@ -246,7 +246,11 @@ class ScramServer:
         final = parse_client_final(token)
         first, credential = self._first, self._credential
         assert first is not None and credential is not None
-        if final.nonce != self._nonce:
+        # librdkafka before 2.6.1 (kcat as Debian ships it) sends its own nonce again in
+        # front of the combined one (librdkafka#4895); Kafka 3.8.1-3.9 accepted any nonce
+        # ending with ours. Only that exact form is taken besides RFC 5802's: it still
+        # carries this exchange's fresh server nonce, so a replayed message cannot pass.
+        if final.nonce not in (self._nonce, first.nonce + self._nonce):
             raise SaslFailure("Invalid SCRAM client-final message: nonce mismatch")
         if final.channel_binding != first.gs2_header.encode():
             raise SaslFailure("Invalid SCRAM client-final message: channel binding mismatch")
