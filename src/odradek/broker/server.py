@@ -283,6 +283,10 @@ class Connection(asyncio.BufferedProtocol):
         if self._out and not self.closed:
             self.active = True  # a write is activity too (Kafka's idle expiry counts both)
             out, self._out = self._out, []
+            if self.listener.ssl_context is not None:
+                # the SSL transport makes one TLS record per part: one join, one record
+                self.transport.write(b"".join(out))  # type: ignore[union-attr]
+                return
             self.transport.writelines(out)  # type: ignore[union-attr]
 
     def _regions_sent(self, task: asyncio.Future[None]) -> None:
