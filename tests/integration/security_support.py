@@ -9,8 +9,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from tests.support.broker import ODRADEK, BrokerProcess, free_port
-from tests.support.jwt_tokens import TestIssuer
-from tests.support.tls_certs import Issued, TestCA
+from tests.support.jwt_tokens import JwtIssuer
+from tests.support.tls_certs import CertAuthority, Issued
 
 USERS = {"admin": "admin-secret", "alice": "alice-secret"}
 MECHANISMS = ["SCRAM-SHA-256", "SCRAM-SHA-512", "PLAIN"]
@@ -19,9 +19,9 @@ MECHANISMS = ["SCRAM-SHA-256", "SCRAM-SHA-512", "PLAIN"]
 @dataclass
 class SecuredNode:
     node: BrokerProcess
-    ca: TestCA
+    ca: CertAuthority
     client: Issued  # a client certificate the CA signed (CN=alice-client)
-    issuer: TestIssuer
+    issuer: JwtIssuer
     ports: dict[str, int] = field(default_factory=dict)
 
     def addr(self, listener: str) -> str:
@@ -42,8 +42,8 @@ class SecuredNode:
                 "ssl.key.location": str(self.client.key)}
 
 
-def settings_for(tmp: Path, ports: dict[str, int], ca: TestCA, server: Issued,
-                 issuer: TestIssuer) -> dict[str, str]:
+def settings_for(tmp: Path, ports: dict[str, int], ca: CertAuthority, server: Issued,
+                 issuer: JwtIssuer) -> dict[str, str]:
     return {
         "listeners": ",".join(f"{name}://127.0.0.1:{port}" for name, port in ports.items()),
         "listener.security.protocol.map":
@@ -68,10 +68,10 @@ def settings_for(tmp: Path, ports: dict[str, int], ca: TestCA, server: Issued,
 
 
 def start_secured(tmp: Path) -> SecuredNode:
-    ca = TestCA(tmp / "ca")
+    ca = CertAuthority(tmp / "ca")
     server = ca.issue("localhost", server=True)
     client = ca.issue("alice-client", unit="Engineering")
-    issuer = TestIssuer(tmp)
+    issuer = JwtIssuer(tmp)
     ports = {name: free_port() for name in ("PLAINTEXT", "MTLS", "SASL_SSL", "SASL_PLAINTEXT")}
     settings = settings_for(tmp, ports, ca, server, issuer)
     data = tmp / "data"

@@ -101,9 +101,9 @@ def test_expired_token_refused(secured: SecuredNode) -> None:
 
 
 def test_token_signed_by_another_key_refused(secured: SecuredNode, tmp_path) -> None:
-    from tests.support.jwt_tokens import TestIssuer
+    from tests.support.jwt_tokens import JwtIssuer
 
-    other = TestIssuer(tmp_path, kid=secured.issuer.kid, issuer=secured.issuer.issuer)
+    other = JwtIssuer(tmp_path, kid=secured.issuer.kid, issuer=secured.issuer.issuer)
     with Conn(secured.ports["SASL_PLAINTEXT"]) as conn:
         assert conn.request(SaslHandshakeRequest(mechanism="OAUTHBEARER")).error_code == 0
         answer = conn.request(SaslAuthenticateRequest(

@@ -16,7 +16,7 @@ def _b64(data: bytes) -> str:
     return base64.urlsafe_b64encode(data).rstrip(b"=").decode()
 
 
-class TestIssuer:
+class JwtIssuer:
     def __init__(self, directory: Path, kid: str = "test-key", issuer: str = "odradek-tests"):
         self.key = ec.generate_private_key(ec.SECP256R1())
         self.kid, self.issuer = kid, issuer

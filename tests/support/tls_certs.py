@@ -33,7 +33,7 @@ class Issued:
     password: str
 
 
-class TestCA:
+class CertAuthority:
     def __init__(self, directory: Path, cn: str = "odradek test CA") -> None:
         self.dir = Path(directory)
         self.dir.mkdir(parents=True, exist_ok=True)

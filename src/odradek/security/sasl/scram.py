@@ -116,11 +116,13 @@ def _decode_name(raw: str) -> str:
 
 
 def _attributes(parts: list[str]) -> list[tuple[str, str]]:
+    # RFC 5802's attributes are one letter; Kafka's extensions (tokenauth=true) are words
     out = []
     for part in parts:
-        if len(part) < 2 or part[1] != "=" or not part[0].isalpha():
+        key, eq, value = part.partition("=")
+        if not eq or not key.isascii() or not key.isalpha():
             raise SaslFailure("Invalid SCRAM message: attribute is not a=value")
-        out.append((part[0], part[2:]))
+        out.append((key, value))
     return out
 
 
