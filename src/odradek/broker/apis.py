@@ -28,6 +28,7 @@ from odradek.broker.handlers import (
     produce,
     raft,
     sasl,
+    scram,
     topics,
     transactions,
 )
@@ -87,6 +88,8 @@ HANDLERS: dict[ApiKey, Handler] = {
     ApiKey.DESCRIBE_QUORUM: raft.handle_describe_quorum,
     ApiKey.SASL_HANDSHAKE: sasl.handle_handshake,
     ApiKey.SASL_AUTHENTICATE: sasl.handle_authenticate,
+    ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS: scram.handle_describe,
+    ApiKey.ALTER_USER_SCRAM_CREDENTIALS: scram.handle_alter,
 }
 
 # The controller listener (issue 14): the KRaft APIs, broker registration and heartbeats, the
@@ -110,6 +113,8 @@ CONTROLLER_HANDLERS: dict[ApiKey, Handler] = {
     ApiKey.DESCRIBE_CLUSTER: cluster.handle_describe_cluster,
     ApiKey.SASL_HANDSHAKE: sasl.handle_handshake,
     ApiKey.SASL_AUTHENTICATE: sasl.handle_authenticate,
+    ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS: scram.handle_describe,
+    ApiKey.ALTER_USER_SCRAM_CREDENTIALS: scram.handle_alter,
 }
 
 # the APIs whose coordinator writes their answer waits for (CoordinatorRuntime.durably)
@@ -128,7 +133,7 @@ WANTS_PEER = frozenset({groups.handle_join_group, groups.handle_consumer_group_h
 
 # the handler modules whose VERSIONS declare what HANDLERS routes
 HANDLER_MODULES = (api_versions, cluster, configs, controller_apis, fetch, groups, list_offsets,
-                   metadata, partitions, produce, raft, sasl, topics, transactions)
+                   metadata, partitions, produce, raft, sasl, scram, topics, transactions)
 # a Fetch on the controller listener is a metadata fetch: raft's versions, not fetch.py's
 _CONTROLLER_OVERRIDES = {ApiKey.FETCH: raft.METADATA_FETCH_VERSIONS}
 

@@ -35,6 +35,7 @@ from odradek.metadata.controller_requests import (
     AlterConfigsResult,
     IncrementalAlterConfigsResource,
 )
+from odradek.metadata.controller_scram import ScramControl
 from odradek.metadata.controller_topics import TopicControl
 from odradek.metadata.image import MetadataDelta, MetadataImage
 from odradek.metadata.publisher import MetadataPublisher
@@ -72,7 +73,7 @@ def load_image(quorum: Quorum, cluster_id: str | None) -> MetadataImage:
 
 
 class Controller(TopicControl, BrokerControl, PartitionControl, ReassignmentControl,
-                 FeatureControl):
+                 FeatureControl, ScramControl):
     def __init__(self, quorum: Quorum, image: MetadataImage | MetadataPublisher,
                  broker_config: BrokerConfig,
                  clock: Callable[[], int] | None = None) -> None:
