@@ -14,6 +14,7 @@ from tests.support.tls_certs import CertAuthority, Issued
 
 USERS = {"admin": "admin-secret", "alice": "alice-secret"}
 MECHANISMS = ["SCRAM-SHA-256", "SCRAM-SHA-512", "PLAIN"]
+REAUTH_MS = 4000
 
 
 @dataclass
@@ -64,6 +65,8 @@ def settings_for(tmp: Path, ports: dict[str, int], ca: CertAuthority, server: Is
         "sasl.oauthbearer.expected.issuer": issuer.issuer,
         "sasl.oauthbearer.expected.audience": "kafka",
         "sasl.oauthbearer.clock.skew.seconds": "0",
+        # KIP-368 on one listener: its sessions must re-authenticate every 4 s
+        "listener.name.sasl_plaintext.connections.max.reauth.ms": str(REAUTH_MS),
     }
 
 
@@ -84,5 +87,5 @@ def start_secured(tmp: Path) -> SecuredNode:
                            str(data), *sets, *scram], capture_output=True, text=True)
     assert done.returncode == 0, done.stderr
     node = BrokerProcess(data, port=ports["PLAINTEXT"], settings=settings)
-    node.start()
+    node.start(timeout=120)  # a loaded machine: waiting is not asserting
     return SecuredNode(node, ca, client, issuer, ports)

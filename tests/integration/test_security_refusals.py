@@ -20,6 +20,7 @@ from confluent_kafka import Producer
 from kio.schema.sasl_authenticate.v2.request import SaslAuthenticateRequest
 from kio.schema.sasl_handshake.v1.request import SaslHandshakeRequest
 
+from odradek.broker.entities import ms
 from tests.integration.security_support import USERS, SecuredNode, start_secured
 from tests.support import requests
 from tests.support.wire import Conn, Disconnected, frame, request_payload
@@ -191,3 +192,60 @@ def test_tls_client_without_certificate_refused_under_required(secured: SecuredN
     finally:
         sock.close()
     _served(secured)
+
+
+# --- KIP-368: connections.max.reauth.ms (4 s on the SASL_PLAINTEXT listener) -------------
+
+
+def _authenticate(conn: Conn, user: str, mechanism: str = "PLAIN") -> object:
+    assert conn.request(SaslHandshakeRequest(mechanism=mechanism)).error_code == 0
+    return conn.request(SaslAuthenticateRequest(auth_bytes=_plain(user, USERS[user])))
+
+
+def test_session_lifetime_and_expiry(secured: SecuredNode) -> None:
+    from tests.integration.security_support import REAUTH_MS
+
+    with _sasl_conn(secured) as conn:
+        answer = _authenticate(conn, "alice")
+        assert answer.error_code == 0
+        assert 0 < ms(answer.session_lifetime) <= REAUTH_MS
+        assert conn.request(requests.metadata_v9(None)).brokers
+        time.sleep(REAUTH_MS / 1000 + 1)  # past the session's end (a lower bound, not a timing)
+        conn.send(frame(request_payload(requests.metadata_v9(None), 50)))
+        assert conn.wait_closed(), "a request after the session expired was served"
+
+
+def test_reauthentication_keeps_the_connection(secured: SecuredNode) -> None:
+    with _sasl_conn(secured) as conn:
+        assert _authenticate(conn, "alice").error_code == 0
+        again = _authenticate(conn, "alice")
+        assert again.error_code == 0 and ms(again.session_lifetime) > 0
+        assert conn.request(requests.metadata_v9(None)).brokers
+
+
+def test_reauthentication_as_someone_else_refused(secured: SecuredNode) -> None:
+    with _sasl_conn(secured) as conn:
+        assert _authenticate(conn, "alice").error_code == 0
+        other = _authenticate(conn, "admin")
+        assert other.error_code == SASL_AUTHENTICATION_FAILED
+        assert "principal" in (other.error_message or "")
+        assert conn.wait_closed()
+
+
+def test_librdkafka_reauthenticates_across_lifetimes(secured: SecuredNode) -> None:
+    from tests.integration.security_support import REAUTH_MS
+
+    conf = {**secured.sasl_ssl("SCRAM-SHA-512"),
+            "bootstrap.servers": secured.addr("SASL_PLAINTEXT"),
+            "security.protocol": "SASL_PLAINTEXT"}
+    expired_before = secured.node.log().count("SASL session expired")
+    producer = Producer(conf)
+    end = time.monotonic() + 3 * REAUTH_MS / 1000
+    sent = 0
+    while time.monotonic() < end:  # spans three session lifetimes
+        producer.produce("reauth-topic", b"r-%d" % sent)
+        sent += 1
+        producer.poll(0.05)
+    assert producer.flush(30) == 0
+    # librdkafka re-authenticated in time: the node closed none of its connections for it
+    assert secured.node.log().count("SASL session expired") == expired_before

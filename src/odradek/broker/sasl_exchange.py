@@ -132,7 +132,7 @@ class SaslExchange:
                     "error_code": ErrorCode.sasl_authentication_failed,
                     "error_message": failure, "auth_bytes": b""}), failure)
             if header.api_version >= 1:
-                values["session_lifetime_ms"] = self._lifetime_ms()
+                values["session_lifetime"] = self._lifetime_ms()  # kio: session_lifetime_ms
         return respond(header, values)
 
     def raw_token(self, token: bytes) -> bytes:
