@@ -138,6 +138,21 @@ def check_listener_security(config: BrokerConfig) -> None:
     does not load, an unknown mechanism, a bad mapping rule refuse the start here."""
     from odradek.broker.listener_security import listener_security
 
+    if has_quorum(config):
+        # the node's own clients (Raft, registration, forwarding, follower fetches) speak
+        # PLAINTEXT only so far: a secured controller or inter-broker listener would leave
+        # the cluster unable to talk to itself, so it is refused instead
+        internal = [*controller_listener_names(config)]
+        if "broker" in roles_of(config):
+            internal.append(inter_broker_listener_name(config))
+        for name in internal:
+            proto = listener_protocol(config, name)
+            if proto != "PLAINTEXT":
+                raise ConfigError(
+                    f"listener {name} is a controller or inter-broker listener with security "
+                    f"protocol {proto}: odradek's inter-node connections are PLAINTEXT only "
+                    "so far; keep that listener PLAINTEXT (on a private network) and secure "
+                    "the client listeners")
     for lst in listeners_of(config):
         proto = listener_protocol(config, lst.name)
         if proto == "PLAINTEXT":
