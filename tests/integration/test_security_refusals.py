@@ -249,3 +249,19 @@ def test_librdkafka_reauthenticates_across_lifetimes(secured: SecuredNode) -> No
     assert producer.flush(30) == 0
     # librdkafka re-authenticated in time: the node closed none of its connections for it
     assert secured.node.log().count("SASL session expired") == expired_before
+
+
+def test_sasl_handshake_v0_then_raw_tokens(secured: SecuredNode) -> None:
+    """SaslHandshake v0: the tokens that follow are bare length-prefixed frames (Kafka's
+    pre-KIP-152 exchange), then requests as usual."""
+    from kio.schema.sasl_handshake.v0.request import SaslHandshakeRequest as HandshakeV0
+
+    with _sasl_conn(secured) as conn:
+        assert conn.request(HandshakeV0(mechanism="PLAIN")).error_code == 0
+        conn.send(frame(_plain("alice", USERS["alice"])))
+        assert conn.recv_frame() == b""  # PLAIN's empty answer, bare
+        assert conn.request(requests.metadata_v9(None)).brokers
+    with _sasl_conn(secured) as conn:
+        assert conn.request(HandshakeV0(mechanism="PLAIN")).error_code == 0
+        conn.send(frame(_plain("alice", "wrong")))
+        assert conn.wait_closed()
