@@ -33,6 +33,7 @@ from odradek.broker.config import (
     controller_listener_names,
     controller_listeners,
     inter_broker_listener_name,
+    listener_securities,
     roles_of,
     voters_of,
 )
@@ -40,7 +41,6 @@ from odradek.broker.context import BrokerContext
 from odradek.broker.forwarding import ControllerLink, RemoteController
 from odradek.broker.handlers import admin
 from odradek.broker.lifecycle import BrokerLifecycle, LifecycleSettings
-from odradek.broker.listener_security import listener_securities
 from odradek.broker.server import LISTEN_BACKLOG, Server
 from odradek.broker.startup import StartRefused
 from odradek.coordinator.startup import start_coordinators

@@ -8,8 +8,16 @@ Where the values come from (Kafka defaults < --config file < --set) is `server_p
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
+from odradek.broker.listener_security import (
+    PLAINTEXT_LISTENER,
+    ListenerSecurity,
+    image_credentials,
+    listener_security,
+)
 from odradek.metadata.config.broker_configs import BrokerConfig
 from odradek.metadata.config.log_config import log_config
 
@@ -136,8 +144,6 @@ def listener_protocol(config: BrokerConfig, name: str) -> str:
 def check_listener_security(config: BrokerConfig) -> None:
     """Build each secured listener's TLS context and SASL settings once: a key store that
     does not load, an unknown mechanism, a bad mapping rule refuse the start here."""
-    from odradek.broker.listener_security import listener_security
-
     if has_quorum(config):
         # the node's own clients (Raft, registration, forwarding, follower fetches) speak
         # PLAINTEXT only so far: a secured controller or inter-broker listener would leave
@@ -161,6 +167,21 @@ def check_listener_security(config: BrokerConfig) -> None:
             listener_security(config, lst.name, proto)
         except ValueError as exc:
             raise ConfigError(f"listener {lst.name} ({proto}): {exc}") from None
+
+
+def listener_securities(config: BrokerConfig,
+                        image_of: Callable[[], Any]) -> dict[str, ListenerSecurity]:
+    """Every listener name -> its security (PLAINTEXT ones share PLAINTEXT_LISTENER's
+    behaviour but carry their name)."""
+    credentials = image_credentials(image_of)
+    out = {}
+    for lst in listeners_of(config):
+        proto = listener_protocol(config, lst.name)
+        if proto == "PLAINTEXT" and lst.name == "PLAINTEXT":
+            out[lst.name] = PLAINTEXT_LISTENER
+        else:
+            out[lst.name] = listener_security(config, lst.name, proto, credentials)
+    return out
 
 
 def event_loop_of(config: BrokerConfig) -> str:

@@ -21,8 +21,7 @@ from odradek.security.sasl.server_config import (
 )
 from odradek.security.tls import TlsConfigError, listener_value, server_context
 
-__all__ = ["PLAINTEXT_LISTENER", "ListenerSecurity", "image_credentials", "listener_securities",
-           "listener_security"]
+__all__ = ["PLAINTEXT_LISTENER", "ListenerSecurity", "image_credentials", "listener_security"]
 
 
 @dataclass(slots=True)
@@ -62,19 +61,3 @@ def image_credentials(image_of: Callable[[], Any]) -> Credentials:
                                record.iterations)
 
     return lookup
-
-
-def listener_securities(config: Any, image_of: Callable[[], Any]) -> dict[str, ListenerSecurity]:
-    """Every listener name -> its security (PLAINTEXT ones share PLAINTEXT_LISTENER's
-    behaviour but carry their name)."""
-    from odradek.broker.config import listener_protocol, listeners_of
-
-    credentials = image_credentials(image_of)
-    out = {}
-    for lst in listeners_of(config):
-        proto = listener_protocol(config, lst.name)
-        if proto == "PLAINTEXT" and lst.name == "PLAINTEXT":
-            out[lst.name] = PLAINTEXT_LISTENER
-        else:
-            out[lst.name] = listener_security(config, lst.name, proto, credentials)
-    return out

@@ -33,11 +33,11 @@ from odradek.broker.config import (
     controller_listener_names,
     event_loop_of,
     has_quorum,
+    listener_securities,
     listeners_of,
 )
 from odradek.broker.context import BrokerContext
 from odradek.broker.handlers import admin
-from odradek.broker.listener_security import listener_securities
 from odradek.broker.logging_setup import log_levels, logs_to_stderr, setup_logging
 from odradek.broker.server import Server
 from odradek.broker.server_properties import load_config
