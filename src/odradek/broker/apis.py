@@ -27,6 +27,8 @@ from odradek.broker.handlers import (
     partitions,
     produce,
     raft,
+    sasl,
+    scram,
     topic_partitions,
     topics,
     transactions,
@@ -91,6 +93,10 @@ HANDLERS: dict[ApiKey, Handler] = {
     ApiKey.DESCRIBE_QUORUM: raft.handle_describe_quorum,
     ApiKey.DESCRIBE_TOPIC_PARTITIONS: topic_partitions.handle,
     ApiKey.LIST_CONFIG_RESOURCES: configs.handle_list_config_resources,
+    ApiKey.SASL_HANDSHAKE: sasl.handle_handshake,
+    ApiKey.SASL_AUTHENTICATE: sasl.handle_authenticate,
+    ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS: scram.handle_describe,
+    ApiKey.ALTER_USER_SCRAM_CREDENTIALS: scram.handle_alter,
 }
 
 # The controller listener (issue 14): the KRaft APIs, broker registration and heartbeats, the
@@ -112,6 +118,10 @@ CONTROLLER_HANDLERS: dict[ApiKey, Handler] = {
     ApiKey.INCREMENTAL_ALTER_CONFIGS: configs.handle_incremental_alter_configs,
     ApiKey.DESCRIBE_CONFIGS: configs.handle_describe_configs,
     ApiKey.DESCRIBE_CLUSTER: cluster.handle_describe_cluster,
+    ApiKey.SASL_HANDSHAKE: sasl.handle_handshake,
+    ApiKey.SASL_AUTHENTICATE: sasl.handle_authenticate,
+    ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS: scram.handle_describe,
+    ApiKey.ALTER_USER_SCRAM_CREDENTIALS: scram.handle_alter,
 }
 
 # the APIs whose coordinator writes their answer waits for (CoordinatorRuntime.durably)
@@ -130,8 +140,8 @@ WANTS_PEER = frozenset({groups.handle_join_group, groups.handle_consumer_group_h
 
 # the handler modules whose VERSIONS declare what HANDLERS routes
 HANDLER_MODULES = (api_versions, cluster, configs, controller_apis, fetch, groups, list_offsets,
-                   metadata, partitions, produce, raft, topic_partitions, topics, transactions,
-                   txn_markers)
+                   metadata, partitions, produce, raft, sasl, scram, topic_partitions, topics,
+                   transactions, txn_markers)
 # a Fetch on the controller listener is a metadata fetch: raft's versions, not fetch.py's
 _CONTROLLER_OVERRIDES = {ApiKey.FETCH: raft.METADATA_FETCH_VERSIONS}
 

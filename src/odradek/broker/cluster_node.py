@@ -33,6 +33,7 @@ from odradek.broker.config import (
     controller_listener_names,
     controller_listeners,
     inter_broker_listener_name,
+    listener_securities,
     roles_of,
     voters_of,
 )
@@ -84,6 +85,7 @@ class ClusterNode:
         self.roles = roles_of(self.config)
         self.voters = voters_of(self.config)
         self.servers: list[Server] = []
+        self.securities: dict[str, Any] = {}  # listener name -> its ListenerSecurity
         self.tasks: list[asyncio.Future[Any]] = []
         self.controller: Controller | None = None
         self.lifecycle: BrokerLifecycle | None = None
@@ -116,7 +118,7 @@ class ClusterNode:
     async def _listen(self, server: Server, lst: Listener) -> None:
         try:
             for sock in self.node.prepared.by_listener.get(lst.name, []):
-                await server.start("", 0, sock=sock)
+                await server.start("", 0, sock=sock, listener=self.securities[lst.name])
         except OSError as exc:
             server.stop_accepting()
             raise StartRefused(f"cannot listen on {lst.name}: {exc.strerror or exc}") from None
@@ -135,6 +137,7 @@ class ClusterNode:
             snapshot_interval_ms=config.get_int("metadata.log.max.snapshot.interval.ms"))
         publisher = MetadataPublisher(self.meta.cluster_id)
         publisher.attach(quorum)
+        self.securities = listener_securities(config, lambda: publisher.image)
         advertised = self.node.advertised_broker_listeners()
         base = BrokerContext(static_config=config, node_id=node_id,
                              cluster_id=self.meta.cluster_id, log_dir=self.node.data_dir,
@@ -182,7 +185,10 @@ class ClusterNode:
     async def _bootstrap_metadata(self) -> None:
         assert self.controller is not None
         try:
-            await asyncio.to_thread(self.controller.bootstrap)
+            from odradek.metadata.bootstrap import read_bootstrap_checkpoint
+
+            formatted = await asyncio.to_thread(read_bootstrap_checkpoint, self.node.data_dir)
+            await asyncio.to_thread(self.controller.bootstrap, formatted or [])
         except Exception as exc:  # lost leadership meanwhile: the next leader writes them
             log.info("bootstrap records not written: %s", exc)
 

@@ -8,14 +8,23 @@ Where the values come from (Kafka defaults < --config file < --set) is `server_p
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
+from odradek.broker.listener_security import (
+    PLAINTEXT_LISTENER,
+    ListenerSecurity,
+    image_credentials,
+    listener_security,
+)
 from odradek.metadata.config.broker_configs import BrokerConfig
 from odradek.metadata.config.log_config import log_config
 
-# Kafka's SecurityProtocol names; only PLAINTEXT is served by this node so far
+# Kafka's SecurityProtocol names, all served (issue 16); a listener whose ssl.* or sasl.*
+# settings cannot be honoured refuses the start (check_listener_security)
 SECURITY_PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
-SERVED_PROTOCOLS = frozenset({"PLAINTEXT"})
+SERVED_PROTOCOLS = frozenset(SECURITY_PROTOCOLS)
 EVENT_LOOPS = ("auto", "asyncio", "uvloop")
 
 
@@ -128,6 +137,53 @@ def advertised_of(config: BrokerConfig) -> list[Listener]:
     return advertised
 
 
+def listener_protocol(config: BrokerConfig, name: str) -> str:
+    return security_protocol_map(config).get(name.upper(), "PLAINTEXT")
+
+
+def check_listener_security(config: BrokerConfig) -> None:
+    """Build each secured listener's TLS context and SASL settings once: a key store that
+    does not load, an unknown mechanism, a bad mapping rule refuse the start here."""
+    if has_quorum(config):
+        # the node's own clients (Raft, registration, forwarding, follower fetches) speak
+        # PLAINTEXT only so far: a secured controller or inter-broker listener would leave
+        # the cluster unable to talk to itself, so it is refused instead
+        internal = [*controller_listener_names(config)]
+        if "broker" in roles_of(config):
+            internal.append(inter_broker_listener_name(config))
+        for name in internal:
+            proto = listener_protocol(config, name)
+            if proto != "PLAINTEXT":
+                raise ConfigError(
+                    f"listener {name} is a controller or inter-broker listener with security "
+                    f"protocol {proto}: odradek's inter-node connections are PLAINTEXT only "
+                    "so far; keep that listener PLAINTEXT (on a private network) and secure "
+                    "the client listeners")
+    for lst in listeners_of(config):
+        proto = listener_protocol(config, lst.name)
+        if proto == "PLAINTEXT":
+            continue
+        try:
+            listener_security(config, lst.name, proto)
+        except ValueError as exc:
+            raise ConfigError(f"listener {lst.name} ({proto}): {exc}") from None
+
+
+def listener_securities(config: BrokerConfig,
+                        image_of: Callable[[], Any]) -> dict[str, ListenerSecurity]:
+    """Every listener name -> its security (PLAINTEXT ones share PLAINTEXT_LISTENER's
+    behaviour but carry their name)."""
+    credentials = image_credentials(image_of)
+    out = {}
+    for lst in listeners_of(config):
+        proto = listener_protocol(config, lst.name)
+        if proto == "PLAINTEXT" and lst.name == "PLAINTEXT":
+            out[lst.name] = PLAINTEXT_LISTENER
+        else:
+            out[lst.name] = listener_security(config, lst.name, proto, credentials)
+    return out
+
+
 def event_loop_of(config: BrokerConfig) -> str:
     """odradek.event.loop: 'asyncio' or 'uvloop' ('auto' is the stock asyncio loop for now)."""
     choice = (config.values.get("odradek.event.loop") or "auto").strip().lower()
@@ -146,6 +202,7 @@ def check_config(config: BrokerConfig) -> None:
     """Everything that can be refused in the config, checked before the data dir is touched."""
     check_kraft(config)  # roles and the quorum first: they decide what the listeners must be
     listeners_of(config)
+    check_listener_security(config)
     advertised_of(config)
     event_loop_of(config)
     try:

@@ -39,7 +39,7 @@ FORWARDED_APIS = frozenset({
     ApiKey.CREATE_TOPICS, ApiKey.DELETE_TOPICS, ApiKey.CREATE_PARTITIONS,
     ApiKey.ALTER_CONFIGS, ApiKey.INCREMENTAL_ALTER_CONFIGS, ApiKey.ELECT_LEADERS,
     ApiKey.ALTER_PARTITION_REASSIGNMENTS, ApiKey.LIST_PARTITION_REASSIGNMENTS,
-    ApiKey.UPDATE_FEATURES, ApiKey.DESCRIBE_QUORUM,
+    ApiKey.UPDATE_FEATURES, ApiKey.DESCRIBE_QUORUM, ApiKey.ALTER_USER_SCRAM_CREDENTIALS,
 })
 # Errors after which the request goes again, to whoever is the active controller by then.
 _RETRY = frozenset({ErrorCode.not_controller, ErrorCode.request_timed_out})

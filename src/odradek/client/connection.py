@@ -1,8 +1,9 @@
 """odradek's native client connection: one blocking socket to one broker, Kafka framing.
 
 The fetcher, the columnar producer and the metadata lookup all talk through `Connection`.
-Only PLAINTEXT without SASL: callers with other security settings use confluent-kafka
-instead (see `supports`).
+The fetcher's path also speaks TLS and SASL PLAIN/SCRAM (secure_socket.py,
+`fetch_supports`); the columnar producer sends with sendmsg, which a TLS socket has not, so
+it stays PLAINTEXT (`supports`). Callers with other settings use confluent-kafka instead.
 """
 
 from __future__ import annotations
@@ -11,8 +12,9 @@ import mmap
 import socket
 import struct
 from collections.abc import Mapping
+from typing import Any
 
-__all__ = ["Connection", "error_name", "servers", "supports"]
+__all__ = ["Connection", "error_name", "fetch_supports", "security_of", "servers", "supports"]
 
 _LEN = struct.Struct(">i")
 _CORR = struct.Struct(">i")
@@ -38,6 +40,24 @@ def supports(client: Mapping[str, str]) -> bool:
     return proto in _PLAIN and not any(k.startswith(("sasl.", "ssl.")) for k in client)
 
 
+def security_of(client: Mapping[str, str]) -> Any:
+    """The ClientSecurity of the settings (None: plaintext); ValueError when they ask for
+    what this client cannot do (check `fetch_supports` first)."""
+    from odradek.client.secure_socket import NOT_HANDLED, ClientSecurity
+
+    security = ClientSecurity.from_settings(client)
+    if security is NOT_HANDLED:
+        raise ValueError("these security settings need confluent-kafka")
+    return security
+
+
+def fetch_supports(client: Mapping[str, str]) -> bool:
+    """True when the fetcher's connection honours every security setting given."""
+    from odradek.client.secure_socket import NOT_HANDLED, ClientSecurity
+
+    return ClientSecurity.from_settings(client) is not NOT_HANDLED
+
+
 def servers(bootstrap: str) -> list[tuple[str, int]]:
     """The (host, port) pairs of a bootstrap.servers string (listener names dropped)."""
     out = []
@@ -56,7 +76,8 @@ def servers(bootstrap: str) -> list[tuple[str, int]]:
 class Connection:
     """One broker connection: `send` a request body, `receive` its response frame."""
 
-    def __init__(self, host: str, port: int, client_id: str, timeout_s: float, max_frame: int) -> None:
+    def __init__(self, host: str, port: int, client_id: str, timeout_s: float, max_frame: int,
+                 security: Any = None) -> None:
         self.sock = socket.create_connection((host, port), timeout=timeout_s)
         self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4 << 20)
@@ -64,6 +85,13 @@ class Connection:
         self.max_frame = max_frame
         self.corr = 0
         self.buf: bytearray | mmap.mmap = bytearray(0)
+        if security is not None:  # a ClientSecurity: TLS first, then SASL over it
+            try:
+                self.sock = security.wrap(self.sock, host)
+                security.authenticate(self)
+            except BaseException:
+                self.sock.close()
+                raise
 
     def send(self, api_key: int, version: int, body: bytes) -> int:
         from odradek.protocol.headers import encode_request_header

@@ -1,10 +1,11 @@
-"""A minimal blocking Fetch client for one partition, over a plain socket.
+"""A minimal blocking Fetch client for one partition, over a plain or TLS socket.
 
 For readers that decode record batches themselves (odradek.client.columnar) instead of
 taking one client object per record. It speaks Metadata v8 (to find the leader) and Fetch
 v11 (topic names, aborted transactions, log start offset), both served by every Kafka since
-2.3 and by odradek. Only PLAINTEXT without SASL: callers with other security settings use
-confluent-kafka instead (see `supports`).
+2.3 and by odradek. PLAINTEXT, SSL, SASL_PLAINTEXT and SASL_SSL with PLAIN or SCRAM
+(client/secure_socket.py); callers with other security settings (OAUTHBEARER, GSSAPI, a
+PKCS12 store) use confluent-kafka instead (see `supports`).
 
 One request may be in flight while the caller decodes the previous response, so the
 broker's work overlaps ours.
@@ -29,7 +30,8 @@ from collections.abc import Mapping
 from datetime import timedelta
 from typing import NamedTuple
 
-from odradek.client.connection import Connection, error_name, servers, supports
+from odradek.client.connection import Connection, error_name, security_of, servers
+from odradek.client.connection import fetch_supports as supports
 from odradek.client.metadata import LEADER_CHANGE, RETRY_BACKOFF_S, topic_leaders, wait_leader
 
 # kio (and odradek.protocol.messages over it) is imported where used: it takes seconds to
@@ -140,6 +142,7 @@ class PartitionFetcher:
         self.bootstrap = client["bootstrap.servers"]
         servers(self.bootstrap)  # a bad bootstrap.servers fails here, not at the first fetch
         self.client_id = client.get("client.id", "odradek-spark")
+        self.security = security_of(client)  # TLS and SASL settings, None for plaintext
         self.isolation = 1 if read_committed else 0
         self.timeout_s = timeout_s
         self.max_bytes, self.partition_max_bytes = max_bytes, partition_max_bytes
@@ -155,7 +158,8 @@ class PartitionFetcher:
 
     def _leader(self) -> tuple[str, int, int]:
         """The first lookup: a topic the metadata refuses is the caller's error at once."""
-        found = topic_leaders(self.bootstrap, self.topic, self.client_id, self.timeout_s)
+        found = topic_leaders(self.bootstrap, self.topic, self.client_id, self.timeout_s,
+                              self.security)
         if found is not None and found.error_code not in (NO_ERROR, LEADER_NOT_AVAILABLE):
             raise FetchError(found.error_code, f"metadata of {self.topic}: "
                              f"{error_name(found.error_code)}")
@@ -167,7 +171,7 @@ class PartitionFetcher:
             return (*found.brokers[node], found.epochs.get(self.partition, -1))
         # a known partition between leaders: wait for the election, as for a leader change
         return wait_leader(self.bootstrap, self.topic, self.partition, self.client_id,
-                           self.timeout_s, time.monotonic() + self.retry_s)
+                           self.timeout_s, time.monotonic() + self.retry_s, self.security)
 
     def _send_request(self, deadline: float) -> None:
         """Send the current request to the leader, looking it up (again) until it goes out."""
@@ -177,11 +181,11 @@ class PartitionFetcher:
                     if self.leader_changes:
                         host, port, epoch = wait_leader(self.bootstrap, self.topic,
                                                         self.partition, self.client_id,
-                                                        self.timeout_s, deadline)
+                                                        self.timeout_s, deadline, self.security)
                     else:
                         host, port, epoch = self._leader()
                     self._conn = Connection(host, port, self.client_id, self.timeout_s,
-                                            self.max_bytes + _FRAME_SLACK)
+                                            self.max_bytes + _FRAME_SLACK, self.security)
                     self._leader_epoch = epoch
                 self._pending = self._conn.send(FETCH, FETCH_VERSION, self._encode())
                 return

@@ -37,7 +37,7 @@ class TopicLeaders(NamedTuple):
 
 
 def topic_leaders(bootstrap: str, topic: str, client_id: str,
-                  timeout_s: float = 30.0) -> TopicLeaders | None:
+                  timeout_s: float = 30.0, security: Any = None) -> TopicLeaders | None:
     """Ask the first reachable bootstrap server for `topic`'s partition leaders. None when
     the answer does not name the topic; ConnectionError when no server can be reached.
     The caller turns an error code into its own exception (FetchError, ProduceError)."""
@@ -48,7 +48,7 @@ def topic_leaders(bootstrap: str, topic: str, client_id: str,
     last: Exception | None = None
     for host, port in servers(bootstrap):
         try:
-            conn = Connection(host, port, client_id, timeout_s, 64 << 20)
+            conn = Connection(host, port, client_id, timeout_s, 64 << 20, security)
         except OSError as exc:
             last = exc
             continue
@@ -74,7 +74,7 @@ def topic_leaders(bootstrap: str, topic: str, client_id: str,
 
 
 def wait_leader(bootstrap: str, topic: str, partition: int, client_id: str, timeout_s: float,
-                deadline: float) -> tuple[str, int, int]:
+                deadline: float, security: Any = None) -> tuple[str, int, int]:
     """(host, port, leader epoch) of `partition`'s leader, asking again every RETRY_BACKOFF_S until the
     metadata names one among its live brokers. The callers connect to it and come back
     here when that fails (a killed leader stays in the metadata until its session times
@@ -82,7 +82,7 @@ def wait_leader(bootstrap: str, topic: str, partition: int, client_id: str, time
     last = "no answer"
     while True:
         try:
-            found = topic_leaders(bootstrap, topic, client_id, timeout_s)
+            found = topic_leaders(bootstrap, topic, client_id, timeout_s, security)
         except OSError as exc:
             found, last = None, f"no bootstrap server reachable ({exc})"
         if found is not None:

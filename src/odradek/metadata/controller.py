@@ -35,6 +35,7 @@ from odradek.metadata.controller_requests import (
     AlterConfigsResult,
     IncrementalAlterConfigsResource,
 )
+from odradek.metadata.controller_scram import ScramControl
 from odradek.metadata.controller_topics import TopicControl
 from odradek.metadata.image import MetadataDelta, MetadataImage
 from odradek.metadata.publisher import MetadataPublisher
@@ -42,6 +43,7 @@ from odradek.metadata.quorum import Quorum
 from odradek.metadata.records import (
     RESOURCE_BROKER,
     ConfigRecord,
+    FeatureLevelRecord,
     MetadataRecord,
     ProducerIdsRecord,
 )
@@ -72,7 +74,7 @@ def load_image(quorum: Quorum, cluster_id: str | None) -> MetadataImage:
 
 
 class Controller(TopicControl, BrokerControl, PartitionControl, ReassignmentControl,
-                 FeatureControl):
+                 FeatureControl, ScramControl):
     def __init__(self, quorum: Quorum, image: MetadataImage | MetadataPublisher,
                  broker_config: BrokerConfig,
                  clock: Callable[[], int] | None = None) -> None:
@@ -170,12 +172,18 @@ class Controller(TopicControl, BrokerControl, PartitionControl, ReassignmentCont
                 [(first + i, r) for i, r in enumerate(records)])
         return None
 
-    def bootstrap(self) -> None:
-        """On becoming the active controller: write the finalized feature levels a new
-        cluster needs, and the cluster-level min.insync.replicas."""
+    def bootstrap(self, formatted: Sequence[MetadataRecord] = ()) -> None:
+        """On becoming the active controller: write the finalized feature levels a new cluster
+        needs, the cluster-level min.insync.replicas, and, on the first start, the records the
+        data directory was formatted with (`storage format --add-scram`'s credentials) when the
+        log holds no bootstrap yet (a later start must not bring back a deleted user)."""
         with self._lock:
             self._require_active()
-            self._commit(self.bootstrap_feature_records() + self._activation_config_records())
+            first = "metadata.version" not in self.image.features
+            extra = [r for r in formatted if not isinstance(r, FeatureLevelRecord)] if first \
+                else []
+            self._commit(self.bootstrap_feature_records() + extra
+                         + self._activation_config_records())
 
     def _activation_config_records(self) -> list[MetadataRecord]:
         # Kafka 4.1+ (KIP-966) writes the cluster-wide min.insync.replicas as a dynamic

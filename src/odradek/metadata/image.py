@@ -27,9 +27,11 @@ from odradek.metadata.records import (
     ProducerIdsRecord,
     RegisterBrokerRecord,
     RemoveTopicRecord,
+    RemoveUserScramCredentialRecord,
     TopicRecord,
     UnfenceBrokerRecord,
     UnregisterBrokerRecord,
+    UserScramCredentialRecord,
 )
 
 __all__ = [
@@ -103,6 +105,9 @@ class MetadataImage:
     # ids of every topic a RemoveTopicRecord removed: a log on disk with one of these ids is
     # a deletion to finish (a crash came between the record and the rmtree), not a stray
     removed_topic_ids: frozenset[uuid.UUID] = frozenset()
+    # (user name, SCRAM mechanism type) -> its credential record (issue 16)
+    scram_credentials: Mapping[tuple[str, int], UserScramCredentialRecord] = field(
+        default_factory=dict)
 
     def topic_configs(self, topic: str) -> Mapping[str, str]:
         return self.configs.get((RESOURCE_TOPIC, topic), {})
@@ -142,6 +147,7 @@ class MetadataDelta:
         self._owned_configs: set[tuple[int, str]] = set()
         self._features: dict[str, int] | None = None
         self._next_producer_id = image.next_producer_id
+        self._scram: dict[tuple[str, int], UserScramCredentialRecord] | None = None
         self.created_topics: dict[str, uuid.UUID] = {}
         self.deleted_topics: dict[str, TopicImage] = {}
         self.removed_topic_ids: set[uuid.UUID] = set()
@@ -331,6 +337,17 @@ class MetadataDelta:
     def _noop(self, r: NoOpRecord) -> None:
         pass
 
+    def _scram_map(self) -> dict[tuple[str, int], UserScramCredentialRecord]:
+        if self._scram is None:
+            self._scram = dict(self.prev.scram_credentials)
+        return self._scram
+
+    def _user_scram(self, r: UserScramCredentialRecord) -> None:
+        self._scram_map()[(r.name, r.mechanism)] = r
+
+    def _remove_user_scram(self, r: RemoveUserScramCredentialRecord) -> None:
+        self._scram_map().pop((r.name, r.mechanism), None)
+
     # -- result
 
     def apply(self, offset: int | None = None) -> MetadataImage:
@@ -358,6 +375,8 @@ class MetadataDelta:
             next_producer_id=self._next_producer_id,
             removed_topic_ids=(prev.removed_topic_ids | self.removed_topic_ids
                                if self.removed_topic_ids else prev.removed_topic_ids),
+            scram_credentials=(prev.scram_credentials if self._scram is None
+                               else self._scram),
         )
         return self.image
 
@@ -371,6 +390,7 @@ class MetadataDelta:
             or self.changed_configs
             or self.changed_brokers
             or self.changed_features
+            or self._scram is not None
         )
 
     def __repr__(self) -> str:
@@ -397,6 +417,8 @@ _HANDLERS = {
     FeatureLevelRecord: MetadataDelta._feature,
     ProducerIdsRecord: MetadataDelta._producer_ids,
     NoOpRecord: MetadataDelta._noop,
+    UserScramCredentialRecord: MetadataDelta._user_scram,
+    RemoveUserScramCredentialRecord: MetadataDelta._remove_user_scram,
 }
 
 
@@ -428,6 +450,7 @@ def image_to_records(image: MetadataImage) -> list[MetadataRecord]:
                 partition_epoch=p.partition_epoch))
     for (rtype, rname), values in sorted(image.configs.items()):
         out += [ConfigRecord(rtype, rname, k, v) for k, v in sorted(values.items())]
+    out += [image.scram_credentials[k] for k in sorted(image.scram_credentials)]
     if image.next_producer_id:
         out.append(ProducerIdsRecord(broker_id=-1, broker_epoch=-1,
                                      next_producer_id=image.next_producer_id))

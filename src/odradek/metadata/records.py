@@ -33,9 +33,11 @@ __all__ = [
     "ProducerIdsRecord",
     "RegisterBrokerRecord",
     "RemoveTopicRecord",
+    "RemoveUserScramCredentialRecord",
     "TopicRecord",
     "UnfenceBrokerRecord",
     "UnregisterBrokerRecord",
+    "UserScramCredentialRecord",
     "decode_record",
     "encode_record",
 ]
@@ -288,6 +290,41 @@ class NoOpRecord(MetadataRecord):
     FIELDS: ClassVar[tuple[Field, ...]] = ()
 
 
+@dataclass(slots=True)
+class UserScramCredentialRecord(MetadataRecord):
+    """A user's SCRAM credential (never the password): mechanism 1 SCRAM-SHA-256,
+    2 SCRAM-SHA-512 (Kafka's ScramMechanism type)."""
+
+    name: str = ""
+    mechanism: int = 0
+    salt: bytes = b""
+    stored_key: bytes = b""
+    server_key: bytes = b""
+    iterations: int = 0
+
+    API_KEY: ClassVar[int] = 11
+    FIELDS: ClassVar[tuple[Field, ...]] = (
+        Field("name", "string"),
+        Field("mechanism", "int8"),
+        Field("salt", "bytes"),
+        Field("stored_key", "bytes"),
+        Field("server_key", "bytes"),
+        Field("iterations", "int32"),
+    )
+
+    def __repr__(self) -> str:  # the keys stay out of logs
+        return f"UserScramCredentialRecord(name={self.name!r}, mechanism={self.mechanism})"
+
+
+@dataclass(slots=True)
+class RemoveUserScramCredentialRecord(MetadataRecord):
+    name: str = ""
+    mechanism: int = 0
+
+    API_KEY: ClassVar[int] = 22
+    FIELDS: ClassVar[tuple[Field, ...]] = (Field("name", "string"), Field("mechanism", "int8"))
+
+
 RECORD_TYPES: dict[int, type[MetadataRecord]] = {
     cls.API_KEY: cls
     for cls in (
@@ -304,6 +341,8 @@ RECORD_TYPES: dict[int, type[MetadataRecord]] = {
         ProducerIdsRecord,
         BrokerRegistrationChangeRecord,
         NoOpRecord,
+        UserScramCredentialRecord,
+        RemoveUserScramCredentialRecord,
     )
 }
 
@@ -341,6 +380,8 @@ def _read_value(r: Reader, kind: Any) -> Any:
         return r.compact_int32_array(nullable=True)
     if kind == "uuids":
         return r.compact_uuid_array()
+    if kind == "bytes":
+        return bytes(r.compact_bytes())
     raise AssertionError(kind)
 
 
@@ -356,6 +397,8 @@ def _write_value(w: Writer, kind: Any, value: Any) -> None:
         w.write_compact_uuid_array(value)
     elif kind in ("string", "nstring"):
         w.write_compact_nullable_string(value)
+    elif kind == "bytes":
+        w.write_compact_bytes(value)
     else:
         getattr(w, "write_" + {"bool": "boolean"}.get(kind, kind))(value)
 

@@ -15,7 +15,7 @@ of equal-sized records too, whose every record's bytes are checked against the r
 layout, see columnar._same_layout); bytes are
 key plus value lengths from those columns (null counts 0), as kafka-consumer-perf-test counts
 them. Each partition is read from its log start to the high watermark it had when the run
-began. Needs numpy (the `spark` extra) and a PLAINTEXT listener without SASL. Under
+began. Needs numpy (the `spark` extra); PLAINTEXT, SSL or SASL PLAIN/SCRAM listeners. Under
 `isolation.level=read_committed` with a transaction still open at that watermark, the run
 ends short of it, after `timeout_s` without a record.
 """
@@ -73,7 +73,8 @@ def consume_columnar(bootstrap: str | None, topic: str, partitions: list[int] | 
 
     client = {"bootstrap.servers": resolve_bootstrap(bootstrap), **dict(extra or {})}
     if not supports(client):
-        raise RuntimeError("the columnar client speaks PLAINTEXT only (no SASL/SSL settings)")
+        raise RuntimeError("the columnar consumer speaks PLAINTEXT, SSL and SASL PLAIN/SCRAM "
+                           "with PEM files only (client/secure_socket.py)")
     read_committed = client.get("isolation.level", "read_uncommitted") == "read_committed"
     if marks is None:
         marks = watermarks(bootstrap, topic, extra)

@@ -25,7 +25,8 @@ FORBIDDEN_KAFKA_KEYS: dict[str, str] = {
 }
 
 # How tasks read: our own Fetch client decoding batches into Arrow columns ("native", used
-# when the client settings need only plaintext), or confluent-kafka ("librdkafka").
+# when it honours every client setting: plaintext, TLS, SASL PLAIN/SCRAM), or confluent-kafka
+# ("librdkafka").
 FETCH_PATHS = ("native", "librdkafka")
 STRATEGIES = ("assign", "subscribe", "subscribepattern")
 EARLIEST, LATEST = -2, -1
@@ -52,7 +53,15 @@ def client_settings(options: Mapping[str, str]) -> dict[str, str]:
         out[name] = value
     if not out.get("bootstrap.servers"):
         raise OptionError("option 'kafka.bootstrap.servers' must be specified")
-    return out
+    # Spark's Kafka source takes the Java client's security settings (sasl.jaas.config,
+    # ssl.truststore.location, ...): translated for librdkafka and the native fetcher, or
+    # refused by name when they cannot be honoured (a JKS store)
+    from odradek.client.security_settings import for_librdkafka
+
+    try:
+        return {k: str(v) for k, v in for_librdkafka(out).items()}
+    except ValueError as exc:
+        raise OptionError(f"Kafka option kafka.{exc}") from None
 
 
 @dataclass(frozen=True)

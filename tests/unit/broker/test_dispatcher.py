@@ -60,13 +60,13 @@ def test_each_api_key_goes_to_its_handler(broker: Broker) -> None:
 def test_an_api_not_served_closes_the_connection_with_one_line(
         broker: Broker, refusals: pytest.LogCaptureFixture) -> None:
     cid = client()
-    # SaslHandshake v1: a valid Kafka request this node has no handler for
-    frame = broker.frame(ApiKey.SASL_HANDSHAKE, 1, b"\x00\x05PLAIN", client_id=cid)
+    # RenewDelegationToken v1: a Kafka API this node has no handler for (no delegation tokens)
+    frame = broker.frame(ApiKey.RENEW_DELEGATION_TOKEN, 1, b"\x00\x00\x00\x00", client_id=cid)
     with pytest.raises(Disconnect):
         broker.raw(frame)
     lines = refusal_lines(refusals, cid)
     assert len(lines) == 1
-    assert "SASL_HANDSHAKE v1" in lines[0] and "UNSUPPORTED_VERSION" in lines[0]
+    assert "RENEW_DELEGATION_TOKEN v1" in lines[0] and "UNSUPPORTED_VERSION" in lines[0]
     assert PEER in lines[0]
 
 

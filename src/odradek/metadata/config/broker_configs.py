@@ -32,6 +32,7 @@ from odradek.metadata.config.config_def import (
 )
 from odradek.metadata.config.group_configs import GROUP_COORDINATOR_BROKER_DEFS
 from odradek.metadata.config.kafka_dynamic_configs import PER_BROKER_CONFIGS, UNUSED_DYNAMIC_DEFS
+from odradek.metadata.config.security_configs import SECURITY_DEFS
 from odradek.metadata.config.topic_configs import COMPRESSION_TYPES, TOPIC_CONFIGS
 from odradek.protocol.errors import ErrorCode, KafkaError
 
@@ -351,6 +352,7 @@ def _log_synonym_dynamic(defn: ConfigDef) -> ConfigDef:
 
 BROKER_CONFIGS: dict[str, ConfigDef] = {
     d.name: d for d in [*_NODE_BROKER_DEFS, *GROUP_COORDINATOR_BROKER_DEFS, *UNUSED_DYNAMIC_DEFS,
+                        *SECURITY_DEFS,
                         *map(_log_synonym_dynamic, _LOG_BROKER_DEFS)]
 }
 DYNAMIC_BROKER_CONFIGS = frozenset(n for n, d in BROKER_CONFIGS.items() if d.dynamic)

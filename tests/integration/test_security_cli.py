@@ -1,0 +1,120 @@
+"""Issue 16: the CLI against a SASL_SSL listener: `odradek user create|list|delete` (SCRAM
+credentials through the metadata log), and client security settings for commands given as
+a Kafka client properties file (--command-config) or -X pairs."""
+
+from __future__ import annotations
+
+import subprocess
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from confluent_kafka import Producer
+
+from tests.integration.security_support import USERS, SecuredNode, start_secured
+from tests.support.broker import ODRADEK
+
+
+@pytest.fixture(scope="module")
+def secured(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SecuredNode]:
+    s = start_secured(tmp_path_factory.mktemp("seccli"))
+    yield s
+    assert s.node.stop() == 0, s.node.log()
+
+
+@pytest.fixture(scope="module")
+def admin_config(secured: SecuredNode, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """What a Kafka user hands kafka-topics.sh: Java names, a JAAS line, a PEM trust store."""
+    path = tmp_path_factory.mktemp("cfg") / "admin.properties"
+    path.write_text(
+        "security.protocol=SASL_SSL\n"
+        "sasl.mechanism=SCRAM-SHA-512\n"
+        "sasl.jaas.config=org.apache.kafka.common.security.scram.ScramLoginModule required \\\n"
+        f"    username=\"admin\" password=\"{USERS['admin']}\";\n"
+        "ssl.truststore.type=PEM\n"
+        f"ssl.truststore.location={secured.ca.ca_pem}\n")
+    return path
+
+
+def odradek(*args: str, timeout: float = 60) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([*ODRADEK, *args], capture_output=True, text=True, timeout=timeout)
+
+
+def _authenticates(secured: SecuredNode, mechanism: str, user: str, password: str) -> bool:
+    errors: list[str] = []
+    producer = Producer({**secured.sasl_ssl(mechanism, user, password),
+                         "error_cb": lambda e: errors.append(e.name()),
+                         "message.timeout.ms": 20000})
+    producer.produce("auth-probe", b"x")
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        if producer.flush(0.5) == 0:
+            return True
+        if "_AUTHENTICATION" in errors:
+            producer.purge()
+            return False
+    pytest.fail(f"neither delivered nor refused: {errors}")
+
+
+def test_user_lifecycle(secured: SecuredNode, admin_config: Path) -> None:
+    b = ["-b", secured.addr("SASL_SSL"), "--command-config", str(admin_config)]
+    listed = odradek("user", "list", *b)
+    assert listed.returncode == 0, listed.stderr
+    assert "admin" in listed.stdout and "alice" in listed.stdout
+    assert "SCRAM-SHA-512 (iterations=4096)" in listed.stdout
+    made = odradek("user", "create", "bob", "-m", "SCRAM-SHA-256", "--password", "bob-pw",
+                   "--iterations", "8192", *b)
+    assert made.returncode == 0, made.stderr
+    assert "bob" in odradek("user", "list", "bob", *b).stdout
+    # the new credential replicates through the metadata log to the SASL listeners
+    deadline = time.monotonic() + 30
+    while not _authenticates(secured, "SCRAM-SHA-256", "bob", "bob-pw"):
+        if time.monotonic() > deadline:
+            pytest.fail("bob never authenticated")
+    assert _authenticates(secured, "PLAIN", "bob", "bob-pw")
+    assert not _authenticates(secured, "SCRAM-SHA-256", "bob", "not-bobs")
+    assert not _authenticates(secured, "SCRAM-SHA-512", "bob", "bob-pw")  # no 512 credential
+    gone = odradek("user", "delete", "bob", *b)
+    assert gone.returncode == 0, gone.stderr
+    assert not _authenticates(secured, "SCRAM-SHA-256", "bob", "bob-pw")
+    missing = odradek("user", "delete", "bob", *b)
+    assert missing.returncode != 0 and "bob" in missing.stderr
+    for out in (listed, made, gone):
+        assert "bob-pw" not in out.stdout + out.stderr
+    assert "bob-pw" not in secured.node.log()
+
+
+def test_user_create_refuses_bad_iterations(secured: SecuredNode, admin_config: Path) -> None:
+    out = odradek("user", "create", "carol", "--password", "pw", "--iterations", "100",
+                  "-b", secured.addr("SASL_SSL"), "--command-config", str(admin_config))
+    assert out.returncode != 0
+    assert "iterations" in out.stderr.lower()
+
+
+def test_topic_and_records_over_sasl_ssl(secured: SecuredNode, admin_config: Path) -> None:
+    b = ["-b", secured.addr("SASL_SSL"), "--command-config", str(admin_config)]
+    made = odradek("topic", "create", "cli-secure", "-p", "2", *b)
+    assert made.returncode == 0, made.stderr
+    produced = subprocess.run([*ODRADEK, "produce", "cli-secure", *b], input="one\ntwo\n",
+                              capture_output=True, text=True, timeout=60)
+    assert produced.returncode == 0, produced.stderr
+    consumed = odradek("consume", "cli-secure", "--from-beginning", "-e", "-f", "%v\\n", *b)
+    assert consumed.returncode == 0, consumed.stderr
+    assert sorted(consumed.stdout.split()) == ["one", "two"]
+    # the same with -X pairs (librdkafka's names)
+    x = ["-X", "security.protocol=SASL_SSL", "-X", f"ssl.ca.location={secured.ca.ca_pem}",
+         "-X", "sasl.mechanism=PLAIN", "-X", "sasl.username=alice",
+         "-X", f"sasl.password={USERS['alice']}"]
+    listed = odradek("topic", "list", "-b", secured.addr("SASL_SSL"), *x)
+    assert listed.returncode == 0, listed.stderr
+    assert "cli-secure" in listed.stdout
+
+
+def test_command_config_refuses_what_it_cannot_honour(secured: SecuredNode,
+                                                       tmp_path: Path) -> None:
+    cfg = tmp_path / "jks.properties"
+    cfg.write_text("security.protocol=SSL\nssl.truststore.location=/x/truststore.jks\n")
+    out = odradek("topic", "list", "-b", secured.addr("MTLS"), "--command-config", str(cfg))
+    assert out.returncode == 2
+    assert "ssl.truststore.location" in out.stderr
