@@ -18,7 +18,8 @@ ENV = {**os.environ, "PYTHONUNBUFFERED": "1"}
 
 
 def serve(data: Path, *settings: str) -> subprocess.CompletedProcess[str]:
-    cmd = [*ODRADEK, "serve", "--data-dir", str(data)]
+    # no admin HTTP unless a test asks (its default port would be shared by parallel tests)
+    cmd = [*ODRADEK, "serve", "--data-dir", str(data), "--set", "admin.listeners="]
     for s in settings:
         cmd += ["--set", s]
     return subprocess.run(cmd, capture_output=True, text=True, timeout=60, env=ENV)

@@ -107,7 +107,7 @@ class ClusterNode:
         return task in done
 
     def _server(self, ctx: BrokerContext, handlers: Any, forward: bool) -> Server:
-        return Server(Dispatcher(ctx, handlers, forward=forward),
+        return Server(self.node.admin.dispatch(Dispatcher(ctx, handlers, forward=forward)),
                       self.config.get_int("socket.request.max.bytes"),
                       limits=ConnectionLimits.from_config(self.config))
 
@@ -119,6 +119,7 @@ class ClusterNode:
             server.stop_accepting()
             raise StartRefused(f"cannot listen on {lst.name}: {exc.strerror or exc}") from None
         self.servers.append(server)
+        self.node.admin.serving_with(server, lst.name)
 
     # ---------------------------------------------------------------- the whole life
 
@@ -133,6 +134,7 @@ class ClusterNode:
             snapshot_interval_ms=config.get_int("metadata.log.max.snapshot.interval.ms"))
         publisher = MetadataPublisher(self.meta.cluster_id)
         publisher.attach(quorum)
+        self.node.admin.view.quorum = quorum
         advertised = self.node.advertised_broker_listeners()
         base = BrokerContext(static_config=config, node_id=node_id,
                              cluster_id=self.meta.cluster_id, log_dir=self.node.data_dir,
@@ -147,7 +149,7 @@ class ClusterNode:
             if "broker" in self.roles:
                 await self._start_broker(base, quorum, publisher, addresses, loop)
             if not self.stopping.is_set():
-                self.node.started = True
+                self.node.started = self.node.admin.view.started = True
                 log.info("node %d started", node_id)
                 await self.stopping.wait()
         finally:
@@ -160,6 +162,7 @@ class ClusterNode:
     async def _start_controller(self, base: BrokerContext, quorum: KRaftQuorum,
                                 publisher: MetadataPublisher) -> None:
         self.controller = controller = Controller(quorum, publisher, self.config)
+        self.node.admin.view.controller = controller
         # its own admin lock: a broker on this node waits, holding its lock, for the answer
         # of the controller it may be (a shared lock would deadlock)
         ctx = dataclasses.replace(base, controller=controller, admin_lock=asyncio.Lock(),
@@ -227,6 +230,7 @@ class ClusterNode:
             for sock in self.node.prepared.by_listener.get(lst.name, []):
                 sock.listen(LISTEN_BACKLOG)
         lifecycle.start()
+        self.node.admin.view.lifecycle = lifecycle
         if not await self._until(lifecycle.registered.wait()):
             return
         # the image must hold our registration before the logs are judged against it
@@ -266,6 +270,7 @@ class ClusterNode:
         log.info("logs loaded in %.2f s (metadata at offset %d)", time.monotonic() - began,
                  publisher.offset)
         self.node.start_cleaner(rm, log_manager)
+        self.node.admin.view.log_manager = log_manager
         ctx = dataclasses.replace(base, controller=remote, replica_manager=rm,
                                   advertised_apis=advertised_apis(HANDLERS), lifecycle=lifecycle,
                                   link=link)
@@ -286,6 +291,7 @@ class ClusterNode:
             lambda specs: admin.run(ctx, remote.create_topics, specs, False), live)
         ctx.group_coordinator = coordinators.group
         ctx.transaction_coordinator = coordinators.transaction
+        self.node.admin.view.ctx = ctx
         await coordinators.runtime.follow_leadership()
         self.tasks.append(asyncio.ensure_future(self.node.periodic(rm, log_manager)))
         for lst in broker_listeners(config):
@@ -325,6 +331,7 @@ class ClusterNode:
 
     async def _shutdown(self) -> None:
         log.info("shutting down")
+        self.node.admin.view.stopping = True
         if self.lifecycle is not None and self.lifecycle.unfenced.is_set():
             # Kafka's controlled shutdown: leadership moves while we still serve
             began = time.monotonic()

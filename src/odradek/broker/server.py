@@ -85,6 +85,7 @@ class Connection(asyncio.BufferedProtocol):
         self._reading_paused = False
         self._sock_fd = -1
         self._writable: asyncio.Future[None] | None = None
+        self.received = 0.0  # perf_counter of the last read, when requests are measured
 
     # --- asyncio.Protocol --------------------------------------------------
 
@@ -144,6 +145,8 @@ class Connection(asyncio.BufferedProtocol):
         except ProtocolError as exc:
             self.abort(f"bad frame: {exc}")
             return
+        if self.server.measured:
+            self.received = time.perf_counter()
         for frame in frames:
             if self.closed:
                 return
@@ -410,6 +413,9 @@ class Server:
         self.refused = RateLimitedLog()
         self._sweep: asyncio.TimerHandle | None = None
         self._make_transport: Callable[..., Any] | None = None
+        # metrics (broker.metrics): requests are timed when dispatch measures them
+        self.measured = hasattr(dispatch, "stats")
+        self.created = 0  # connections admitted since start
 
     async def start(self, host: str, port: int, sock: socket.socket | None = None) -> None:
         loop = asyncio.get_running_loop()
@@ -449,6 +455,7 @@ class Server:
                 f"maximum of {limits.per_ip(ip)} connections (max.connections.per.ip)"))
             return False
         self.open_count += 1
+        self.created += 1
         self._per_ip[ip] = per_ip + 1
         return True
 
