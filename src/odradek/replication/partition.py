@@ -192,6 +192,8 @@ class Partition:
         A new epoch is recorded in the leader-epoch cache at the log end, and the followers'
         states start afresh (Kafka: those in the ISR count as caught up now)."""
         new_epoch = not self.is_leader or leader_epoch != self.leader_epoch
+        if not new_epoch and partition_epoch >= self.partition_epoch:
+            self._isr_changed(isr)  # the controller changed our ISR (a fenced follower)
         self.leader = self.local_id
         self.replicas = list(replicas)
         if new_epoch or partition_epoch >= self.partition_epoch:
