@@ -11,6 +11,7 @@ quantiles with histogram_quantile(). docs/metrics.md has the whole list.
 
 from __future__ import annotations
 
+import shutil
 from collections import defaultdict
 from collections.abc import Iterator
 from typing import Any
@@ -178,7 +179,16 @@ class NodeCollector(Collector):
                 under_min += 1
             elif isr == min_isr:
                 at_min += 1
-        offline = len(parts) if channel_for(self.view.ctx.log_dir).offline else 0
+        log_dir = self.view.ctx.log_dir
+        offline = len(parts) if channel_for(log_dir).offline else 0
+        try:
+            disk = shutil.disk_usage(log_dir)
+            yield _gauge("odradek_log_dir_free_bytes",
+                         "Free bytes on the log directory's file system", disk.free)
+            yield _gauge("odradek_log_dir_capacity_bytes",
+                         "Size of the log directory's file system", disk.total)
+        except OSError:
+            pass  # the directory is gone: offlinereplicacount says so
         p = "kafka_server_replicamanager_"
         yield _gauge(p + "underreplicatedpartitions",
                      "Partitions led here whose ISR is smaller than their replicas", urp)
