@@ -439,7 +439,7 @@ def run_node(data_dir: Path, config_file: Path | None, overrides: list[str],
     except ConfigError as exc:
         return _refuse(f"invalid configuration: {exc}")
     try:
-        setup_logging(levels, log_file)
+        setup_logging(levels, log_file, config.get_str("log.format") or "text")
     except OSError as exc:
         return _refuse(f"cannot open log file {log_file}: {exc.strerror or exc}")
     data_dir = Path(data_dir)
