@@ -14,7 +14,7 @@ import socket
 from typing import Any
 
 from odradek.broker.admin_http import AdminHttp
-from odradek.broker.metrics.requests import MeasuredDispatch, RequestStats
+from odradek.broker.metrics.requests import RequestStats, measured_dispatch
 from odradek.broker.node_view import NodeView
 from odradek.broker.startup import StartRefused
 
@@ -49,7 +49,7 @@ class NodeAdmin:
     def dispatch(self, dispatcher: Any) -> Any:
         """The Dispatcher as the Server should call it: measured, or as it is."""
         stats = self.view.requests
-        return dispatcher if stats is None else MeasuredDispatch(dispatcher, stats)
+        return dispatcher if stats is None else measured_dispatch(dispatcher, stats)
 
     def serving_with(self, server: Any, listener: str) -> Any:
         """A Server that now serves `listener`: counted in the connection metrics."""

@@ -85,7 +85,10 @@ class Connection(asyncio.BufferedProtocol):
         self._reading_paused = False
         self._sock_fd = -1
         self._writable: asyncio.Future[None] | None = None
-        self.received = 0.0  # perf_counter of the last read, when requests are measured
+        # when requests are measured (broker.metrics): perf_counter of the last read, and of
+        # the end of the last request handled since (where the next one's handler starts)
+        self.received = 0.0
+        self.last_done = 0.0
 
     # --- asyncio.Protocol --------------------------------------------------
 
@@ -146,7 +149,7 @@ class Connection(asyncio.BufferedProtocol):
             self.abort(f"bad frame: {exc}")
             return
         if self.server.measured:
-            self.received = time.perf_counter()
+            self.received = self.last_done = time.perf_counter()
         for frame in frames:
             if self.closed:
                 return

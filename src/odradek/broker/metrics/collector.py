@@ -98,16 +98,14 @@ class NodeCollector(Collector):
                 labels=["request"]),
         }
         if stats is not None:
-            for key, api in enumerate(stats.apis):
-                if api is None:
-                    continue
+            for key, versions in stats.apis():
                 name = request_name(key)
-                for version, n in sorted(api.by_version.items()):
+                for version, n in sorted(versions.items()):
                     requests.add_metric([name, str(version)], n)
                 for attr, family in hists.items():
-                    counts = getattr(api, attr)
-                    total_s = getattr(api, f"{attr}_sum")
-                    family.add_metric([name], _buckets(counts), total_s * 1000.0)
+                    total_s = getattr(stats, f"{attr}_sum")[key]
+                    family.add_metric([name], _buckets(stats.buckets(attr, key)),
+                                      total_s * 1000.0)
         for (api, error), n in sorted(refusals.ERRORS.items()):
             errors.add_metric([_camel(api), error], n)
         yield requests
