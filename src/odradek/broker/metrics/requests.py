@@ -121,7 +121,10 @@ def measured_dispatch(inner: Any, stats: RequestStats) -> Any:
     counts, queue_b, local_b, total_b = stats.counts, stats.queue, stats.local, stats.total
     queue_sum, local_sum, total_sum = stats.queue_sum, stats.local_sum, stats.total_sum
     first = _BUCKETS_S[0]
+    bounds = _BUCKETS_S
+    versions = MAX_VERSION  # closure cells: cheaper to read than globals
     top_version = MAX_VERSION - 1
+    per_key = NB
 
     def dispatch(conn: Any, frame: memoryview, header: Any) -> Any:
         # One clock read per request (they cost 0.1-0.4 us on a VM): the handler starts
@@ -139,16 +142,16 @@ def measured_dispatch(inner: Any, stats: RequestStats) -> Any:
         # MAX_KEY here: the Dispatcher refuses unknown keys before calling a handler
         key = header[0]
         version = header[1]
-        counts[key * MAX_VERSION + (version if version < MAX_VERSION else top_version)] += 1
+        counts[key * versions + (version if version < versions else top_version)] += 1
         received = conn.received
         queue = started - received
         local = done - started
         total = done - received
-        base = key * NB
+        base = key * per_key
         # queue and handler times are mostly under the first bound: skip the bisect then
-        queue_b[base if queue < first else base + bisect_left(_BUCKETS_S, queue)] += 1
-        local_b[base if local < first else base + bisect_left(_BUCKETS_S, local)] += 1
-        total_b[base + bisect_left(_BUCKETS_S, total)] += 1
+        queue_b[base if queue < first else base + bisect_left(bounds, queue)] += 1
+        local_b[base if local < first else base + bisect_left(bounds, local)] += 1
+        total_b[base + bisect_left(bounds, total)] += 1
         queue_sum[key] += queue
         local_sum[key] += local
         total_sum[key] += total
