@@ -47,7 +47,8 @@ class Node:
         log = open(self.data.parent / "node.log", "ab")  # noqa: SIM115 - the child's
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "odradek.cli.main", "serve", "--data-dir", str(self.data),
-             "--set", f"listeners=PLAINTEXT://127.0.0.1:{self.port}"],
+             "--set", f"listeners=PLAINTEXT://127.0.0.1:{self.port}",
+             "--set", f"admin.listeners=http://127.0.0.1:{free_port()}"],
             stdout=log, stderr=subprocess.STDOUT, env=env)
         log.close()
 
