@@ -51,7 +51,8 @@ def _start(src: Path, data: Path, port: int) -> subprocess.Popen[bytes]:
     log = open(data.parent / "node.log", "ab")  # noqa: SIM115 - handed to the child
     proc = subprocess.Popen(
         [sys.executable, "-m", "odradek.cli.main", "serve", "--data-dir", str(data),
-         "--set", f"listeners=PLAINTEXT://127.0.0.1:{port}", "--set", "schema.registry.listeners="],
+         "--set", f"listeners=PLAINTEXT://127.0.0.1:{port}", "--set", "schema.registry.listeners=",
+         "--set", f"admin.listeners=http://127.0.0.1:{_free_port()}"],
         stdout=log, stderr=subprocess.STDOUT, env=env)
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline:

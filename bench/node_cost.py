@@ -2,6 +2,7 @@
 
     python -m bench.node_cost [--requests 20000] [--records-per-batch 1,1000,10000]
                               [--record-size 100] [--partitions 6] [--fetch-bytes 1000,20000]
+                              [--set key=value ...]
 
 A confluent-kafka client shapes its requests by timing (linger, how fast it runs), so the
 node's CPU per GB it reports moves with the machine's load. Here every request is the same:
@@ -120,6 +121,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--fetch-bytes", default="1000,20000,1000000",
                         help="partition_max_bytes of the fetches (the response carries whole "
                              "batches up to about that much).")
+    parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                        help="a node setting (repeatable), e.g. `--set admin.listeners= --set "
+                             "request.slow.log.ms=-1` for a node that measures no requests "
+                             "(the metrics A/B of bench/RESULTS-metrics.md)")
     parser.add_argument("--profile", type=Path, default=None, metavar="DIR",
                         help="py-spy the node during each measurement into DIR.")
     args = parser.parse_args(argv)
@@ -130,7 +135,8 @@ def main(argv: list[str] | None = None) -> int:
     with tempfile.TemporaryDirectory(prefix="odradek-cost-") as tmp:
         node = BrokerProcess(Path(tmp) / "data",
                              settings={"message.max.bytes": str(MAX_BATCH_BYTES),
-                                       "socket.request.max.bytes": str(4 * MAX_BATCH_BYTES)})
+                                       "socket.request.max.bytes": str(4 * MAX_BATCH_BYTES),
+                                       **dict(kv.split("=", 1) for kv in args.set)})
         node.start()
         try:
             ps = psutil.Process(node.proc.pid)  # type: ignore[union-attr]

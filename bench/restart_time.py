@@ -91,6 +91,7 @@ class Node:
             self.proc = subprocess.Popen(
                 [sys.executable, "-m", "odradek.cli.main", "serve", "--data-dir", str(self.data),
                  "--set", f"listeners=PLAINTEXT://127.0.0.1:{self.port}",
+                 "--set", f"admin.listeners=http://127.0.0.1:{free_port()}",
                  "--set", "log.flush.offset.checkpoint.interval.ms=3600000",
                  "--set", "schema.registry.listeners="],
                 stdout=out, stderr=subprocess.STDOUT, env=self.env())

@@ -146,6 +146,8 @@ def main() -> None:
         env["PYTHONPATH"] = args.src
     cmd = [sys.executable, "-m", "odradek.cli.main", "serve", "--data-dir", str(data),
            "--set", f"listeners=PLAINTEXT://127.0.0.1:{port}",
+           # its own admin HTTP port: parallel runs must not share the default 9644
+           "--set", f"admin.listeners=http://127.0.0.1:{free_port()}",
            "--set", "log.retention.check.interval.ms=10000",
            "--set", "auto.create.topics.enable=false", "--set", "schema.registry.listeners="]
     for kv in args.node_arg:

@@ -29,6 +29,8 @@ class BrokerProcess:
         self.data_dir = Path(data_dir)
         self.port = port or free_port()
         self.settings = dict(settings or {})
+        # each node its own admin HTTP port (admin.listeners), so parallel nodes never collide
+        self.admin_port = free_port()
         self.log_path = log_path or (self.data_dir.parent / f"{self.data_dir.name}-node.log")
         self.proc: subprocess.Popen[bytes] | None = None
 
@@ -36,10 +38,15 @@ class BrokerProcess:
     def bootstrap(self) -> str:
         return f"127.0.0.1:{self.port}"
 
+    @property
+    def admin_url(self) -> str:
+        return f"http://127.0.0.1:{self.admin_port}"
+
     def command(self) -> list[str]:
         cmd = [*ODRADEK, "serve", "--data-dir", str(self.data_dir),
                "--set", f"listeners=PLAINTEXT://127.0.0.1:{self.port}",
-               "--set", "schema.registry.listeners="]  # tests run many nodes at once
+               "--set", "schema.registry.listeners=",  # tests run many nodes at once
+               "--set", f"admin.listeners={self.admin_url}"]
         for key, value in self.settings.items():
             cmd += ["--set", f"{key}={value}"]
         return cmd

@@ -111,7 +111,7 @@ class ClusterNode:
         return task in done
 
     def _server(self, ctx: BrokerContext, handlers: Any, forward: bool) -> Server:
-        return Server(Dispatcher(ctx, handlers, forward=forward),
+        return Server(self.node.admin.dispatch(Dispatcher(ctx, handlers, forward=forward)),
                       self.config.get_int("socket.request.max.bytes"),
                       limits=ConnectionLimits.from_config(self.config))
 
@@ -123,6 +123,7 @@ class ClusterNode:
             server.stop_accepting()
             raise StartRefused(f"cannot listen on {lst.name}: {exc.strerror or exc}") from None
         self.servers.append(server)
+        self.node.admin.serving_with(server, lst.name)
 
     # ---------------------------------------------------------------- the whole life
 
@@ -138,6 +139,7 @@ class ClusterNode:
         publisher = MetadataPublisher(self.meta.cluster_id)
         publisher.attach(quorum)
         self.securities = listener_securities(config, lambda: publisher.image)
+        self.node.admin.view.quorum = quorum
         advertised = self.node.advertised_broker_listeners()
         base = BrokerContext(static_config=config, node_id=node_id,
                              cluster_id=self.meta.cluster_id, log_dir=self.node.data_dir,
@@ -165,6 +167,7 @@ class ClusterNode:
     async def _start_controller(self, base: BrokerContext, quorum: KRaftQuorum,
                                 publisher: MetadataPublisher) -> None:
         self.controller = controller = Controller(quorum, publisher, self.config)
+        self.node.admin.view.controller = controller
         # its own admin lock: a broker on this node waits, holding its lock, for the answer
         # of the controller it may be (a shared lock would deadlock)
         ctx = dataclasses.replace(base, controller=controller, admin_lock=asyncio.Lock(),
@@ -235,6 +238,7 @@ class ClusterNode:
             for sock in self.node.prepared.by_listener.get(lst.name, []):
                 sock.listen(LISTEN_BACKLOG)
         lifecycle.start()
+        self.node.admin.view.lifecycle = lifecycle
         if not await self._until(lifecycle.registered.wait()):
             return
         # the image must hold our registration before the logs are judged against it
@@ -277,6 +281,7 @@ class ClusterNode:
         log.info("logs loaded in %.2f s (metadata at offset %d)", time.monotonic() - began,
                  publisher.offset)
         self.node.start_cleaner(rm, log_manager)
+        self.node.admin.view.log_manager = log_manager
         ctx = dataclasses.replace(base, controller=remote, replica_manager=rm,
                                   advertised_apis=advertised_apis(HANDLERS), lifecycle=lifecycle,
                                   link=link)
@@ -298,6 +303,7 @@ class ClusterNode:
             self.marker_channels)
         ctx.group_coordinator = coordinators.group
         ctx.transaction_coordinator = coordinators.transaction
+        self.node.admin.view.ctx = ctx
         await coordinators.runtime.follow_leadership()
         self.tasks.append(asyncio.ensure_future(self.node.periodic(rm, log_manager)))
         for lst in broker_listeners(config):
@@ -337,6 +343,7 @@ class ClusterNode:
 
     async def _shutdown(self) -> None:
         log.info("shutting down")
+        self.node.admin.view.stopping = True
         await self.node.stop_services()
         if self.lifecycle is not None and self.lifecycle.unfenced.is_set():
             # Kafka's controlled shutdown: leadership moves while we still serve

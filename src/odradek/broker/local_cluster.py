@@ -46,6 +46,8 @@ class NodeSpec:
     controller_port: int | None  # the CONTROLLER listener: controllers only
     rack: str | None = None
     settings: dict[str, str] = field(default_factory=dict)
+    # the admin HTTP (admin.listeners); None: none (its default port would be shared)
+    admin_port: int | None = None
 
 
 class LocalNode:
@@ -80,6 +82,11 @@ class LocalNode:
         return self.cluster.root / f"node-{self.node_id}.log"
 
     @property
+    def admin_url(self) -> str | None:
+        port = self.spec.admin_port
+        return None if port is None else f"http://{HOST}:{port}"
+
+    @property
     def bootstrap(self) -> str:
         assert self.spec.port is not None, f"node {self.node_id} is not a broker"
         return f"{HOST}:{self.spec.port}"
@@ -102,6 +109,8 @@ class LocalNode:
         }
         if spec.rack:
             props["broker.rack"] = spec.rack
+        props["admin.listeners"] = (f"http://{HOST}:{spec.admin_port}"
+                                    if spec.admin_port is not None else "")
         props.update(self.cluster.settings)
         props.update(spec.settings)
         return props
@@ -203,6 +212,8 @@ class LocalCluster:
                 specs.append(NodeSpec(i, ["controller"], None, free_port()))
             for i in range(controllers + 1, controllers + nodes + 1):
                 specs.append(NodeSpec(i, ["broker"], free_port(), None))
+        for spec in specs:
+            spec.admin_port = free_port()
         if racks:
             for n, spec in enumerate(s for s in specs if "broker" in s.roles):
                 spec.rack = racks[n % len(racks)]

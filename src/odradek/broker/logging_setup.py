@@ -1,13 +1,19 @@
-"""The node's log: where it goes (stderr or --log-file) and how much (log.level configs).
+"""The node's log: where it goes (stderr or --log-file), how much (log.level configs) and in
+what shape (log.format).
 
 `log.level` is the root level; `log.level.<logger>` sets one package's level, e.g.
 `log.level.odradek.storage=DEBUG`. Names are log4j's, as Kafka's broker loggers use them.
+One event is one line in both formats: `text` (time, level, logger, message; a traceback
+folded onto the same line) for people, `json` (one object per line: time, level, logger,
+message, and exc for a traceback) for log shippers.
 """
 
 from __future__ import annotations
 
+import json
 import logging
 import sys
+from datetime import UTC, datetime
 from pathlib import Path
 
 from odradek.metadata.config.broker_configs import LOG_LEVEL_PREFIX, BrokerConfig
@@ -36,8 +42,45 @@ def log_levels(config: BrokerConfig) -> dict[str, int]:
     return levels
 
 
-def setup_logging(levels: dict[str, int] | None = None, log_file: Path | None = None) -> None:
-    """Send the log to stderr or to `log_file` (appended), at the given levels.
+class OneLineFormatter(logging.Formatter):
+    """The text format with every event on one line: newlines in a message or a traceback
+    become ` | `, so a line-based reader (grep, a shipper without multiline rules) sees
+    whole events."""
+
+    def __init__(self) -> None:
+        super().__init__(LOG_FORMAT)
+
+    def format(self, record: logging.LogRecord) -> str:
+        return super().format(record).replace("\n", " | ")
+
+
+class JsonFormatter(logging.Formatter):
+    """One JSON object per line: time (ISO 8601, UTC, ms), level, logger, message, and exc
+    (the traceback) when there is one."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        event = {
+            "time": datetime.fromtimestamp(record.created, UTC).isoformat(
+                timespec="milliseconds").replace("+00:00", "Z"),
+            "level": record.levelname,
+            "logger": record.name,
+            "message": record.getMessage(),
+        }
+        if record.exc_info:
+            event["exc"] = self.formatException(record.exc_info)
+        if record.stack_info:
+            event["stack"] = record.stack_info
+        return json.dumps(event, ensure_ascii=False)
+
+
+def formatter_for(fmt: str) -> logging.Formatter:
+    """log.format: 'text' (the default) or 'json'; the config table checked the value."""
+    return JsonFormatter() if fmt.strip().lower() == "json" else OneLineFormatter()
+
+
+def setup_logging(levels: dict[str, int] | None = None, log_file: Path | None = None,
+                  fmt: str = "text") -> None:
+    """Send the log to stderr or to `log_file` (appended), at the given levels, as `fmt`.
 
     Raises OSError when the log file cannot be opened: the caller refuses to start.
     """
@@ -48,7 +91,7 @@ def setup_logging(levels: dict[str, int] | None = None, log_file: Path | None = 
         handler = logging.FileHandler(log_file, mode="a", encoding="utf-8")
     else:
         handler = logging.StreamHandler(sys.stderr)
-    handler.setFormatter(logging.Formatter(LOG_FORMAT))
+    handler.setFormatter(formatter_for(fmt))
     for old in list(root.handlers):
         root.removeHandler(old)
     root.addHandler(handler)

@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from odradek.broker.acceptor import ConnectionLimits
+from odradek.broker.admin_config import admin_listeners_of, check_admin_config
 from odradek.broker.apis import Dispatcher, advertised_apis
 from odradek.broker.config import (
     ConfigError,
@@ -36,10 +37,12 @@ from odradek.broker.config import (
     has_quorum,
     listener_securities,
     listeners_of,
+    roles_of,
 )
 from odradek.broker.context import BrokerContext
 from odradek.broker.handlers import admin
 from odradek.broker.logging_setup import log_levels, logs_to_stderr, setup_logging
+from odradek.broker.node_admin import NodeAdmin
 from odradek.broker.schema_validation import SchemaValidation, registry_urls
 from odradek.broker.server import Server
 from odradek.broker.server_properties import load_config
@@ -164,8 +167,17 @@ class Node:
         self.stopping = asyncio.Event()
         self._sync_pending = False
         self._tasks: set[asyncio.Future[None]] = set()
+        roles = (tuple(sorted(roles_of(config))) if has_quorum(config)
+                 else ("broker", "controller"))
+        self.admin = NodeAdmin(config, roles)  # admin HTTP and metrics (issue 18)
 
     async def run(self) -> int:
+        try:
+            return await self._run()
+        finally:
+            await self.admin.stop()
+
+    async def _run(self) -> int:
         config = self.config
         node_id = config.node_id
         loop = asyncio.get_running_loop()
@@ -174,7 +186,11 @@ class Node:
             loop.add_signal_handler(sig, self._on_signal, sig)
         if self.prepared is None:
             self.prepared = prepare(self.data_dir, listeners_of(config))
+        # serving from the start: /health/live answers while the logs recover
+        await self.admin.start(self.prepared.admin_sockets)
+        view = self.admin.view
         meta = identity_of(self.data_dir, config)
+        view.cluster_id = meta.cluster_id
         log.info("node %d of cluster %s, data in %s", node_id, meta.cluster_id, self.data_dir)
         # issue 22: fds are a budget; the soft limit goes up to the hard one before any is used
         was, soft, hard = raise_fd_limit()
@@ -191,6 +207,7 @@ class Node:
         await quorum.start()
         image = await asyncio.to_thread(load_image, quorum, meta.cluster_id)
         controller = Controller(quorum, image, config)
+        view.quorum, view.controller = quorum, controller
         # the one voter elects itself at once; it leads once its epoch's first record is
         # committed and every commit listener (the publisher just attached) heard the log:
         # a few loop turns later
@@ -220,6 +237,7 @@ class Node:
         dir_state.start_monitor()
         log_manager = LogManager(self.data_dir, log_config({}, config))
         rm = ReplicaManager(log_manager, node_id, self.data_dir, topic_configs)
+        view.log_manager = log_manager
         began = time.monotonic()
         await asyncio.to_thread(rm.load, controller.image)
         log.info("logs loaded in %.2f s", time.monotonic() - began)
@@ -257,8 +275,11 @@ class Node:
 
         _log_internal_topics(controller.image, had_internal)
 
-        server = Server(Dispatcher(ctx), config.get_int("socket.request.max.bytes"),
+        server = Server(self.admin.dispatch(Dispatcher(ctx)),
+                        config.get_int("socket.request.max.bytes"),
                         limits=ConnectionLimits.from_config(config))
+        view.ctx = ctx
+        self.admin.serving_with(server, listeners_of(config)[0].name)
         # the sockets were bound before anything was opened; listening can still fail when
         # another node bound the same port at the same moment (startup.bind_listener)
         securities = listener_securities(config, lambda: controller.image)
@@ -281,6 +302,7 @@ class Node:
         await self.stopping.wait()
 
         log.info("shutting down")
+        view.stopping = True
         await self.stop_services()
         server.stop_accepting()
         # answers JoinGroup/SyncGroup still waiting (NOT_COORDINATOR) so the drain ends
@@ -298,7 +320,7 @@ class Node:
     # -- shared with the cluster path (cluster_node.ClusterNode)
 
     def mark_started(self) -> None:
-        self.started = True
+        self.started = self.admin.view.started = True
         log.info("node %d started", self.config.node_id)
         for service in self.services:
             service.start(self)
@@ -451,15 +473,17 @@ def run_node(data_dir: Path, config_file: Path | None, overrides: list[str],
         check_config(config)
         levels = log_levels(config)
         runner = _runner(config)
+        admin_listeners = admin_listeners_of(config)
+        check_admin_config(config, {lst.port for lst in listeners_of(config)})
     except ConfigError as exc:
         return _refuse(f"invalid configuration: {exc}")
     try:
-        setup_logging(levels, log_file)
+        setup_logging(levels, log_file, config.get_str("log.format") or "text")
     except OSError as exc:
         return _refuse(f"cannot open log file {log_file}: {exc.strerror or exc}")
     data_dir = Path(data_dir)
     try:
-        prepared = prepare(data_dir, listeners_of(config))
+        prepared = prepare(data_dir, listeners_of(config), admin_listeners)
     except StartRefused as exc:
         return _refuse(str(exc))
     node = Node(data_dir, config, prepared)

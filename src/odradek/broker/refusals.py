@@ -134,6 +134,8 @@ class RefusalLog:
         if header.api_key == ApiKey.API_VERSIONS and found[0][0] == E.unsupported_version:
             return  # clients probe ApiVersions with their newest version: routine
         codes = list(dict.fromkeys(error_name(code) for code, _ in found))
+        for code in codes:
+            _count(api_name(header.api_key), code)
         details = [d for _, d in found[:MAX_DETAILS] if d]
         if len(found) > MAX_DETAILS:
             details.append(f"and {len(found) - MAX_DETAILS} more")
@@ -171,16 +173,26 @@ def _refusals(values: dict[str, Any]) -> list[tuple[int, str | None]]:
 
 
 REFUSALS = RefusalLog()
+# (API name as ApiKey spells it, error name) -> requests refused with it, for the metrics
+# (kafka_network_requestmetrics_errors_total); one node per process, as `odradek serve` runs
+ERRORS: dict[tuple[str, str], int] = {}
+
+
+def _count(api: str, error: str) -> None:
+    key = (api.partition(" ")[0], error)
+    ERRORS[key] = ERRORS.get(key, 0) + 1
 
 
 def refused(client_id: str | None, api: str, error: str, reason: str | None = None,
             peer: str | None = None) -> bool:
     """Log a refusal through the node's one RefusalLog."""
+    _count(api, error)
     return REFUSALS.refused(client_id, api, error, reason, peer)
 
 
 def note(header: Any, code: int, reason: str | None = None) -> None:
     """A handler's refusal with `code`: logged if not routine (DEBUG otherwise)."""
+    _count(api_name(header.api_key), error_name(code))
     if int(code) in ROUTINE:
         if log.isEnabledFor(logging.DEBUG):
             log.debug("%s from client %r: %s%s", api_name(header.api_key, header.api_version), header.client_id,

@@ -100,6 +100,10 @@ class Connection(asyncio.BufferedProtocol):
         self._reading_paused = False
         self._sock_fd = -1
         self._writable: asyncio.Future[None] | None = None
+        # when requests are measured (broker.metrics): perf_counter of the last read, and of
+        # the end of the last request handled since (where the next one's handler starts)
+        self.received = 0.0
+        self.last_done = 0.0
 
     # --- asyncio.Protocol --------------------------------------------------
 
@@ -161,6 +165,8 @@ class Connection(asyncio.BufferedProtocol):
         except ProtocolError as exc:
             self.abort(f"bad frame: {exc}")
             return
+        if self.server.measured:
+            self.received = self.last_done = time.perf_counter()
         for frame in frames:
             if self.closed:
                 return
@@ -503,6 +509,9 @@ class Server:
         self.auth_failures = RateLimitedLog()
         self._sweep: asyncio.TimerHandle | None = None
         self._make_transport: Callable[..., Any] | None = None
+        # metrics (broker.metrics): requests are timed when dispatch measures them
+        self.measured = hasattr(dispatch, "stats")
+        self.created = 0  # connections admitted since start
 
     async def start(self, host: str, port: int, sock: socket.socket | None = None,
                     listener: ListenerSecurity = PLAINTEXT_LISTENER,
@@ -545,6 +554,7 @@ class Server:
                 f"maximum of {limits.per_ip(ip)} connections (max.connections.per.ip)"))
             return False
         self.open_count += 1
+        self.created += 1
         self._per_ip[ip] = per_ip + 1
         return True
 

@@ -34,18 +34,21 @@ class Prepared:
     by_listener: dict[str, list[socket.socket]] = field(default_factory=dict)
     created_dir: Path | None = None  # the outermost directory this start created
     created_lock_file: bool = False
+    # the admin HTTP listener's sockets (admin.listeners), served by broker.admin_http
+    admin_sockets: list[socket.socket] = field(default_factory=list)
 
     def undo(self) -> None:
         """A start that failed: close the sockets, drop what we created in the directory."""
-        for sock in self.sockets:
+        for sock in [*self.sockets, *self.admin_sockets]:
             sock.close()
         self.sockets.clear()
+        self.admin_sockets.clear()
         self.by_listener.clear()
         self.lock.release(remove=self.created_lock_file)
         _remove_created(self.data_dir, self.created_dir)
 
     def release(self) -> None:
-        for sock in self.sockets:
+        for sock in [*self.sockets, *self.admin_sockets]:
             sock.close()
         self.lock.release()
 
@@ -162,8 +165,10 @@ def bind_listener(lst: Listener) -> list[socket.socket]:
     return sockets
 
 
-def prepare(data_dir: Path, listeners: list[Listener]) -> Prepared:
-    """Lock the data directory, then bind every listener; undone on the first refusal."""
+def prepare(data_dir: Path, listeners: list[Listener],
+            admin: list[Listener] | None = None) -> Prepared:
+    """Lock the data directory, then bind every listener (the Kafka ones, then the admin
+    HTTP's); undone on the first refusal."""
     lock, created_dir, created_lock_file = lock_data_dir(data_dir)
     prepared = Prepared(data_dir, lock, created_dir=created_dir,
                         created_lock_file=created_lock_file)
@@ -172,6 +177,8 @@ def prepare(data_dir: Path, listeners: list[Listener]) -> Prepared:
             bound = bind_listener(lst)
             prepared.by_listener[lst.name] = bound
             prepared.sockets += bound
+        for lst in admin or ():
+            prepared.admin_sockets += bind_listener(lst)
     except BaseException:
         prepared.undo()
         raise

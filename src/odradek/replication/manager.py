@@ -382,7 +382,9 @@ class ReplicaManager(FetchReading):
                   produce_version: int) -> AppendResult:
         """Validate (storage's LogValidator, with what the request's version allows) and append
         a produce request's records to one partition, as leader."""
+        part.produce_requests += 1
         if part.leader != part.local_id:
+            part.failed_produce += 1
             return AppendResult(ErrorCode.not_leader_or_follower,
                                 message=f"{part.topic}-{part.index} is led by {part.leader}")
         try:
@@ -398,15 +400,19 @@ class ReplicaManager(FetchReading):
                                                      append_time if append_time >= 0 else None)
                 if base < 0:
                     base = info.first_offset
+            part.messages_in += info.last_offset - base + 1
+            part.bytes_in += len(records)
             return AppendResult(ErrorCode.none, base, append_time, part.log_start_offset, None,
                                 info.last_offset)
         except KafkaError as exc:
+            part.failed_produce += 1
             code = exc.code
             if code == ErrorCode.invalid_txn_state and self.producer_epoch_of is not None:
                 code = self._fenced_or(code, records)
             return AppendResult(code, message=exc.message or None,
                                 record_errors=getattr(exc, "record_errors", ()))
         except ProtocolError as exc:  # batch framing the validator could not follow
+            part.failed_produce += 1
             return AppendResult(ErrorCode.corrupt_message, message=str(exc))
 
     def _fenced_or(self, code: ErrorCode, records: memoryview | None) -> ErrorCode:

@@ -53,11 +53,13 @@ class ReplicaState:
 
 
 class Partition:
-    __slots__ = ("_cum_at_hw", "_cum_bytes", "_follower_watchers", "_unreplicated", "_watchers",
-                 "alter_isr", "high_watermark", "index", "isr", "isr_eligible", "lag_max_ms",
-                 "leader",
-                 "leader_epoch", "local_id", "log", "partition_epoch", "pending_isr",
-                 "replica_states", "replicas", "solo", "topic", "topic_id")
+    __slots__ = ("_cum_at_hw", "_cum_bytes", "_follower_watchers", "_unreplicated",
+                 "_watchers", "alter_isr", "bytes_in", "bytes_out", "failed_fetch",
+                 "failed_produce", "fetch_requests", "high_watermark", "index", "isr",
+                 "isr_eligible", "isr_expands", "isr_shrinks", "lag_max_ms", "leader",
+                 "leader_epoch", "local_id", "log", "messages_in", "partition_epoch",
+                 "pending_isr", "produce_requests", "replica_states", "replicas",
+                 "replication_bytes_out", "solo", "topic", "topic_id")
 
     def __init__(self, topic: str, index: int, topic_id: uuid.UUID, log: Any, *, leader: int,
                  leader_epoch: int, replicas: list[int], isr: list[int],
@@ -94,6 +96,26 @@ class Partition:
         self._unreplicated: deque[tuple[int, int]] = deque()
         self._cum_bytes = 0
         self._cum_at_hw = 0
+        # metrics (Kafka's BrokerTopicMetrics and ReplicaManager meters): plain ints bumped
+        # where the events happen, summed per topic by the node's collector at scrape time
+        self.messages_in = 0
+        self.bytes_in = 0
+        self.bytes_out = 0
+        self.replication_bytes_out = 0
+        self.produce_requests = 0
+        self.failed_produce = 0
+        self.fetch_requests = 0
+        self.failed_fetch = 0
+        self.isr_shrinks = 0
+        self.isr_expands = 0
+
+    def _isr_changed(self, new: list[int]) -> None:
+        old = self.isr
+        if self.is_leader and set(new) != set(old):
+            if len(new) < len(old):
+                self.isr_shrinks += 1
+            else:
+                self.isr_expands += 1
 
     def _is_solo(self) -> bool:
         return self.leader == self.local_id and self.replicas == [self.local_id]
@@ -170,6 +192,8 @@ class Partition:
         A new epoch is recorded in the leader-epoch cache at the log end, and the followers'
         states start afresh (Kafka: those in the ISR count as caught up now)."""
         new_epoch = not self.is_leader or leader_epoch != self.leader_epoch
+        if not new_epoch and partition_epoch >= self.partition_epoch:
+            self._isr_changed(isr)  # the controller changed our ISR (a fenced follower)
         self.leader = self.local_id
         self.replicas = list(replicas)
         if new_epoch or partition_epoch >= self.partition_epoch:
@@ -221,6 +245,7 @@ class Partition:
         older partition epoch than what we hold."""
         if partition_epoch < self.partition_epoch:
             return
+        self._isr_changed(isr)
         self.isr = list(isr)
         self.partition_epoch = partition_epoch
         self.pending_isr = None
@@ -307,6 +332,7 @@ class Partition:
             if partition_epoch <= self.partition_epoch:
                 self.pending_isr = None
             return False
+        self._isr_changed(isr)
         self.isr = list(isr)
         self.partition_epoch = partition_epoch
         self.pending_isr = None

@@ -59,6 +59,7 @@ class FetchReading:
                                                           None))
                     errors = True
                     continue
+                part.fetch_requests += 1
                 preferred = -1
                 if part.leader != node_id:
                     # a follower serves consumers that can be sent elsewhere (client metadata,
@@ -66,6 +67,7 @@ class FetchReading:
                     if to_log_end or params.client_rack is None:
                         results.append(FetchPartitionResponse(
                             index, ErrorCode.not_leader_or_follower, -1, -1, -1, None, -1, None))
+                        part.failed_fetch += 1
                         errors = True
                         continue
                 elif to_log_end and (leader_epoch < 0 or leader_epoch == part.leader_epoch):
@@ -76,6 +78,7 @@ class FetchReading:
                     if code is not None:
                         results.append(FetchPartitionResponse(
                             index, code, -1, -1, -1, None, -1, None))
+                        part.failed_fetch += 1
                         errors = True
                         continue
                     if part.high_watermark != before:
@@ -90,6 +93,7 @@ class FetchReading:
                     results.append(FetchPartitionResponse(
                         index, part.leader_epoch_error(leader_epoch), hw, lso,
                         part.log_start_offset, None, -1, None))
+                    part.failed_fetch += 1
                     errors = True
                     continue
                 lg = part.log
@@ -113,12 +117,17 @@ class FetchReading:
                     except KafkaError as exc:
                         results.append(FetchPartitionResponse(
                             index, exc.code, hw, lso, lg.log_start_offset, None, -1, None))
+                        part.failed_fetch += 1
                         errors = True
                         continue
                     region = res.region
                     size = region.size if region is not None else 0
                     start = lg.log_start_offset
                 if size:
+                    if replica_id >= 0:
+                        part.replication_bytes_out += size
+                    else:
+                        part.bytes_out += size
                     remaining -= size
                     accumulated += size
                     min_one = False

@@ -101,6 +101,9 @@ class LogManager:
         # Logs created since the last checkpoint, their directories not yet fsynced (`create`).
         self._unsynced: list[Log] = []
         self.cleaner: LogCleaner | None = None
+        # retention activity (metrics): cleanup passes and the segments they deleted
+        self.retention_runs = 0
+        self.retention_deleted_segments = 0
 
     def start_cleaner(
         self,
@@ -328,6 +331,8 @@ class LogManager:
             lg.close_retired(now)
         with self._lock:
             self._close_doomed(now)
+        self.retention_runs += 1
+        self.retention_deleted_segments += total
         return total
 
     def checkpoint(self, flush: bool = True) -> None:

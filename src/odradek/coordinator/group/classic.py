@@ -13,6 +13,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
+from odradek.coordinator.group.stats import REBALANCES
 from odradek.coordinator.offsets_topic import parse_assignment, parse_subscription_topics
 
 
@@ -105,6 +106,10 @@ class ClassicGroup:
                                          f"{self.state.value} to {state.value}")
         self.state = state
         self.state_timestamp_ms = now_ms
+        if state is GroupState.PREPARING_REBALANCE:
+            REBALANCES.classic_started += 1
+        elif state is GroupState.COMPLETING_REBALANCE:
+            REBALANCES.classic_completed += 1
 
     def is_empty(self) -> bool:
         return not self.members

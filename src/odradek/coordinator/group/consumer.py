@@ -13,6 +13,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from odradek.coordinator.group.assignors import ASSIGNORS, DEFAULT_ASSIGNOR, Assignment
+from odradek.coordinator.group.stats import REBALANCES
 
 TopicSet = dict[str, set[int]]
 
@@ -87,6 +88,7 @@ class ConsumerGroup:
 
     def bump(self) -> None:
         self.group_epoch += 1
+        REBALANCES.consumer += 1
 
     def compute_target(self, partitions: Mapping[str, int]) -> None:
         """The target assignment of the current group epoch over existing topics."""

@@ -338,6 +338,16 @@ _NODE_BROKER_DEFS = [
        "odradek: the level of the node's log (TRACE, DEBUG, INFO, WARN, ERROR, FATAL, OFF). "
        "One package's level: log.level.<package>, e.g. log.level.odradek.storage=DEBUG. "
        "Kafka sets these in log4j.properties instead."),
+    _b("log.format", S, "text", one_of("text", "json"),
+       "odradek: the node's log lines: text (one human-readable line per event) or json (one "
+       "JSON object per line, for log shippers)."),
+    _b("request.slow.log.ms", L, 10_000, at_least(-1),
+       "odradek: a request whose total time (received to answered, long-poll waits included) "
+       "is longer than this is logged with its client id, API, version and time; -1: never. "
+       "Kafka logs every request at DEBUG in kafka.request.logger instead."),
+    _b("admin.listeners", S, "http://127.0.0.1:9644", None,
+       "odradek: the admin HTTP listener (/metrics, /health/live, /health/ready, /v1/cluster, "
+       "/v1/partitions), http://host:port; empty: no admin HTTP and no metrics recorded."),
 ]
 
 

@@ -108,6 +108,9 @@ class KRaftQuorum(Quorum):
         self._leadership: list[LeadershipListener] = []
         self._told: tuple[bool, int] | None = None
         self._waiters: list[tuple[int, int, Any]] = []  # (offset, epoch, future or event box)
+        self.commits = 0  # appends committed through _append, and their latency (metrics)
+        self.commit_latency_sum_ms = 0.0
+        self.commit_latency_max_ms = 0.0
         self._inbound: dict[int, asyncio.Future[m.Body]] = {}
         self._next_inbound = 0
         self._installed = self.client.snapshots_installed
@@ -295,11 +298,18 @@ class KRaftQuorum(Quorum):
         return offset
 
     async def _append(self, records: Sequence[MetadataRecord]) -> int:
+        began = time.monotonic()
         offset, epoch = self._propose(records)
         fut: asyncio.Future[int] = asyncio.get_running_loop().create_future()
         self._waiters.append((offset, epoch, fut))
         self._step_now()
-        return await fut
+        committed = await fut
+        # raft-metrics commit-latency-avg/max: proposed to committed, as Kafka's leader sees it
+        took_ms = (time.monotonic() - began) * 1000
+        self.commits += 1
+        self.commit_latency_sum_ms += took_ms
+        self.commit_latency_max_ms = max(self.commit_latency_max_ms, took_ms)
+        return committed
 
     def replay(self, apply: Apply, from_offset: int = 0) -> int:
         offset = from_offset

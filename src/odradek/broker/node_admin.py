@@ -1,0 +1,59 @@
+"""The node's side of the admin HTTP and the metrics: what `Node` calls, in one place.
+
+`NodeAdmin` owns the node's NodeView, the request stats (when requests are measured) and
+the uvicorn server. Requests are measured when there is an admin listener to read them or
+a slow-request log to write (`request.slow.log.ms` >= 0 with admin.listeners empty still
+times them); both off, the servers run the Dispatcher unwrapped (the A/B of
+bench/RESULTS-metrics.md).
+"""
+
+from __future__ import annotations
+
+import logging
+import socket
+from typing import Any
+
+from odradek.broker.admin_http import AdminHttp
+from odradek.broker.metrics.requests import RequestStats, measured_dispatch
+from odradek.broker.node_view import NodeView
+from odradek.broker.startup import StartRefused
+
+log = logging.getLogger("odradek.node")
+
+
+class NodeAdmin:
+    def __init__(self, config: Any, roles: tuple[str, ...]) -> None:
+        self.view = NodeView(config.node_id, roles)
+        slow_ms = config.get_int("request.slow.log.ms")
+        self.serving = bool((config.get_str("admin.listeners") or "").strip())
+        if self.serving or slow_ms >= 0:
+            self.view.requests = RequestStats(slow_ms)
+        self.http: AdminHttp | None = None
+
+    async def start(self, sockets: list[socket.socket]) -> None:
+        if not sockets:
+            return
+        self.http = AdminHttp(self.view, sockets)
+        try:
+            await self.http.start()
+        except (OSError, SystemExit) as exc:
+            self.http = None
+            raise StartRefused(f"cannot serve the admin HTTP (admin.listeners): {exc}") from None
+
+    async def stop(self) -> None:
+        self.view.stopping = True
+        if self.http is not None:
+            await self.http.stop()
+            self.http = None
+
+    def dispatch(self, dispatcher: Any) -> Any:
+        """The Dispatcher as the Server should call it: measured, or as it is."""
+        stats = self.view.requests
+        return dispatcher if stats is None else measured_dispatch(dispatcher, stats)
+
+    def serving_with(self, server: Any, listener: str) -> Any:
+        """A Server that now serves `listener`: counted in the connection metrics."""
+        server.listener_name = listener
+        if server not in self.view.servers:
+            self.view.servers.append(server)
+        return server

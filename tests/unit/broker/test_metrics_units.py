@@ -1,0 +1,154 @@
+"""Issue 18, without processes: the request stats' histograms, the collector's families
+from them, the log formats, and the admin HTTP's parameter parsing (fuzzed)."""
+
+from __future__ import annotations
+
+import json
+import logging
+import sys
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from prometheus_client import CollectorRegistry, generate_latest
+from prometheus_client.parser import text_string_to_metric_families
+
+from odradek.broker.admin_config import admin_listeners_of
+from odradek.broker.admin_views import BadParameter, partitions_json, readiness
+from odradek.broker.config import ConfigError
+from odradek.broker.logging_setup import JsonFormatter, OneLineFormatter
+from odradek.broker.metrics.collector import NodeCollector
+from odradek.broker.metrics.requests import BUCKETS_MS, RequestStats, request_name
+from odradek.broker.node_view import NodeView
+from odradek.metadata.config.broker_configs import BrokerConfig
+from odradek.protocol.headers import parse_request_header
+from tests.support.wire import raw_header_v1
+
+
+def header(api_key: int, version: int, client: str = "c") -> object:
+    # a trailing empty tagged-field section, for the flexible (header v2) versions
+    return parse_request_header(raw_header_v1(api_key, version, 1, client) + b"\x00")
+
+
+def samples(view: NodeView) -> dict[tuple[str, frozenset[tuple[str, str]]], float]:
+    registry = CollectorRegistry(auto_describe=False)
+    registry.register(NodeCollector(view))
+    text = generate_latest(registry).decode()
+    return {(s.name, frozenset(s.labels.items())): s.value
+            for f in text_string_to_metric_families(text) for s in f.samples}
+
+
+def test_request_names_are_kafkas() -> None:
+    assert [request_name(k) for k in (0, 1, 2, 3, 18, 23, 60)] == [
+        "Produce", "Fetch", "ListOffsets", "Metadata", "ApiVersions", "OffsetForLeaderEpoch",
+        "DescribeCluster"]
+
+
+def test_histograms_count_each_request_in_its_bucket() -> None:
+    stats = RequestStats()
+    h = header(0, 9)
+    # total 0.05 ms, 3 ms and 40 s: the first bucket, the 5 ms one, +Inf
+    stats.record(h, 0.0, 0.0, 0.00005, 0.00005)
+    stats.record(h, 1.0, 1.001, 1.002, 1.003)
+    stats.record(h, 2.0, 2.0, 2.0, 42.0)
+    stats.record(header(18, 3), 0.0, 0.0, 0.0, 0.0)
+    view = NodeView(1, ("broker",), requests=stats)
+    got = samples(view)
+    req = frozenset({("request", "Produce")})
+
+    def bucket(le: str) -> float:
+        return got[("kafka_network_requestmetrics_totaltimems_bucket", req | {("le", le)})]
+
+    assert bucket("0.1") == 1
+    assert bucket("2.5") == 1
+    assert bucket("5.0") == 2
+    assert bucket("30000.0") == 2
+    assert bucket("+Inf") == 3
+    assert got[("kafka_network_requestmetrics_totaltimems_count", req)] == 3
+    assert got[("kafka_network_requestmetrics_totaltimems_sum", req)] == pytest.approx(
+        0.05 + 3 + 40_000, rel=1e-6)
+    assert got[("kafka_network_requestmetrics_requestqueuetimems_sum", req)] == pytest.approx(
+        1.0, rel=1e-6)
+    assert got[("kafka_network_requestmetrics_requests_total",
+                frozenset({("request", "Produce"), ("version", "9")}))] == 3
+    assert got[("kafka_network_requestmetrics_requests_total",
+                frozenset({("request", "ApiVersions"), ("version", "3")}))] == 1
+    assert len(BUCKETS_MS) + 1 == len([k for k in got if k[0].endswith("totaltimems_bucket")
+                                       and ("request", "Produce") in k[1]])
+
+
+def test_slow_requests_are_logged_with_client_api_version_and_time(
+        caplog: pytest.LogCaptureFixture) -> None:
+    stats = RequestStats(slow_ms=100)
+    with caplog.at_level(logging.WARNING, "odradek.requests"):
+        stats.record(header(1, 11, "fast-one"), 0.0, 0.0, 0.05, 0.05)
+        stats.record(header(1, 11, "slow-one"), 0.0, 0.001, 0.2, 0.25)
+    lines = [r.getMessage() for r in caplog.records]
+    assert len(lines) == 1
+    assert "FETCH v11" in lines[0] and "'slow-one'" in lines[0] and "250.0 ms" in lines[0]
+
+
+def test_readiness_names_what_is_missing() -> None:
+    view = NodeView(1, ("broker", "controller"))
+    assert "the node is still starting" in readiness(view)
+    view.started = True
+    assert readiness(view) == []
+    view.stopping = True
+    assert readiness(view) == ["the node is stopping"]
+
+
+def test_text_log_lines_are_one_per_event() -> None:
+    try:
+        raise ValueError("two\nlines")
+    except ValueError:
+        record = logging.LogRecord("odradek.x", logging.ERROR, __file__, 1, "failed:\n%s",
+                                   ("here",), sys.exc_info())
+    text = OneLineFormatter().format(record)
+    assert "\n" not in text and "failed: | here" in text and "ValueError: two | lines" in text
+    event = json.loads(JsonFormatter().format(record))
+    assert event["level"] == "ERROR" and event["logger"] == "odradek.x"
+    assert event["message"] == "failed:\nhere" and "ValueError" in event["exc"]
+    assert event["time"].endswith("Z")
+
+
+@pytest.mark.parametrize(("spec", "ok"), [
+    ("http://127.0.0.1:9644", True), ("", True), ("http://[::1]:0", True),
+    ("https://127.0.0.1:9644", False), ("ADMIN://127.0.0.1:9644", False),
+    ("http://127.0.0.1:9644,http://127.0.0.2:9644", False), ("http://h:99999", False),
+    ("127.0.0.1:9644", False),
+])
+def test_admin_listeners(spec: str, ok: bool) -> None:
+    config = BrokerConfig({"admin.listeners": spec})
+    if ok:
+        admin_listeners_of(config)
+    else:
+        with pytest.raises(ConfigError):
+            admin_listeners_of(config)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.dictionaries(st.text(max_size=20), st.text(max_size=300), max_size=4))
+def test_partition_query_parameters_fuzzed(params: dict[str, str]) -> None:
+    """Any parameters: an answer or a BadParameter with a message, never another error."""
+    view = NodeView(1, ("broker", "controller"))
+    try:
+        out = partitions_json(view, params)
+    except BadParameter as exc:
+        assert str(exc)
+        return
+    assert out["partitions"] == [] and 1 <= out["limit"] <= 10_000
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.text(max_size=200))
+def test_admin_listeners_fuzzed(spec: str) -> None:
+    try:
+        config = BrokerConfig({"admin.listeners": spec})
+    except Exception as exc:  # the config table refused it
+        assert str(exc)
+        return
+    try:
+        for lst in admin_listeners_of(config):
+            assert lst.name == "ADMIN" and 0 <= lst.port <= 65535
+    except ConfigError as exc:
+        assert str(exc)
