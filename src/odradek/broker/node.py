@@ -287,9 +287,9 @@ class Node:
             for name, socks in self.prepared.by_listener.items():
                 for sock in socks:
                     # each listener's requests see its name (Metadata answers its endpoints)
-                    view = Dispatcher(dataclasses.replace(ctx, listener_name=name))
+                    own = Dispatcher(dataclasses.replace(ctx, listener_name=name))
                     await server.start("", 0, sock=sock, listener=securities[name],
-                                       dispatch=view)
+                                       dispatch=self.admin.dispatch(own))
         except OSError as exc:
             server.stop_accepting()
             await coordinators.stop()
