@@ -13,9 +13,11 @@ import logging
 from collections.abc import Callable
 from typing import Any
 
+from odradek.broker.authz import with_session
 from odradek.broker.context import BrokerContext
 from odradek.broker.forwarding import FORWARDED_APIS
 from odradek.broker.handlers import (
+    acls,
     api_versions,
     cluster,
     configs,
@@ -84,6 +86,9 @@ HANDLERS: dict[ApiKey, Handler] = {
     ApiKey.LIST_PARTITION_REASSIGNMENTS: controller_apis.handle_list_partition_reassignments,
     ApiKey.UPDATE_FEATURES: controller_apis.handle_update_features,
     ApiKey.DESCRIBE_QUORUM: raft.handle_describe_quorum,
+    ApiKey.CREATE_ACLS: acls.handle_create_acls,
+    ApiKey.DESCRIBE_ACLS: acls.handle_describe_acls,
+    ApiKey.DELETE_ACLS: acls.handle_delete_acls,
 }
 
 # The controller listener (issue 14): the KRaft APIs, broker registration and heartbeats, the
@@ -105,6 +110,8 @@ CONTROLLER_HANDLERS: dict[ApiKey, Handler] = {
     ApiKey.INCREMENTAL_ALTER_CONFIGS: configs.handle_incremental_alter_configs,
     ApiKey.DESCRIBE_CONFIGS: configs.handle_describe_configs,
     ApiKey.DESCRIBE_CLUSTER: cluster.handle_describe_cluster,
+    ApiKey.CREATE_ACLS: acls.handle_create_acls,
+    ApiKey.DELETE_ACLS: acls.handle_delete_acls,
 }
 
 # the APIs whose coordinator writes their answer waits for (CoordinatorRuntime.durably)
@@ -122,7 +129,7 @@ WANTS_PEER = frozenset({groups.handle_join_group, groups.handle_consumer_group_h
 
 
 # the handler modules whose VERSIONS declare what HANDLERS routes
-HANDLER_MODULES = (api_versions, cluster, configs, controller_apis, fetch, groups, list_offsets,
+HANDLER_MODULES = (acls, api_versions, cluster, configs, controller_apis, fetch, groups, list_offsets,
                    metadata, partitions, produce, raft, topics, transactions)
 # a Fetch on the controller listener is a metadata fetch: raft's versions, not fetch.py's
 _CONTROLLER_OVERRIDES = {ApiKey.FETCH: raft.METADATA_FETCH_VERSIONS}
@@ -168,10 +175,14 @@ class Dispatcher:
                     | (_FORWARD if self.forward and k in FORWARDED_APIS else 0)
                     | (_DURABLE if k in COORDINATOR_WRITES else 0))
             self.table[k] = (lo, hi, handler, kind)
+        # issue 16: with an authorizer, handlers get the request's Session on its header
+        self.secured = ctx.authorizer is not None
 
     def __call__(self, conn: Any, frame: memoryview, header: Any) -> Any:
         # refusals that close the connection are logged here (rate-limited, with the client
         # id) and the Disconnect carries no message, so the server does not log them again
+        if self.secured:
+            header = with_session(header, conn)
         entry = self.table.get(header.api_key)
         if entry is None:
             api = api_name(header.api_key, header.api_version)

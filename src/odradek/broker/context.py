@@ -9,6 +9,7 @@ from typing import Any
 
 from odradek.broker.config import Listener
 from odradek.replication.manager import ReplicaManager
+from odradek.security.authorizer import authorizer_from_config
 
 
 @dataclass(slots=True)
@@ -37,6 +38,13 @@ class BrokerContext:
     lifecycle: Any = None  # broker.lifecycle.BrokerLifecycle (broker role in a cluster)
     link: Any = None  # broker.forwarding.ControllerLink (a cluster); None: single node
     _config_cache: tuple[Any, Any] | None = None
+    # issue 16: security.authorizer.StandardAuthorizer over the image's ACLs, or None (no
+    # authorizer.class.name: every request allowed, as Kafka)
+    authorizer: Any = None
+
+    def __post_init__(self) -> None:
+        if self.authorizer is None:
+            self.authorizer = authorizer_from_config(self.static_config, lambda: self.image.acls)
 
     @property
     def image(self) -> Any:

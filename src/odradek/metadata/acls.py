@@ -13,7 +13,10 @@ controller both read it.
 from __future__ import annotations
 
 import enum
+import uuid
 from dataclasses import dataclass
+
+from odradek.metadata.records import AccessControlEntryRecord
 
 __all__ = [
     "WILDCARD",
@@ -25,6 +28,8 @@ __all__ = [
     "PermissionType",
     "ResourceType",
     "acl_error",
+    "acl_of_record",
+    "record_of_acl",
 ]
 
 WILDCARD = "*"  # a LITERAL resource name (or a host) matching every one
@@ -188,3 +193,17 @@ class AclFilter:
             if value.name == "UNKNOWN":
                 return f"Filter contains UNKNOWN elements: {type(value).__name__}"
         return None
+
+
+def acl_of_record(r: AccessControlEntryRecord) -> AclEntry:
+    """The image's entry of a record; a value outside Kafka's enums is a log we did not
+    write (ValueError)."""
+    return AclEntry(ResourceType(r.resource_type), r.resource_name, PatternType(r.pattern_type),
+                    r.principal, r.host, AclOperation(r.operation),
+                    PermissionType(r.permission_type))
+
+
+def record_of_acl(acl_id: uuid.UUID, acl: AclEntry) -> AccessControlEntryRecord:
+    return AccessControlEntryRecord(acl_id, int(acl.resource_type), acl.resource_name,
+                                    int(acl.pattern_type), acl.principal, acl.host,
+                                    int(acl.operation), int(acl.permission))

@@ -11,12 +11,15 @@ import uuid
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 
+from odradek.metadata.acls import AclEntry, acl_of_record, record_of_acl
 from odradek.metadata.records import (
     RESOURCE_BROKER,
     RESOURCE_TOPIC,
+    AccessControlEntryRecord,
     BrokerEndpoint,
     BrokerFeature,
     BrokerRegistrationChangeRecord,
+    ClientQuotaRecord,
     ConfigRecord,
     FeatureLevelRecord,
     FenceBrokerRecord,
@@ -25,12 +28,17 @@ from odradek.metadata.records import (
     PartitionChangeRecord,
     PartitionRecord,
     ProducerIdsRecord,
+    QuotaEntityData,
     RegisterBrokerRecord,
+    RemoveAccessControlEntryRecord,
     RemoveTopicRecord,
     TopicRecord,
     UnfenceBrokerRecord,
     UnregisterBrokerRecord,
 )
+
+# a client-quota entity: its (entity type, name or None for the default) pairs, sorted
+QuotaEntity = tuple[tuple[str, str | None], ...]
 
 __all__ = [
     "BrokerRegistration",
@@ -103,6 +111,9 @@ class MetadataImage:
     # ids of every topic a RemoveTopicRecord removed: a log on disk with one of these ids is
     # a deletion to finish (a crash came between the record and the rmtree), not a stray
     removed_topic_ids: frozenset[uuid.UUID] = frozenset()
+    # issue 16: ACL bindings by id, and client quotas (entity -> key -> value)
+    acls: Mapping[uuid.UUID, AclEntry] = field(default_factory=dict)
+    client_quotas: Mapping[QuotaEntity, Mapping[str, float]] = field(default_factory=dict)
 
     def topic_configs(self, topic: str) -> Mapping[str, str]:
         return self.configs.get((RESOURCE_TOPIC, topic), {})
@@ -142,6 +153,10 @@ class MetadataDelta:
         self._owned_configs: set[tuple[int, str]] = set()
         self._features: dict[str, int] | None = None
         self._next_producer_id = image.next_producer_id
+        self._acls: dict[uuid.UUID, AclEntry] | None = None
+        self._quotas: dict[QuotaEntity, dict[str, float]] | None = None
+        self.changed_acls = False
+        self.changed_quotas: set[QuotaEntity] = set()
         self.created_topics: dict[str, uuid.UUID] = {}
         self.deleted_topics: dict[str, TopicImage] = {}
         self.removed_topic_ids: set[uuid.UUID] = set()
@@ -331,6 +346,32 @@ class MetadataDelta:
     def _noop(self, r: NoOpRecord) -> None:
         pass
 
+    def _acl(self, r: AccessControlEntryRecord) -> None:
+        if self._acls is None:
+            self._acls = dict(self.prev.acls)
+        if r.id in self._acls:
+            raise MetadataReplayError(f"ACL id {r.id} already exists")
+        self._acls[r.id] = acl_of_record(r)
+        self.changed_acls = True
+
+    def _remove_acl(self, r: RemoveAccessControlEntryRecord) -> None:
+        if self._acls is None:
+            self._acls = dict(self.prev.acls)
+        if self._acls.pop(r.id, None) is None:
+            raise MetadataReplayError(f"removal of unknown ACL id {r.id}")
+        self.changed_acls = True
+
+    def _client_quota(self, r: ClientQuotaRecord) -> None:
+        if self._quotas is None:
+            self._quotas = {k: dict(v) for k, v in self.prev.client_quotas.items()}
+        entity = tuple(sorted((e.entity_type, e.entity_name) for e in r.entity))
+        values = self._quotas.setdefault(entity, {})
+        if r.remove:
+            values.pop(r.key, None)
+        else:
+            values[r.key] = r.value
+        self.changed_quotas.add(entity)
+
     # -- result
 
     def apply(self, offset: int | None = None) -> MetadataImage:
@@ -358,6 +399,9 @@ class MetadataDelta:
             next_producer_id=self._next_producer_id,
             removed_topic_ids=(prev.removed_topic_ids | self.removed_topic_ids
                                if self.removed_topic_ids else prev.removed_topic_ids),
+            acls=prev.acls if self._acls is None else self._acls,
+            client_quotas=(prev.client_quotas if self._quotas is None
+                           else {k: v for k, v in self._quotas.items() if v}),
         )
         return self.image
 
@@ -371,6 +415,8 @@ class MetadataDelta:
             or self.changed_configs
             or self.changed_brokers
             or self.changed_features
+            or self.changed_acls
+            or self.changed_quotas
         )
 
     def __repr__(self) -> str:
@@ -397,6 +443,9 @@ _HANDLERS = {
     FeatureLevelRecord: MetadataDelta._feature,
     ProducerIdsRecord: MetadataDelta._producer_ids,
     NoOpRecord: MetadataDelta._noop,
+    AccessControlEntryRecord: MetadataDelta._acl,
+    RemoveAccessControlEntryRecord: MetadataDelta._remove_acl,
+    ClientQuotaRecord: MetadataDelta._client_quota,
 }
 
 
@@ -428,6 +477,10 @@ def image_to_records(image: MetadataImage) -> list[MetadataRecord]:
                 partition_epoch=p.partition_epoch))
     for (rtype, rname), values in sorted(image.configs.items()):
         out += [ConfigRecord(rtype, rname, k, v) for k, v in sorted(values.items())]
+    out += [record_of_acl(acl_id, acl) for acl_id, acl in sorted(image.acls.items())]
+    for entity, values in sorted(image.client_quotas.items(), key=lambda kv: repr(kv[0])):
+        out += [ClientQuotaRecord([QuotaEntityData(t, n) for t, n in entity], k, v)
+                for k, v in sorted(values.items())]
     if image.next_producer_id:
         out.append(ProducerIdsRecord(broker_id=-1, broker_epoch=-1,
                                      next_producer_id=image.next_producer_id))

@@ -13,6 +13,7 @@ from functools import partial
 from typing import Any
 
 from odradek.broker import refusals
+from odradek.broker.authz import produce_denials
 from odradek.broker.handlers.common import INTERNAL_TOPICS, Response, valid_topic_name
 from odradek.broker.handlers.transactions import implicit_add_partition
 from odradek.broker.transport_signals import Disconnect
@@ -45,10 +46,16 @@ def handle(ctx: Any, header: Any, frame: memoryview) -> Response | None:
     waits: list[tuple[Any, int, int]] = []
     slots: list[tuple[list[PartitionResult], int]] = []
     failed = False
+    # issue 16: topics the principal may not write (or the transactional id), by their error
+    denied = produce_denials(ctx, header, req) if ctx.authorizer is not None else None
     for topic in req.topics:
         name = topic.name
         out: list[PartitionResult] = []
         for index, records in topic.partitions:
+            if denied and name in denied:
+                out.append(PartitionResult(index, denied[name], -1))
+                failed = True
+                continue
             if acks not in _VALID_ACKS:
                 out.append(PartitionResult(index, ErrorCode.invalid_required_acks, -1))
                 failed = True
