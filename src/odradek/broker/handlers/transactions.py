@@ -12,10 +12,13 @@ import logging
 import time
 from typing import Any
 
+from odradek.broker.authz import allowed, any_allowed
 from odradek.broker.entities import ms
 from odradek.broker.handlers.common import Response, decode, respond
 from odradek.coordinator import offsets_topic as ot
 from odradek.coordinator.transaction.coordinator import InitResult, TransactionCoordinator
+from odradek.metadata.acls import AclOperation as Op
+from odradek.metadata.acls import ResourceType as RT
 from odradek.protocol.apis import ApiKey, ApiVersionRange
 from odradek.protocol.errors import ErrorCode
 
@@ -53,6 +56,17 @@ VERSIONS = (
 def handle_init_producer_id(ctx: Any, header: Any, frame: memoryview) -> Response:
     req = decode(header, frame)
     txn_id = req.transactional_id
+    if ctx.authorizer is not None:
+        # Kafka: Write on the transactional id; an idempotent producer needs IdempotentWrite
+        # on the cluster or Write on some topic (KIP-679)
+        if txn_id is not None and not allowed(ctx, header, Op.WRITE, RT.TRANSACTIONAL_ID,
+                                              txn_id):
+            return _ipid(header, E.transactional_id_authorization_failed)
+        if txn_id is None and not (
+                allowed(ctx, header, Op.IDEMPOTENT_WRITE, RT.CLUSTER, "kafka-cluster",
+                        log_if_denied=False)
+                or any_allowed(ctx, header, Op.WRITE, RT.TOPIC)):
+            return _ipid(header, E.cluster_authorization_failed)
     if txn_id is not None:
         tc = _tc(ctx)
         if tc is None:
@@ -89,7 +103,10 @@ def handle_add_partitions_to_txn(ctx: Any, header: Any, frame: memoryview) -> Re
 
     def results(tid: str, pid: int, epoch: int, topics: Any, verify: bool) -> list[dict[str, Any]]:
         tps = [(t.name, int(p)) for t in topics for p in t.partitions]
-        if tc is None:
+        refused = _txn_partitions_refused(ctx, header, tid, tps)
+        if refused is not None:
+            res = refused
+        elif tc is None:
             res = dict.fromkeys(tps, E.coordinator_not_available)
         else:
             res = tc.add_partitions(tid, pid, epoch, tps, verify)
@@ -109,6 +126,21 @@ def handle_add_partitions_to_txn(ctx: Any, header: Any, frame: memoryview) -> Re
             bool(t.verify_only))} for t in req.transactions]})
 
 
+def _txn_partitions_refused(ctx: Any, header: Any, tid: str, tps: list[tuple[str, int]]
+                            ) -> dict[tuple[str, int], ErrorCode] | None:
+    # Kafka: Write on the transactional id, then Write on each topic; any denial fails the
+    # whole set (denied ones TOPIC_AUTHORIZATION_FAILED, the others OPERATION_NOT_ATTEMPTED)
+    if ctx.authorizer is None:
+        return None
+    if not allowed(ctx, header, Op.WRITE, RT.TRANSACTIONAL_ID, tid):
+        return dict.fromkeys(tps, E.transactional_id_authorization_failed)
+    denied = {t for t, _ in tps if not allowed(ctx, header, Op.WRITE, RT.TOPIC, t)}
+    if not denied:
+        return None
+    return {(t, p): E.topic_authorization_failed if t in denied else E.operation_not_attempted
+            for t, p in tps}
+
+
 def _offsets_partitions(ctx: Any) -> int:
     t = ctx.image.topics_by_name.get(OFFSETS_TOPIC)
     return len(t.partitions) if t is not None else 50
@@ -117,6 +149,11 @@ def _offsets_partitions(ctx: Any) -> int:
 def handle_add_offsets_to_txn(ctx: Any, header: Any, frame: memoryview) -> Response:
     req = decode(header, frame)
     tc = _tc(ctx)
+    if not allowed(ctx, header, Op.WRITE, RT.TRANSACTIONAL_ID, req.transactional_id):
+        return respond(header, {"throttle_time": 0,
+                                "error_code": E.transactional_id_authorization_failed})
+    if not allowed(ctx, header, Op.READ, RT.GROUP, req.group_id):
+        return respond(header, {"throttle_time": 0, "error_code": E.group_authorization_failed})
     code = E.coordinator_not_available if tc is None else tc.add_offsets(
         req.transactional_id, int(req.producer_id), int(req.producer_epoch), req.group_id,
         OFFSETS_TOPIC, _offsets_partitions(ctx))
@@ -127,6 +164,10 @@ def handle_add_offsets_to_txn(ctx: Any, header: Any, frame: memoryview) -> Respo
 def handle_end_txn(ctx: Any, header: Any, frame: memoryview) -> Response:
     req = decode(header, frame)
     tc = _tc(ctx)
+    if not allowed(ctx, header, Op.WRITE, RT.TRANSACTIONAL_ID, req.transactional_id):
+        return respond(header, {"throttle_time": 0,
+                                "error_code": E.transactional_id_authorization_failed,
+                                "producer_id": -1, "producer_epoch": -1})
     if header.api_version >= 5:
         # KIP-890 part 2: the epoch is bumped and the new producer id/epoch answered
         r = (InitResult(E.coordinator_not_available) if tc is None else tc.end_txn_v2(
@@ -178,7 +219,16 @@ def handle_txn_offset_commit(ctx: Any, header: Any, frame: memoryview) -> Respon
             offsets[(t.name, int(p.partition_index))] = (
                 int(p.committed_offset), int(getattr(p, "committed_leader_epoch", -1)),
                 p.committed_metadata or "")
-    code = E.coordinator_not_available if tc is None else tc.commit_offsets(
+    code = E.coordinator_not_available if tc is None else None
+    if not allowed(ctx, header, Op.WRITE, RT.TRANSACTIONAL_ID, req.transactional_id):
+        code = E.transactional_id_authorization_failed
+    elif not allowed(ctx, header, Op.READ, RT.GROUP, req.group_id):
+        code = E.group_authorization_failed
+    denied = {t for t, _ in offsets if ctx.authorizer is not None and code is None
+              and not allowed(ctx, header, Op.READ, RT.TOPIC, t)}
+    if denied:
+        code = E.topic_authorization_failed
+    code = code if code is not None else tc.commit_offsets(  # type: ignore[union-attr]
         req.transactional_id, int(req.producer_id), int(req.producer_epoch), req.group_id,
         offsets, int(getattr(req, "generation_id", -1)), getattr(req, "member_id", ""),
         getattr(req, "group_instance_id", None), header.api_version >= 5,
