@@ -117,8 +117,8 @@ def test_acls_enforced_after_restart(tmp_path: Path) -> None:
         assert raised.value.args[0].code() == KafkaError.TOPIC_AUTHORIZATION_FAILED
         # ACL admin needs Alter/Describe on the cluster
         with pytest.raises(KafkaException) as raised:
-            list(admin.create_acls([_acl(ResourceType.TOPIC, "x", AclOperation.READ)])
-                 .values())[0].result(30)
+            next(iter(admin.create_acls([_acl(ResourceType.TOPIC, "x", AclOperation.READ)])
+                 .values())).result(30)
         assert raised.value.args[0].code() == KafkaError.CLUSTER_AUTHORIZATION_FAILED
         # the audit log names the denial as Kafka's authorizer logger does
         assert "Principal = User:ANONYMOUS is Denied operation = WRITE" in node.log()
@@ -129,8 +129,8 @@ def test_acls_enforced_after_restart(tmp_path: Path) -> None:
 def test_acl_apis_without_an_authorizer(broker: BrokerProcess) -> None:
     admin = AdminClient({"bootstrap.servers": broker.bootstrap})
     with pytest.raises(KafkaException) as raised:
-        list(admin.create_acls([_acl(ResourceType.TOPIC, "t", AclOperation.READ)])
-             .values())[0].result(30)
+        next(iter(admin.create_acls([_acl(ResourceType.TOPIC, "t", AclOperation.READ)])
+             .values())).result(30)
     assert raised.value.args[0].code() == KafkaError.SECURITY_DISABLED
 
 

@@ -6,6 +6,7 @@ from pathlib import Path
 
 import typer
 
+from odradek.cli import acl as acl_cmd
 from odradek.cli import bench as bench_cmd
 from odradek.cli import cluster as cluster_cmd
 from odradek.cli import config as config_cmd
@@ -81,6 +82,7 @@ app.add_typer(config_cmd.app, name="config")
 app.add_typer(registry_cmd.app, name="registry")
 app.add_typer(cluster_cmd.app, name="cluster")
 app.add_typer(partitions_cmd.app, name="partitions")
+app.add_typer(acl_cmd.app, name="acl")
 app.command("produce")(produce_cmd.produce)
 app.command("consume")(consume_cmd.consume)
 app.command("dump-log")(dump_log_cmd.dump_log)
