@@ -13,7 +13,7 @@ import logging
 from collections.abc import Callable
 from typing import Any
 
-from odradek.broker.authz import with_session
+from odradek.broker.authz import guarded
 from odradek.broker.context import BrokerContext
 from odradek.broker.forwarding import FORWARDED_APIS
 from odradek.broker.handlers import (
@@ -28,6 +28,7 @@ from odradek.broker.handlers import (
     metadata,
     partitions,
     produce,
+    quotas,
     raft,
     topics,
     transactions,
@@ -89,6 +90,8 @@ HANDLERS: dict[ApiKey, Handler] = {
     ApiKey.CREATE_ACLS: acls.handle_create_acls,
     ApiKey.DESCRIBE_ACLS: acls.handle_describe_acls,
     ApiKey.DELETE_ACLS: acls.handle_delete_acls,
+    ApiKey.ALTER_CLIENT_QUOTAS: quotas.handle_alter_client_quotas,
+    ApiKey.DESCRIBE_CLIENT_QUOTAS: quotas.handle_describe_client_quotas,
 }
 
 # The controller listener (issue 14): the KRaft APIs, broker registration and heartbeats, the
@@ -112,6 +115,7 @@ CONTROLLER_HANDLERS: dict[ApiKey, Handler] = {
     ApiKey.DESCRIBE_CLUSTER: cluster.handle_describe_cluster,
     ApiKey.CREATE_ACLS: acls.handle_create_acls,
     ApiKey.DELETE_ACLS: acls.handle_delete_acls,
+    ApiKey.ALTER_CLIENT_QUOTAS: quotas.handle_alter_client_quotas,
 }
 
 # the APIs whose coordinator writes their answer waits for (CoordinatorRuntime.durably)
@@ -130,7 +134,7 @@ WANTS_PEER = frozenset({groups.handle_join_group, groups.handle_consumer_group_h
 
 # the handler modules whose VERSIONS declare what HANDLERS routes
 HANDLER_MODULES = (acls, api_versions, cluster, configs, controller_apis, fetch, groups, list_offsets,
-                   metadata, partitions, produce, raft, topics, transactions)
+                   metadata, partitions, produce, quotas, raft, topics, transactions)
 # a Fetch on the controller listener is a metadata fetch: raft's versions, not fetch.py's
 _CONTROLLER_OVERRIDES = {ApiKey.FETCH: raft.METADATA_FETCH_VERSIONS}
 
@@ -175,14 +179,16 @@ class Dispatcher:
                     | (_FORWARD if self.forward and k in FORWARDED_APIS else 0)
                     | (_DURABLE if k in COORDINATOR_WRITES else 0))
             self.table[k] = (lo, hi, handler, kind)
-        # issue 16: with an authorizer, handlers get the request's Session on its header
+        # issue 16: with an authorizer or client quotas, handlers get the request's Session
+        # on its header (and produce is charged against its quota before it runs)
         self.secured = ctx.authorizer is not None
+        self.quotas = ctx.quotas
 
     def __call__(self, conn: Any, frame: memoryview, header: Any) -> Any:
         # refusals that close the connection are logged here (rate-limited, with the client
         # id) and the Disconnect carries no message, so the server does not log them again
-        if self.secured:
-            header = with_session(header, conn)
+        if self.secured or self.quotas.active:
+            header = guarded(self.ctx, header, conn, frame)
         entry = self.table.get(header.api_key)
         if entry is None:
             api = api_name(header.api_key, header.api_version)

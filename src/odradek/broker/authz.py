@@ -29,6 +29,8 @@ class SessionHeader(RequestHeader):
     NamedTuple subclasses cannot add fields)."""
 
     session: Session
+    conn: Any  # the Connection (quota throttling mutes it)
+    throttle_ms: int  # Produce: the quota's throttle time, set before the handler runs
 
 
 def _peer_ip(conn: Any) -> str:
@@ -53,6 +55,8 @@ def session_of_conn(conn: Any) -> Session:
 def with_session(header: Any, conn: Any) -> SessionHeader:
     out = SessionHeader(*header)
     out.session = session_of_conn(conn)
+    out.conn = conn
+    out.throttle_ms = 0
     return out
 
 
@@ -83,8 +87,9 @@ def allowed(ctx: Any, header: Any, op: AclOperation, rt: ResourceType, name: str
                                 log_if_denied=log_if_denied))
 
 
-def cluster_allowed(ctx: Any, header: Any, op: AclOperation) -> bool:
-    return allowed(ctx, header, op, RT.CLUSTER, CLUSTER_NAME)
+def cluster_allowed(ctx: Any, header: Any, op: AclOperation, *,
+                    log_if_denied: bool = True) -> bool:
+    return allowed(ctx, header, op, RT.CLUSTER, CLUSTER_NAME, log_if_denied=log_if_denied)
 
 
 def any_allowed(ctx: Any, header: Any, op: AclOperation, rt: ResourceType) -> bool:
@@ -122,3 +127,21 @@ def produce_denials(ctx: Any, header: Any, req: Any) -> dict[str, Any]:
         return dict.fromkeys(names, ErrorCode.transactional_id_authorization_failed)
     return {name: ErrorCode.topic_authorization_failed for name in names
             if not allowed(ctx, header, Op.WRITE, RT.TOPIC, name)}
+
+
+def guarded(ctx: Any, header: Any, conn: Any, frame: memoryview) -> SessionHeader:
+    """The header with its Session; a Produce is charged against producer_byte_rate here,
+    by its request size (the throttle goes into its answer and mutes the channel)."""
+    from odradek.security.quotas import PRODUCER_BYTE_RATE
+
+    out = with_session(header, conn)
+    quotas = ctx.quotas
+    if header.api_key == 0 and quotas is not None and quotas.active:
+        throttle = quotas.record(PRODUCER_BYTE_RATE, out.session.principal.name,
+                                 header.client_id or "", len(frame))
+        if throttle > 0:
+            out.throttle_ms = throttle
+            mute = getattr(conn, "mute", None)
+            if mute is not None:
+                mute(throttle)
+    return out

@@ -30,6 +30,7 @@ from odradek.metadata.controller_acls import AclControl
 from odradek.metadata.controller_brokers import BrokerControl
 from odradek.metadata.controller_elections import PartitionControl
 from odradek.metadata.controller_features import FeatureControl
+from odradek.metadata.controller_quotas import QuotaControl
 from odradek.metadata.controller_reassign import ReassignmentControl
 from odradek.metadata.controller_requests import (
     AlterConfigsResource,
@@ -68,7 +69,7 @@ def load_image(quorum: Quorum, cluster_id: str | None) -> MetadataImage:
 
 
 class Controller(TopicControl, BrokerControl, PartitionControl, ReassignmentControl,
-                 FeatureControl, AclControl):
+                 FeatureControl, AclControl, QuotaControl):
     def __init__(self, quorum: Quorum, image: MetadataImage | MetadataPublisher,
                  broker_config: BrokerConfig,
                  clock: Callable[[], int] | None = None) -> None:

@@ -13,7 +13,7 @@ from functools import partial
 from typing import Any
 
 from odradek.broker import refusals
-from odradek.broker.authz import produce_denials
+from odradek.broker.authz import SessionHeader, produce_denials
 from odradek.broker.handlers.common import INTERNAL_TOPICS, Response, valid_topic_name
 from odradek.broker.handlers.transactions import implicit_add_partition
 from odradek.broker.transport_signals import Disconnect
@@ -97,26 +97,30 @@ def handle(ctx: Any, header: Any, frame: memoryview) -> Response | None:
             out.append(PartitionResult(index, r.error, r.base_offset, r.log_append_time_ms,
                                        r.log_start_offset, error_message=r.message))
         results.append((name, out))
+    # issue 16: producer_byte_rate's throttle, charged by the Dispatcher
+    throttle = header.throttle_ms if isinstance(header, SessionHeader) else 0
     if waits:
         return rm.delay_produce(waits, req.timeout_ms,
-                                partial(_after_replication, version, results, slots))
+                                partial(_after_replication, version, results, slots, throttle))
     if acks == 0:
         if failed:
             # the client expects no answer: closing is the only way to tell it (as Kafka does)
             raise Disconnect("acks=0 produce request had partition errors")
         return None
-    return response_header_version(0, version), [encode_produce_response(version, results)]
+    return response_header_version(0, version), [
+        encode_produce_response(version, results, throttle)]
 
 
 def _after_replication(version: int, results: list[tuple[str, list[PartitionResult]]],
-                       slots: list[tuple[list[PartitionResult], int]],
+                       slots: list[tuple[list[PartitionResult], int]], throttle: int,
                        errors: list[ErrorCode]) -> Response:
     # acks=all: a batch the ISR did not reach in time is REQUEST_TIMED_OUT (it is in the
     # leader's log; a retry of an idempotent producer is answered as a duplicate)
     for (out, i), code in zip(slots, errors, strict=True):
         if code != ErrorCode.none:
             out[i] = out[i]._replace(error_code=code)
-    return response_header_version(0, version), [encode_produce_response(version, results)]
+    return response_header_version(0, version), [
+        encode_produce_response(version, results, throttle)]
 
 
 def _implicit_add(ctx: Any, transactional_id: str, topic: str, partition: int,

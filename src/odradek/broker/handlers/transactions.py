@@ -219,24 +219,29 @@ def handle_txn_offset_commit(ctx: Any, header: Any, frame: memoryview) -> Respon
             offsets[(t.name, int(p.partition_index))] = (
                 int(p.committed_offset), int(getattr(p, "committed_leader_epoch", -1)),
                 p.committed_metadata or "")
-    code = E.coordinator_not_available if tc is None else None
+    # Kafka: Write on the transactional id, Read on the group (each failing the whole
+    # request), then Read on each topic (TOPIC_AUTHORIZATION_FAILED for its partitions only)
+    code: ErrorCode | None = None
+    denied: set[str] = set()
     if not allowed(ctx, header, Op.WRITE, RT.TRANSACTIONAL_ID, req.transactional_id):
         code = E.transactional_id_authorization_failed
     elif not allowed(ctx, header, Op.READ, RT.GROUP, req.group_id):
         code = E.group_authorization_failed
-    denied = {t for t, _ in offsets if ctx.authorizer is not None and code is None
-              and not allowed(ctx, header, Op.READ, RT.TOPIC, t)}
-    if denied:
-        code = E.topic_authorization_failed
-    code = code if code is not None else tc.commit_offsets(  # type: ignore[union-attr]
-        req.transactional_id, int(req.producer_id), int(req.producer_epoch), req.group_id,
-        offsets, int(getattr(req, "generation_id", -1)), getattr(req, "member_id", ""),
-        getattr(req, "group_instance_id", None), header.api_version >= 5,
-        _offsets_partitions(ctx))
-    code = _fenced(code, header.api_version, 3)
+    elif ctx.authorizer is not None:
+        denied = {t for t, _ in offsets if not allowed(ctx, header, Op.READ, RT.TOPIC, t)}
+    committing = {k: v for k, v in offsets.items() if k[0] not in denied}
+    if code is None and committing:
+        code = E.coordinator_not_available if tc is None else tc.commit_offsets(
+            req.transactional_id, int(req.producer_id), int(req.producer_epoch), req.group_id,
+            committing, int(getattr(req, "generation_id", -1)), getattr(req, "member_id", ""),
+            getattr(req, "group_instance_id", None), header.api_version >= 5,
+            _offsets_partitions(ctx))
+    code = _fenced(code if code is not None else E.none, header.api_version, 3)
     by_topic: dict[str, list[dict[str, Any]]] = {}
     for t, p in offsets:
-        by_topic.setdefault(t, []).append({"partition_index": p, "error_code": code})
+        by_topic.setdefault(t, []).append({
+            "partition_index": p,
+            "error_code": E.topic_authorization_failed if t in denied else code})
     return respond(header, {"throttle_time": 0, "topics": [
         {"name": t, "partitions": ps} for t, ps in by_topic.items()]})
 
@@ -247,6 +252,8 @@ def handle_describe_transactions(ctx: Any, header: Any, frame: memoryview) -> Re
     out = []
     for tid in req.transactional_ids:
         code, m = (E.coordinator_not_available, None) if tc is None else tc.describe(tid)
+        if not allowed(ctx, header, Op.DESCRIBE, RT.TRANSACTIONAL_ID, tid):
+            code, m = E.transactional_id_authorization_failed, None
         if m is None:
             out.append({"error_code": code, "transactional_id": tid, "transaction_state": "",
                         "transaction_timeout": 0, "transaction_start_time": -1,
@@ -278,6 +285,9 @@ def handle_list_transactions(ctx: Any, header: Any, frame: memoryview) -> Respon
     txns = [] if tc is None else tc.list(states, pids)
     if duration >= 0:
         txns = [m for m in txns if m.start_ms >= 0 and now - m.start_ms > duration]
+    if ctx.authorizer is not None:  # Kafka: only the ids it may describe, unlogged
+        txns = [m for m in txns if allowed(ctx, header, Op.DESCRIBE, RT.TRANSACTIONAL_ID,
+                                           m.transactional_id, log_if_denied=False)]
     return respond(header, {
         "throttle_time": 0,
         "error_code": E.none if tc is not None else E.coordinator_not_available,
@@ -293,6 +303,11 @@ def handle_describe_producers(ctx: Any, header: Any, frame: memoryview) -> Respo
     topics = []
     for t in req.topics:
         parts = []
+        if not allowed(ctx, header, Op.READ, RT.TOPIC, t.name):
+            topics.append({"name": t.name, "partitions": [
+                {"partition_index": int(p), "error_code": E.topic_authorization_failed,
+                 "error_message": None, "active_producers": []} for p in t.partition_indexes]})
+            continue
         for p in t.partition_indexes:
             part = rm.get(t.name, int(p))
             if part is None:
