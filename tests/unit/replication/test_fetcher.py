@@ -25,6 +25,7 @@ from odradek.protocol.fetch import FileRegion
 from odradek.protocol.headers import encode_request_header, parse_request_header
 from odradek.protocol.messages import decode_response, encode_request
 from odradek.protocol.records import BatchHeader
+from odradek.security.quotas import ClientQuotas
 from odradek.replication.config import (
     AlterPartitionItem,
     AlterPartitionResult,
@@ -90,8 +91,10 @@ class Cluster:
                                 alter_partition=self.alter, config=CONFIG)
             rm.load(MetadataImage())
             self.rms[n] = rm
-            self.ctxs[n] = types.SimpleNamespace(replica_manager=rm, image=MetadataImage(
-                topics_by_id={TID: TopicImage("t", TID, {})}))
+            # no authorizer and no client quotas, as a node without issue 16's settings
+            self.ctxs[n] = types.SimpleNamespace(
+                replica_manager=rm, image=MetadataImage(topics_by_id={TID: TopicImage("t", TID, {})}),
+                authorizer=None, quotas=ClientQuotas(dict))
 
     async def alter(self, item: AlterPartitionItem) -> AlterPartitionResult:
         # the controller accepts every proposal of the current leader epoch
