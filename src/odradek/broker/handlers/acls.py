@@ -33,6 +33,7 @@ VERSIONS = (
 )
 
 NO_AUTHORIZER = "No Authorizer is configured."
+DENIED = "Cluster authorization failed."
 E = TypeVar("E", bound=enum.IntEnum)
 
 
@@ -57,7 +58,7 @@ def handle_create_acls(ctx: Any, header: Any, frame: memoryview) -> Any:
     if ctx.authorizer is None:
         refusal = (ErrorCode.security_disabled, NO_AUTHORIZER)
     elif not authz.cluster_allowed(ctx, header, AclOperation.ALTER):
-        refusal = (ErrorCode.cluster_authorization_failed, None)
+        refusal = (ErrorCode.cluster_authorization_failed, DENIED)
     if refusal is not None:
         return _created(header, [AclResult(*refusal) for _ in req.creations])
     acls = [AclEntry(_enum(ResourceType, c.resource_type), c.resource_name,
@@ -84,7 +85,7 @@ def handle_describe_acls(ctx: Any, header: Any, frame: memoryview) -> Response:
     if ctx.authorizer is None:
         return _described(header, ErrorCode.security_disabled, NO_AUTHORIZER, [])
     if not authz.cluster_allowed(ctx, header, AclOperation.DESCRIBE):
-        return _described(header, ErrorCode.cluster_authorization_failed, None, [])
+        return _described(header, ErrorCode.cluster_authorization_failed, DENIED, [])
     flt = _filter(req)
     problem = flt.error()
     if problem is not None:
@@ -113,7 +114,7 @@ def handle_delete_acls(ctx: Any, header: Any, frame: memoryview) -> Any:
     if ctx.authorizer is None:
         refusal = (ErrorCode.security_disabled, NO_AUTHORIZER)
     elif not authz.cluster_allowed(ctx, header, AclOperation.ALTER):
-        refusal = (ErrorCode.cluster_authorization_failed, None)
+        refusal = (ErrorCode.cluster_authorization_failed, DENIED)
     if refusal is not None:
         return _deleted(header, [DeleteAclsResult(*refusal) for _ in req.filters])
     return _delete(ctx, header, [_filter(f) for f in req.filters])
