@@ -94,3 +94,39 @@ def test_quota_cli_and_produce_fetch_throttling(broker: BrokerProcess) -> None:
     rows = json.loads(ok("quota", "describe", "--client-id", "slow", "--format", "json",
                          bootstrap=b))
     assert rows == []
+
+
+def test_controller_mutation_and_request_quotas(broker: BrokerProcess) -> None:
+    from kio.schema.create_topics.v7 import request as ct7
+    from kio.schema.metadata.v12 import request as md12
+
+    b = broker.bootstrap
+    ok("quota", "set", "--client-id", "admin-slow", "--add", "controller_mutation_rate=1",
+       bootstrap=b)
+    ok("quota", "set", "--client-id", "busy", "--add", "request_percentage=0.000001",
+       bootstrap=b)
+
+    def create(conn: Conn, name: str) -> object:
+        return conn.request(ct7.CreateTopicsRequest(
+            topics=(ct7.CreatableTopic(name=name, num_partitions=i32(20),
+                                       replication_factor=i16(1), assignments=(),
+                                       configs=()),),
+            timeout=datetime.timedelta(seconds=30), validate_only=False), client_id="admin-slow")
+
+    with Conn(broker.port) as first, Conn(broker.port) as second:
+        r = create(first, "mut-a")  # under the quota: done, then charged 20 partitions
+        assert r.topics[0].error_code == 0 and r.throttle_time.total_seconds() > 0
+        r = create(second, "mut-b")  # strict (v6+): over the quota, not done
+        assert r.topics[0].error_code == 89  # THROTTLING_QUOTA_EXCEEDED
+        assert r.throttle_time.total_seconds() > 0
+    with Conn(broker.port) as conn:
+        conn.request(md12.MetadataRequest(topics=(), allow_auto_topic_creation=False,
+                                          include_topic_authorized_operations=False),
+                     client_id="busy")
+    with Conn(broker.port) as conn:
+        # the first request's time is over 0.000001% of a thread: the next one is throttled
+        r = conn.request(md12.MetadataRequest(topics=(), allow_auto_topic_creation=False,
+                                              include_topic_authorized_operations=False),
+                         client_id="busy")
+        assert r.throttle_time.total_seconds() > 0
+        _assert_muted(conn)

@@ -10,10 +10,11 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from collections.abc import Callable
 from typing import Any
 
-from odradek.broker.authz import guarded
+from odradek.broker.authz import charge_request_time, guarded
 from odradek.broker.context import BrokerContext
 from odradek.broker.forwarding import FORWARDED_APIS
 from odradek.broker.handlers import (
@@ -185,10 +186,21 @@ class Dispatcher:
         self.quotas = ctx.quotas
 
     def __call__(self, conn: Any, frame: memoryview, header: Any) -> Any:
+        if self.secured or self.quotas.active:  # issue 16: ACLs or client quotas
+            return self._guarded(conn, frame, header)
+        return self._route(conn, frame, header)
+
+    def _guarded(self, conn: Any, frame: memoryview, header: Any) -> Any:
+        header = guarded(self.ctx, header, conn, frame)
+        started = time.perf_counter()
+        try:
+            return self._route(conn, frame, header)
+        finally:
+            charge_request_time(self.ctx, header, time.perf_counter() - started)
+
+    def _route(self, conn: Any, frame: memoryview, header: Any) -> Any:
         # refusals that close the connection are logged here (rate-limited, with the client
         # id) and the Disconnect carries no message, so the server does not log them again
-        if self.secured or self.quotas.active:
-            header = guarded(self.ctx, header, conn, frame)
         entry = self.table.get(header.api_key)
         if entry is None:
             api = api_name(header.api_key, header.api_version)

@@ -16,6 +16,7 @@ from odradek.protocol.apis import ApiKey
 from odradek.protocol.headers import RequestHeader
 from odradek.security.authorizer import supported_operations_bitfield
 from odradek.security.principal import Session
+from odradek.security.quotas import PRODUCER_BYTE_RATE, REQUEST_PERCENTAGE
 
 __all__ = ["SessionHeader", "allowed", "api_label", "authorized_operations",
            "cluster_allowed", "session_of", "with_session"]
@@ -130,18 +131,30 @@ def produce_denials(ctx: Any, header: Any, req: Any) -> dict[str, Any]:
 
 
 def guarded(ctx: Any, header: Any, conn: Any, frame: memoryview) -> SessionHeader:
-    """The header with its Session; a Produce is charged against producer_byte_rate here,
-    by its request size (the throttle goes into its answer and mutes the channel)."""
-    from odradek.security.quotas import PRODUCER_BYTE_RATE
-
+    """The header with its Session, and the quota throttle its answer carries (the channel
+    is muted that long): a Produce is charged against producer_byte_rate by its size here;
+    every request waits out request_percentage when the time its client's requests took so
+    far is over it (the time of this one is charged after it ran: charge_request_time)."""
     out = with_session(header, conn)
     quotas = ctx.quotas
-    if header.api_key == 0 and quotas is not None and quotas.active:
-        throttle = quotas.record(PRODUCER_BYTE_RATE, out.session.principal.name,
-                                 header.client_id or "", len(frame))
-        if throttle > 0:
-            out.throttle_ms = throttle
-            mute = getattr(conn, "mute", None)
-            if mute is not None:
-                mute(throttle)
+    if quotas is None or not quotas.active:
+        return out
+    user, client = out.session.principal.name, header.client_id or ""
+    throttle = quotas.throttle_ms(REQUEST_PERCENTAGE, user, client)
+    if header.api_key == 0:
+        throttle = max(throttle, quotas.record(PRODUCER_BYTE_RATE, user, client, len(frame)))
+    if throttle > 0:
+        out.throttle_ms = throttle
+        mute = getattr(conn, "mute", None)
+        if mute is not None:
+            mute(throttle)
     return out
+
+
+def charge_request_time(ctx: Any, header: Any, seconds: float) -> None:
+    """request_percentage: the handler's time on the event loop, in Kafka's unit (percent of
+    one thread: 1 s of work in a second is 100)."""
+    quotas = ctx.quotas
+    if quotas is not None and quotas.active and isinstance(header, SessionHeader):
+        quotas.record(REQUEST_PERCENTAGE, header.session.principal.name,
+                      header.client_id or "", seconds * 100.0)

@@ -7,7 +7,7 @@ import uuid
 from typing import Any
 
 from odradek.broker.authz import allowed
-from odradek.broker.handlers import admin
+from odradek.broker.handlers import admin, mutation_quota
 from odradek.broker.handlers.common import INTERNAL_TOPICS, Response, decode, respond
 from odradek.metadata.acls import AclOperation as Op
 from odradek.metadata.acls import ResourceType as RT
@@ -60,6 +60,15 @@ async def _create_topics(ctx: Any, header: Any, specs: list[CreatableTopic],
                   for s in specs if not allowed(ctx, header, Op.CREATE, RT.TOPIC, s.name)]
         refused_names = {r.name for r in denied}
         specs = [s for s in specs if s.name not in refused_names]
+    default_count = int(ctx.config.get("num.partitions") or 1)
+    throttled = mutation_quota.admit(ctx, header, [
+        (s.name, len(s.assignments) if s.assignments else
+         (s.num_partitions if s.num_partitions > 0 else default_count)) for s in specs])
+    if throttled:
+        denied += [CreateTopicResult(n, ErrorCode.throttling_quota_exceeded,
+                                     "The throttling quota has been exceeded.")
+                   for n in sorted(throttled)]
+        specs = [s for s in specs if s.name not in throttled]
     results = await admin.run(
         ctx, ctx.controller.create_topics, specs, validate_only,
         refused=lambda exc: [CreateTopicResult(s.name, exc.code, exc.message) for s in specs]
@@ -148,6 +157,22 @@ async def _delete_topics(ctx: Any, header: Any, names: list[str], ids: list[uuid
                 refused.append(DeleteTopicResult(n, _ZERO, ErrorCode.topic_authorization_failed,
                                                  None))
         names = [n for n in names if n not in {r.name for r in refused}]
+    image = ctx.image
+    costs: list[tuple[Any, int]] = [
+        (n, len(t.partitions) if (t := image.topics_by_name.get(n)) is not None else 0)
+        for n in names]
+    costs += [(i, len(t.partitions) if (t := image.topics_by_id.get(i)) is not None else 0)
+              for i in ids]
+    throttled = mutation_quota.admit(ctx, header, costs)
+    if throttled:
+        refused += [DeleteTopicResult(n, _ZERO, ErrorCode.throttling_quota_exceeded,
+                                      "The throttling quota has been exceeded.")
+                    for n in names if n in throttled]
+        refused += [DeleteTopicResult(None, i, ErrorCode.throttling_quota_exceeded,
+                                      "The throttling quota has been exceeded.")
+                    for i in ids if i in throttled]
+        names = [n for n in names if n not in throttled]
+        ids = [i for i in ids if i not in throttled]
     results = (await admin.run(
         ctx, ctx.controller.delete_topics, names, ids,
         refused=lambda exc: [DeleteTopicResult(n, _ZERO, exc.code, exc.message) for n in names]
@@ -178,6 +203,14 @@ async def _create_partitions(ctx: Any, header: Any, specs: list[CreatePartitions
                                      "The topic authorization is failed.")
               for s in specs if not allowed(ctx, header, Op.ALTER, RT.TOPIC, s.name)]
     specs = [s for s in specs if s.name not in {d.name for d in denied}]
+    image = ctx.image
+    throttled = mutation_quota.admit(ctx, header, [
+        (s.name, s.count - len(t.partitions) if (t := image.topics_by_name.get(s.name))
+         is not None else 0) for s in specs])
+    denied += [CreatePartitionsResult(s.name, ErrorCode.throttling_quota_exceeded,
+                                      "The throttling quota has been exceeded.")
+               for s in specs if s.name in throttled]
+    specs = [s for s in specs if s.name not in throttled]
     results = [*denied, *(await admin.run(
         ctx, ctx.controller.create_partitions, specs, validate_only,
         refused=lambda exc: [CreatePartitionsResult(s.name, exc.code, exc.message)
