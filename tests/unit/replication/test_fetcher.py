@@ -25,7 +25,6 @@ from odradek.protocol.fetch import FileRegion
 from odradek.protocol.headers import encode_request_header, parse_request_header
 from odradek.protocol.messages import decode_response, encode_request
 from odradek.protocol.records import BatchHeader
-from odradek.security.quotas import ClientQuotas
 from odradek.replication.config import (
     AlterPartitionItem,
     AlterPartitionResult,
@@ -34,6 +33,7 @@ from odradek.replication.config import (
 from odradek.replication.fetcher import ReplicaFetcherManager, fetcher_id
 from odradek.replication.manager import ReplicaManager
 from odradek.replication.partition import Partition
+from odradek.security.quotas import ClientQuotas
 from odradek.storage.config import LogConfig
 from odradek.storage.log import Log
 from odradek.storage.log_manager import LogManager
