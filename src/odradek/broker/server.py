@@ -85,6 +85,7 @@ class Connection(asyncio.BufferedProtocol):
         self._reading_paused = False
         self.muted_until = 0.0  # issue 16: a quota-throttled channel reads nothing till then
         self._unmute_handle: asyncio.TimerHandle | None = None
+        self._held: collections.deque[memoryview] = collections.deque()
         self._sock_fd = -1
         self._writable: asyncio.Future[None] | None = None
 
@@ -146,8 +147,11 @@ class Connection(asyncio.BufferedProtocol):
         except ProtocolError as exc:
             self.abort(f"bad frame: {exc}")
             return
-        for frame in frames:
+        for i, frame in enumerate(frames):
             if self.closed:
+                return
+            if self._unmute_handle is not None:  # muted: what was read waits for the unmute
+                self._held.extend(frames[i:])
                 return
             self._dispatch(frame)
 
@@ -247,6 +251,11 @@ class Connection(asyncio.BufferedProtocol):
 
     def _unmute(self) -> None:
         self._unmute_handle = None
+        # requests read before the mute went on, one at a time (one may mute again)
+        while self._held and not self.closed:
+            self._dispatch(self._held.popleft())
+            if self._unmute_handle is not None:
+                return
         if not self.closed and not self._reading_paused and not self.server.draining:
             self.transport.resume_reading()  # type: ignore[union-attr]
 
