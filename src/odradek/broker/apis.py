@@ -31,6 +31,8 @@ from odradek.broker.handlers import (
     produce,
     quotas,
     raft,
+    sasl,
+    scram,
     topics,
     transactions,
 )
@@ -93,6 +95,10 @@ HANDLERS: dict[ApiKey, Handler] = {
     ApiKey.DELETE_ACLS: acls.handle_delete_acls,
     ApiKey.ALTER_CLIENT_QUOTAS: quotas.handle_alter_client_quotas,
     ApiKey.DESCRIBE_CLIENT_QUOTAS: quotas.handle_describe_client_quotas,
+    ApiKey.SASL_HANDSHAKE: sasl.handle_handshake,
+    ApiKey.SASL_AUTHENTICATE: sasl.handle_authenticate,
+    ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS: scram.handle_describe,
+    ApiKey.ALTER_USER_SCRAM_CREDENTIALS: scram.handle_alter,
 }
 
 # The controller listener (issue 14): the KRaft APIs, broker registration and heartbeats, the
@@ -117,6 +123,10 @@ CONTROLLER_HANDLERS: dict[ApiKey, Handler] = {
     ApiKey.CREATE_ACLS: acls.handle_create_acls,
     ApiKey.DELETE_ACLS: acls.handle_delete_acls,
     ApiKey.ALTER_CLIENT_QUOTAS: quotas.handle_alter_client_quotas,
+    ApiKey.SASL_HANDSHAKE: sasl.handle_handshake,
+    ApiKey.SASL_AUTHENTICATE: sasl.handle_authenticate,
+    ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS: scram.handle_describe,
+    ApiKey.ALTER_USER_SCRAM_CREDENTIALS: scram.handle_alter,
 }
 
 # the APIs whose coordinator writes their answer waits for (CoordinatorRuntime.durably)
@@ -134,8 +144,9 @@ WANTS_PEER = frozenset({groups.handle_join_group, groups.handle_consumer_group_h
 
 
 # the handler modules whose VERSIONS declare what HANDLERS routes
-HANDLER_MODULES = (acls, api_versions, cluster, configs, controller_apis, fetch, groups, list_offsets,
-                   metadata, partitions, produce, quotas, raft, topics, transactions)
+HANDLER_MODULES = (acls, api_versions, cluster, configs, controller_apis, fetch, groups,
+                   list_offsets, metadata, partitions, produce, quotas, raft, sasl, scram, topics,
+                   transactions)
 # a Fetch on the controller listener is a metadata fetch: raft's versions, not fetch.py's
 _CONTROLLER_OVERRIDES = {ApiKey.FETCH: raft.METADATA_FETCH_VERSIONS}
 

@@ -40,6 +40,7 @@ from odradek.broker.context import BrokerContext
 from odradek.broker.forwarding import ControllerLink, RemoteController
 from odradek.broker.handlers import admin
 from odradek.broker.lifecycle import BrokerLifecycle, LifecycleSettings
+from odradek.broker.listener_security import listener_securities
 from odradek.broker.server import LISTEN_BACKLOG, Server
 from odradek.broker.startup import StartRefused
 from odradek.coordinator.startup import start_coordinators
@@ -83,6 +84,7 @@ class ClusterNode:
         self.roles = roles_of(self.config)
         self.voters = voters_of(self.config)
         self.servers: list[Server] = []
+        self.securities: dict[str, Any] = {}  # listener name -> its ListenerSecurity
         self.tasks: list[asyncio.Future[Any]] = []
         self.controller: Controller | None = None
         self.lifecycle: BrokerLifecycle | None = None
@@ -114,7 +116,7 @@ class ClusterNode:
     async def _listen(self, server: Server, lst: Listener) -> None:
         try:
             for sock in self.node.prepared.by_listener.get(lst.name, []):
-                await server.start("", 0, sock=sock)
+                await server.start("", 0, sock=sock, listener=self.securities[lst.name])
         except OSError as exc:
             server.stop_accepting()
             raise StartRefused(f"cannot listen on {lst.name}: {exc.strerror or exc}") from None
@@ -133,6 +135,7 @@ class ClusterNode:
             snapshot_interval_ms=config.get_int("metadata.log.max.snapshot.interval.ms"))
         publisher = MetadataPublisher(self.meta.cluster_id)
         publisher.attach(quorum)
+        self.securities = listener_securities(config, lambda: publisher.image)
         advertised = self.node.advertised_broker_listeners()
         base = BrokerContext(static_config=config, node_id=node_id,
                              cluster_id=self.meta.cluster_id, log_dir=self.node.data_dir,
@@ -180,7 +183,10 @@ class ClusterNode:
     async def _bootstrap_metadata(self) -> None:
         assert self.controller is not None
         try:
-            await asyncio.to_thread(self.controller.bootstrap)
+            from odradek.metadata.bootstrap import read_bootstrap_checkpoint
+
+            formatted = await asyncio.to_thread(read_bootstrap_checkpoint, self.node.data_dir)
+            await asyncio.to_thread(self.controller.bootstrap, formatted or [])
         except Exception as exc:  # lost leadership meanwhile: the next leader writes them
             log.info("bootstrap records not written: %s", exc)
 

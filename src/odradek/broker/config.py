@@ -13,9 +13,10 @@ from dataclasses import dataclass
 from odradek.metadata.config.broker_configs import BrokerConfig
 from odradek.metadata.config.log_config import log_config
 
-# Kafka's SecurityProtocol names; only PLAINTEXT is served by this node so far
+# Kafka's SecurityProtocol names, all served (issue 16); a listener whose ssl.* or sasl.*
+# settings cannot be honoured refuses the start (check_listener_security)
 SECURITY_PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
-SERVED_PROTOCOLS = frozenset({"PLAINTEXT"})
+SERVED_PROTOCOLS = frozenset(SECURITY_PROTOCOLS)
 EVENT_LOOPS = ("auto", "asyncio", "uvloop")
 
 
@@ -128,6 +129,25 @@ def advertised_of(config: BrokerConfig) -> list[Listener]:
     return advertised
 
 
+def listener_protocol(config: BrokerConfig, name: str) -> str:
+    return security_protocol_map(config).get(name.upper(), "PLAINTEXT")
+
+
+def check_listener_security(config: BrokerConfig) -> None:
+    """Build each secured listener's TLS context and SASL settings once: a key store that
+    does not load, an unknown mechanism, a bad mapping rule refuse the start here."""
+    from odradek.broker.listener_security import listener_security
+
+    for lst in listeners_of(config):
+        proto = listener_protocol(config, lst.name)
+        if proto == "PLAINTEXT":
+            continue
+        try:
+            listener_security(config, lst.name, proto)
+        except ValueError as exc:
+            raise ConfigError(f"listener {lst.name} ({proto}): {exc}") from None
+
+
 def event_loop_of(config: BrokerConfig) -> str:
     """odradek.event.loop: 'asyncio' or 'uvloop' ('auto' is the stock asyncio loop for now)."""
     choice = (config.values.get("odradek.event.loop") or "auto").strip().lower()
@@ -146,6 +166,7 @@ def check_config(config: BrokerConfig) -> None:
     """Everything that can be refused in the config, checked before the data dir is touched."""
     check_kraft(config)  # roles and the quorum first: they decide what the listeners must be
     listeners_of(config)
+    check_listener_security(config)
     advertised_of(config)
     event_loop_of(config)
     try:

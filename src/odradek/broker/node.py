@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import logging
 import signal
 import socket
@@ -36,6 +37,7 @@ from odradek.broker.config import (
 )
 from odradek.broker.context import BrokerContext
 from odradek.broker.handlers import admin
+from odradek.broker.listener_security import listener_securities
 from odradek.broker.logging_setup import log_levels, logs_to_stderr, setup_logging
 from odradek.broker.server import Server
 from odradek.broker.server_properties import load_config
@@ -44,6 +46,7 @@ from odradek.coordinator.startup import start_coordinators
 from odradek.metadata.bootstrap import (
     BOOTSTRAP_CHECKPOINT,
     bootstrap_records,
+    read_bootstrap_checkpoint,
     write_bootstrap_checkpoint,
 )
 from odradek.metadata.config.broker_configs import BrokerConfig
@@ -190,7 +193,8 @@ class Node:
         while not quorum.is_leader and time.monotonic() < deadline:
             await asyncio.sleep(0.005)
         advertised = advertised_listeners(config)
-        await asyncio.to_thread(controller.bootstrap)
+        await asyncio.to_thread(controller.bootstrap,
+                                read_bootstrap_checkpoint(self.data_dir) or [])
         await asyncio.to_thread(
             controller.register_broker,
             [(a.name, a.host, a.port, 0) for a in advertised], config.get_str("broker.rack"))
@@ -251,9 +255,14 @@ class Node:
                         limits=ConnectionLimits.from_config(config))
         # the sockets were bound before anything was opened; listening can still fail when
         # another node bound the same port at the same moment (startup.bind_listener)
+        securities = listener_securities(config, lambda: controller.image)
         try:
-            for sock in self.prepared.sockets:
-                await server.start("", 0, sock=sock)
+            for name, socks in self.prepared.by_listener.items():
+                for sock in socks:
+                    # each listener's requests see its name (Metadata answers its endpoints)
+                    view = Dispatcher(dataclasses.replace(ctx, listener_name=name))
+                    await server.start("", 0, sock=sock, listener=securities[name],
+                                       dispatch=view)
         except OSError as exc:
             server.stop_accepting()
             await coordinators.stop()

@@ -31,11 +31,17 @@ from collections.abc import Callable
 from typing import Any
 
 from odradek.broker.acceptor import Acceptor, ConnectionLimits, RateLimitedLog
+from odradek.broker.listener_security import PLAINTEXT_LISTENER, ListenerSecurity
+from odradek.broker.sasl_exchange import SASL_APIS, CloseAfter, SaslExchange
 from odradek.broker.transport_signals import Disconnect
 from odradek.protocol.errors import FrameTooLarge, ProtocolError
 from odradek.protocol.fetch import FileRegion
 from odradek.protocol.framing import FrameReceiver
 from odradek.protocol.headers import encode_response_header, parse_request_header
+from odradek.security.principal import KafkaPrincipal, Session
+from odradek.security.principal_rules import NoMatchingRule
+from odradek.security.sasl.mechanism import SaslFailure
+from odradek.security.tls import peer_dn
 
 log = logging.getLogger(__name__)
 
@@ -66,8 +72,17 @@ class _Slot:
 
 
 class Connection(asyncio.BufferedProtocol):
-    def __init__(self, server: Server, ip: str = "") -> None:
+    def __init__(self, server: Server, ip: str = "",
+                 listener: ListenerSecurity = PLAINTEXT_LISTENER,
+                 dispatch: Dispatch | None = None) -> None:
         self.server = server
+        # the listener's own dispatcher (its name decides the endpoints Metadata answers)
+        self.dispatch = server.dispatch if dispatch is None else dispatch
+        self.listener = listener
+        self.session = Session(client_address=ip, listener_name=listener.name,
+                               security_protocol=listener.protocol,
+                               authenticated=listener.sasl is None)
+        self.sasl: SaslExchange | None = None  # on SASL listeners
         self.ip = ip  # counted against max.connections.per.ip until connection_lost
         self.active = False  # a read since the last idle sweep
         # the sweep that last saw this connection active (or its start): no read since
@@ -110,6 +125,8 @@ class Connection(asyncio.BufferedProtocol):
                     self._sock_fd = -1
         transport.set_write_buffer_limits(high=0, low=0)
         self.server.connections.add(self)
+        if self.listener is not PLAINTEXT_LISTENER:
+            self._start_session(transport)
 
     def connection_lost(self, exc: Exception | None) -> None:
         self._drop_writer()
@@ -158,6 +175,10 @@ class Connection(asyncio.BufferedProtocol):
     # --- requests ------------------------------------------------------------
 
     def _dispatch(self, frame: memoryview) -> None:
+        sasl = self.sasl
+        if sasl is not None and sasl.raw:
+            self._sasl_raw(frame)
+            return
         try:
             header = parse_request_header(frame)
         except ProtocolError as exc:
@@ -165,7 +186,14 @@ class Connection(asyncio.BufferedProtocol):
             return
         slot = _Slot(header.correlation_id)
         try:
-            result = self.server.dispatch(self, frame, header)
+            if sasl is not None and (not self.session.authenticated
+                                     or header.api_key in SASL_APIS or sasl.expired()):
+                result = self._sasl_request(header, frame)
+            else:
+                result = self.dispatch(self, frame, header)
+        except CloseAfter as exc:
+            self._answer_and_close(slot, exc)
+            return
         except Disconnect as exc:
             self.abort(str(exc))
             return
@@ -290,6 +318,10 @@ class Connection(asyncio.BufferedProtocol):
         if self._out and not self.closed:
             self.active = True  # a write is activity too (Kafka's idle expiry counts both)
             out, self._out = self._out, []
+            if self.listener.ssl_context is not None:
+                # the SSL transport makes one TLS record per part: one join, one record
+                self.transport.write(b"".join(out))  # type: ignore[union-attr]
+                return
             self.transport.writelines(out)  # type: ignore[union-attr]
 
     def _regions_sent(self, task: asyncio.Future[None]) -> None:
@@ -379,6 +411,64 @@ class Connection(asyncio.BufferedProtocol):
             if self._write_paused:
                 await self._wait_drained()
 
+    # --- security: the session, TLS principals, SASL (issue 16) ------------------
+
+    def _start_session(self, transport: asyncio.BaseTransport) -> None:
+        """TLS: the client certificate's principal (ssl.principal.mapping.rules) on an SSL
+        listener; SASL listeners start the exchange that authenticates the session."""
+        listener = self.listener
+        if listener.ssl_context is not None and listener.sasl is None:
+            dn = peer_dn(transport)
+            if dn is not None:
+                try:
+                    self.session.principal = KafkaPrincipal("User", listener.mapper.name_of(dn))
+                except NoMatchingRule as exc:
+                    self.abort(f"TLS client refused: {exc}")
+                    return
+        if listener.sasl is not None:
+            self.sasl = SaslExchange(listener.sasl, self.session, self.peer)
+
+    def _sasl_request(self, header: Any, frame: memoryview) -> Any:
+        assert self.sasl is not None
+        result = self.sasl.handle(header, frame)
+        return self.dispatch(self, frame, header) if result is None else result
+
+    def _answer_and_close(self, slot: _Slot, exc: CloseAfter) -> None:
+        """A failed authentication: the answer goes out after what was answered before,
+        then the connection closes (close, not abort: the answer must arrive)."""
+        peer, reason = self.peer, str(exc)
+        self.server.auth_failures.note(logging.WARNING, lambda n: (
+            f"closing connection from {peer}: {reason} ({n} authentication failure(s) "
+            f"since the last such line)"))
+        slot.header_version, slot.parts = exc.response
+        slot.done = True
+        self._slots.append(slot)
+        self._flush()
+        self.flush_output()
+        self._close_gracefully()
+
+    def _close_gracefully(self) -> None:
+        self.closed = True
+        self._drop_writer()
+        if self.transport is not None:
+            self.transport.close()
+
+    def _sasl_raw(self, frame: memoryview) -> None:
+        """After SaslHandshake v0: a bare token, answered with a bare token."""
+        assert self.sasl is not None
+        try:
+            answer = self.sasl.raw_token(bytes(frame))
+        except SaslFailure as failure:
+            peer, reason = self.peer, str(failure)
+            self.server.auth_failures.note(logging.WARNING, lambda n: (
+                f"closing connection from {peer}: SASL authentication failed: {reason} ({n} "
+                f"authentication failure(s) since the last such line)"))
+            self.flush_output()
+            self._close_gracefully()
+            return
+        self._out += (_SIZE.pack(len(answer)), answer)
+        self.flush_output()
+
     # --- closing ---------------------------------------------------------------
 
     def _drop_writer(self) -> None:
@@ -443,10 +533,15 @@ class Server:
         self.open_count = 0
         self._per_ip: dict[str, int] = {}
         self.refused = RateLimitedLog()
+        # failed TLS handshakes and SASL authentications: a client retrying in a loop must
+        # not fill the log
+        self.auth_failures = RateLimitedLog()
         self._sweep: asyncio.TimerHandle | None = None
         self._make_transport: Callable[..., Any] | None = None
 
-    async def start(self, host: str, port: int, sock: socket.socket | None = None) -> None:
+    async def start(self, host: str, port: int, sock: socket.socket | None = None,
+                    listener: ListenerSecurity = PLAINTEXT_LISTENER,
+                    dispatch: Dispatch | None = None) -> None:
         loop = asyncio.get_running_loop()
         # uvloop refuses add_writer on a socket a transport owns: use the copy fallback there
         self.can_add_writer = (type(loop).__module__.startswith("asyncio")
@@ -456,7 +551,8 @@ class Server:
                                 else None)
         if sock is None:
             sock = socket.create_server((host, port), reuse_port=False)
-        acceptor = Acceptor(sock, self.admit, self._serve)
+        acceptor = Acceptor(sock, self.admit,
+                            lambda s, ip, addr: self._serve(s, ip, addr, listener, dispatch))
         acceptor.start(backlog=LISTEN_BACKLOG)
         self._acceptors.append(acceptor)
         log.info("listening on %s", sock.getsockname())
@@ -498,9 +594,12 @@ class Server:
         else:
             self._per_ip[ip] = left - 1
 
-    def _serve(self, sock: socket.socket, ip: str, addr: Any) -> None:
-        protocol = Connection(self, ip)
-        if self._make_transport is not None:
+    def _serve(self, sock: socket.socket, ip: str, addr: Any,
+               listener: ListenerSecurity = PLAINTEXT_LISTENER,
+               dispatch: Dispatch | None = None) -> None:
+        protocol = Connection(self, ip, listener, dispatch)
+        ssl_context = listener.ssl_context
+        if self._make_transport is not None and ssl_context is None:
             # Why the selector loop's private _make_socket_transport: it is what the loop's
             # own accept path ends in, minus a task and two coroutines per connection
             # (connect_accepted_socket awaits _create_connection_transport, which awaits
@@ -508,7 +607,10 @@ class Server:
             self._make_transport(sock, protocol, extra={"peername": addr})
             return
         loop = asyncio.get_running_loop()
-        task = loop.create_task(loop.connect_accepted_socket(lambda: protocol, sock))
+        # TLS goes through the loop's SSL transport: its handshake failures (a plaintext
+        # client, no certificate under ssl.client.auth=required) end in `made` below
+        task = loop.create_task(loop.connect_accepted_socket(lambda: protocol, sock,
+                                                             ssl=ssl_context))
 
         def made(t: asyncio.Task[Any]) -> None:
             if not t.cancelled() and t.exception() is None:
@@ -517,7 +619,10 @@ class Server:
                 self.release(ip)
                 sock.close()
             if not t.cancelled():
-                log.warning("setting up a connection from %s failed: %s", ip, t.exception())
+                exc = t.exception()
+                self.auth_failures.note(logging.WARNING, lambda n: (
+                    f"setting up a connection from {ip} failed: {exc} ({n} failure(s) since "
+                    "the last such line)"))
 
         task.add_done_callback(made)
 

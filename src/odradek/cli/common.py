@@ -12,6 +12,7 @@ import logging
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn
 
 import typer
@@ -36,6 +37,11 @@ BootstrapOption = typer.Option(
 ClientConfigOption = typer.Option(
     [], "-X", "--client-config", metavar="KEY=VALUE", show_default=False,
     help="A librdkafka setting for the underlying client (repeatable).")
+
+CommandConfigOption = typer.Option(
+    None, "--command-config", metavar="FILE", show_default=False,
+    help="A properties file of Kafka client settings (security.protocol, sasl.jaas.config, "
+         "ssl.truststore.location, ...), as kafka-*.sh --command-config; -X wins over it.")
 
 TimeoutOption = typer.Option(30.0, "--timeout", metavar="SECONDS",
                              help="Seconds to wait for the cluster's answer.")
@@ -162,20 +168,27 @@ def result(future: Any, timeout: float) -> Any:
         fail(f"no answer from the cluster within {timeout:g}s")
 
 
-def client_overrides(pairs: list[str]) -> dict[str, object]:
+def client_overrides(pairs: list[str], command_config: Path | None = None) -> dict[str, object]:
+    """-X settings over a --command-config file, in librdkafka's names."""
     from odradek.client.config import parse_key_values
+    from odradek.client.security_settings import for_librdkafka, read_command_config
 
     try:
-        overrides: dict[str, object] = dict(parse_key_values(pairs, "client setting"))
+        settings: dict[str, object] = {}
+        if command_config is not None:
+            settings.update(read_command_config(command_config))
+        settings.update(parse_key_values(pairs, "client setting"))
+        overrides = for_librdkafka(settings)
     except ValueError as exc:
         usage(str(exc))
     quiet_librdkafka(overrides)
     return overrides
 
 
-def admin(bootstrap: str, client_config: list[str] | None = None) -> Any:
+def admin(bootstrap: str, client_config: list[str] | None = None,
+          command_config: Path | None = None) -> Any:
     """An AdminClient after a reachability check; librdkafka's chatter silenced."""
-    overrides = client_overrides(client_config or [])
+    overrides = client_overrides(client_config or [], command_config)
     reach(bootstrap, overrides)
     from odradek.client import admin_client
 

@@ -6,6 +6,7 @@ import gc
 import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING, cast
 
 import typer
@@ -13,6 +14,7 @@ import typer
 from odradek.cli.common import (
     BootstrapOption,
     ClientConfigOption,
+    CommandConfigOption,
     client_overrides,
     fail,
     kafka_error_text,
@@ -102,6 +104,7 @@ def consume(
              "or the end)."),
     bootstrap: str = BootstrapOption,
     client_config: list[str] = ClientConfigOption,
+    command_config: Path | None = CommandConfigOption,
 ) -> None:
     """Read records from a topic; follows new records until Ctrl-C unless -n or -e."""
     from odradek.client import consumer as make_consumer
@@ -122,15 +125,15 @@ def consume(
             compile_format(fmt).render
     except (ValueError, FormatError) as exc:
         usage(str(exc))
-    reach(bootstrap, client_overrides(client_config))
+    overrides = client_overrides(client_config, command_config)
+    reach(bootstrap, overrides)
     out = sys.stdout.buffer
     if group is not None:
-        _consume_in_group(bootstrap, client_config, topic, group, from_beginning, render, out,
+        _consume_in_group(bootstrap, overrides, topic, group, from_beginning, render, out,
                           num, exit_at_end)
         return
     with kafka_errors():
-        cons = make_consumer(bootstrap, client_overrides(client_config),
-                             enable_partition_eof=exit_at_end)
+        cons = make_consumer(bootstrap, overrides, enable_partition_eof=exit_at_end)
         try:
             assignment = _assignment(cons, topic, partition, start)
             cons.assign(assignment)
@@ -149,7 +152,7 @@ consume.__doc__ = (
     "Fetch settings applied: " + settings_text() + " (-X key=value overrides any of them).")
 
 
-def _consume_in_group(bootstrap: str, client_config: list[str], topic: str, group: str,
+def _consume_in_group(bootstrap: str, overrides: dict[str, object], topic: str, group: str,
                       from_beginning: bool, render: Callable[[ConsumedRecord], bytes],
                       out: object, num: int | None, exit_at_end: bool) -> None:
     """Subscribe as a member of `group`; commit what was written out (at least once)."""
@@ -165,7 +168,7 @@ def _consume_in_group(bootstrap: str, client_config: list[str], topic: str, grou
 
     with kafka_errors():
         # offsets are stored only for records written out, then auto-committed
-        cons = make_consumer(bootstrap, client_overrides(client_config), group_id=group,
+        cons = make_consumer(bootstrap, overrides, group_id=group,
                              enable_auto_commit=True, enable_auto_offset_store=False,
                              auto_offset_reset="earliest" if from_beginning else "latest",
                              enable_partition_eof=exit_at_end)

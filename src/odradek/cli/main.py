@@ -21,6 +21,7 @@ from odradek.cli import registry as registry_cmd
 from odradek.cli import storage as storage_cmd
 from odradek.cli import topic as topic_cmd
 from odradek.cli import transaction as transaction_cmd
+from odradek.cli import user as user_cmd
 
 HELP_OPTIONS = {"help_option_names": ["-h", "--help"], "max_content_width": 100}
 
@@ -85,6 +86,7 @@ app.add_typer(cluster_cmd.app, name="cluster")
 app.add_typer(partitions_cmd.app, name="partitions")
 app.add_typer(acl_cmd.app, name="acl")
 app.add_typer(quota_cmd.app, name="quota")
+app.add_typer(user_cmd.app, name="user")
 app.command("produce")(produce_cmd.produce)
 app.command("consume")(consume_cmd.consume)
 app.command("dump-log")(dump_log_cmd.dump_log)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Iterator
+from pathlib import Path
 from typing import TYPE_CHECKING, BinaryIO
 
 import typer
@@ -11,6 +12,7 @@ import typer
 from odradek.cli.common import (
     BootstrapOption,
     ClientConfigOption,
+    CommandConfigOption,
     client_overrides,
     fail,
     kafka_error_text,
@@ -97,6 +99,7 @@ def produce(
                                   help="Seconds to wait for outstanding deliveries at the end."),
     bootstrap: str = BootstrapOption,
     client_config: list[str] = ClientConfigOption,
+    command_config: Path | None = CommandConfigOption,
 ) -> None:
     """Produce one record per line of stdin; exits non-zero if any record is not delivered."""
     from odradek.client import producer as make_producer
@@ -115,11 +118,11 @@ def produce(
         usage(str(exc))
     if separator == b"":
         usage("--key-separator must not be empty")
-    reach(bootstrap, client_overrides(client_config))
+    reach(bootstrap, client_overrides(client_config, command_config))
     tracker = DeliveryTracker(print_offsets)
     with kafka_errors():
         # murmur2_random places keys where the Java client (and kafka-console-producer) would.
-        prod = make_producer(bootstrap, client_overrides(client_config), acks=acks,
+        prod = make_producer(bootstrap, client_overrides(client_config, command_config), acks=acks,
                              compression_type=compression, partitioner="murmur2_random",
                              linger_ms=5)
         sent, bad_line = _send_lines(prod, topic, read_lines(sys.stdin.buffer), separator,

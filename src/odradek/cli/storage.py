@@ -36,6 +36,10 @@ def format_(
     ignore_formatted: bool = typer.Option(
         False, "--ignore-formatted", "-g",
         help="A directory already formatted for this cluster and node is not an error."),
+    add_scram: list[str] = typer.Option(
+        [], "--add-scram", "-S", metavar="CREDENTIAL",
+        help="A SCRAM user the cluster starts with (repeatable), as kafka-storage.sh: "
+             "'SCRAM-SHA-512=[name=admin,password=admin-secret]'."),
 ) -> None:
     """Write meta.properties and the bootstrap metadata, as kafka-storage.sh format does.
 
@@ -53,12 +57,19 @@ def format_(
     except ConfigError as exc:
         print(f"Error: invalid configuration: {exc}", file=sys.stderr)
         raise typer.Exit(2) from None
+    from odradek.security.scram_credentials import parse_add_scram
+
+    try:
+        scram = [parse_add_scram(arg) for arg in add_scram]
+    except ValueError as exc:
+        print(f"Error: {exc}", file=sys.stderr)
+        raise typer.Exit(2) from None
     if data_dir is None:
         dirs = node_config.log_dirs if node_config.is_set("log.dirs") else []
         data_dir = Path(dirs[0].split(",")[0]) if dirs else Path("./data")
     try:
         done = format_data_dir(data_dir, cluster_id, node_config.node_id,
-                               ignore_formatted=ignore_formatted)
+                               ignore_formatted=ignore_formatted, extra_records=scram)
     except FormatError as exc:
         print(f"Error: {exc}", file=sys.stderr)
         raise typer.Exit(1) from None

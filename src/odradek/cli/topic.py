@@ -5,12 +5,15 @@ from __future__ import annotations
 import base64
 import json
 import sys
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import typer
 
 from odradek.cli.common import (
     BootstrapOption,
+    ClientConfigOption,
+    CommandConfigOption,
     TimeoutOption,
     describe_error,
     fail,
@@ -28,8 +31,9 @@ if TYPE_CHECKING:
 app = typer.Typer(help="Create, inspect, change and delete topics.", no_args_is_help=True)
 
 
-def _admin(bootstrap: str) -> AdminClient:
-    return connect_admin(bootstrap)
+def _admin(bootstrap: str, client_config: list[str] | None = None,
+           command_config: Path | None = None) -> AdminClient:
+    return connect_admin(bootstrap, client_config, command_config)
 
 
 def _configs(pairs: list[str], what: str) -> dict[str, str]:
@@ -59,6 +63,8 @@ def create(
     validate_only: bool = typer.Option(False, "--validate-only",
                                        help="Let the cluster check the request without creating."),
     bootstrap: str = BootstrapOption,
+    client_config: list[str] = ClientConfigOption,
+    command_config: Path | None = CommandConfigOption,
     timeout: float = TimeoutOption,
 ) -> None:
     """Create a topic."""
@@ -73,7 +79,7 @@ def create(
                      replication_factor=-1 if replication_factor is None else replication_factor,
                      config=_configs(config, "topic config"))
     with kafka_errors():
-        admin = _admin(bootstrap)  # kept alive until the futures resolve
+        admin = _admin(bootstrap, client_config, command_config)  # kept alive until the futures resolve
         futures = admin.create_topics([topic], operation_timeout=timeout,
                                                   request_timeout=timeout,
                                                   validate_only=validate_only)
@@ -102,12 +108,14 @@ def list_(
                                           help="Leave out internal topics (names starting __)."),
     fmt: str = FormatOption,
     bootstrap: str = BootstrapOption,
+    client_config: list[str] = ClientConfigOption,
+    command_config: Path | None = CommandConfigOption,
     timeout: float = TimeoutOption,
 ) -> None:
     """List topics with their partition count and replicas per partition."""
     check_format(fmt)
     with kafka_errors():
-        metadata = _admin(bootstrap).list_topics(timeout=timeout)
+        metadata = _admin(bootstrap, client_config, command_config).list_topics(timeout=timeout)
     rows = []
     for name in sorted(metadata.topics):
         if exclude_internal and name.startswith("__"):
@@ -134,6 +142,8 @@ def describe(
         False, "--unavailable-partitions", help="Only partitions without a leader (offline)."),
     fmt: str = FormatOption,
     bootstrap: str = BootstrapOption,
+    client_config: list[str] = ClientConfigOption,
+    command_config: Path | None = CommandConfigOption,
     timeout: float = TimeoutOption,
 ) -> None:
     """Partitions with leader, replicas and ISR, like kafka-topics --describe, then the
@@ -145,7 +155,7 @@ def describe(
     described: list[dict[str, Any]] = []
     health = Health()
     with kafka_errors():
-        admin = _admin(bootstrap)
+        admin = _admin(bootstrap, client_config, command_config)
         if not names:
             names = sorted(n for n in admin.list_topics(timeout=timeout).topics)
         if not names:
@@ -341,6 +351,8 @@ def alter_config(
     delete: list[str] = typer.Option([], "--delete", metavar="KEY",
                                      help="Remove an override, back to the default (repeatable)."),
     bootstrap: str = BootstrapOption,
+    client_config: list[str] = ClientConfigOption,
+    command_config: Path | None = CommandConfigOption,
     timeout: float = TimeoutOption,
 ) -> None:
     """Change topic configs (IncrementalAlterConfigs)."""
@@ -353,7 +365,7 @@ def alter_config(
     ops += [ConfigEntry(k, None, incremental_operation=AlterConfigOpType.DELETE) for k in delete]
     resource = ConfigResource(ResourceType.TOPIC, name, incremental_configs=ops)
     with kafka_errors():
-        admin = _admin(bootstrap)  # kept alive until the futures resolve
+        admin = _admin(bootstrap, client_config, command_config)  # kept alive until the futures resolve
         futures = admin.incremental_alter_configs([resource], request_timeout=timeout)
         result(futures[resource], timeout)
     print(f"Completed updating config for topic {name}.")
@@ -365,6 +377,8 @@ def add_partitions(
     partitions: int = typer.Option(..., "-p", "--partitions", metavar="N",
                                    help="The new total partition count."),
     bootstrap: str = BootstrapOption,
+    client_config: list[str] = ClientConfigOption,
+    command_config: Path | None = CommandConfigOption,
     timeout: float = TimeoutOption,
 ) -> None:
     """Raise a topic's partition count to a new total."""
@@ -373,7 +387,7 @@ def add_partitions(
     if partitions < 1:
         usage(f"--partitions must be at least 1, not {partitions}")
     with kafka_errors():
-        admin = _admin(bootstrap)  # kept alive until the futures resolve
+        admin = _admin(bootstrap, client_config, command_config)  # kept alive until the futures resolve
         futures = admin.create_partitions([NewPartitions(name, partitions)],
                                                       operation_timeout=timeout,
                                                       request_timeout=timeout)
@@ -385,12 +399,14 @@ def add_partitions(
 def delete(
     names: list[str] = typer.Argument(..., metavar="TOPIC...", help="Topics to delete."),
     bootstrap: str = BootstrapOption,
+    client_config: list[str] = ClientConfigOption,
+    command_config: Path | None = CommandConfigOption,
     timeout: float = TimeoutOption,
 ) -> None:
     """Delete topics and their data."""
     failed = False
     with kafka_errors():
-        admin = _admin(bootstrap)  # kept alive until the futures resolve
+        admin = _admin(bootstrap, client_config, command_config)  # kept alive until the futures resolve
         futures = admin.delete_topics(names, operation_timeout=timeout,
                                                   request_timeout=timeout)
         for name in names:

@@ -139,7 +139,8 @@ class Formatted:
 
 def format_data_dir(data_dir: Path, cluster_id: str, node_id: int, *,
                     ignore_formatted: bool = False,
-                    features: Sequence[tuple[str, int]] = BOOTSTRAP_FEATURES) -> Formatted:
+                    features: Sequence[tuple[str, int]] = BOOTSTRAP_FEATURES,
+                    extra_records: Sequence[MetadataRecord] = ()) -> Formatted:
     """Write meta.properties and bootstrap.checkpoint into `data_dir` (created if missing).
 
     A directory of another cluster or node is always refused; one already formatted for this
@@ -174,7 +175,7 @@ def format_data_dir(data_dir: Path, cluster_id: str, node_id: int, *,
                           directory_id=uuid_to_base64(random_kafka_uuid()))
     try:
         data_dir.mkdir(parents=True, exist_ok=True)
-        write_bootstrap_checkpoint(data_dir, bootstrap_records(features))
+        write_bootstrap_checkpoint(data_dir, [*bootstrap_records(features), *extra_records])
         # meta.properties last: a directory with it is a formatted one
         write_meta_properties(data_dir, meta)
     except OSError as exc:

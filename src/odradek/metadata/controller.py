@@ -37,11 +37,17 @@ from odradek.metadata.controller_requests import (
     AlterConfigsResult,
     IncrementalAlterConfigsResource,
 )
+from odradek.metadata.controller_scram import ScramControl
 from odradek.metadata.controller_topics import TopicControl
 from odradek.metadata.image import MetadataDelta, MetadataImage
 from odradek.metadata.publisher import MetadataPublisher
 from odradek.metadata.quorum import Quorum
-from odradek.metadata.records import ConfigRecord, MetadataRecord, ProducerIdsRecord
+from odradek.metadata.records import (
+    ConfigRecord,
+    FeatureLevelRecord,
+    MetadataRecord,
+    ProducerIdsRecord,
+)
 from odradek.protocol.errors import ErrorCode, KafkaError
 
 __all__ = ["Controller", "load_image"]
@@ -69,7 +75,7 @@ def load_image(quorum: Quorum, cluster_id: str | None) -> MetadataImage:
 
 
 class Controller(TopicControl, BrokerControl, PartitionControl, ReassignmentControl,
-                 FeatureControl, AclControl, QuotaControl):
+                 FeatureControl, AclControl, QuotaControl, ScramControl):
     def __init__(self, quorum: Quorum, image: MetadataImage | MetadataPublisher,
                  broker_config: BrokerConfig,
                  clock: Callable[[], int] | None = None) -> None:
@@ -167,11 +173,16 @@ class Controller(TopicControl, BrokerControl, PartitionControl, ReassignmentCont
                 [(first + i, r) for i, r in enumerate(records)])
         return None
 
-    def bootstrap(self) -> None:
-        """First start of a cluster: write the finalized feature levels."""
+    def bootstrap(self, formatted: Sequence[MetadataRecord] = ()) -> None:
+        """First start of a cluster: write the finalized feature levels, and the records the
+        data directory was formatted with (`storage format --add-scram`'s credentials) when
+        the log holds no bootstrap yet (a later start must not bring back a deleted user)."""
         with self._lock:
             self._require_active()
-            self._commit(self.bootstrap_feature_records())
+            first = "metadata.version" not in self.image.features
+            extra = [r for r in formatted if not isinstance(r, FeatureLevelRecord)] if first \
+                else []
+            self._commit(self.bootstrap_feature_records() + extra)
 
     # ---------------------------------------------------------------- producer ids
 

@@ -32,9 +32,11 @@ from odradek.metadata.records import (
     RegisterBrokerRecord,
     RemoveAccessControlEntryRecord,
     RemoveTopicRecord,
+    RemoveUserScramCredentialRecord,
     TopicRecord,
     UnfenceBrokerRecord,
     UnregisterBrokerRecord,
+    UserScramCredentialRecord,
 )
 
 # a client-quota entity: its (entity type, name or None for the default) pairs, sorted
@@ -114,6 +116,9 @@ class MetadataImage:
     # issue 16: ACL bindings by id, and client quotas (entity -> key -> value)
     acls: Mapping[uuid.UUID, AclEntry] = field(default_factory=dict)
     client_quotas: Mapping[QuotaEntity, Mapping[str, float]] = field(default_factory=dict)
+    # (user name, SCRAM mechanism type) -> its credential record (issue 16)
+    scram_credentials: Mapping[tuple[str, int], UserScramCredentialRecord] = field(
+        default_factory=dict)
 
     def topic_configs(self, topic: str) -> Mapping[str, str]:
         return self.configs.get((RESOURCE_TOPIC, topic), {})
@@ -157,6 +162,7 @@ class MetadataDelta:
         self._quotas: dict[QuotaEntity, dict[str, float]] | None = None
         self.changed_acls = False
         self.changed_quotas: set[QuotaEntity] = set()
+        self._scram: dict[tuple[str, int], UserScramCredentialRecord] | None = None
         self.created_topics: dict[str, uuid.UUID] = {}
         self.deleted_topics: dict[str, TopicImage] = {}
         self.removed_topic_ids: set[uuid.UUID] = set()
@@ -371,6 +377,16 @@ class MetadataDelta:
         else:
             values[r.key] = r.value
         self.changed_quotas.add(entity)
+    def _scram_map(self) -> dict[tuple[str, int], UserScramCredentialRecord]:
+        if self._scram is None:
+            self._scram = dict(self.prev.scram_credentials)
+        return self._scram
+
+    def _user_scram(self, r: UserScramCredentialRecord) -> None:
+        self._scram_map()[(r.name, r.mechanism)] = r
+
+    def _remove_user_scram(self, r: RemoveUserScramCredentialRecord) -> None:
+        self._scram_map().pop((r.name, r.mechanism), None)
 
     # -- result
 
@@ -402,6 +418,8 @@ class MetadataDelta:
             acls=prev.acls if self._acls is None else self._acls,
             client_quotas=(prev.client_quotas if self._quotas is None
                            else {k: v for k, v in self._quotas.items() if v}),
+            scram_credentials=(prev.scram_credentials if self._scram is None
+                               else self._scram),
         )
         return self.image
 
@@ -417,6 +435,7 @@ class MetadataDelta:
             or self.changed_features
             or self.changed_acls
             or self.changed_quotas
+            or self._scram is not None
         )
 
     def __repr__(self) -> str:
@@ -446,6 +465,8 @@ _HANDLERS = {
     AccessControlEntryRecord: MetadataDelta._acl,
     RemoveAccessControlEntryRecord: MetadataDelta._remove_acl,
     ClientQuotaRecord: MetadataDelta._client_quota,
+    UserScramCredentialRecord: MetadataDelta._user_scram,
+    RemoveUserScramCredentialRecord: MetadataDelta._remove_user_scram,
 }
 
 
@@ -481,6 +502,7 @@ def image_to_records(image: MetadataImage) -> list[MetadataRecord]:
     for entity, values in sorted(image.client_quotas.items(), key=lambda kv: repr(kv[0])):
         out += [ClientQuotaRecord([QuotaEntityData(t, n) for t, n in entity], k, v)
                 for k, v in sorted(values.items())]
+    out += [image.scram_credentials[k] for k in sorted(image.scram_credentials)]
     if image.next_producer_id:
         out.append(ProducerIdsRecord(broker_id=-1, broker_epoch=-1,
                                      next_producer_id=image.next_producer_id))

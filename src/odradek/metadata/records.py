@@ -37,9 +37,11 @@ __all__ = [
     "RegisterBrokerRecord",
     "RemoveAccessControlEntryRecord",
     "RemoveTopicRecord",
+    "RemoveUserScramCredentialRecord",
     "TopicRecord",
     "UnfenceBrokerRecord",
     "UnregisterBrokerRecord",
+    "UserScramCredentialRecord",
     "decode_record",
     "encode_record",
 ]
@@ -291,6 +293,41 @@ class NoOpRecord(MetadataRecord):
     FIELDS: ClassVar[tuple[Field, ...]] = ()
 
 
+@dataclass(slots=True)
+class UserScramCredentialRecord(MetadataRecord):
+    """A user's SCRAM credential (never the password): mechanism 1 SCRAM-SHA-256,
+    2 SCRAM-SHA-512 (Kafka's ScramMechanism type)."""
+
+    name: str = ""
+    mechanism: int = 0
+    salt: bytes = b""
+    stored_key: bytes = b""
+    server_key: bytes = b""
+    iterations: int = 0
+
+    API_KEY: ClassVar[int] = 11
+    FIELDS: ClassVar[tuple[Field, ...]] = (
+        Field("name", "string"),
+        Field("mechanism", "int8"),
+        Field("salt", "bytes"),
+        Field("stored_key", "bytes"),
+        Field("server_key", "bytes"),
+        Field("iterations", "int32"),
+    )
+
+    def __repr__(self) -> str:  # the keys stay out of logs
+        return f"UserScramCredentialRecord(name={self.name!r}, mechanism={self.mechanism})"
+
+
+@dataclass(slots=True)
+class RemoveUserScramCredentialRecord(MetadataRecord):
+    name: str = ""
+    mechanism: int = 0
+
+    API_KEY: ClassVar[int] = 22
+    FIELDS: ClassVar[tuple[Field, ...]] = (Field("name", "string"), Field("mechanism", "int8"))
+
+
 # --- issue 16: ACLs and client quotas --------------------------------------------------------
 
 
@@ -374,6 +411,8 @@ RECORD_TYPES: dict[int, type[MetadataRecord]] = {
         AccessControlEntryRecord,
         RemoveAccessControlEntryRecord,
         ClientQuotaRecord,
+        UserScramCredentialRecord,
+        RemoveUserScramCredentialRecord,
     )
 }
 
@@ -413,6 +452,8 @@ def _read_value(r: Reader, kind: Any) -> Any:
         return r.compact_int32_array(nullable=True)
     if kind == "uuids":
         return r.compact_uuid_array()
+    if kind == "bytes":
+        return bytes(r.compact_bytes())
     raise AssertionError(kind)
 
 
@@ -428,6 +469,8 @@ def _write_value(w: Writer, kind: Any, value: Any) -> None:
         w.write_compact_uuid_array(value)
     elif kind in ("string", "nstring"):
         w.write_compact_nullable_string(value)
+    elif kind == "bytes":
+        w.write_compact_bytes(value)
     else:
         getattr(w, "write_" + {"bool": "boolean"}.get(kind, kind))(value)
 

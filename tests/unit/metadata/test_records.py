@@ -42,6 +42,7 @@ def _strategy(kind):
         "nint32s": st.none() | st.lists(_INTS["int32"], max_size=5),
         "uuids": st.lists(_UUIDS, max_size=3),
         "float64": st.floats(allow_nan=False),  # ClientQuotaRecord.value
+        "bytes": st.binary(max_size=20),  # UserScramCredentialRecord (sasl)
     }[kind]
 
 

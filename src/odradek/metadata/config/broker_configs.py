@@ -31,6 +31,7 @@ from odradek.metadata.config.config_def import (
     to_config_string,
 )
 from odradek.metadata.config.security_authz_configs import AUTHZ_CONFIG_DEFS
+from odradek.metadata.config.security_configs import SECURITY_DEFS
 from odradek.metadata.config.topic_configs import COMPRESSION_TYPES, TOPIC_CONFIGS
 from odradek.protocol.errors import ErrorCode, KafkaError
 
@@ -342,7 +343,8 @@ def _log_synonym_dynamic(defn: ConfigDef) -> ConfigDef:
 
 
 BROKER_CONFIGS: dict[str, ConfigDef] = {
-    d.name: d for d in [*_NODE_BROKER_DEFS, *map(_log_synonym_dynamic, _LOG_BROKER_DEFS)]
+    d.name: d for d in [*_NODE_BROKER_DEFS, *SECURITY_DEFS,
+                        *map(_log_synonym_dynamic, _LOG_BROKER_DEFS)]
 }
 DYNAMIC_BROKER_CONFIGS = frozenset(n for n, d in BROKER_CONFIGS.items() if d.dynamic)
 
