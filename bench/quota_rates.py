@@ -22,7 +22,6 @@ from pathlib import Path
 
 from confluent_kafka import Consumer, Producer
 from confluent_kafka.admin import AdminClient, NewTopic
-
 from tests.support.broker import BrokerProcess
 
 VALUE = b"q" * 1024

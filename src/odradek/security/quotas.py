@@ -58,8 +58,9 @@ class Rate:
         self.last_ms = 0.0
 
     def _purge(self, now_ms: float) -> None:
-        horizon = now_ms - self.samples * self.span_ms
-        while self._samples and self._samples[0][0] + self.span_ms <= horizon:
+        # a sample as old as the whole window is gone (Kafka's purgeObsoleteSamples)
+        expire = self.samples * self.span_ms
+        while self._samples and now_ms - self._samples[0][0] >= expire:
             self._samples.pop(0)
 
     def record(self, value: float, now_ms: float) -> None:
