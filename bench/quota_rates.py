@@ -1,6 +1,6 @@
 """Issue 16: a producer and a consumer held to their byte-rate quotas.
 
-    python -m bench.quota_rates [--rate 1048576] [--seconds 40] [--warmup 12]
+    python -m bench.quota_rates [--rate 1048576] [--seconds 60] [--warmup 20]
 
 One fresh node (Kafka's quota window: 11 samples of 1 s). A client-id quota of `--rate`
 bytes/s for producer_byte_rate (client `bench-prod`) and consumer_byte_rate (`bench-cons`)
@@ -80,8 +80,8 @@ def _rates(stamps: list[float], start: float, end: float, warmup: float) -> tupl
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--rate", type=int, default=1 << 20, help="quota, bytes/s")
-    ap.add_argument("--seconds", type=float, default=40.0)
-    ap.add_argument("--warmup", type=float, default=12.0)
+    ap.add_argument("--seconds", type=float, default=60.0)
+    ap.add_argument("--warmup", type=float, default=20.0)
     args = ap.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         node = BrokerProcess(Path(tmp) / "data").start()
