@@ -10,12 +10,15 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from collections.abc import Callable
 from typing import Any
 
+from odradek.broker.authz import charge_request_time, guarded
 from odradek.broker.context import BrokerContext
 from odradek.broker.forwarding import FORWARDED_APIS
 from odradek.broker.handlers import (
+    acls,
     api_versions,
     cluster,
     configs,
@@ -26,6 +29,7 @@ from odradek.broker.handlers import (
     metadata,
     partitions,
     produce,
+    quotas,
     raft,
     sasl,
     scram,
@@ -93,6 +97,11 @@ HANDLERS: dict[ApiKey, Handler] = {
     ApiKey.DESCRIBE_QUORUM: raft.handle_describe_quorum,
     ApiKey.DESCRIBE_TOPIC_PARTITIONS: topic_partitions.handle,
     ApiKey.LIST_CONFIG_RESOURCES: configs.handle_list_config_resources,
+    ApiKey.CREATE_ACLS: acls.handle_create_acls,
+    ApiKey.DESCRIBE_ACLS: acls.handle_describe_acls,
+    ApiKey.DELETE_ACLS: acls.handle_delete_acls,
+    ApiKey.ALTER_CLIENT_QUOTAS: quotas.handle_alter_client_quotas,
+    ApiKey.DESCRIBE_CLIENT_QUOTAS: quotas.handle_describe_client_quotas,
     ApiKey.SASL_HANDSHAKE: sasl.handle_handshake,
     ApiKey.SASL_AUTHENTICATE: sasl.handle_authenticate,
     ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS: scram.handle_describe,
@@ -118,6 +127,9 @@ CONTROLLER_HANDLERS: dict[ApiKey, Handler] = {
     ApiKey.INCREMENTAL_ALTER_CONFIGS: configs.handle_incremental_alter_configs,
     ApiKey.DESCRIBE_CONFIGS: configs.handle_describe_configs,
     ApiKey.DESCRIBE_CLUSTER: cluster.handle_describe_cluster,
+    ApiKey.CREATE_ACLS: acls.handle_create_acls,
+    ApiKey.DELETE_ACLS: acls.handle_delete_acls,
+    ApiKey.ALTER_CLIENT_QUOTAS: quotas.handle_alter_client_quotas,
     ApiKey.SASL_HANDSHAKE: sasl.handle_handshake,
     ApiKey.SASL_AUTHENTICATE: sasl.handle_authenticate,
     ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS: scram.handle_describe,
@@ -139,9 +151,9 @@ WANTS_PEER = frozenset({groups.handle_join_group, groups.handle_consumer_group_h
 
 
 # the handler modules whose VERSIONS declare what HANDLERS routes
-HANDLER_MODULES = (api_versions, cluster, configs, controller_apis, fetch, groups, list_offsets,
-                   metadata, partitions, produce, raft, sasl, scram, topic_partitions, topics,
-                   transactions, txn_markers)
+HANDLER_MODULES = (acls, api_versions, cluster, configs, controller_apis, fetch, groups,
+                   list_offsets, metadata, partitions, produce, quotas, raft, sasl, scram,
+                   topic_partitions, topics, transactions, txn_markers)
 # a Fetch on the controller listener is a metadata fetch: raft's versions, not fetch.py's
 _CONTROLLER_OVERRIDES = {ApiKey.FETCH: raft.METADATA_FETCH_VERSIONS}
 
@@ -186,8 +198,16 @@ class Dispatcher:
                     | (_FORWARD if self.forward and k in FORWARDED_APIS else 0)
                     | (_DURABLE if k in COORDINATOR_WRITES else 0))
             self.table[k] = (lo, hi, handler, kind)
+        # issue 16: with an authorizer or client quotas, handlers get the request's Session
+        # on its header (and produce is charged against its quota before it runs)
+        self.secured = ctx.authorizer is not None
+        self.quotas = ctx.quotas
 
-    def __call__(self, conn: Any, frame: memoryview, header: Any) -> Any:
+    def __call__(self, conn: Any, frame: memoryview, header: Any, inner: bool = False) -> Any:
+        # issue 16: with ACLs or client quotas the request goes round _guarded first (which
+        # calls back with inner=True); without, this test is all the hot path pays
+        if not inner and (self.secured or self.quotas.active):
+            return self._guarded(conn, frame, header)
         # refusals that close the connection are logged here (rate-limited, with the client
         # id) and the Disconnect carries no message, so the server does not log them again
         entry = self.table.get(header.api_key)
@@ -213,6 +233,14 @@ class Dispatcher:
             refused(header.client_id, api, "INVALID_REQUEST",
                     f"malformed request: {exc}; connection closed", conn.peer)
             raise Disconnect("") from None
+
+    def _guarded(self, conn: Any, frame: memoryview, header: Any) -> Any:
+        header = guarded(self.ctx, header, conn, frame)
+        started = time.perf_counter()
+        try:
+            return self(conn, frame, header, True)
+        finally:
+            charge_request_time(self.ctx, header, time.perf_counter() - started)
 
     def _special(self, kind: int, handler: Handler, header: Any, frame: memoryview,
                  conn: Any) -> Any:

@@ -9,6 +9,8 @@ from typing import Any
 
 from odradek.broker.config import Listener
 from odradek.replication.manager import ReplicaManager
+from odradek.security.authorizer import authorizer_from_config
+from odradek.security.quotas import ClientQuotas
 
 
 @dataclass(slots=True)
@@ -39,6 +41,24 @@ class BrokerContext:
     # broker.schema_validation.SchemaValidation: broker-side schema ID validation (issue 17)
     schema_validation: Any = None
     _config_cache: tuple[Any, Any] | None = None
+    # issue 16: security.authorizer.StandardAuthorizer over the image's ACLs, or None (no
+    # authorizer.class.name: every request allowed, as Kafka)
+    authorizer: Any = None
+    # issue 16: client quotas over the image's ClientQuotaRecords (shared by a node's listeners)
+    quotas: Any = None
+
+    def __post_init__(self) -> None:
+        if self.authorizer is None:
+            self.authorizer = authorizer_from_config(self.static_config, lambda: self.image.acls)
+        if self.quotas is None:
+            cfg = self.static_config
+            quotas = self.quotas = ClientQuotas(
+                lambda: self.image.client_quotas, int(cfg.get("quota.window.num") or 11),
+                int(cfg.get("quota.window.size.seconds") or 1) * 1000)
+            publisher = self.publisher or getattr(self.controller, "publisher", None)
+            if publisher is not None:
+                publisher.add_listener(lambda delta, image: quotas.refresh(image.client_quotas))
+                quotas.refresh(publisher.image.client_quotas)
 
     @property
     def image(self) -> Any:

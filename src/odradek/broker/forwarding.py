@@ -40,6 +40,7 @@ FORWARDED_APIS = frozenset({
     ApiKey.ALTER_CONFIGS, ApiKey.INCREMENTAL_ALTER_CONFIGS, ApiKey.ELECT_LEADERS,
     ApiKey.ALTER_PARTITION_REASSIGNMENTS, ApiKey.LIST_PARTITION_REASSIGNMENTS,
     ApiKey.UPDATE_FEATURES, ApiKey.DESCRIBE_QUORUM, ApiKey.ALTER_USER_SCRAM_CREDENTIALS,
+    ApiKey.CREATE_ACLS, ApiKey.DELETE_ACLS, ApiKey.ALTER_CLIENT_QUOTAS,
 })
 # Errors after which the request goes again, to whoever is the active controller by then.
 _RETRY = frozenset({ErrorCode.not_controller, ErrorCode.request_timed_out})

@@ -98,6 +98,9 @@ class Connection(asyncio.BufferedProtocol):
         self._write_paused = False
         self._drain_waiter: asyncio.Future[None] | None = None
         self._reading_paused = False
+        self.muted_until = 0.0  # issue 16: a quota-throttled channel reads nothing till then
+        self._unmute_handle: asyncio.TimerHandle | None = None
+        self._held: collections.deque[memoryview] = collections.deque()
         self._sock_fd = -1
         self._writable: asyncio.Future[None] | None = None
         # when requests are measured (broker.metrics): perf_counter of the last read, and of
@@ -167,8 +170,11 @@ class Connection(asyncio.BufferedProtocol):
             return
         if self.server.measured:
             self.received = self.last_done = time.perf_counter()
-        for frame in frames:
+        for i, frame in enumerate(frames):
             if self.closed:
+                return
+            if self._unmute_handle is not None:  # muted: what was read waits for the unmute
+                self._held.extend(frames[i:])
                 return
             self._dispatch(frame)
 
@@ -256,6 +262,35 @@ class Connection(asyncio.BufferedProtocol):
         if (self._reading_paused and len(self._slots) < MAX_IN_FLIGHT // 2 and not self.closed
                 and not self.server.draining):
             self._reading_paused = False
+            if self._unmute_handle is None:
+                self.transport.resume_reading()  # type: ignore[union-attr]
+
+    # --- quota throttling (issue 16) ---------------------------------------------
+
+    def mute(self, throttle_ms: int) -> None:
+        """Read nothing from this client for `throttle_ms` (Kafka's throttled channel: the
+        answer carrying throttle_time_ms goes out at once, the next request waits)."""
+        if throttle_ms <= 0 or self.closed or self.transport is None:
+            return
+        loop = asyncio.get_running_loop()
+        until = loop.time() + throttle_ms / 1000.0
+        if until <= self.muted_until:
+            return
+        self.muted_until = until
+        if self._unmute_handle is not None:
+            self._unmute_handle.cancel()
+        else:
+            self.transport.pause_reading()
+        self._unmute_handle = loop.call_at(until, self._unmute)
+
+    def _unmute(self) -> None:
+        self._unmute_handle = None
+        # requests read before the mute went on, one at a time (one may mute again)
+        while self._held and not self.closed:
+            self._dispatch(self._held.popleft())
+            if self._unmute_handle is not None:
+                return
+        if not self.closed and not self._reading_paused and not self.server.draining:
             self.transport.resume_reading()  # type: ignore[union-attr]
 
     def _write_slot(self, slot: _Slot) -> None:

@@ -6,6 +6,7 @@ from pathlib import Path
 
 import typer
 
+from odradek.cli import acl as acl_cmd
 from odradek.cli import bench as bench_cmd
 from odradek.cli import cluster as cluster_cmd
 from odradek.cli import config as config_cmd
@@ -15,6 +16,7 @@ from odradek.cli import group as group_cmd
 from odradek.cli import partitions as partitions_cmd
 from odradek.cli import pipeline as pipeline_cmd
 from odradek.cli import produce as produce_cmd
+from odradek.cli import quota as quota_cmd
 from odradek.cli import registry as registry_cmd
 from odradek.cli import storage as storage_cmd
 from odradek.cli import topic as topic_cmd
@@ -86,6 +88,8 @@ app.add_typer(config_cmd.app, name="config")
 app.add_typer(registry_cmd.app, name="registry")
 app.add_typer(cluster_cmd.app, name="cluster")
 app.add_typer(partitions_cmd.app, name="partitions")
+app.add_typer(acl_cmd.app, name="acl")
+app.add_typer(quota_cmd.app, name="quota")
 app.add_typer(user_cmd.app, name="user")
 app.command("produce")(produce_cmd.produce)
 app.command("consume")(consume_cmd.consume)

@@ -11,12 +11,15 @@ import uuid
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 
+from odradek.metadata.acls import AclEntry, acl_of_record, record_of_acl
 from odradek.metadata.records import (
     RESOURCE_BROKER,
     RESOURCE_TOPIC,
+    AccessControlEntryRecord,
     BrokerEndpoint,
     BrokerFeature,
     BrokerRegistrationChangeRecord,
+    ClientQuotaRecord,
     ConfigRecord,
     FeatureLevelRecord,
     FenceBrokerRecord,
@@ -25,7 +28,9 @@ from odradek.metadata.records import (
     PartitionChangeRecord,
     PartitionRecord,
     ProducerIdsRecord,
+    QuotaEntityData,
     RegisterBrokerRecord,
+    RemoveAccessControlEntryRecord,
     RemoveTopicRecord,
     RemoveUserScramCredentialRecord,
     TopicRecord,
@@ -33,6 +38,9 @@ from odradek.metadata.records import (
     UnregisterBrokerRecord,
     UserScramCredentialRecord,
 )
+
+# a client-quota entity: its (entity type, name or None for the default) pairs, sorted
+QuotaEntity = tuple[tuple[str, str | None], ...]
 
 __all__ = [
     "BrokerRegistration",
@@ -105,6 +113,9 @@ class MetadataImage:
     # ids of every topic a RemoveTopicRecord removed: a log on disk with one of these ids is
     # a deletion to finish (a crash came between the record and the rmtree), not a stray
     removed_topic_ids: frozenset[uuid.UUID] = frozenset()
+    # issue 16: ACL bindings by id, and client quotas (entity -> key -> value)
+    acls: Mapping[uuid.UUID, AclEntry] = field(default_factory=dict)
+    client_quotas: Mapping[QuotaEntity, Mapping[str, float]] = field(default_factory=dict)
     # (user name, SCRAM mechanism type) -> its credential record (issue 16)
     scram_credentials: Mapping[tuple[str, int], UserScramCredentialRecord] = field(
         default_factory=dict)
@@ -147,6 +158,10 @@ class MetadataDelta:
         self._owned_configs: set[tuple[int, str]] = set()
         self._features: dict[str, int] | None = None
         self._next_producer_id = image.next_producer_id
+        self._acls: dict[uuid.UUID, AclEntry] | None = None
+        self._quotas: dict[QuotaEntity, dict[str, float]] | None = None
+        self.changed_acls = False
+        self.changed_quotas: set[QuotaEntity] = set()
         self._scram: dict[tuple[str, int], UserScramCredentialRecord] | None = None
         self.created_topics: dict[str, uuid.UUID] = {}
         self.deleted_topics: dict[str, TopicImage] = {}
@@ -337,6 +352,31 @@ class MetadataDelta:
     def _noop(self, r: NoOpRecord) -> None:
         pass
 
+    def _acl(self, r: AccessControlEntryRecord) -> None:
+        if self._acls is None:
+            self._acls = dict(self.prev.acls)
+        if r.id in self._acls:
+            raise MetadataReplayError(f"ACL id {r.id} already exists")
+        self._acls[r.id] = acl_of_record(r)
+        self.changed_acls = True
+
+    def _remove_acl(self, r: RemoveAccessControlEntryRecord) -> None:
+        if self._acls is None:
+            self._acls = dict(self.prev.acls)
+        if self._acls.pop(r.id, None) is None:
+            raise MetadataReplayError(f"removal of unknown ACL id {r.id}")
+        self.changed_acls = True
+
+    def _client_quota(self, r: ClientQuotaRecord) -> None:
+        if self._quotas is None:
+            self._quotas = {k: dict(v) for k, v in self.prev.client_quotas.items()}
+        entity = tuple(sorted((e.entity_type, e.entity_name) for e in r.entity))
+        values = self._quotas.setdefault(entity, {})
+        if r.remove:
+            values.pop(r.key, None)
+        else:
+            values[r.key] = r.value
+        self.changed_quotas.add(entity)
     def _scram_map(self) -> dict[tuple[str, int], UserScramCredentialRecord]:
         if self._scram is None:
             self._scram = dict(self.prev.scram_credentials)
@@ -375,6 +415,9 @@ class MetadataDelta:
             next_producer_id=self._next_producer_id,
             removed_topic_ids=(prev.removed_topic_ids | self.removed_topic_ids
                                if self.removed_topic_ids else prev.removed_topic_ids),
+            acls=prev.acls if self._acls is None else self._acls,
+            client_quotas=(prev.client_quotas if self._quotas is None
+                           else {k: v for k, v in self._quotas.items() if v}),
             scram_credentials=(prev.scram_credentials if self._scram is None
                                else self._scram),
         )
@@ -390,6 +433,8 @@ class MetadataDelta:
             or self.changed_configs
             or self.changed_brokers
             or self.changed_features
+            or self.changed_acls
+            or self.changed_quotas
             or self._scram is not None
         )
 
@@ -417,6 +462,9 @@ _HANDLERS = {
     FeatureLevelRecord: MetadataDelta._feature,
     ProducerIdsRecord: MetadataDelta._producer_ids,
     NoOpRecord: MetadataDelta._noop,
+    AccessControlEntryRecord: MetadataDelta._acl,
+    RemoveAccessControlEntryRecord: MetadataDelta._remove_acl,
+    ClientQuotaRecord: MetadataDelta._client_quota,
     UserScramCredentialRecord: MetadataDelta._user_scram,
     RemoveUserScramCredentialRecord: MetadataDelta._remove_user_scram,
 }
@@ -450,6 +498,10 @@ def image_to_records(image: MetadataImage) -> list[MetadataRecord]:
                 partition_epoch=p.partition_epoch))
     for (rtype, rname), values in sorted(image.configs.items()):
         out += [ConfigRecord(rtype, rname, k, v) for k, v in sorted(values.items())]
+    out += [record_of_acl(acl_id, acl) for acl_id, acl in sorted(image.acls.items())]
+    for entity, values in sorted(image.client_quotas.items(), key=lambda kv: repr(kv[0])):
+        out += [ClientQuotaRecord([QuotaEntityData(t, n) for t, n in entity], k, v)
+                for k, v in sorted(values.items())]
     out += [image.scram_credentials[k] for k in sorted(image.scram_credentials)]
     if image.next_producer_id:
         out.append(ProducerIdsRecord(broker_id=-1, broker_epoch=-1,

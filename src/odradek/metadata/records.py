@@ -19,9 +19,11 @@ from odradek.protocol.errors import ProtocolError
 
 __all__ = [
     "RECORD_TYPES",
+    "AccessControlEntryRecord",
     "BrokerEndpoint",
     "BrokerFeature",
     "BrokerRegistrationChangeRecord",
+    "ClientQuotaRecord",
     "ConfigRecord",
     "FeatureLevelRecord",
     "FenceBrokerRecord",
@@ -31,7 +33,9 @@ __all__ = [
     "PartitionChangeRecord",
     "PartitionRecord",
     "ProducerIdsRecord",
+    "QuotaEntityData",
     "RegisterBrokerRecord",
+    "RemoveAccessControlEntryRecord",
     "RemoveTopicRecord",
     "RemoveUserScramCredentialRecord",
     "TopicRecord",
@@ -325,6 +329,70 @@ class RemoveUserScramCredentialRecord(MetadataRecord):
     FIELDS: ClassVar[tuple[Field, ...]] = (Field("name", "string"), Field("mechanism", "int8"))
 
 
+# --- issue 16: ACLs and client quotas --------------------------------------------------------
+
+
+@dataclass(slots=True)
+class AccessControlEntryRecord(MetadataRecord):
+    """One ACL binding; its id is what RemoveAccessControlEntryRecord names."""
+
+    id: uuid.UUID = ZERO_UUID
+    resource_type: int = 0
+    resource_name: str = ""
+    pattern_type: int = 0
+    principal: str = ""
+    host: str = ""
+    operation: int = 0
+    permission_type: int = 0
+
+    API_KEY: ClassVar[int] = 18
+    FIELDS: ClassVar[tuple[Field, ...]] = (
+        Field("id", "uuid"),
+        Field("resource_type", "int8"),
+        Field("resource_name", "string"),
+        Field("pattern_type", "int8"),
+        Field("principal", "string"),
+        Field("host", "string"),
+        Field("operation", "int8"),
+        Field("permission_type", "int8"),
+    )
+
+
+@dataclass(slots=True)
+class RemoveAccessControlEntryRecord(MetadataRecord):
+    id: uuid.UUID = ZERO_UUID
+
+    API_KEY: ClassVar[int] = 19
+    FIELDS: ClassVar[tuple[Field, ...]] = (Field("id", "uuid"),)
+
+
+@dataclass(slots=True)
+class QuotaEntityData(_Struct):
+    entity_type: str = ""  # "user" or "client-id"
+    entity_name: str | None = None  # None: the default entity of that type
+
+    FIELDS: ClassVar[tuple[Field, ...]] = (
+        Field("entity_type", "string"),
+        Field("entity_name", "nstring"),
+    )
+
+
+@dataclass(slots=True)
+class ClientQuotaRecord(MetadataRecord):
+    entity: list[QuotaEntityData] = field(default_factory=list)
+    key: str = ""
+    value: float = 0.0
+    remove: bool = False
+
+    API_KEY: ClassVar[int] = 14
+    FIELDS: ClassVar[tuple[Field, ...]] = (
+        Field("entity", QuotaEntityData),
+        Field("key", "string"),
+        Field("value", "float64"),
+        Field("remove", "bool"),
+    )
+
+
 RECORD_TYPES: dict[int, type[MetadataRecord]] = {
     cls.API_KEY: cls
     for cls in (
@@ -341,6 +409,9 @@ RECORD_TYPES: dict[int, type[MetadataRecord]] = {
         ProducerIdsRecord,
         BrokerRegistrationChangeRecord,
         NoOpRecord,
+        AccessControlEntryRecord,
+        RemoveAccessControlEntryRecord,
+        ClientQuotaRecord,
         UserScramCredentialRecord,
         RemoveUserScramCredentialRecord,
     )
@@ -370,6 +441,8 @@ def _read_value(r: Reader, kind: Any) -> Any:
         return r.boolean()
     if kind == "uuid":
         return r.uuid()
+    if kind == "float64":
+        return r.float64()
     if kind == "string":
         return r.compact_string()
     if kind == "nstring":

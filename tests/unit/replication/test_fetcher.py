@@ -33,6 +33,7 @@ from odradek.replication.config import (
 from odradek.replication.fetcher import ReplicaFetcherManager, fetcher_id
 from odradek.replication.manager import ReplicaManager
 from odradek.replication.partition import Partition
+from odradek.security.quotas import ClientQuotas
 from odradek.storage.config import LogConfig
 from odradek.storage.log import Log
 from odradek.storage.log_manager import LogManager
@@ -90,8 +91,10 @@ class Cluster:
                                 alter_partition=self.alter, config=CONFIG)
             rm.load(MetadataImage())
             self.rms[n] = rm
-            self.ctxs[n] = types.SimpleNamespace(replica_manager=rm, image=MetadataImage(
-                topics_by_id={TID: TopicImage("t", TID, {})}))
+            # no authorizer and no client quotas, as a node without issue 16's settings
+            self.ctxs[n] = types.SimpleNamespace(
+                replica_manager=rm, image=MetadataImage(topics_by_id={TID: TopicImage("t", TID, {})}),
+                authorizer=None, quotas=ClientQuotas(dict))
 
     async def alter(self, item: AlterPartitionItem) -> AlterPartitionResult:
         # the controller accepts every proposal of the current leader epoch

@@ -5,8 +5,10 @@ from __future__ import annotations
 import os
 from typing import Any
 
+from odradek.broker import authz
 from odradek.broker.handlers import admin
 from odradek.broker.handlers.common import Response, decode, respond
+from odradek.metadata.acls import AclOperation, ResourceType
 from odradek.protocol.apis import ApiKey, ApiVersionRange
 from odradek.protocol.errors import ErrorCode
 
@@ -23,6 +25,12 @@ VERSIONS = (
 def handle_describe_cluster(ctx: Any, header: Any, frame: memoryview) -> Response:
     req = decode(header, frame)
     endpoint_type = int(getattr(req, "endpoint_type", BROKERS_ENDPOINT))
+    cluster_ops = NO_AUTHORIZED_OPS
+    # Kafka: asked for, and the principal may describe the cluster
+    if (getattr(req, "include_cluster_authorized_operations", False)
+            and authz.cluster_allowed(ctx, header, AclOperation.DESCRIBE)):
+        cluster_ops = authz.authorized_operations(ctx, header, ResourceType.CLUSTER,
+                                                  "kafka-cluster")
     if endpoint_type != BROKERS_ENDPOINT:
         return respond(header, {
             "throttle_time": 0, "error_code": ErrorCode.unsupported_endpoint_type,
@@ -39,11 +47,15 @@ def handle_describe_cluster(ctx: Any, header: Any, frame: memoryview) -> Respons
         "throttle_time": 0, "error_code": ErrorCode.none, "error_message": None,
         "endpoint_type": endpoint_type, "cluster_id": ctx.cluster_id,
         "controller_id": ctx.controller_id, "brokers": brokers,
-        "cluster_authorized_operations": NO_AUTHORIZED_OPS})
+        "cluster_authorized_operations": cluster_ops})
 
 
 def handle_describe_log_dirs(ctx: Any, header: Any, frame: memoryview) -> Response:
     req = decode(header, frame)
+    if not authz.cluster_allowed(ctx, header, AclOperation.DESCRIBE):
+        return respond(header, {"throttle_time": 0,
+                                "error_code": ErrorCode.cluster_authorization_failed,
+                                "results": []})
     rm = ctx.replica_manager
     wanted = None
     if req.topics is not None:

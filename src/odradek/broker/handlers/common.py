@@ -33,6 +33,9 @@ def respond(header: Any, values: dict[str, Any]) -> Response:
     (refusals.py decides what is routine and keeps a flood out of the log).
     """
     REFUSALS.response(header, values)
+    throttle = getattr(header, "throttle_ms", 0)  # issue 16: a quota's throttle (authz.py)
+    if throttle and "throttle_time" in values:
+        values["throttle_time"] = max(throttle, int(values["throttle_time"] or 0))
     cls = response_class(header.api_key, header.api_version)
     entity = build(cls, values)
     return response_header_version(header.api_key, header.api_version), [encode_response(entity)]

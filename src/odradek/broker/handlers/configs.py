@@ -4,8 +4,11 @@ from __future__ import annotations
 
 from typing import Any
 
+from odradek.broker.authz import allowed
 from odradek.broker.handlers import admin
 from odradek.broker.handlers.common import Response, decode, respond, valid_topic_name
+from odradek.metadata.acls import AclOperation as Op
+from odradek.metadata.acls import ResourceType as RT
 from odradek.metadata.config.config_def import ConfigSource
 from odradek.metadata.config.describe import describe_broker_configs, describe_topic_configs
 from odradek.metadata.config.group_configs import describe_group_configs, validate_group_name
@@ -28,6 +31,17 @@ def _entry(e: Any, include_synonyms: bool) -> dict[str, Any]:
             "synonyms": [{"name": s.name, "value": s.value, "source": int(s.source)}
                          for s in e.synonyms] if include_synonyms else [],
             "config_type": int(e.type), "documentation": e.documentation}
+
+
+def _config_denied(ctx: Any, header: Any, op: Op, rtype: int, name: str) -> ErrorCode | None:
+    # Kafka: (Describe|Alter)Configs on the topic, or on the cluster for a broker
+    if ctx.authorizer is None:
+        return None
+    if rtype == TOPIC:
+        return None if allowed(ctx, header, op, RT.TOPIC, name) \
+            else ErrorCode.topic_authorization_failed
+    return None if allowed(ctx, header, op, RT.CLUSTER, "kafka-cluster") \
+        else ErrorCode.cluster_authorization_failed
 
 
 def _describe_one(ctx: Any, res: Any, synonyms: bool, docs: bool) -> list[Any]:
@@ -120,6 +134,10 @@ def handle_describe_configs(ctx: Any, header: Any, frame: memoryview) -> Respons
     results = []
     for res in req.resources:
         try:
+            denied = _config_denied(ctx, header, Op.DESCRIBE_CONFIGS, res.resource_type,
+                                    res.resource_name)
+            if denied is not None:
+                raise KafkaError(denied)
             entries = _describe_one(ctx, res, synonyms, docs)
         except KafkaError as exc:
             results.append({"error_code": exc.code, "error_message": exc.message or None,
@@ -158,8 +176,19 @@ def handle_incremental_alter_configs(ctx: Any, header: Any, frame: memoryview) -
 
 async def _alter(ctx: Any, header: Any, fn: Any, resources: list[Any],
                  validate_only: bool) -> Response:
-    results = await admin.run(
+    denied = []
+    for r in resources:
+        code = _config_denied(ctx, header, Op.ALTER_CONFIGS, int(r.resource_type),
+                              r.resource_name)
+        if code is not None:
+            denied.append(AlterConfigsResult(int(r.resource_type), r.resource_name, code, None))
+    if denied:
+        names = {(d.resource_type, d.resource_name) for d in denied}
+        resources = [r for r in resources
+                     if (int(r.resource_type), r.resource_name) not in names]
+    results = [*denied, *(await admin.run(
         ctx, fn, resources, validate_only,
         refused=lambda exc: [AlterConfigsResult(int(r.resource_type), r.resource_name, exc.code,
                                                 exc.message) for r in resources])
+        if resources else [])]
     return respond(header, {"throttle_time": 0, "responses": _responses(results)})

@@ -17,7 +17,9 @@ import uuid
 from collections.abc import Callable
 from typing import Any
 
+from odradek.broker.authz import cluster_allowed
 from odradek.broker.handlers.common import Response, decode, respond
+from odradek.metadata.acls import AclOperation as Op
 from odradek.metadata.controller_requests import (
     AlterPartitionItem,
     BrokerHeartbeatRequest,
@@ -183,6 +185,9 @@ async def _alter_partition(ctx: Any, header: Any, broker_id: int, broker_epoch: 
 
 def handle_elect_leaders(ctx: Any, header: Any, frame: memoryview) -> Any:
     req = decode(header, frame)
+    if not cluster_allowed(ctx, header, Op.ALTER):
+        return respond(header, {"throttle_time": 0, "error_code": ErrorCode.cluster_authorization_failed,
+                                "replica_election_results": []})
     election_type = int(getattr(req, "election_type", 0))
     partitions = (None if req.topic_partitions is None else
                   [(t.topic, int(p)) for t in req.topic_partitions for p in t.partitions])
@@ -212,6 +217,9 @@ async def _elect_leaders(ctx: Any, header: Any, election_type: int,
 
 def handle_alter_partition_reassignments(ctx: Any, header: Any, frame: memoryview) -> Any:
     req = decode(header, frame)
+    if not cluster_allowed(ctx, header, Op.ALTER):
+        return respond(header, {"throttle_time": 0, "error_code": ErrorCode.cluster_authorization_failed,
+                                "error_message": None, "responses": []})
     targets = [ReassignmentTarget(t.name, int(p.partition_index),
                                   None if p.replicas is None else [int(b) for b in p.replicas])
                for t in req.topics for p in t.partitions]
@@ -239,6 +247,9 @@ async def _alter_reassignments(ctx: Any, header: Any,
 
 def handle_list_partition_reassignments(ctx: Any, header: Any, frame: memoryview) -> Any:
     req = decode(header, frame)
+    if not cluster_allowed(ctx, header, Op.DESCRIBE):
+        return respond(header, {"throttle_time": 0, "error_code": ErrorCode.cluster_authorization_failed,
+                                "error_message": None, "topics": []})
     partitions = (None if req.topics is None else
                   [(t.name, int(p)) for t in req.topics for p in t.partition_indexes])
     return _list_reassignments(ctx, header, partitions)
@@ -271,6 +282,11 @@ async def _list_reassignments(ctx: Any, header: Any,
 
 def handle_update_features(ctx: Any, header: Any, frame: memoryview) -> Any:
     req = decode(header, frame)
+    if not cluster_allowed(ctx, header, Op.ALTER):
+        return respond(header, {"throttle_time": 0, "error_code": ErrorCode.cluster_authorization_failed,
+                                "error_message": None, "results": [
+                                    {"feature": u.feature, "error_code": ErrorCode.cluster_authorization_failed,
+                                     "error_message": None} for u in req.feature_updates]})
     updates = []
     for u in req.feature_updates:
         if header.api_version >= 1:

@@ -13,6 +13,7 @@ import uuid
 from functools import partial
 from typing import Any
 
+from odradek.broker.handlers.fetch_authz import authorized_fetch
 from odradek.protocol.apis import ApiKey, ApiVersionRange, response_header_version
 from odradek.protocol.errors import ErrorCode
 from odradek.protocol.fetch import decode_fetch_request, encode_fetch_response
@@ -58,6 +59,8 @@ def handle(ctx: Any, header: Any, frame: memoryview) -> Any:
     rack = req.rack_id if version >= _CLIENT_METADATA_VERSION else None
     params = FetchParams(req.replica_id, req.max_wait_ms, req.min_bytes, req.max_bytes,
                          req.isolation_level, by_id, rack, req.replica_epoch)
+    if ctx.authorizer is not None or ctx.quotas.active:  # issue 16: ACLs, consumer quotas
+        return authorized_fetch(ctx, header, params, topics, hv, version)
     # a partial, not a closure: cheaper to make and to call, once per fetch
     return ctx.replica_manager.fetch_messages(params, topics, partial(_respond, hv, version))
 

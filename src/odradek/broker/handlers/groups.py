@@ -14,6 +14,7 @@ import struct
 import uuid
 from typing import Any
 
+from odradek.broker.authz import allowed, authorized_operations
 from odradek.broker.entities import ms
 from odradek.broker.handlers import admin
 from odradek.broker.handlers.common import Response, decode, respond
@@ -25,6 +26,8 @@ from odradek.coordinator.group.coordinator import (
     JoinRequest,
     OffsetCommitEntry,
 )
+from odradek.metadata.acls import AclOperation as Op
+from odradek.metadata.acls import ResourceType as RT
 from odradek.protocol.apis import ApiKey, ApiVersionRange
 from odradek.protocol.errors import ErrorCode
 from odradek.protocol.primitives import encode_uvarint as _uvarint
@@ -83,13 +86,28 @@ def handle_find_coordinator(ctx: Any, header: Any, frame: memoryview) -> Respons
     req = decode(header, frame)
     key_type = int(getattr(req, "key_type", 0))
     keys = list(req.coordinator_keys) if header.api_version >= 4 else [req.key]
-    results = [_find_one(ctx, key_type, key) for key in keys]
+    results = [_authorized_find(ctx, header, key_type, key) for key in keys]
     if header.api_version >= 4:
         return respond(header, {"throttle_time": 0, "coordinators": results})
     r = results[0]
     return respond(header, {"throttle_time": 0, "error_code": r["error_code"],
                             "error_message": r["error_message"], "node_id": r["node_id"],
                             "host": r["host"], "port": r["port"]})
+
+
+def _authorized_find(ctx: Any, header: Any, key_type: int, key: str) -> dict[str, Any]:
+    # issue 16: Describe on the group or transactional id whose coordinator is asked for
+    rt, code = ((RT.TRANSACTIONAL_ID, E.transactional_id_authorization_failed)
+                if key_type == TRANSACTION_KEY else (RT.GROUP, E.group_authorization_failed))
+    if key and key_type in (GROUP_KEY, TRANSACTION_KEY) and not allowed(
+            ctx, header, Op.DESCRIBE, rt, key):
+        return {"key": key, "node_id": -1, "host": "", "port": -1, "error_code": code,
+                "error_message": None}
+    return _find_one(ctx, key_type, key)
+
+
+def _group_denied(ctx: Any, header: Any, op: Op, group_id: str) -> bool:
+    return not allowed(ctx, header, op, RT.GROUP, group_id)
 
 
 def _find_one(ctx: Any, key_type: int, key: str) -> dict[str, Any]:
@@ -129,6 +147,11 @@ def _find_one(ctx: Any, key_type: int, key: str) -> dict[str, Any]:
 
 def handle_join_group(ctx: Any, header: Any, frame: memoryview, peer: str | None = None) -> Any:
     req = decode(header, frame)
+    if _group_denied(ctx, header, Op.READ, req.group_id):
+        return respond(header, {
+            "throttle_time": 0, "error_code": E.group_authorization_failed, "generation_id": -1,
+            "protocol_type": None, "protocol_name": None if header.api_version >= 7 else "",
+            "leader": "", "skip_assignment": False, "member_id": req.member_id, "members": []})
     session = ms(req.session_timeout)
     rebalance = ms(req.rebalance_timeout) if header.api_version >= 1 else session
     join = JoinRequest(
@@ -155,6 +178,10 @@ async def _join(ctx: Any, header: Any, join: JoinRequest) -> Response:
 
 def handle_sync_group(ctx: Any, header: Any, frame: memoryview) -> Any:
     req = decode(header, frame)
+    if _group_denied(ctx, header, Op.READ, req.group_id):
+        return respond(header, {"throttle_time": 0, "error_code": E.group_authorization_failed,
+                                "protocol_type": None, "protocol_name": None,
+                                "assignment": b""})
     return _sync(ctx, header, req)
 
 
@@ -171,6 +198,8 @@ async def _sync(ctx: Any, header: Any, req: Any) -> Response:
 
 def handle_heartbeat(ctx: Any, header: Any, frame: memoryview) -> Response:
     req = decode(header, frame)
+    if _group_denied(ctx, header, Op.READ, req.group_id):
+        return respond(header, {"throttle_time": 0, "error_code": E.group_authorization_failed})
     code = _coord(ctx).heartbeat(req.group_id, int(req.generation_id), req.member_id,
                                  getattr(req, "group_instance_id", None))
     return respond(header, {"throttle_time": 0, "error_code": code})
@@ -178,6 +207,9 @@ def handle_heartbeat(ctx: Any, header: Any, frame: memoryview) -> Response:
 
 def handle_leave_group(ctx: Any, header: Any, frame: memoryview) -> Response:
     req = decode(header, frame)
+    if _group_denied(ctx, header, Op.READ, req.group_id):
+        return respond(header, {"throttle_time": 0, "error_code": E.group_authorization_failed,
+                                "members": []})
     if header.api_version >= 3:
         members = [(m.member_id, m.group_instance_id) for m in req.members]
     else:
@@ -211,6 +243,20 @@ def _topic_key(ctx: Any, name: str, version: int) -> dict[str, Any]:
 def handle_offset_commit(ctx: Any, header: Any, frame: memoryview) -> Response:
     req = decode(header, frame)
     version = header.api_version
+    denied: set[str] = set()
+    if ctx.authorizer is not None:
+        # Kafka: Read on the group (else every partition GROUP_AUTHORIZATION_FAILED), then
+        # Read on each topic (TOPIC_AUTHORIZATION_FAILED for the partitions of the others)
+        if _group_denied(ctx, header, Op.READ, req.group_id):
+            return respond(header, {"throttle_time": 0, "topics": [
+                {**({"name": t.name} if version < TOPIC_ID_OFFSETS_VERSION
+                    else {"topic_id": t.topic_id}), "partitions": [
+                    {"partition_index": int(p.partition_index),
+                     "error_code": E.group_authorization_failed} for p in t.partitions]}
+                for t in req.topics]})
+        names = [_topic_name(ctx, t, version) for t in req.topics]
+        denied = {n for n in names
+                  if n is not None and not allowed(ctx, header, Op.READ, RT.TOPIC, n)}
     entries = []
     unknown: list[dict[str, Any]] = []
     for t in req.topics:
@@ -227,21 +273,28 @@ def handle_offset_commit(ctx: Any, header: Any, frame: memoryview) -> Response:
     retention = -1
     if 2 <= version <= 4:
         retention = ms(req.retention_time)
+    allowed_entries = [e for e in entries if e.topic not in denied] if denied else entries
     errors = _coord(ctx).commit_offsets(
         req.group_id, int(req.generation_id_or_member_epoch), req.member_id,
-        getattr(req, "group_instance_id", None), entries, retention,
-        kip848_errors=version >= 9)
+        getattr(req, "group_instance_id", None), allowed_entries, retention,
+        kip848_errors=version >= 9) if allowed_entries else {}
     topics: dict[str, list[dict[str, Any]]] = {}
     for e in entries:
-        topics.setdefault(e.topic, []).append(
-            {"partition_index": e.partition, "error_code": errors[(e.topic, e.partition)]})
+        code = (E.topic_authorization_failed if e.topic in denied
+                else errors[(e.topic, e.partition)])
+        topics.setdefault(e.topic, []).append({"partition_index": e.partition,
+                                               "error_code": code})
     return respond(header, {"throttle_time": 0, "topics": [
         {**_topic_key(ctx, name, version), "partitions": parts}
         for name, parts in topics.items()] + unknown})
 
 
 def _fetch_group(ctx: Any, group_id: str, topics: Any, member_id: str | None,
-                 member_epoch: int, version: int) -> tuple[ErrorCode, list[dict[str, Any]]]:
+                 member_epoch: int, version: int, header: Any = None
+                 ) -> tuple[ErrorCode, list[dict[str, Any]]]:
+    secured = header is not None and ctx.authorizer is not None
+    if secured and _group_denied(ctx, header, Op.DESCRIBE, group_id):
+        return E.group_authorization_failed, []
     wanted = None
     unknown: list[dict[str, Any]] = []
     if topics is not None:
@@ -256,8 +309,23 @@ def _fetch_group(ctx: Any, group_id: str, topics: Any, member_id: str | None,
             else:
                 wanted.append((name, list(t.partition_indexes)))
     err, rows = _coord(ctx).fetch_offsets(group_id, wanted, member_id, member_epoch)
+    if secured:
+        # requested topics it may not describe: TOPIC_AUTHORIZATION_FAILED; all topics: left out
+        visible = {t for t in {r[0] for r in rows}
+                   if allowed(ctx, header, Op.DESCRIBE, RT.TOPIC, t,
+                              log_if_denied=wanted is not None)}
+        if wanted is None:
+            rows = [r for r in rows if r[0] in visible]
+        else:
+            rows = [r if r[0] in visible else (r[0], r[1], E.topic_authorization_failed)
+                    for r in rows]
     out: dict[str, list[dict[str, Any]]] = {}
     for topic, p, v in rows:
+        if isinstance(v, ErrorCode):
+            out.setdefault(topic, []).append({
+                "partition_index": p, "committed_offset": -1, "committed_leader_epoch": -1,
+                "metadata": "", "error_code": v})
+            continue
         out.setdefault(topic, []).append({
             "partition_index": p, "committed_offset": v.offset if v else -1,
             "committed_leader_epoch": v.leader_epoch if v else -1,
@@ -275,11 +343,11 @@ def handle_offset_fetch(ctx: Any, header: Any, frame: memoryview) -> Response:
         groups = []
         for g in req.groups:
             err, topics = _fetch_group(ctx, g.group_id, g.topics, getattr(g, "member_id", None),
-                                       int(getattr(g, "member_epoch", -1)), version)
+                                       int(getattr(g, "member_epoch", -1)), version, header)
             groups.append({"group_id": g.group_id, "topics": topics if err == E.none else [],
                            "error_code": err})
         return respond(header, {"throttle_time": 0, "groups": groups})
-    err, topics = _fetch_group(ctx, req.group_id, req.topics, None, -1, version)
+    err, topics = _fetch_group(ctx, req.group_id, req.topics, None, -1, version, header)
     if version < 2 and err != E.none:
         # v0-1 have no top-level error: it goes on every requested partition
         topics = [{"name": t.name, "partitions": [
@@ -291,7 +359,14 @@ def handle_offset_fetch(ctx: Any, header: Any, frame: memoryview) -> Response:
 def handle_offset_delete(ctx: Any, header: Any, frame: memoryview) -> Response:
     req = decode(header, frame)
     wanted = [(t.name, [int(p.partition_index) for p in t.partitions]) for t in req.topics]
-    err, results = _coord(ctx).delete_offsets(req.group_id, wanted)
+    if _group_denied(ctx, header, Op.DELETE, req.group_id):
+        return respond(header, {"throttle_time": 0, "error_code": E.group_authorization_failed,
+                                "topics": []})
+    denied = {n for n, _ in wanted if not allowed(ctx, header, Op.READ, RT.TOPIC, n)}
+    err, results = _coord(ctx).delete_offsets(
+        req.group_id, [w for w in wanted if w[0] not in denied])
+    results = {**results, **{(n, p): E.topic_authorization_failed
+                             for n, ps in wanted if n in denied for p in ps}}
     topics = [{"name": name, "partitions": [
         {"partition_index": p, "error_code": results.get((name, p), E.none)} for p in parts]}
         for name, parts in wanted] if err == E.none else []
@@ -306,10 +381,18 @@ def handle_describe_groups(ctx: Any, header: Any, frame: memoryview) -> Response
     coord = _coord(ctx)
     out = []
     for gid in req.groups:
+        if _group_denied(ctx, header, Op.DESCRIBE, gid):
+            out.append({"error_code": E.group_authorization_failed, "error_message": None,
+                        "group_id": gid, "group_state": "", "protocol_type": "",
+                        "protocol_data": "", "members": [],
+                        "authorized_operations": -2147483648})
+            continue
         err, g = coord.describe_group(gid)
         row: dict[str, Any] = {"error_code": err, "error_message": None, "group_id": gid,
                                "group_state": "Dead", "protocol_type": "", "protocol_data": "",
                                "members": [], "authorized_operations": -2147483648}
+        if getattr(req, "include_authorized_operations", False):
+            row["authorized_operations"] = authorized_operations(ctx, header, RT.GROUP, gid)
         if err == E.none and g is None and header.api_version >= 6:
             row["error_code"] = E.group_id_not_found
             row["error_message"] = f"Group {gid} not found."
@@ -358,6 +441,11 @@ def handle_list_groups(ctx: Any, header: Any, frame: memoryview) -> Response:
     states = {s.lower() for s in getattr(req, "states_filter", ()) or ()} or None
     types = {t.lower() for t in getattr(req, "types_filter", ()) or ()} or None
     rows = _coord(ctx).list_groups(states, types)
+    # Kafka: every group with Describe on the cluster, else the ones it may describe
+    if ctx.authorizer is not None and not allowed(ctx, header, Op.DESCRIBE, RT.CLUSTER,
+                                                  "kafka-cluster", log_if_denied=False):
+        rows = [r for r in rows
+                if allowed(ctx, header, Op.DESCRIBE, RT.GROUP, r[0], log_if_denied=False)]
     return respond(header, {"throttle_time": 0, "error_code": E.none, "groups": [
         {"group_id": gid, "protocol_type": ptype, "group_state": state, "group_type": gtype}
         for gid, ptype, state, gtype in rows]})
@@ -365,7 +453,10 @@ def handle_list_groups(ctx: Any, header: Any, frame: memoryview) -> Response:
 
 def handle_delete_groups(ctx: Any, header: Any, frame: memoryview) -> Response:
     req = decode(header, frame)
-    results = _coord(ctx).delete_groups(list(req.groups_names))
+    names = list(req.groups_names)
+    denied = {g for g in names if _group_denied(ctx, header, Op.DELETE, g)}
+    results = _coord(ctx).delete_groups([g for g in names if g not in denied])
+    results.update(dict.fromkeys(denied, E.group_authorization_failed))
     return respond(header, {"throttle_time": 0, "results": [
         {"group_id": gid, "error_code": code} for gid, code in results.items()]})
 
@@ -377,6 +468,11 @@ def handle_consumer_group_heartbeat(ctx: Any, header: Any, frame: memoryview,
                                     peer: str | None = None) -> Response:
     req = decode(header, frame)
     coord = _coord(ctx)
+    if _group_denied(ctx, header, Op.READ, req.group_id):
+        return respond(header, {
+            "throttle_time": 0, "error_code": E.group_authorization_failed, "error_message": None,
+            "member_id": req.member_id, "member_epoch": -1, "heartbeat_interval": 0,
+            "assignment": None})
     owned = None
     if req.topic_partitions is not None:
         owned = {}
@@ -409,6 +505,8 @@ def handle_consumer_group_describe(ctx: Any, header: Any, frame: memoryview) -> 
     out = []
     for gid in req.group_ids:
         err, g = coord.describe_group(gid)
+        if _group_denied(ctx, header, Op.DESCRIBE, gid):
+            err, g = E.group_authorization_failed, None
         row: dict[str, Any] = {
             "error_code": err, "error_message": None, "group_id": gid, "group_state": "dead",
             "group_epoch": -1, "assignment_epoch": -1, "assignor_name": "", "members": [],

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from odradek.broker import authz
 from odradek.broker.handlers.common import Response, decode, respond, valid_topic_name
+from odradek.metadata.acls import AclOperation, ResourceType
 from odradek.protocol.apis import ApiKey, ApiVersionRange
 from odradek.protocol.errors import ErrorCode, KafkaError
 
@@ -32,6 +34,11 @@ def handle(ctx: Any, header: Any, frame: memoryview) -> Response:
     rm = ctx.replica_manager
     topics = []
     for t in req.topics:
+        if not authz.allowed(ctx, header, AclOperation.DESCRIBE, ResourceType.TOPIC, t.name):
+            parts = [_err(p.partition_index, ErrorCode.topic_authorization_failed)
+                     for p in t.partitions]
+            topics.append({"name": t.name, "partitions": parts})
+            continue
         parts = []
         for p in t.partitions:
             parts.append(_one(rm, t.name, p, committed, leader_only, header.api_version))

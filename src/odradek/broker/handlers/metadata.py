@@ -10,6 +10,7 @@ from __future__ import annotations
 import logging
 from typing import Any
 
+from odradek.broker import authz
 from odradek.broker.handlers import admin
 from odradek.broker.handlers.common import (
     INTERNAL_TOPICS,
@@ -18,6 +19,7 @@ from odradek.broker.handlers.common import (
     respond,
     valid_topic_name,
 )
+from odradek.metadata.acls import AclOperation, ResourceType
 from odradek.protocol.apis import ApiKey, ApiVersionRange
 from odradek.protocol.errors import ErrorCode
 
@@ -63,9 +65,13 @@ def handle(ctx: Any, header: Any, frame: memoryview) -> Any:
     version = header.api_version
     image = ctx.image
     requested = req.topics
+    secured = ctx.authorizer is not None
     if requested is None or (version == 0 and len(requested) == 0):
-        return _answer(ctx, header, req, [topic_entry(t) for t in
-                                          sorted(image.topics_by_name.values(), key=lambda t: t.name)])
+        # every topic the principal may describe; the others are left out, unlogged (Kafka)
+        return _answer(ctx, header, req, [
+            topic_entry(t) for t in sorted(image.topics_by_name.values(), key=lambda t: t.name)
+            if not secured or authz.allowed(ctx, header, AclOperation.DESCRIBE,
+                                            ResourceType.TOPIC, t.name, log_if_denied=False)])
     allow_auto = version < 4 or bool(getattr(req, "allow_auto_topic_creation", True))
     auto = allow_auto and ctx.config.get_bool("auto.create.topics.enable")
     entries: list[dict[str, Any] | str] = []
@@ -75,11 +81,17 @@ def handle(ctx: Any, header: Any, frame: memoryview) -> Any:
         topic_id = getattr(t, "topic_id", None)
         if name is None and topic_id is not None and topic_id.int != 0:
             found = image.topics_by_id.get(topic_id)
+            if found is not None and secured and not _describable(ctx, header, found.name):
+                entries.append(error_entry(ErrorCode.topic_authorization_failed, None, topic_id))
+                continue
             entries.append(topic_entry(found) if found is not None
                            else error_entry(ErrorCode.unknown_topic_id, None, topic_id))
             continue
         if name is None:
             entries.append(error_entry(ErrorCode.invalid_topic_exception, None))
+            continue
+        if secured and valid_topic_name(name) and not _describable(ctx, header, name):
+            entries.append(error_entry(ErrorCode.topic_authorization_failed, name))
             continue
         found = image.topics_by_name.get(name)
         if found is not None:
@@ -88,6 +100,8 @@ def handle(ctx: Any, header: Any, frame: memoryview) -> Any:
             log.debug("Metadata request from client %r names an invalid topic %r",
                      header.client_id, name)
             entries.append(error_entry(ErrorCode.invalid_topic_exception, name))
+        elif auto and secured and not _creatable(ctx, header, name):
+            entries.append(error_entry(ErrorCode.topic_authorization_failed, name))
         elif auto:
             entries.append(name)
             to_create.append(name)
@@ -115,8 +129,29 @@ async def _auto_create(ctx: Any, header: Any, req: Any, entries: list[Any],
     return _answer(ctx, header, req, final)
 
 
+def _describable(ctx: Any, header: Any, name: str) -> bool:
+    return authz.allowed(ctx, header, AclOperation.DESCRIBE, ResourceType.TOPIC, name)
+
+
+def _creatable(ctx: Any, header: Any, name: str) -> bool:
+    # auto-creation needs Create on the cluster or on the topic (KafkaApis)
+    return (authz.allowed(ctx, header, AclOperation.CREATE, ResourceType.CLUSTER,
+                          "kafka-cluster", log_if_denied=False)
+            or authz.allowed(ctx, header, AclOperation.CREATE, ResourceType.TOPIC, name))
+
+
 def _answer(ctx: Any, header: Any, req: Any, topics: list[dict[str, Any]]) -> Response:
+    if getattr(req, "include_topic_authorized_operations", False):
+        for t in topics:
+            if t["error_code"] == ErrorCode.none:
+                t["topic_authorized_operations"] = authz.authorized_operations(
+                    ctx, header, ResourceType.TOPIC, t["name"])
+    cluster_ops = NO_AUTHORIZED_OPS
+    if (getattr(req, "include_cluster_authorized_operations", False)
+            and authz.cluster_allowed(ctx, header, AclOperation.DESCRIBE)):
+        cluster_ops = authz.authorized_operations(ctx, header, ResourceType.CLUSTER,
+                                                  "kafka-cluster")
     return respond(header, {
         "throttle_time": 0, "error_code": ErrorCode.none, "brokers": brokers(ctx), "cluster_id": ctx.cluster_id,
         "controller_id": ctx.controller_id, "topics": topics,
-        "cluster_authorized_operations": NO_AUTHORIZED_OPS})
+        "cluster_authorized_operations": cluster_ops})

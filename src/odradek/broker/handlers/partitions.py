@@ -7,7 +7,10 @@ from __future__ import annotations
 
 from typing import Any
 
+from odradek.broker.authz import allowed, cluster_allowed
 from odradek.broker.handlers.common import Response, decode, respond, valid_topic_name
+from odradek.metadata.acls import AclOperation as Op
+from odradek.metadata.acls import ResourceType as RT
 from odradek.protocol.apis import ApiKey, ApiVersionRange
 from odradek.protocol.errors import ErrorCode, KafkaError
 
@@ -29,6 +32,11 @@ def handle_delete_records(ctx: Any, header: Any, frame: memoryview) -> Response:
     topics = []
     for t in req.topics:
         parts = []
+        if not allowed(ctx, header, Op.DELETE, RT.TOPIC, t.name):  # Kafka: Delete on the topic
+            topics.append({"name": t.name, "partitions": [
+                {"partition_index": p.partition_index, "low_watermark": -1,
+                 "error_code": ErrorCode.topic_authorization_failed} for p in t.partitions]})
+            continue
         for p in t.partitions:
             index = p.partition_index
             part = rm.get(t.name, index)
@@ -58,8 +66,16 @@ def handle_offset_for_leader_epoch(ctx: Any, header: Any, frame: memoryview) -> 
     req = decode(header, frame)
     rm = ctx.replica_manager
     topics = []
+    # Kafka: ClusterAction (a follower), else Describe on each topic
+    follower = ctx.authorizer is not None and cluster_allowed(ctx, header, Op.CLUSTER_ACTION,
+                                                              log_if_denied=False)
     for t in req.topics:
         parts = []
+        if not follower and not allowed(ctx, header, Op.DESCRIBE, RT.TOPIC, t.topic):
+            topics.append({"topic": t.topic, "partitions": [
+                _epoch_err(p.partition, ErrorCode.topic_authorization_failed)
+                for p in t.partitions]})
+            continue
         for p in t.partitions:
             index = p.partition
             part = rm.get(t.topic, index)

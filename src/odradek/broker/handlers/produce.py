@@ -14,6 +14,7 @@ from functools import partial
 from typing import Any
 
 from odradek.broker import refusals
+from odradek.broker.authz import SessionHeader, produce_denials
 from odradek.broker.handlers.common import INTERNAL_TOPICS, Response, valid_topic_name
 from odradek.broker.handlers.transactions import (
     implicit_add_partition,
@@ -119,6 +120,8 @@ def _produce(ctx: Any, header: Any, req: Any, refused: dict[tuple[str, int], Err
     waits: list[tuple[Any, int, int]] = []
     slots: list[tuple[list[PartitionResult], int]] = []
     failed = False
+    # issue 16: topics the principal may not write (or the transactional id), by their error
+    denied = produce_denials(ctx, header, req) if ctx.authorizer is not None else None
     for topic in req.topics:
         name = topic.name
         out: list[PartitionResult] = []
@@ -133,6 +136,10 @@ def _produce(ctx: Any, header: Any, req: Any, refused: dict[tuple[str, int], Err
                 continue
             name = known.name
         for index, records in topic.partitions:
+            if denied and name in denied:
+                out.append(PartitionResult(index, denied[name], -1))
+                failed = True
+                continue
             if acks not in _VALID_ACKS:
                 out.append(PartitionResult(index, ErrorCode.invalid_required_acks, -1))
                 failed = True
@@ -187,27 +194,31 @@ def _produce(ctx: Any, header: Any, req: Any, refused: dict[tuple[str, int], Err
                                        r.log_start_offset, r.record_errors,
                                        error_message=r.message))
         results.append((key, out))
+    # issue 16: producer_byte_rate's throttle, charged by the Dispatcher
+    throttle = header.throttle_ms if isinstance(header, SessionHeader) else 0
     if waits:
         return rm.delay_produce(waits, req.timeout_ms,
-                                partial(_after_replication, version, results, slots))
+                                partial(_after_replication, version, results, slots, throttle))
     if acks == 0:
         if failed:
             # the client expects no answer: closing is the only way to tell it (as Kafka does)
             raise Disconnect("acks=0 produce request had partition errors")
         return None
-    return response_header_version(0, version), [encode_produce_response(version, results)]
+    return response_header_version(0, version), [
+        encode_produce_response(version, results, throttle)]
 
 
 def _after_replication(version: int,
                        results: list[tuple[str | uuid.UUID, list[PartitionResult]]],
-                       slots: list[tuple[list[PartitionResult], int]],
+                       slots: list[tuple[list[PartitionResult], int]], throttle: int,
                        errors: list[ErrorCode]) -> Response:
     # acks=all: a batch the ISR did not reach in time is REQUEST_TIMED_OUT (it is in the
     # leader's log; a retry of an idempotent producer is answered as a duplicate)
     for (out, i), code in zip(slots, errors, strict=True):
         if code != ErrorCode.none:
             out[i] = out[i]._replace(error_code=code)
-    return response_header_version(0, version), [encode_produce_response(version, results)]
+    return response_header_version(0, version), [
+        encode_produce_response(version, results, throttle)]
 
 
 def _schema_refusal(index: int, topic: str, verdicts: dict[tuple[str, int], Any] | None,

@@ -6,8 +6,11 @@ import logging
 import uuid
 from typing import Any
 
-from odradek.broker.handlers import admin
+from odradek.broker.authz import allowed
+from odradek.broker.handlers import admin, mutation_quota
 from odradek.broker.handlers.common import INTERNAL_TOPICS, Response, decode, respond
+from odradek.metadata.acls import AclOperation as Op
+from odradek.metadata.acls import ResourceType as RT
 from odradek.metadata.controller_requests import (
     CreatableTopic,
     CreatePartitionsResult,
@@ -48,9 +51,29 @@ def handle_create_topics(ctx: Any, header: Any, frame: memoryview) -> Any:
 
 async def _create_topics(ctx: Any, header: Any, specs: list[CreatableTopic],
                          validate_only: bool) -> Response:
+    denied: list[CreateTopicResult] = []
+    if ctx.authorizer is not None and not allowed(ctx, header, Op.CREATE, RT.CLUSTER,
+                                                         "kafka-cluster", log_if_denied=False):
+        # Kafka: Create on the cluster, else Create on each topic (TOPIC_AUTHORIZATION_FAILED)
+        denied = [CreateTopicResult(s.name, ErrorCode.topic_authorization_failed,
+                                    "Authorization failed.")
+                  for s in specs if not allowed(ctx, header, Op.CREATE, RT.TOPIC, s.name)]
+        refused_names = {r.name for r in denied}
+        specs = [s for s in specs if s.name not in refused_names]
+    default_count = int(ctx.config.get("num.partitions") or 1)
+    throttled = mutation_quota.admit(ctx, header, [
+        (s.name, len(s.assignments) if s.assignments else
+         (s.num_partitions if s.num_partitions > 0 else default_count)) for s in specs])
+    if throttled:
+        denied += [CreateTopicResult(n, ErrorCode.throttling_quota_exceeded,
+                                     "The throttling quota has been exceeded.")
+                   for n in sorted(throttled)]
+        specs = [s for s in specs if s.name not in throttled]
     results = await admin.run(
         ctx, ctx.controller.create_topics, specs, validate_only,
-        refused=lambda exc: [CreateTopicResult(s.name, exc.code, exc.message) for s in specs])
+        refused=lambda exc: [CreateTopicResult(s.name, exc.code, exc.message) for s in specs]
+    ) if specs else []
+    results = [*denied, *results]
     topics = []
     for r in results:
         ok = r.error_code == 0
@@ -117,6 +140,39 @@ def _refuse_internal(ctx: Any, names: list[str], ids: list[uuid.UUID]
 
 async def _delete_topics(ctx: Any, header: Any, names: list[str], ids: list[uuid.UUID]) -> Response:
     names, ids, refused = _refuse_internal(ctx, names, ids)
+    if ctx.authorizer is not None:
+        # Kafka: Delete on each topic (by id: Describe too, else the id stays unknown)
+        by_id = {i: ctx.image.topics_by_id.get(i) for i in ids}
+        for i, t in by_id.items():
+            if t is not None and not allowed(ctx, header, Op.DESCRIBE, RT.TOPIC, t.name):
+                refused.append(DeleteTopicResult(None, i, ErrorCode.topic_authorization_failed,
+                                                 None))
+            elif t is not None and not allowed(ctx, header, Op.DELETE, RT.TOPIC, t.name):
+                refused.append(DeleteTopicResult(t.name, i,
+                                                 ErrorCode.topic_authorization_failed, None))
+        refused_ids = {r.topic_id for r in refused}
+        ids = [i for i in ids if i not in refused_ids]
+        for n in names:
+            if not allowed(ctx, header, Op.DELETE, RT.TOPIC, n):
+                refused.append(DeleteTopicResult(n, _ZERO, ErrorCode.topic_authorization_failed,
+                                                 None))
+        names = [n for n in names if n not in {r.name for r in refused}]
+    image = ctx.image
+    costs: list[tuple[Any, int]] = [
+        (n, len(t.partitions) if (t := image.topics_by_name.get(n)) is not None else 0)
+        for n in names]
+    costs += [(i, len(t.partitions) if (t := image.topics_by_id.get(i)) is not None else 0)
+              for i in ids]
+    throttled = mutation_quota.admit(ctx, header, costs)
+    if throttled:
+        refused += [DeleteTopicResult(n, _ZERO, ErrorCode.throttling_quota_exceeded,
+                                      "The throttling quota has been exceeded.")
+                    for n in names if n in throttled]
+        refused += [DeleteTopicResult(None, i, ErrorCode.throttling_quota_exceeded,
+                                      "The throttling quota has been exceeded.")
+                    for i in ids if i in throttled]
+        names = [n for n in names if n not in throttled]
+        ids = [i for i in ids if i not in throttled]
     results = (await admin.run(
         ctx, ctx.controller.delete_topics, names, ids,
         refused=lambda exc: [DeleteTopicResult(n, _ZERO, exc.code, exc.message) for n in names]
@@ -142,10 +198,23 @@ def handle_create_partitions(ctx: Any, header: Any, frame: memoryview) -> Any:
 
 async def _create_partitions(ctx: Any, header: Any, specs: list[CreatePartitionsTopic],
                              validate_only: bool) -> Response:
-    results = await admin.run(
+    # Kafka: Alter on each topic
+    denied = [CreatePartitionsResult(s.name, ErrorCode.topic_authorization_failed,
+                                     "The topic authorization is failed.")
+              for s in specs if not allowed(ctx, header, Op.ALTER, RT.TOPIC, s.name)]
+    specs = [s for s in specs if s.name not in {d.name for d in denied}]
+    image = ctx.image
+    throttled = mutation_quota.admit(ctx, header, [
+        (s.name, s.count - len(t.partitions) if (t := image.topics_by_name.get(s.name))
+         is not None else 0) for s in specs])
+    denied += [CreatePartitionsResult(s.name, ErrorCode.throttling_quota_exceeded,
+                                      "The throttling quota has been exceeded.")
+               for s in specs if s.name in throttled]
+    specs = [s for s in specs if s.name not in throttled]
+    results = [*denied, *(await admin.run(
         ctx, ctx.controller.create_partitions, specs, validate_only,
         refused=lambda exc: [CreatePartitionsResult(s.name, exc.code, exc.message)
-                             for s in specs])
+                             for s in specs]) if specs else [])]
     return respond(header, {"throttle_time": 0, "results": [
         {"name": r.name, "error_code": r.error_code, "error_message": r.error_message}
         for r in results]})

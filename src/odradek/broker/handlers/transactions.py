@@ -12,12 +12,15 @@ import logging
 import time
 from typing import Any
 
+from odradek.broker.authz import allowed, any_allowed
 from odradek.broker.entities import ms
 from odradek.broker.handlers.common import Response, decode, respond
 from odradek.broker.txn_verification import needs_verification, verify
 from odradek.coordinator import offsets_topic as ot
 from odradek.coordinator.group.offset_manager import encode_offset_record
 from odradek.coordinator.transaction.coordinator import InitResult, TransactionCoordinator
+from odradek.metadata.acls import AclOperation as Op
+from odradek.metadata.acls import ResourceType as RT
 from odradek.protocol.apis import ApiKey, ApiVersionRange
 from odradek.protocol.errors import ErrorCode
 from odradek.protocol.records import ATTR_TRANSACTIONAL, BATCH_HEADER_SIZE, BatchHeader
@@ -56,6 +59,17 @@ VERSIONS = (
 def handle_init_producer_id(ctx: Any, header: Any, frame: memoryview) -> Response:
     req = decode(header, frame)
     txn_id = req.transactional_id
+    if ctx.authorizer is not None:
+        # Kafka: Write on the transactional id; an idempotent producer needs IdempotentWrite
+        # on the cluster or Write on some topic (KIP-679)
+        if txn_id is not None and not allowed(ctx, header, Op.WRITE, RT.TRANSACTIONAL_ID,
+                                              txn_id):
+            return _ipid(header, E.transactional_id_authorization_failed)
+        if txn_id is None and not (
+                allowed(ctx, header, Op.IDEMPOTENT_WRITE, RT.CLUSTER, "kafka-cluster",
+                        log_if_denied=False)
+                or any_allowed(ctx, header, Op.WRITE, RT.TOPIC)):
+            return _ipid(header, E.cluster_authorization_failed)
     if txn_id is not None:
         tc = _tc(ctx)
         if tc is None:
@@ -92,7 +106,10 @@ def handle_add_partitions_to_txn(ctx: Any, header: Any, frame: memoryview) -> Re
 
     def results(tid: str, pid: int, epoch: int, topics: Any, verify: bool) -> list[dict[str, Any]]:
         tps = [(t.name, int(p)) for t in topics for p in t.partitions]
-        if tc is None:
+        refused = _txn_partitions_refused(ctx, header, tid, tps)
+        if refused is not None:
+            res = refused
+        elif tc is None:
             res = dict.fromkeys(tps, E.coordinator_not_available)
         else:
             res = tc.add_partitions(tid, pid, epoch, tps, verify)
@@ -112,6 +129,21 @@ def handle_add_partitions_to_txn(ctx: Any, header: Any, frame: memoryview) -> Re
             bool(t.verify_only))} for t in req.transactions]})
 
 
+def _txn_partitions_refused(ctx: Any, header: Any, tid: str, tps: list[tuple[str, int]]
+                            ) -> dict[tuple[str, int], ErrorCode] | None:
+    # Kafka: Write on the transactional id, then Write on each topic; any denial fails the
+    # whole set (denied ones TOPIC_AUTHORIZATION_FAILED, the others OPERATION_NOT_ATTEMPTED)
+    if ctx.authorizer is None:
+        return None
+    if not allowed(ctx, header, Op.WRITE, RT.TRANSACTIONAL_ID, tid):
+        return dict.fromkeys(tps, E.transactional_id_authorization_failed)
+    denied = {t for t, _ in tps if not allowed(ctx, header, Op.WRITE, RT.TOPIC, t)}
+    if not denied:
+        return None
+    return {(t, p): E.topic_authorization_failed if t in denied else E.operation_not_attempted
+            for t, p in tps}
+
+
 def _offsets_partitions(ctx: Any) -> int:
     t = ctx.image.topics_by_name.get(OFFSETS_TOPIC)
     return len(t.partitions) if t is not None else 50
@@ -120,6 +152,11 @@ def _offsets_partitions(ctx: Any) -> int:
 def handle_add_offsets_to_txn(ctx: Any, header: Any, frame: memoryview) -> Response:
     req = decode(header, frame)
     tc = _tc(ctx)
+    if not allowed(ctx, header, Op.WRITE, RT.TRANSACTIONAL_ID, req.transactional_id):
+        return respond(header, {"throttle_time": 0,
+                                "error_code": E.transactional_id_authorization_failed})
+    if not allowed(ctx, header, Op.READ, RT.GROUP, req.group_id):
+        return respond(header, {"throttle_time": 0, "error_code": E.group_authorization_failed})
     code = E.coordinator_not_available if tc is None else tc.add_offsets(
         req.transactional_id, int(req.producer_id), int(req.producer_epoch), req.group_id,
         OFFSETS_TOPIC, _offsets_partitions(ctx))
@@ -130,6 +167,10 @@ def handle_add_offsets_to_txn(ctx: Any, header: Any, frame: memoryview) -> Respo
 def handle_end_txn(ctx: Any, header: Any, frame: memoryview) -> Response:
     req = decode(header, frame)
     tc = _tc(ctx)
+    if not allowed(ctx, header, Op.WRITE, RT.TRANSACTIONAL_ID, req.transactional_id):
+        return respond(header, {"throttle_time": 0,
+                                "error_code": E.transactional_id_authorization_failed,
+                                "producer_id": -1, "producer_epoch": -1})
     if header.api_version >= 5:
         # KIP-890 part 2: the epoch is bumped and the new producer id/epoch answered
         r = (InitResult(E.coordinator_not_available) if tc is None else tc.end_txn_v2(
@@ -229,29 +270,45 @@ def handle_txn_offset_commit(ctx: Any, header: Any, frame: memoryview) -> Respon
             offsets[(t.name, int(p.partition_index))] = (
                 int(p.committed_offset), int(getattr(p, "committed_leader_epoch", -1)),
                 p.committed_metadata or "")
-    if tc is not None and tc.coordinator_error(req.transactional_id) == E.not_coordinator:
-        # the group's coordinator is here, the transaction's elsewhere
-        return _remote_txn_offset_commit(ctx, header, req, tc, offsets)
-    code = E.coordinator_not_available if tc is None else tc.commit_offsets(
-        req.transactional_id, int(req.producer_id), int(req.producer_epoch), req.group_id,
-        offsets, int(getattr(req, "generation_id", -1)), getattr(req, "member_id", ""),
-        getattr(req, "group_instance_id", None), header.api_version >= 5,
-        _offsets_partitions(ctx))
-    return _txn_offset_answer(header, offsets, code)
+    # Kafka: Write on the transactional id, Read on the group (each failing the whole
+    # request), then Read on each topic (TOPIC_AUTHORIZATION_FAILED for its partitions only)
+    code: ErrorCode | None = None
+    denied: set[str] = set()
+    if not allowed(ctx, header, Op.WRITE, RT.TRANSACTIONAL_ID, req.transactional_id):
+        code = E.transactional_id_authorization_failed
+    elif not allowed(ctx, header, Op.READ, RT.GROUP, req.group_id):
+        code = E.group_authorization_failed
+    elif ctx.authorizer is not None:
+        denied = {t for t, _ in offsets if not allowed(ctx, header, Op.READ, RT.TOPIC, t)}
+    committing = {k: v for k, v in offsets.items() if k[0] not in denied}
+    if code is None and committing:
+        if tc is not None and tc.coordinator_error(req.transactional_id) == E.not_coordinator:
+            # the group's coordinator is here, the transaction's elsewhere
+            return _remote_txn_offset_commit(ctx, header, req, tc, committing, offsets, denied)
+        code = E.coordinator_not_available if tc is None else tc.commit_offsets(
+            req.transactional_id, int(req.producer_id), int(req.producer_epoch), req.group_id,
+            committing, int(getattr(req, "generation_id", -1)), getattr(req, "member_id", ""),
+            getattr(req, "group_instance_id", None), header.api_version >= 5,
+            _offsets_partitions(ctx))
+    return _txn_offset_answer(header, offsets, code if code is not None else E.none, denied)
 
 
 def _txn_offset_answer(header: Any, offsets: dict[tuple[str, int], Any],
-                       code: ErrorCode) -> Response:
+                       code: ErrorCode, denied: set[str] | frozenset[str] = frozenset()
+                       ) -> Response:
     code = _fenced(code, header.api_version, 3)
     by_topic: dict[str, list[dict[str, Any]]] = {}
     for t, p in offsets:
-        by_topic.setdefault(t, []).append({"partition_index": p, "error_code": code})
+        by_topic.setdefault(t, []).append({
+            "partition_index": p,
+            "error_code": E.topic_authorization_failed if t in denied else code})
     return respond(header, {"throttle_time": 0, "topics": [
         {"name": t, "partitions": ps} for t, ps in by_topic.items()]})
 
 
 async def _remote_txn_offset_commit(ctx: Any, header: Any, req: Any, tc: Any,
-                                    offsets: dict[tuple[str, int], tuple[int, int, str]]
+                                    offsets: dict[tuple[str, int], tuple[int, int, str]],
+                                    asked: dict[tuple[str, int], Any], denied: set[str]
                                     ) -> Response:
     """TxnOffsetCommit where the transaction's coordinator is another node: the group
     coordinator's checks here, then the transaction coordinator confirms (v5: adds) the
@@ -275,7 +332,7 @@ async def _remote_txn_offset_commit(ctx: Any, header: Any, req: Any, tc: Any,
             code = E.coordinator_not_available  # the *transaction's* coordinator: retriable
     if code == E.none:
         code = g.append_txn_offsets(group_id, pid, epoch, offsets, encode_offset_record)
-    return _txn_offset_answer(header, offsets, code)
+    return _txn_offset_answer(header, asked, code, denied)
 
 
 def handle_describe_transactions(ctx: Any, header: Any, frame: memoryview) -> Response:
@@ -284,6 +341,8 @@ def handle_describe_transactions(ctx: Any, header: Any, frame: memoryview) -> Re
     out = []
     for tid in req.transactional_ids:
         code, m = (E.coordinator_not_available, None) if tc is None else tc.describe(tid)
+        if not allowed(ctx, header, Op.DESCRIBE, RT.TRANSACTIONAL_ID, tid):
+            code, m = E.transactional_id_authorization_failed, None
         if m is None:
             out.append({"error_code": code, "transactional_id": tid, "transaction_state": "",
                         "transaction_timeout": 0, "transaction_start_time": -1,
@@ -315,6 +374,9 @@ def handle_list_transactions(ctx: Any, header: Any, frame: memoryview) -> Respon
     txns = [] if tc is None else tc.list(states, pids)
     if duration >= 0:
         txns = [m for m in txns if m.start_ms >= 0 and now - m.start_ms > duration]
+    if ctx.authorizer is not None:  # Kafka: only the ids it may describe, unlogged
+        txns = [m for m in txns if allowed(ctx, header, Op.DESCRIBE, RT.TRANSACTIONAL_ID,
+                                           m.transactional_id, log_if_denied=False)]
     return respond(header, {
         "throttle_time": 0,
         "error_code": E.none if tc is not None else E.coordinator_not_available,
@@ -330,6 +392,11 @@ def handle_describe_producers(ctx: Any, header: Any, frame: memoryview) -> Respo
     topics = []
     for t in req.topics:
         parts = []
+        if not allowed(ctx, header, Op.READ, RT.TOPIC, t.name):
+            topics.append({"name": t.name, "partitions": [
+                {"partition_index": int(p), "error_code": E.topic_authorization_failed,
+                 "error_message": None, "active_producers": []} for p in t.partition_indexes]})
+            continue
         for p in t.partition_indexes:
             part = rm.get(t.name, int(p))
             if part is None:

@@ -32,6 +32,7 @@ from odradek.metadata.config.config_def import (
 )
 from odradek.metadata.config.group_configs import GROUP_COORDINATOR_BROKER_DEFS
 from odradek.metadata.config.kafka_dynamic_configs import PER_BROKER_CONFIGS, UNUSED_DYNAMIC_DEFS
+from odradek.metadata.config.security_authz_configs import AUTHZ_CONFIG_DEFS
 from odradek.metadata.config.security_configs import SECURITY_DEFS
 from odradek.metadata.config.topic_configs import COMPRESSION_TYPES, TOPIC_CONFIGS
 from odradek.protocol.errors import ErrorCode, KafkaError
@@ -284,6 +285,7 @@ _NODE_BROKER_DEFS = [
        "A follower this far behind leaves the ISR."),
     *_REPLICATION_DEFS,
     *_KRAFT_DEFS,
+    *AUTHZ_CONFIG_DEFS,
     _b("num.network.threads", I, 3, at_least(1),
        "Accepted for compatibility; odradek serves from one event loop.", dynamic=True),
     _b("num.io.threads", I, 8, at_least(1),

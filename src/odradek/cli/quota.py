@@ -1,0 +1,136 @@
+"""`odradek quota set|describe`: client quotas (kafka-configs --entity-type users/clients).
+
+An entity is `--user NAME` or `--user-default`, `--client-id ID` or `--client-default`, or
+one of each. `set` takes `--add key=value` and `--delete key` (repeatable) with the keys
+producer_byte_rate, consumer_byte_rate, request_percentage, controller_mutation_rate.
+Sent with AlterClientQuotas / DescribeClientQuotas by odradek's native client (PLAINTEXT).
+"""
+
+from __future__ import annotations
+
+import typer
+
+from odradek.cli.common import (
+    BootstrapOption,
+    ClientConfigOption,
+    TimeoutOption,
+    client_overrides,
+    fail,
+    reach,
+    usage,
+)
+from odradek.cli.table import FormatOption, check_format, emit
+
+app = typer.Typer(help="Set and describe client quotas.", no_args_is_help=True)
+
+User = typer.Option(None, "--user", metavar="NAME", help="A user (the principal's name).")
+UserDefault = typer.Option(False, "--user-default", help="The default of every user.")
+Client = typer.Option(None, "--client-id", metavar="ID", help="A client id.")
+ClientDefault = typer.Option(False, "--client-default", help="The default of every client id.")
+
+
+def _entity(user: str | None, user_default: bool, client: str | None,
+            client_default: bool, required: bool) -> list[tuple[str, str | None]]:
+    if user is not None and user_default:
+        usage("give --user or --user-default, not both")
+    if client is not None and client_default:
+        usage("give --client-id or --client-default, not both")
+    out: list[tuple[str, str | None]] = []
+    if user is not None or user_default:
+        out.append(("user", user))
+    if client is not None or client_default:
+        out.append(("client-id", client))
+    if required and not out:
+        usage("name an entity: --user/--user-default and/or --client-id/--client-default")
+    return out
+
+
+def _connect(bootstrap: str, client_config: list[str], timeout: float):  # type: ignore[no-untyped-def]
+    from odradek.client.config import resolve_bootstrap
+    from odradek.client.connection import Connection, servers, supports
+
+    overrides = client_overrides(client_config)
+    if not supports({k: str(v) for k, v in overrides.items()}):
+        fail("odradek quota speaks PLAINTEXT only for now (its client has no TLS/SASL yet)")
+    reach(bootstrap, overrides)
+    host, port = servers(resolve_bootstrap(bootstrap))[0]
+    return Connection(host, port, "odradek-quota-cli", timeout, 16 << 20)
+
+
+@app.command("set")
+def set_quota(user: str | None = User, user_default: bool = UserDefault,
+              client_id: str | None = Client, client_default: bool = ClientDefault,
+              add: list[str] = typer.Option([], "--add", metavar="KEY=VALUE",
+                                            help="Set a quota (repeatable)."),
+              delete: list[str] = typer.Option([], "--delete", metavar="KEY",
+                                               help="Remove a quota (repeatable)."),
+              bootstrap: str = BootstrapOption, client_config: list[str] = ClientConfigOption,
+              timeout: float = TimeoutOption) -> None:
+    """Set or remove quotas of one entity."""
+    from odradek.client.connection import error_name
+    from odradek.client.quotas import alter_client_quotas
+
+    entity = _entity(user, user_default, client_id, client_default, True)
+    ops: list[tuple[str, float, bool]] = []
+    for item in add:
+        key, sep, value = item.partition("=")
+        if not sep:
+            usage(f"--add takes key=value, got {item!r}")
+        try:
+            ops.append((key.strip(), float(value), False))
+        except ValueError:
+            usage(f"quota {key} needs a number, got {value!r}")
+    ops += [(key.strip(), 0.0, True) for key in delete]
+    if not ops:
+        usage("give --add key=value or --delete key")
+    conn = _connect(bootstrap, client_config, timeout)
+    try:
+        ((code, message),) = alter_client_quotas(conn, [(entity, ops)])
+    except (OSError, ConnectionError) as exc:
+        fail(f"no answer from {bootstrap}: {exc}")
+    finally:
+        conn.close()
+    if code:
+        fail(f"{error_name(code)}: {message or ''}".rstrip(": "))
+    print(f"Quotas of {_label(entity)} updated")
+
+
+def _label(entity: list[tuple[str, str | None]]) -> str:
+    return ", ".join(f"{t}={'<default>' if n is None else n}" for t, n in entity)
+
+
+@app.command("describe")
+def describe(user: str | None = User, user_default: bool = UserDefault,
+             client_id: str | None = Client, client_default: bool = ClientDefault,
+             fmt: str = FormatOption, bootstrap: str = BootstrapOption,
+             client_config: list[str] = ClientConfigOption,
+             timeout: float = TimeoutOption) -> None:
+    """List quotas (of the matching entities, or all)."""
+    from odradek.client.connection import error_name
+    from odradek.client.quotas import describe_client_quotas
+
+    check_format(fmt)
+    entity = _entity(user, user_default, client_id, client_default, False)
+    components = [(t, 1 if n is None else 0, n) for t, n in entity]
+    conn = _connect(bootstrap, client_config, timeout)
+    try:
+        code, message, entries = describe_client_quotas(conn, components)
+    except (OSError, ConnectionError) as exc:
+        fail(f"no answer from {bootstrap}: {exc}")
+    finally:
+        conn.close()
+    if code:
+        fail(f"{error_name(code)}: {message or ''}".rstrip(": "))
+    rows = []
+    for ent, values in entries:
+        names = dict(ent)
+        for key, value in sorted(values.items()):
+            rows.append([_name(names, "user"), _name(names, "client-id"), key,
+                         int(value) if value == int(value) else value])
+    emit(["USER", "CLIENT_ID", "QUOTA", "VALUE"], rows, fmt)
+
+
+def _name(names: dict[str, str | None], kind: str) -> str:
+    if kind not in names:
+        return ""
+    return "<default>" if names[kind] is None else str(names[kind])
