@@ -32,6 +32,7 @@ from typing import Any
 
 from odradek.broker.acceptor import Acceptor, ConnectionLimits, RateLimitedLog
 from odradek.broker.listener_security import PLAINTEXT_LISTENER, ListenerSecurity
+from odradek.broker.refusals import api_name
 from odradek.broker.sasl_exchange import SASL_APIS, CloseAfter, SaslExchange
 from odradek.broker.transport_signals import Disconnect
 from odradek.protocol.errors import FrameTooLarge, ProtocolError
@@ -56,8 +57,7 @@ MIN_SWEEP_S = 0.05
 LISTEN_BACKLOG = 1024
 
 
-# A dispatcher turns (connection, frame) into: (response header version, body parts) or None
-# (no response, e.g. produce acks=0), or an awaitable of the same; or raises.
+# (connection, frame, header) -> (header version, body parts), None (acks=0), or an awaitable
 Dispatch = Callable[["Connection", memoryview, Any], Any]
 
 
@@ -204,11 +204,11 @@ class Connection(asyncio.BufferedProtocol):
             self.abort(str(exc))
             return
         except ProtocolError as exc:
-            self.abort(f"malformed {_api_name(header)} request: {exc}")
+            self.abort(f"malformed {api_name(header.api_key, header.api_version)} request: {exc}")
             return
         except Exception:
-            log.exception("handler for %s from %s failed; closing the connection",
-                          _api_name(header), self.peer)
+            api = api_name(header.api_key, header.api_version)
+            log.exception("handler for %s from %s failed; closing the connection", api, self.peer)
             self.abort(None)
             return
         if result is not None and type(result) is not tuple:  # a coroutine: answer later
@@ -515,10 +515,6 @@ class Connection(asyncio.BufferedProtocol):
 def _set_done(fut: asyncio.Future[None]) -> None:
     if not fut.done():
         fut.set_result(None)
-
-
-def _api_name(header: Any) -> str:
-    return f"api key {header.api_key} v{header.api_version}"
 
 
 class Server:

@@ -53,7 +53,9 @@ BELOW_KAFKA_42 = {
     ApiKey.ALTER_PARTITION_REASSIGNMENTS: 0,
     # KIP-1152's transactional id pattern: the transaction engineer's handlers
     ApiKey.LIST_TRANSACTIONS: 1,
-    ApiKey.WRITE_TXN_MARKERS: None,  # broker-to-broker, not routed on the client listener
+    # broker-to-broker: odradek's coordinators send and serve v1 (Kafka 4.2's v2 adds the
+    # markers' transaction version, KIP-890 part 2)
+    ApiKey.WRITE_TXN_MARKERS: 1,
 }
 
 
