@@ -25,6 +25,7 @@ from odradek.metadata.config.config_def import (
     between,
     one_of,
 )
+from odradek.metadata.config.security_configs import SECURITY_DEFS
 
 __all__ = ["PER_BROKER_CONFIGS", "UNUSED_DYNAMIC_DEFS", "dynamic_mode"]
 
@@ -41,7 +42,7 @@ def _u(name: str, ctype: ConfigType, default: Any, validator: Validator | None,
     return ConfigDef(name, ctype, default, validator, _UNUSED + doc, (), True)
 
 
-UNUSED_DYNAMIC_DEFS = [
+_KAFKA_DYNAMIC_UNUSED = [
     # the broker's TLS material and settings (SslConfigs, DynamicListenerConfig)
     _u("ssl.keystore.type", S, "JKS", None, "The file format of the key store file."),
     _u("ssl.keystore.location", S, None, None, "The location of the key store file."),
@@ -120,6 +121,10 @@ UNUSED_DYNAMIC_DEFS = [
     _u("max.connection.creation.rate", I, INT_MAX, at_least(0),
        "The maximum connection creation rate allowed in the broker at any time."),
 ]
+# the listener TLS and SASL settings odradek now serves (security_configs) are read when the
+# listeners start: there they are static (read-only), not dynamic-and-unused
+_SERVED = {d.name for d in SECURITY_DEFS}
+UNUSED_DYNAMIC_DEFS = [d for d in _KAFKA_DYNAMIC_UNUSED if d.name not in _SERVED]
 
 # Kafka's per-broker dynamic configs (DynamicSecurityConfigs and DynamicListenerConfig, less
 # max.connections, max.connection.creation.rate and num.network.threads, which are
