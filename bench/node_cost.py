@@ -124,7 +124,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                         help="a node setting (repeatable), e.g. `--set admin.listeners= --set "
                              "request.slow.log.ms=-1` for a node that measures no requests "
-                             "(the metrics A/B of bench/RESULTS-metrics.md)")
+                             "(the metrics A/B in bench/RESULTS.md, issue 18)")
     parser.add_argument("--profile", type=Path, default=None, metavar="DIR",
                         help="py-spy the node during each measurement into DIR.")
     args = parser.parse_args(argv)
