@@ -504,6 +504,8 @@ class KRaftQuorum(Quorum):
         now_told = (self.is_leader, epoch)
         if now_told != self._told:
             self._told = now_told
+            if now_told[0]:  # one line per won election: the fault checker reads it (issue 15)
+                log.info("raft: node %d became leader of epoch %d", self.node_id, epoch)
             for fn in list(self._leadership):
                 try:
                     fn(*now_told)
