@@ -68,8 +68,16 @@ def test_prometheus_scrapes_a_node_and_sees_a_produced_count(tmp_path: Path) -> 
     try:
         admin = AdminClient({"bootstrap.servers": node.bootstrap})
         admin.create_topics([NewTopic("scraped", 1, 1)])["scraped"].result(30)
-        wait_for(lambda: get(f"http://127.0.0.1:{prom_port}/-/ready")[0] == 200,
-                 "prometheus ready")
+        def ready() -> bool:
+            try:
+                return get(f"http://127.0.0.1:{prom_port}/-/ready")[0] == 200
+            except OSError:  # not listening yet (its log may still be empty)
+                if prom.poll() is not None:
+                    pytest.fail(f"prometheus exited with {prom.returncode}: "
+                                f"{(tmp_path / 'prometheus.log').read_text()[-2000:]}")
+                return False
+
+        wait_for(ready, "prometheus ready")
 
         def target_up() -> bool:
             status, body = get_json(f"{api}/targets")
