@@ -63,8 +63,12 @@ class Node:
                                  lambda t: config, channels=self.channels,
                                  alter_partition=cluster.alter, config=CONFIG)
         self.rm.load(MetadataImage())
+        # what the replication path reads of a broker context: no ACLs, quotas or schema
+        # validation on these nodes
         self.ctx = types.SimpleNamespace(replica_manager=self.rm, image=image(1, 1, (), 0),
-                                         advertised_apis=advertised_apis())
+                                         advertised_apis=advertised_apis(), authorizer=None,
+                                         quotas=types.SimpleNamespace(active=False),
+                                         schema_validation=None)
         self.server = Server(Dispatcher(self.ctx), 100 << 20)  # type: ignore[arg-type]
         self.sock = socket.create_server(("127.0.0.1", 0))
         ports[n] = self.sock.getsockname()[1]
