@@ -330,4 +330,8 @@ def test_bench_e2e_follows_leaders_that_move(cluster: Cluster, tmp_path: Path) -
             run.communicate()
     assert run.returncode == 0, err
     seen = re.search(r"# (\d+) records sent, .*?, (\d+) seen by the consumer", out)
-    assert seen and int(seen.group(1)) > 0 and seen.group(1) == seen.group(2), out + err
+    # every record sent is seen; more may be: a run on the merged main saw 61011 for 60976
+    # sent (a non-idempotent producer's retry across the move, or the consumer re-reading
+    # after it: not yet told apart, written on issue 14's note)
+    assert seen and int(seen.group(1)) > 0 and int(seen.group(2)) >= int(seen.group(1)), \
+        out + err
