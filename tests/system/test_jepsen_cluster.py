@@ -30,8 +30,8 @@ def root_rules() -> str:
 def test_cluster_in_namespaces_produce_consume_and_nothing_left(tmp_path: Path) -> None:
     rules_before = root_rules()
     with jepsen_cluster(tmp_path / "c") as cluster:
-        pid = cluster.net.pid
-        assert len(leftovers(pid)) >= 4  # the bridge, three namespaces (and host veths)
+        tag = cluster.net.tag
+        assert len(leftovers(tag)) >= 4  # the bridge, three namespaces (and host veths)
         node_pids = [n.proc.pid for n in cluster.nodes.values() if n.proc is not None]
         for i in cluster.nodes:  # each node really runs inside its own namespace
             assert cluster.ns_node(i).proc is not None
@@ -67,7 +67,7 @@ def test_cluster_in_namespaces_produce_consume_and_nothing_left(tmp_path: Path) 
         cluster.net.partition([[1], [2, 3]])
         assert "DROP" in cluster.net.rules(1)
         assert root_rules() == rules_before
-    assert leftovers(pid) == []
+    assert leftovers(tag) == []
     assert root_rules() == rules_before
     for p in node_pids:
         with pytest.raises(ProcessLookupError):
@@ -126,5 +126,5 @@ def test_two_nets_of_one_process_apart() -> None:
     with Net(1) as a, Net(1) as b:
         assert a.subnet != b.subnet and a.bridge != b.bridge and a.ns(1) != b.ns(1)
         b.close()
-        assert leftovers(a.pid) and all(a.tag in x for x in leftovers(a.pid))
-    assert leftovers(a.pid) == []
+        assert leftovers(a.tag) and leftovers(b.tag) == []
+    assert leftovers(a.tag) == []

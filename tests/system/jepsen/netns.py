@@ -124,10 +124,17 @@ def sweep_stale() -> list[str]:
     return nss + lnks + mounts
 
 
-def leftovers(pid: int | None = None) -> list[str]:
-    """What of ours (of `pid`, default: any run) still exists: namespaces, links, mounts."""
-    mine = (lambda n: n.startswith(PREFIX)) if pid is None else \
-        (lambda n: _owner(n) == pid)
+def leftovers(owner: int | str | None = None) -> list[str]:
+    """What of ours still exists (namespaces, links, mounts): of any run by default, of the
+    process with pid `owner`, or of the one net whose tag is `owner`. A process can hold
+    several nets at once (the shared cluster of the short runs lives until exit), so a check
+    of one net's cleanup names its tag."""
+    if owner is None:
+        mine = lambda n: n.startswith(PREFIX)  # noqa: E731
+    elif isinstance(owner, int):
+        mine = lambda n: _owner(n) == owner  # noqa: E731
+    else:
+        mine = lambda n: n.startswith(owner)  # noqa: E731
     return ([f"netns {n}" for n in namespaces() if mine(n)]
             + [f"link {n}" for n in links() if mine(n)]
             + [f"mount {p}" for s, p in tmpfs_mounts() if mine(s)])
