@@ -13,6 +13,24 @@ def pytest_configure(config: pytest.Config) -> None:
         "markers", "slow: takes tens of seconds or more (100k-record client runs, crash rounds)")
 
 
+def xdist_group_of(nodeid: str) -> str:
+    """The unit `make test` hands to one xdist worker (`--dist loadgroup`): a module, so its
+    module-scoped node or cluster is started once; every Spark test together, so they share
+    one SparkSession and its node; every Jepsen short run together, so they share one
+    namespaced cluster (tests/system/jepsen/testing.py)."""
+    path = nodeid.split("::", 1)[0]
+    if path.startswith("tests/spark/"):
+        return "spark"
+    if path.startswith("tests/system/test_jepsen_"):
+        return "jepsen"
+    return path
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    for item in items:
+        item.add_marker(pytest.mark.xdist_group(xdist_group_of(item.nodeid)))
+
+
 @pytest.fixture
 def broker(tmp_path: Path) -> Iterator[BrokerProcess]:
     """A fresh single node on a free loopback port, stopped after the test."""
