@@ -51,7 +51,7 @@ class BrokerProcess:
             cmd += ["--set", f"{key}={value}"]
         return cmd
 
-    def start(self, timeout: float = 30.0) -> BrokerProcess:
+    def start(self, timeout: float = 120.0) -> BrokerProcess:
         self.data_dir.mkdir(parents=True, exist_ok=True)
         log = open(self.log_path, "ab")  # noqa: SIM115 - handed to the child process
         self.proc = subprocess.Popen(self.command(), stdout=log, stderr=subprocess.STDOUT,
@@ -75,7 +75,7 @@ class BrokerProcess:
     def alive(self) -> bool:
         return self.proc is not None and self.proc.poll() is None
 
-    def stop(self, timeout: float = 30.0) -> int | None:
+    def stop(self, timeout: float = 60.0) -> int | None:
         """SIGTERM and wait: a clean shutdown."""
         if self.proc is None:
             return None
