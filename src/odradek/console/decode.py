@@ -1,0 +1,176 @@
+"""Record keys and values as a person reads them: Confluent's wire format (magic byte 0, a
+4-byte schema id, the payload) decoded through the registry (Avro with fastavro, JSON as it
+is, Protobuf field by field), else UTF-8 text (pretty JSON when it parses), else hex.
+
+Protobuf needs the message's descriptor to name fields; the console shows the fields by
+number and wire type with the schema id and the message's index path, which is what the wire
+says without compiling the .proto.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import struct
+import threading
+from typing import Any
+
+from odradek.console.http_json import HttpFailure, call
+
+MAX_SHOWN = 64 * 1024  # bytes of one value shown; the rest is cut with a note
+
+
+def _varint(buf: bytes, pos: int) -> tuple[int, int]:
+    shift = value = 0
+    while True:
+        if pos >= len(buf) or shift > 63:
+            raise ValueError("truncated varint")
+        b = buf[pos]
+        pos += 1
+        value |= (b & 0x7F) << shift
+        if not b & 0x80:
+            return value, pos
+        shift += 7
+
+
+def _zigzag(n: int) -> int:
+    return (n >> 1) ^ -(n & 1)
+
+
+def protobuf_fields(buf: bytes, depth: int = 0) -> list[dict[str, Any]]:
+    """A protobuf message's fields by number without its schema (nested messages guessed when
+    the bytes parse as one)."""
+    out: list[dict[str, Any]] = []
+    pos = 0
+    while pos < len(buf):
+        key, pos = _varint(buf, pos)
+        number, wire = key >> 3, key & 7
+        if number == 0:
+            raise ValueError("field number 0")
+        if wire == 0:
+            value, pos = _varint(buf, pos)
+            out.append({"field": number, "varint": value})
+        elif wire == 1:
+            if pos + 8 > len(buf):
+                raise ValueError("truncated fixed64")
+            out.append({"field": number, "fixed64": struct.unpack_from("<q", buf, pos)[0]})
+            pos += 8
+        elif wire == 5:
+            if pos + 4 > len(buf):
+                raise ValueError("truncated fixed32")
+            out.append({"field": number, "fixed32": struct.unpack_from("<i", buf, pos)[0]})
+            pos += 4
+        elif wire == 2:
+            n, pos = _varint(buf, pos)
+            if pos + n > len(buf):
+                raise ValueError("truncated length-delimited field")
+            chunk = buf[pos:pos + n]
+            pos += n
+            out.append({"field": number, **_length_delimited(chunk, depth)})
+        else:
+            raise ValueError(f"wire type {wire}")
+    return out
+
+
+def _length_delimited(chunk: bytes, depth: int) -> dict[str, Any]:
+    try:
+        text = chunk.decode()
+        if text.isprintable():
+            return {"string": text}
+    except UnicodeDecodeError:
+        pass
+    if depth < 8:
+        try:
+            return {"message": protobuf_fields(chunk, depth + 1)}
+        except ValueError:
+            pass
+    return {"bytes": chunk.hex()}
+
+
+def plain(raw: bytes) -> dict[str, Any]:
+    cut = len(raw) > MAX_SHOWN
+    shown = raw[:MAX_SHOWN]
+    try:
+        text = shown.decode()
+    except UnicodeDecodeError:
+        return {"format": "binary", "value": shown.hex(), "size": len(raw), "cut": cut}
+    if not cut:
+        try:
+            return {"format": "json", "value": json.loads(text), "size": len(raw)}
+        except ValueError:
+            pass
+    return {"format": "text", "value": text, "size": len(raw), "cut": cut}
+
+
+class Decoder:
+    """Decodes with the registry at `registry_url` (None: no registry, plain decoding only);
+    schemas are cached by id (an id's schema never changes)."""
+
+    def __init__(self, registry_url: str | None) -> None:
+        self.registry_url = registry_url
+        self._schemas: dict[int, dict[str, Any]] = {}
+        self._parsed: dict[int, Any] = {}
+        self._lock = threading.Lock()
+
+    def _schema(self, schema_id: int) -> dict[str, Any]:
+        with self._lock:
+            found = self._schemas.get(schema_id)
+        if found is None:
+            assert self.registry_url is not None
+            found = call(self.registry_url, "GET", f"/schemas/ids/{schema_id}")
+            with self._lock:
+                self._schemas[schema_id] = found
+        return found
+
+    def _avro(self, schema_id: int, schema: dict[str, Any]) -> Any:
+        import fastavro
+
+        with self._lock:
+            parsed = self._parsed.get(schema_id)
+        if parsed is None:
+            named: dict[str, Any] = {}
+            for ref in schema.get("references") or []:
+                got = call(self.registry_url or "", "GET",
+                           f"/subjects/{ref['subject']}/versions/{ref['version']}")
+                fastavro.parse_schema(json.loads(got["schema"]), named_schemas=named)
+            parsed = fastavro.parse_schema(json.loads(schema["schema"]), named_schemas=named)
+            with self._lock:
+                self._parsed[schema_id] = parsed
+        return parsed
+
+    def decode(self, raw: bytes | None) -> dict[str, Any]:
+        if raw is None:
+            return {"format": "null", "value": None, "size": 0}
+        if self.registry_url is None or len(raw) < 5 or raw[0] != 0:
+            return plain(raw)
+        schema_id = struct.unpack_from(">i", raw, 1)[0]
+        try:
+            schema = self._schema(schema_id)
+        except HttpFailure as exc:
+            if exc.status == 404:
+                return plain(raw)  # not the wire format after all
+            return {**plain(raw), "error": f"schema {schema_id}: {exc.message}"}
+        kind = schema.get("schemaType", "AVRO")
+        payload = raw[5:]
+        try:
+            if kind == "AVRO":
+                import fastavro
+
+                value = fastavro.schemaless_reader(io.BytesIO(payload),
+                                                   self._avro(schema_id, schema), None)
+                return {"format": "avro", "schema_id": schema_id,
+                        "value": json.loads(json.dumps(value, default=str)),
+                        "size": len(raw)}
+            if kind == "JSON":
+                return {"format": "json-schema", "schema_id": schema_id,
+                        "value": json.loads(payload), "size": len(raw)}
+            count, pos = _varint(payload, 0)
+            count = _zigzag(count)
+            path = []
+            for _ in range(max(count, 0)):
+                index, pos = _varint(payload, pos)
+                path.append(_zigzag(index))
+            return {"format": "protobuf", "schema_id": schema_id, "message_index": path or [0],
+                    "value": protobuf_fields(payload[pos:]), "size": len(raw)}
+        except (ValueError, EOFError, IndexError, TypeError, KeyError) as exc:
+            return {**plain(raw), "error": f"not decodable as {kind} schema {schema_id}: {exc}"}

@@ -1,0 +1,277 @@
+"""Issue 18, point 4: the web console, driven in a real browser (Playwright from PyPI with
+Debian's chromium, launched from its path) against one `odradek serve` node that runs the
+console (console.listeners) and the Schema Registry beside it.
+
+One node, one console and one browser for the module (suite time); each test has its own
+topics and groups. Screenshots go under the module's temp dir, so a failure can be looked at.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from confluent_kafka import Consumer, Producer, TopicPartition
+from playwright.sync_api import Browser, Page, expect, sync_playwright
+
+from tests.support.broker import BrokerProcess, free_port
+
+CHROMIUM = "/usr/bin/chromium"  # Debian's package (Makefile DEB_PACKAGES)
+WAIT_MS = 60_000
+expect.set_options(timeout=WAIT_MS)  # a loaded machine: wait for conditions, generously
+
+
+def _get(url: str, timeout: float = 5.0) -> tuple[int, Any]:
+    try:
+        with urllib.request.urlopen(url, timeout=timeout) as resp:
+            return resp.status, json.loads(resp.read() or b"null")
+    except urllib.error.HTTPError as exc:
+        return exc.code, json.loads(exc.read() or b"null")
+
+
+def wait_until(cond: Callable[[], bool], what: str, timeout: float = 90.0) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            if cond():
+                return
+        except OSError:
+            pass
+        time.sleep(0.2)
+    pytest.fail(f"timed out waiting for {what}")
+
+
+class Env:
+    def __init__(self, node: BrokerProcess, console: str, registry: str, shots: Path) -> None:
+        self.node, self.console, self.registry, self.shots = node, console, registry, shots
+
+
+@pytest.fixture(scope="module")
+def env(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Env]:
+    base = tmp_path_factory.mktemp("console")
+    console = f"http://127.0.0.1:{free_port()}"
+    registry = f"http://127.0.0.1:{free_port()}"
+    node = BrokerProcess(base / "data", settings={"console.listeners": console,
+                                                   "schema.registry.listeners": registry})
+    node.start(timeout=120)
+    try:
+        wait_until(lambda: _get(console + "/api/info")[0] == 200, "the console")
+        wait_until(lambda: _get(registry + "/subjects")[0] == 200, "the registry")
+        yield Env(node, console, registry, base / "screenshots")
+    finally:
+        node.stop()
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[Browser]:
+    with sync_playwright() as p:
+        b = p.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox"])
+        try:
+            yield b
+        finally:
+            b.close()
+
+
+@pytest.fixture
+def page(browser: Browser, env: Env, request: pytest.FixtureRequest) -> Iterator[Page]:
+    context = browser.new_context(viewport={"width": 1400, "height": 1000})
+    pg = context.new_page()
+    pg.set_default_timeout(WAIT_MS)
+    try:
+        yield pg
+    finally:
+        env.shots.mkdir(parents=True, exist_ok=True)
+        pg.screenshot(path=str(env.shots / f"{request.node.name}.png"), full_page=True)
+        context.close()
+
+
+def produce(bootstrap: str, topic: str, values: list[bytes], key: bytes | None = None) -> None:
+    p = Producer({"bootstrap.servers": bootstrap, "acks": "all"})
+    for v in values:
+        p.produce(topic, value=v, key=key, partition=0)
+    assert p.flush(30) == 0
+
+
+def create_topic(env: Env, name: str, partitions: int = 1) -> None:
+    req = urllib.request.Request(env.console + "/api/topics", method="POST",
+                                 data=json.dumps({"name": name, "partitions": partitions}).encode())
+    with urllib.request.urlopen(req, timeout=30) as resp:
+        assert resp.status == 201
+
+
+def notice(page: Page, kind: str, text: str) -> None:
+    box = page.locator("#notice")
+    expect(box).to_have_attribute("data-kind", kind)
+    expect(box).to_contain_text(text)
+
+
+def test_every_page_opens(page: Page, env: Env) -> None:
+    page.goto(env.console + "/")
+    expect(page.get_by_test_id("brokers").locator("tbody tr")).to_have_count(1)
+    expect(page.get_by_test_id("card-controller")).to_contain_text("1")
+    expect(page.get_by_test_id("quorum")).to_be_visible()  # from the node's admin HTTP
+    for nav, testid in (("Topics", "topics-table"), ("Consumer groups", "groups-table"),
+                        ("Schemas", "subjects-table")):
+        page.get_by_role("link", name=nav, exact=True).click()
+        expect(page.get_by_test_id(testid)).to_be_visible()
+    page.get_by_role("link", name="Messages", exact=True).click()
+    expect(page.get_by_test_id("msg-browse")).to_be_visible()
+    # an unknown page is said so, not blank
+    page.goto(env.console + "/nowhere")
+    assert _get(env.console + "/nowhere")[0] == 404
+
+
+def test_create_topic_and_refuse_a_bad_name(page: Page, env: Env) -> None:
+    page.goto(env.console + "/topics")
+    page.get_by_test_id("new-topic-name").fill("console-created")
+    page.locator("form[data-testid=create-topic] input[name=partitions]").fill("3")
+    page.get_by_role("button", name="Create").click()
+    notice(page, "ok", "Created topic console-created with 3 partition(s)")
+    page.get_by_test_id("topic-search").fill("console-created")
+    row = page.get_by_test_id("topics-table").locator("tbody tr")
+    expect(row).to_have_count(1)
+    row.get_by_role("link", name="console-created").click()
+    expect(page.get_by_test_id("partitions-table").locator("tbody tr")).to_have_count(3)
+    expect(page.get_by_test_id("configs-table")).to_contain_text("cleanup.policy")
+    # alter a config: the page shows the new value and its source
+    form = page.get_by_test_id("alter-config")
+    form.locator("input[name=key]").fill("retention.ms")
+    form.locator("input[name=value]").fill("3600000")
+    form.get_by_role("button", name="Apply").click()
+    notice(page, "ok", "retention.ms set to 3600000")
+    row = page.get_by_test_id("configs-table").get_by_role("row", name=re.compile(r"^retention\.ms "))
+    expect(row).to_contain_text("3600000")
+    expect(row).to_contain_text("DYNAMIC_TOPIC_CONFIG")
+    # a bad name is refused with the broker's reason
+    page.goto(env.console + "/topics")
+    page.get_by_test_id("new-topic-name").fill("bad name!")
+    page.get_by_role("button", name="Create").click()
+    notice(page, "error", "illegal")
+
+
+def test_produce_browse_and_search(page: Page, env: Env) -> None:
+    create_topic(env, "console-msgs", 2)
+    produce(env.node.bootstrap, "console-msgs", [f"filler-{i}".encode() for i in range(300)])
+    page.goto(env.console + "/messages?topic=console-msgs")
+    form = page.get_by_test_id("produce")
+    form.get_by_test_id("produce-key").fill("k1")
+    form.get_by_test_id("produce-value").fill('{"order": {"id": 42}, "note": "needle-in-hay"}')
+    form.get_by_test_id("produce-headers").fill("source=console-test")
+    form.get_by_test_id("produce-send").click()
+    notice(page, "ok", "Produced to partition")
+    # browse, newest first: the form's record is there with its header
+    page.get_by_test_id("msg-browse").click()
+    notice(page, "ok", "record(s)")
+    expect(page.get_by_test_id("records-table")).to_contain_text("needle-in-hay")
+    expect(page.get_by_test_id("records-table")).to_contain_text("source: console-test")
+    # search by value substring: streamed, with a progress count, one match of 301
+    page.get_by_test_id("msg-start").select_option("oldest")
+    page.get_by_test_id("search-value").fill("needle")
+    page.get_by_test_id("msg-search").click()
+    expect(page.get_by_test_id("search-progress")).to_contain_text("done: scanned 301 of 301, 1")
+    expect(page.get_by_test_id("search-table").locator("tbody tr")).to_have_count(1)
+    # by header and by JSON path too
+    page.get_by_test_id("search-value").fill("")
+    page.get_by_test_id("search-json").fill("order.id=42")
+    page.get_by_test_id("search-header").fill("source=console-test")
+    page.get_by_test_id("msg-search").click()
+    expect(page.get_by_test_id("search-progress")).to_contain_text("1 match(es)")
+    expect(page.get_by_test_id("search-table")).to_contain_text("needle-in-hay")
+    # a malformed offset is a clear error
+    page.get_by_test_id("msg-start").select_option("offset")
+    page.get_by_test_id("msg-at").fill("12x")
+    page.get_by_test_id("msg-browse").click()
+    notice(page, "error", "the offset must be an integer")
+
+
+def test_group_lag_chart_and_reset(page: Page, env: Env) -> None:
+    create_topic(env, "console-lag", 1)
+    produce(env.node.bootstrap, "console-lag", [b"r%d" % i for i in range(20)])
+    c = Consumer({"bootstrap.servers": env.node.bootstrap, "group.id": "console-group",
+                  "enable.auto.commit": False, "auto.offset.reset": "earliest"})
+    c.assign([TopicPartition("console-lag", 0, 0)])
+    got = 0
+    deadline = time.monotonic() + 60
+    while got < 5 and time.monotonic() < deadline:
+        m = c.poll(1.0)
+        if m is not None and m.error() is None:
+            got += 1
+    c.commit(offsets=[TopicPartition("console-lag", 0, 5)], asynchronous=False)
+    c.close()  # the consumer stops with 15 records left
+    page.goto(env.console + "/groups")
+    page.get_by_test_id("groups-table").get_by_role("link", name="console-group").click()
+    expect(page.get_by_test_id("total-lag")).to_have_text("15")
+    expect(page.get_by_test_id("lag-table")).to_contain_text("console-lag")
+    expect(page.get_by_test_id("group-status")).to_have_text(re.compile("^(OK|WARN|ERR)$"))
+    # the sampler (every 5 s) records the lag; the chart (plotly) draws it
+    wait_until(lambda: int(page.get_by_test_id("lag-samples").get_attribute("data-count")
+                           or 0) >= 1, "a lag sample in the chart")
+    expect(page.get_by_test_id("lag-chart").locator(".main-svg").first).to_be_visible()
+    # reset to earliest: the dry run shows the plan and writes nothing
+    page.get_by_test_id("reset-mode").select_option("earliest")
+    page.get_by_test_id("reset-dry-run").click()
+    notice(page, "ok", "nothing was written")
+    preview = page.get_by_test_id("plan-preview").locator("tbody tr")
+    expect(preview).to_have_count(1)
+    expect(preview).to_contain_text("5")
+    assert _get(f"{env.console}/api/groups/console-group")[1]["total_lag"] == 15
+    page.get_by_test_id("reset-apply").click()
+    notice(page, "ok", "Reset 1 partition(s) of console-group")
+    expect(page.get_by_test_id("total-lag")).to_have_text("20")
+    # a malformed offset in the reset is refused with a message
+    page.get_by_test_id("reset-mode").select_option("offset")
+    page.get_by_test_id("reset-value").fill("abc")
+    page.get_by_test_id("reset-dry-run").click()
+    notice(page, "error", "the offset must be an integer")
+
+
+def test_avro_topic_decoded_through_the_registry(page: Page, env: Env) -> None:
+    from confluent_kafka.schema_registry import SchemaRegistryClient
+    from confluent_kafka.schema_registry.avro import AvroSerializer
+    from confluent_kafka.serialization import MessageField, SerializationContext
+
+    create_topic(env, "console-avro", 1)
+    schema = json.dumps({"type": "record", "name": "Click", "fields": [
+        {"name": "user", "type": "string"}, {"name": "n", "type": "int"}]})
+    ser = AvroSerializer(SchemaRegistryClient({"url": env.registry}), schema)
+    raw = ser({"user": "ada-lovelace", "n": 7},
+              SerializationContext("console-avro", MessageField.VALUE))
+    produce(env.node.bootstrap, "console-avro", [raw])
+    page.goto(env.console + "/messages?topic=console-avro")
+    page.get_by_test_id("msg-browse").click()
+    table = page.get_by_test_id("records-table")
+    expect(table).to_contain_text("avro #")
+    expect(table).to_contain_text('"user": "ada-lovelace"')
+    # and the schema's page: its subject, versions and compatibility
+    page.goto(env.console + "/schemas/console-avro-value")
+    expect(page.get_by_test_id("schema-text")).to_contain_text('"name": "Click"')
+    expect(page.get_by_test_id("compat-level")).to_have_value("BACKWARD")
+
+
+def test_bad_input_answers_4xx_with_a_message(env: Env) -> None:
+    base = env.console
+    for path, status in (("/api/nothing", 404), ("/api/topics?page=x", 400),
+                         ("/api/topics?size=100000", 400), ("/api/topics/none-such", 404),
+                         ("/api/topics/console-msgs/messages?limit=0", 400),
+                         ("/api/topics/console-msgs/search", 400),
+                         ("/api/groups/none-such/history?minutes=-1", 400),
+                         ("/api/topics?q=" + "x" * 5000, 414)):
+        code, body = _get(base + path)
+        assert code == status, (path, code, body)
+        assert body["error"], path
+    req = urllib.request.Request(base + "/api/topics", data=b"{not json", method="POST")
+    try:
+        urllib.request.urlopen(req, timeout=10)
+        pytest.fail("a malformed body was accepted")
+    except urllib.error.HTTPError as exc:
+        assert exc.code == 400
+        assert "JSON" in json.loads(exc.read())["error"]
+    assert _get(base + "/api/overview")[0] == 200  # and the console is unaffected
+    assert env.node.alive()
