@@ -13,7 +13,6 @@ from odradek.console.http_json import HttpFailure, call
 from odradek.console.paging import BadRequest, page_params
 from odradek.console.state import Console, blocking, int_field, json_body, text_field
 
-
 ADMIN_PAGE = 10_000
 
 
