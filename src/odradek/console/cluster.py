@@ -19,6 +19,7 @@ from confluent_kafka.admin import (
     AlterConfigOpType,
     ConfigEntry,
     ConfigResource,
+    ConfigSource,
     NewPartitions,
     NewTopic,
     OffsetSpec,
@@ -56,6 +57,14 @@ def result(future: Any, timeout: float = TIMEOUT_S) -> Any:
         raise KafkaFailure(error_text(exc)) from None
     except TimeoutError:
         raise KafkaFailure("the cluster did not answer in time", 504) from None
+
+
+def _source_name(source: Any) -> str:
+    # confluent-kafka hands the source as ConfigSource's int value
+    try:
+        return ConfigSource(int(getattr(source, "value", source))).name
+    except (ValueError, TypeError):
+        return str(source)
 
 
 class Cluster:
@@ -179,7 +188,7 @@ class Cluster:
         for key in sorted(entries):
             e: ConfigEntry = entries[key]
             out.append({"name": e.name, "value": None if e.is_sensitive else e.value,
-                        "source": e.source.name if hasattr(e.source, "name") else str(e.source),
+                        "source": _source_name(e.source),
                         "default": bool(e.is_default), "read_only": bool(e.is_read_only),
                         "sensitive": bool(e.is_sensitive)})
         return out
