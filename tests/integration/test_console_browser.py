@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import json
 import re
+import socket
+import subprocess
 import time
 import urllib.error
 import urllib.request
@@ -21,7 +23,7 @@ import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 from playwright.sync_api import Browser, Page, expect, sync_playwright
 
-from tests.support.broker import BrokerProcess, free_port
+from tests.support.broker import ODRADEK, BrokerProcess, free_port
 
 CHROMIUM = "/usr/bin/chromium"  # Debian's package (Makefile DEB_PACKAGES)
 WAIT_MS = 60_000
@@ -275,3 +277,26 @@ def test_bad_input_answers_4xx_with_a_message(env: Env) -> None:
         assert "JSON" in json.loads(exc.read())["error"]
     assert _get(base + "/api/overview")[0] == 200  # and the console is unaffected
     assert env.node.alive()
+
+
+def test_an_unusable_console_listener_is_refused(tmp_path: Path) -> None:
+    def serve(*settings: str) -> subprocess.CompletedProcess[str]:
+        cmd = [*ODRADEK, "serve", "--data-dir", str(tmp_path / "d"),
+               "--set", f"listeners=PLAINTEXT://127.0.0.1:{free_port()}",
+               "--set", "schema.registry.listeners=", "--set", "admin.listeners="]
+        for s in settings:
+            cmd += ["--set", s]
+        return subprocess.run(cmd, capture_output=True, text=True, timeout=120)
+
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen(1)
+        res = serve(f"console.listeners=http://127.0.0.1:{taken.getsockname()[1]}")
+    assert res.returncode == 2, res.stderr
+    assert "console.listeners" in res.stderr and "in use" in res.stderr
+    res = serve("console.listeners=https://127.0.0.1:1")
+    assert res.returncode == 2 and "console.listeners" in res.stderr, res.stderr
+    # alone, the same: a clear line and exit 2, nothing served
+    res = subprocess.run([*ODRADEK, "console", "-b", "127.0.0.1:1", "--listeners", "ftp://x:1"],
+                         capture_output=True, text=True, timeout=120)
+    assert res.returncode == 2 and "http://host:port" in res.stderr, res.stderr

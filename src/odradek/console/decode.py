@@ -11,13 +11,15 @@ from __future__ import annotations
 
 import io
 import json
+import re
 import struct
 import threading
 from typing import Any
 
 from odradek.console.http_json import HttpFailure, call
 
-MAX_SHOWN = 64 * 1024  # bytes of one value shown; the rest is cut with a note
+MAX_SHOWN = 64 * 1024
+_CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")  # bytes of one value shown; the rest is cut with a note
 
 
 def _varint(buf: bytes, pos: int) -> tuple[int, int]:
@@ -92,6 +94,8 @@ def plain(raw: bytes) -> dict[str, Any]:
     shown = raw[:MAX_SHOWN]
     try:
         text = shown.decode()
+        if _CONTROL.search(text):  # valid UTF-8 but not text a person reads (NULs, escapes)
+            raise UnicodeDecodeError("utf-8", shown, 0, 1, "control characters")
     except UnicodeDecodeError:
         return {"format": "binary", "value": shown.hex(), "size": len(raw), "cut": cut}
     if not cut:
