@@ -3,6 +3,7 @@ parameter parsing, the lag history's persistence across a restart, record filter
 
 from __future__ import annotations
 
+import json
 import struct
 from pathlib import Path
 
@@ -13,7 +14,7 @@ from hypothesis import strategies as st
 from odradek.console.decode import Decoder, plain, protobuf_fields
 from odradek.console.groups import parse_timestamp_ms
 from odradek.console.lag_history import LagHistory
-from odradek.console.messages import Filters, match
+from odradek.console.messages import Candidate, Filters, match
 from odradek.console.paging import BadRequest, int_param, page_params, paginate
 
 NAMES = [f"topic-{i:04d}" for i in range(1000)]
@@ -88,10 +89,9 @@ def test_lag_history_drops_samples_past_retention(tmp_path: Path) -> None:
     h.close()
 
 
-def _rec(key: str, value: object, headers: list[tuple[str, str]]) -> dict[str, object]:
-    return {"key": {"format": "text", "value": key},
-            "value": {"format": "json" if not isinstance(value, str) else "text", "value": value},
-            "headers": [{"name": n, "value": v} for n, v in headers]}
+def _rec(key: str, value: object, headers: list[tuple[str, str]]) -> Candidate:
+    raw = value.encode() if isinstance(value, str) else json.dumps(value).encode()
+    return Candidate(key.encode(), raw, [(n, v.encode()) for n, v in headers], Decoder(None))
 
 
 def test_record_filters() -> None:
@@ -99,6 +99,7 @@ def test_record_filters() -> None:
     assert match(r, Filters(key="USER-7"))
     assert not match(r, Filters(key="user-8"))
     assert match(r, Filters(value="a1"))
+    assert match(r, Filters(value='"id": 42'))  # the value's text as written
     assert match(r, Filters(header="source")) and match(r, Filters(header="source=web"))
     assert not match(r, Filters(header="source=app")) and not match(r, Filters(header="x"))
     assert match(r, Filters(json_path="order.id=42"))
@@ -108,6 +109,7 @@ def test_record_filters() -> None:
     assert not match(r, Filters(json_path="order.nothing"))
     assert not match(_rec("k", "plain text", []), Filters(json_path="a"))
     assert match(r, Filters(key="user", value="42", header="source=web"))  # all must hold
+    assert not match(Candidate(None, None, [], Decoder(None)), Filters(value="x"))
 
 
 def test_timestamps_in_ms_or_iso() -> None:

@@ -52,32 +52,64 @@ def _walk(value: Any, path: list[str]) -> tuple[bool, Any]:
     return True, value
 
 
-def match(rec: dict[str, Any], f: Filters) -> bool:
-    """Does a decoded record (as `record_json` makes it) pass every filter given?"""
-    if f.key and f.key.lower() not in _text(rec["key"]).lower():
+class Candidate:
+    """A record as the search sees it: the text of its key and value (the bytes as UTF-8, or
+    the registry's decoding of wire-format bytes), its headers, and its value as JSON, each
+    made only when a filter asks (the scan's cost is in decoding, and most records fail the
+    first filter)."""
+
+    def __init__(self, key: bytes | None, value: bytes | None,
+                 headers: list[tuple[str, bytes | None]], decoder: Decoder) -> None:
+        self.key, self.value, self.headers, self.decoder = key, value, headers, decoder
+        self._decoded: dict[str, Any] | None = None
+
+    def _wire(self, raw: bytes) -> bool:
+        return self.decoder.registry_url is not None and len(raw) >= 5 and raw[0] == 0
+
+    def text(self, raw: bytes | None) -> str:
+        if raw is None:
+            return ""
+        if self._wire(raw):
+            v = self.decoder.decode(raw)["value"]
+            return v if isinstance(v, str) else json.dumps(v)
+        return raw.decode(errors="replace")
+
+    def contains(self, raw: bytes | None, needle: str) -> bool:
+        """Does the text hold `needle` (already lower-case)? ASCII needles are looked for in
+        the bytes themselves, without decoding (the scan's hot path)."""
+        if raw is None:
+            return False
+        if needle.isascii() and not self._wire(raw):
+            return needle.encode() in raw.lower()
+        return needle in self.text(raw).lower()
+
+    def value_json(self) -> Any:
+        if self._decoded is None:
+            self._decoded = self.decoder.decode(self.value)
+        return self._decoded["value"]
+
+
+def match(c: Candidate, f: Filters) -> bool:
+    """Does the record pass every filter given? Substrings ignore case."""
+    if f.key and not c.contains(c.key, f.key.lower()):
         return False
-    if f.value and f.value.lower() not in _text(rec["value"]).lower():
+    if f.value and not c.contains(c.value, f.value.lower()):
         return False
     if f.header:
         name, eq, want = f.header.partition("=")
-        if not any(h["name"] == name and (not eq or want in (h["value"] or ""))
-                   for h in rec["headers"]):
+        if not any(n == name and (not eq or want in (v or b"").decode(errors="replace"))
+                   for n, v in c.headers):
             return False
     if f.json_path:
         path, eq, want = f.json_path.partition("=")
         steps = [s for s in path.strip().lstrip("$").strip(".").replace("[", ".")
                  .replace("]", "").split(".") if s]
-        found, got = _walk(rec["value"]["value"], steps)
+        found, got = _walk(c.value_json(), steps)
         if not found:
             return False
         if eq and (json.dumps(got) if not isinstance(got, str) else got) != want.strip():
             return False
     return True
-
-
-def _text(decoded: dict[str, Any]) -> str:
-    v = decoded["value"]
-    return v if isinstance(v, str) else json.dumps(v)
 
 
 def record_json(msg: Any, decoder: Decoder) -> dict[str, Any]:
@@ -212,10 +244,10 @@ class Reader:
         try:
             for msg in self._scan(topic, starts, ends):
                 scanned += 1
-                rec = record_json(msg, self.decoder)
-                if match(rec, f):
+                if match(Candidate(msg.key(), msg.value(), msg.headers() or [], self.decoder),
+                         f):
                     found += 1
-                    yield {"match": rec}
+                    yield {"match": record_json(msg, self.decoder)}
                 if scanned % PROGRESS_EVERY == 0:
                     yield {"progress": scanned, "of": total, "matches": found}
                 if scanned >= max_scan or found >= max_matches:
