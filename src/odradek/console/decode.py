@@ -17,40 +17,24 @@ import threading
 from typing import Any
 
 from odradek.console.http_json import HttpFailure, call
+from odradek.protocol.primitives import decode_uvarint, zigzag_decode
 
 MAX_SHOWN = 64 * 1024
 _CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")  # bytes of one value shown; the rest is cut with a note
 
 
-def _varint(buf: bytes, pos: int) -> tuple[int, int]:
-    shift = value = 0
-    while True:
-        if pos >= len(buf) or shift > 63:
-            raise ValueError("truncated varint")
-        b = buf[pos]
-        pos += 1
-        value |= (b & 0x7F) << shift
-        if not b & 0x80:
-            return value, pos
-        shift += 7
-
-
-def _zigzag(n: int) -> int:
-    return (n >> 1) ^ -(n & 1)
-
-
 def protobuf_fields(buf: bytes, depth: int = 0) -> list[dict[str, Any]]:
     """A protobuf message's fields by number without its schema (nested messages guessed when
-    the bytes parse as one)."""
+    the bytes parse as one). ValueError (ProtocolError is one) when the bytes are not one."""
     out: list[dict[str, Any]] = []
     pos = 0
     while pos < len(buf):
-        key, pos = _varint(buf, pos)
+        key, pos = decode_uvarint(buf, pos)
         number, wire = key >> 3, key & 7
         if number == 0:
             raise ValueError("field number 0")
         if wire == 0:
-            value, pos = _varint(buf, pos)
+            value, pos = decode_uvarint(buf, pos)
             out.append({"field": number, "varint": value})
         elif wire == 1:
             if pos + 8 > len(buf):
@@ -63,7 +47,7 @@ def protobuf_fields(buf: bytes, depth: int = 0) -> list[dict[str, Any]]:
             out.append({"field": number, "fixed32": struct.unpack_from("<i", buf, pos)[0]})
             pos += 4
         elif wire == 2:
-            n, pos = _varint(buf, pos)
+            n, pos = decode_uvarint(buf, pos)
             if pos + n > len(buf):
                 raise ValueError("truncated length-delimited field")
             chunk = buf[pos:pos + n]
@@ -168,12 +152,12 @@ class Decoder:
             if kind == "JSON":
                 return {"format": "json-schema", "schema_id": schema_id,
                         "value": json.loads(payload), "size": len(raw)}
-            count, pos = _varint(payload, 0)
-            count = _zigzag(count)
+            count, pos = decode_uvarint(payload, 0)
+            count = zigzag_decode(count)
             path = []
             for _ in range(max(count, 0)):
-                index, pos = _varint(payload, pos)
-                path.append(_zigzag(index))
+                index, pos = decode_uvarint(payload, pos)
+                path.append(zigzag_decode(index))
             return {"format": "protobuf", "schema_id": schema_id, "message_index": path or [0],
                     "value": protobuf_fields(payload[pos:]), "size": len(raw)}
         except (ValueError, EOFError, IndexError, TypeError, KeyError) as exc:
