@@ -11,11 +11,12 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from odradek.console.decode import Decoder, plain, protobuf_fields
+from odradek.console.decode import Decoder, plain
 from odradek.console.groups import parse_timestamp_ms
 from odradek.console.lag_history import LagHistory
 from odradek.console.messages import Candidate, Filters, match
 from odradek.console.paging import BadRequest, int_param, page_params, paginate
+from odradek.console.protobuf_view import decode_message, pick, protobuf_fields, top_messages
 
 NAMES = [f"topic-{i:04d}" for i in range(1000)]
 
@@ -147,3 +148,60 @@ def test_protobuf_fields_never_fail_otherwise_than_by_value_error(data: bytes) -
         protobuf_fields(data)
     except ValueError:
         pass
+
+
+PROTO = """
+syntax = "proto3";
+package shop;
+message Other { string x = 1; }
+message Order {
+  string user = 1;
+  sint64 delta = 2;
+  repeated int32 qty = 3;
+  Line line = 4;
+  Kind kind = 5;
+  double price = 6;
+  oneof pay { string card = 7; bool cash = 8; }
+  message Line { string sku = 1; uint32 n = 2; }
+  enum Kind { A = 0; B = 1; }
+}
+"""
+
+
+def test_protobuf_named_by_the_schema() -> None:
+    # the bytes made by protobuf's own encoder, from a descriptor of the same .proto
+    from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
+
+    fd = descriptor_pb2.FileDescriptorProto(name="shop.proto", package="shop", syntax="proto3")
+    other = fd.message_type.add(name="Other")
+    other.field.add(name="x", number=1, type=9, label=1)
+    order = fd.message_type.add(name="Order")
+    line = order.nested_type.add(name="Line")
+    line.field.add(name="sku", number=1, type=9, label=1)
+    line.field.add(name="n", number=2, type=13, label=1)
+    kind = order.enum_type.add(name="Kind")
+    kind.value.add(name="A", number=0)
+    kind.value.add(name="B", number=1)
+    order.oneof_decl.add(name="pay")
+    for name, number, typ, label, type_name in (
+            ("user", 1, 9, 1, ""), ("delta", 2, 18, 1, ""), ("qty", 3, 5, 3, ""),
+            ("line", 4, 11, 1, ".shop.Order.Line"), ("kind", 5, 14, 1, ".shop.Order.Kind"),
+            ("price", 6, 1, 1, ""), ("card", 7, 9, 1, ""), ("cash", 8, 8, 1, "")):
+        f = order.field.add(name=name, number=number, type=typ, label=label)
+        if type_name:
+            f.type_name = type_name
+        if name in ("card", "cash"):
+            f.oneof_index = 0
+    pool = descriptor_pool.DescriptorPool()
+    pool.Add(fd)
+    cls = message_factory.GetMessageClass(pool.FindMessageTypeByName("shop.Order"))
+    msg = cls(user="ada", delta=-3, qty=[1, 2, 300], kind=1, price=2.5, cash=True)
+    msg.line.sku = "A1"
+    msg.line.n = 7
+    top = top_messages(PROTO)
+    got = decode_message(msg.SerializeToString(), pick(top, [1]), top)
+    assert got == {"user": "ada", "delta": -3, "qty": [1, 2, 300],
+                   "line": {"sku": "A1", "n": 7}, "kind": 1, "price": 2.5, "cash": True}
+    assert pick(top, []).name == "Other" and pick(top, [1, 0]).name == "Line"
+    with pytest.raises(ValueError):
+        pick(top, [5])

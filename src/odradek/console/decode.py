@@ -2,9 +2,8 @@
 4-byte schema id, the payload) decoded through the registry (Avro with fastavro, JSON as it
 is, Protobuf field by field), else UTF-8 text (pretty JSON when it parses), else hex.
 
-Protobuf needs the message's descriptor to name fields; the console shows the fields by
-number and wire type with the schema id and the message's index path, which is what the wire
-says without compiling the .proto.
+Protobuf fields are named from the registry's .proto text (`protobuf_view`); fields it does
+not know, or a schema it cannot read, are shown by number and wire type.
 """
 
 from __future__ import annotations
@@ -17,60 +16,11 @@ import threading
 from typing import Any
 
 from odradek.console.http_json import HttpFailure, call
+from odradek.console.protobuf_view import protobuf_fields
 from odradek.protocol.primitives import decode_uvarint, zigzag_decode
 
 MAX_SHOWN = 64 * 1024
 _CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")  # bytes of one value shown; the rest is cut with a note
-
-
-def protobuf_fields(buf: bytes, depth: int = 0) -> list[dict[str, Any]]:
-    """A protobuf message's fields by number without its schema (nested messages guessed when
-    the bytes parse as one). ValueError (ProtocolError is one) when the bytes are not one."""
-    out: list[dict[str, Any]] = []
-    pos = 0
-    while pos < len(buf):
-        key, pos = decode_uvarint(buf, pos)
-        number, wire = key >> 3, key & 7
-        if number == 0:
-            raise ValueError("field number 0")
-        if wire == 0:
-            value, pos = decode_uvarint(buf, pos)
-            out.append({"field": number, "varint": value})
-        elif wire == 1:
-            if pos + 8 > len(buf):
-                raise ValueError("truncated fixed64")
-            out.append({"field": number, "fixed64": struct.unpack_from("<q", buf, pos)[0]})
-            pos += 8
-        elif wire == 5:
-            if pos + 4 > len(buf):
-                raise ValueError("truncated fixed32")
-            out.append({"field": number, "fixed32": struct.unpack_from("<i", buf, pos)[0]})
-            pos += 4
-        elif wire == 2:
-            n, pos = decode_uvarint(buf, pos)
-            if pos + n > len(buf):
-                raise ValueError("truncated length-delimited field")
-            chunk = buf[pos:pos + n]
-            pos += n
-            out.append({"field": number, **_length_delimited(chunk, depth)})
-        else:
-            raise ValueError(f"wire type {wire}")
-    return out
-
-
-def _length_delimited(chunk: bytes, depth: int) -> dict[str, Any]:
-    try:
-        text = chunk.decode()
-        if text.isprintable():
-            return {"string": text}
-    except UnicodeDecodeError:
-        pass
-    if depth < 8:
-        try:
-            return {"message": protobuf_fields(chunk, depth + 1)}
-        except ValueError:
-            pass
-    return {"bytes": chunk.hex()}
 
 
 def plain(raw: bytes) -> dict[str, Any]:
@@ -158,7 +108,18 @@ class Decoder:
             for _ in range(max(count, 0)):
                 index, pos = decode_uvarint(payload, pos)
                 path.append(zigzag_decode(index))
-            return {"format": "protobuf", "schema_id": schema_id, "message_index": path or [0],
-                    "value": protobuf_fields(payload[pos:]), "size": len(raw)}
+            body = payload[pos:]
+            try:
+                from odradek.console.protobuf_view import decode_message, pick, top_messages
+
+
+                top = top_messages(schema["schema"])
+                message = pick(top, path)
+                return {"format": "protobuf", "schema_id": schema_id, "message": message.name,
+                        "value": decode_message(body, message, top), "size": len(raw)}
+            except Exception:  # a schema this view cannot read: the fields by number
+                return {"format": "protobuf", "schema_id": schema_id,
+                        "message_index": path or [0], "value": protobuf_fields(body),
+                        "size": len(raw)}
         except (ValueError, EOFError, IndexError, TypeError, KeyError) as exc:
             return {**plain(raw), "error": f"not decodable as {kind} schema {schema_id}: {exc}"}
