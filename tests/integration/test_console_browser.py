@@ -8,9 +8,11 @@ topics and groups. Screenshots go under the module's temp dir, so a failure can 
 
 from __future__ import annotations
 
+import contextlib
 import json
 import re
 import socket
+import sqlite3
 import subprocess
 import time
 import urllib.error
@@ -27,6 +29,7 @@ from tests.support.broker import ODRADEK, BrokerProcess, free_port
 
 CHROMIUM = "/usr/bin/chromium"  # Debian's package (Makefile DEB_PACKAGES)
 WAIT_MS = 60_000
+AUTHORIZER = "org.apache.kafka.metadata.authorizer.StandardAuthorizer"
 expect.set_options(timeout=WAIT_MS)  # a loaded machine: wait for conditions, generously
 
 
@@ -51,8 +54,10 @@ def wait_until(cond: Callable[[], bool], what: str, timeout: float = 90.0) -> No
 
 
 class Env:
-    def __init__(self, node: BrokerProcess, console: str, registry: str, shots: Path) -> None:
+    def __init__(self, node: BrokerProcess, console: str, registry: str, shots: Path,
+                 sasl_port: int) -> None:
         self.node, self.console, self.registry, self.shots = node, console, registry, shots
+        self.sasl = f"127.0.0.1:{sasl_port}"
 
 
 @pytest.fixture(scope="module")
@@ -62,11 +67,18 @@ def env(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Env]:
     registry = f"http://127.0.0.1:{free_port()}"
     node = BrokerProcess(base / "data", settings={"console.listeners": console,
                                                    "schema.registry.listeners": registry})
+    # an authorizer, with the PLAINTEXT listener's User:ANONYMOUS (the node's own console and
+    # registry) a super user, and SASL_PLAINTEXT for a console that logs in as someone else
+    sasl_port = free_port()
+    node.settings.update({
+        "listeners": f"PLAINTEXT://127.0.0.1:{node.port},SASL_PLAINTEXT://127.0.0.1:{sasl_port}",
+        "sasl.enabled.mechanisms": "SCRAM-SHA-256", "authorizer.class.name": AUTHORIZER,
+        "super.users": "User:ANONYMOUS"})
     node.start(timeout=120)
     try:
         wait_until(lambda: _get(console + "/api/info")[0] == 200, "the console")
         wait_until(lambda: _get(registry + "/subjects")[0] == 200, "the registry")
-        yield Env(node, console, registry, base / "screenshots")
+        yield Env(node, console, registry, base / "screenshots", sasl_port)
     finally:
         node.stop()
 
@@ -216,6 +228,10 @@ def test_group_lag_chart_and_reset(page: Page, env: Env) -> None:
     wait_until(lambda: int(page.get_by_test_id("lag-samples").get_attribute("data-count")
                            or 0) >= 1, "a lag sample in the chart")
     expect(page.get_by_test_id("lag-chart").locator(".main-svg").first).to_be_visible()
+    # the history is a file in the node's data dir, so it outlives a console restart
+    with contextlib.closing(sqlite3.connect(env.node.data_dir / "console-lag-history.sqlite3")) as db:
+        assert db.execute("SELECT count(*) FROM lag WHERE grp = 'console-group' AND total = 15"
+                          ).fetchone()[0] >= 1
     # reset to earliest: the dry run shows the plan and writes nothing
     page.get_by_test_id("reset-mode").select_option("earliest")
     page.get_by_test_id("reset-dry-run").click()
@@ -255,6 +271,49 @@ def test_avro_topic_decoded_through_the_registry(page: Page, env: Env) -> None:
     page.goto(env.console + "/schemas/console-avro-value")
     expect(page.get_by_test_id("schema-text")).to_contain_text('"name": "Click"')
     expect(page.get_by_test_id("compat-level")).to_have_value("BACKWARD")
+
+
+def test_security_pages_and_a_console_logged_in_as_a_scram_user(page: Page, env: Env,
+                                                              tmp_path: Path) -> None:
+    for name in ("console-sec-ok", "console-sec-no"):
+        create_topic(env, name)
+    page.goto(env.console + "/security")
+    users = page.get_by_test_id("user-form")
+    users.locator("input[name=user]").fill("alice")
+    users.locator("input[name=password]").fill("alice-secret")
+    users.get_by_role("button", name="Save").click()
+    notice(page, "ok", "Saved the credentials of alice")
+    expect(page.get_by_test_id("users-table")).to_contain_text("SCRAM-SHA-256 (4096)")
+    acl = page.get_by_test_id("acl-form")
+    acl.locator("input[name=principal]").fill("alice")  # not TYPE:NAME
+    acl.locator("select[name=operation]").select_option("DESCRIBE")
+    acl.locator("input[name=resource]").fill("console-sec-ok")
+    acl.get_by_role("button", name="Add").click()
+    notice(page, "error", "a principal is TYPE:NAME")
+    acl.locator("input[name=principal]").fill("User:alice")
+    acl.get_by_role("button", name="Add").click()
+    notice(page, "ok", "ALLOW User:alice DESCRIBE on TOPIC console-sec-ok")
+    expect(page.get_by_test_id("acls-table")).to_contain_text("User:alice")
+    # a console that logs in as alice sees what her ACLs let her see, and is refused the rest
+    url = f"http://127.0.0.1:{free_port()}"
+    proc = subprocess.Popen(
+        [*ODRADEK, "console", "-b", env.sasl, "--listeners", url,
+         "--history", str(tmp_path / "alice-lag.sqlite3"),
+         "-X", "security.protocol=SASL_PLAINTEXT", "-X", "sasl.mechanism=SCRAM-SHA-256",
+         "-X", "sasl.username=alice", "-X", "sasl.password=alice-secret"],
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        wait_until(lambda: _get(url + "/api/info")[0] == 200, "alice's console")
+        page.goto(url + "/topics")
+        page.get_by_test_id("topic-search").fill("console-sec")
+        rows = page.get_by_test_id("topics-table").locator("tbody tr")
+        expect(rows).to_have_count(1)
+        expect(rows).to_contain_text("console-sec-ok")
+        code, body = _get(url + "/api/acls")
+        assert code >= 400 and "AUTHORIZATION_FAILED" in body["error"], body
+    finally:
+        proc.terminate()
+        proc.wait(30)
 
 
 def test_bad_input_answers_4xx_with_a_message(env: Env) -> None:

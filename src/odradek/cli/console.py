@@ -9,6 +9,8 @@ from pathlib import Path
 
 import typer
 
+from odradek.cli.common import ClientConfigOption, CommandConfigOption, client_overrides
+
 
 def _default_history() -> Path:
     base = os.environ.get("XDG_STATE_HOME") or str(Path.home() / ".local" / "state")
@@ -54,12 +56,18 @@ def console(
                                       "$XDG_STATE_HOME/odradek/console-lag-history.sqlite3."),
     sample_interval: float = typer.Option(5.0, "--sample-interval", metavar="SECONDS",
                                           help="How often every group's lag is sampled."),
+    client_config: list[str] = ClientConfigOption,
+    command_config: Path | None = CommandConfigOption,
     inherit_fds: str = typer.Option("", "--inherit-fds", hidden=True,
                                     help="Listening sockets bound by `odradek serve`, one per "
                                          "listener, in order."),
 ) -> None:
     """Serve the web console until SIGTERM or Ctrl-C: overview, topics, messages, consumer
-    groups with their lag over time, and schemas."""
+    groups with their lag over time, schemas, ACLs and SCRAM users.
+
+    It logs in with the client settings given (-X security.protocol=SASL_PLAINTEXT -X
+    sasl.mechanism=SCRAM-SHA-256 -X sasl.username=... -X sasl.password=..., or a
+    --command-config file) and acts with that principal's ACLs."""
     import logging
 
     from odradek.client import resolve_bootstrap
@@ -69,6 +77,7 @@ def console(
     if not sample_interval > 0:
         typer.echo("odradek console: --sample-interval must be above 0", err=True)
         raise typer.Exit(2)
+    overrides = client_overrides(client_config, command_config)
     items = [item for item in listeners.split(",") if item.strip()]
     fds = [int(fd) for fd in inherit_fds.split(",") if fd.strip()]
     held = []
@@ -90,4 +99,4 @@ def console(
         raise typer.Exit(2) from None
     raise typer.Exit(run(resolve_bootstrap(bootstrap), ",".join(items),
                          history or _default_history(), registry, admin, fds=fds,
-                         sample_interval_s=sample_interval))
+                         sample_interval_s=sample_interval, overrides=overrides))

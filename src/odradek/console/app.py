@@ -15,7 +15,7 @@ from starlette.responses import FileResponse, JSONResponse, Response
 from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 
-from odradek.console import api_cluster, api_groups, api_messages, api_schemas
+from odradek.console import api_cluster, api_groups, api_messages, api_schemas, api_security
 from odradek.console.cluster import KafkaFailure
 from odradek.console.http_json import HttpFailure
 from odradek.console.paging import BadRequest
@@ -80,7 +80,8 @@ def build_app(console: Console) -> Any:
     routes = [
         Route("/", index),
         # the pages are one shell; the script shows the page the path names
-        *(Route(f"/{page}", index) for page in ("topics", "messages", "groups", "schemas")),
+        *(Route(f"/{page}", index) for page in ("topics", "messages", "groups", "schemas",
+                                                          "security")),
         Route("/topics/{name:path}", index),
         Route("/groups/{name:path}", index),
         Route("/schemas/{name:path}", index),
@@ -90,6 +91,7 @@ def build_app(console: Console) -> Any:
         *api_messages.routes(console),
         *api_groups.routes(console),
         *api_schemas.routes(console),
+        *api_security.routes(console),
     ]
     app = Starlette(routes=routes, exception_handlers={
         BadRequest: bad_request, KafkaFailure: kafka_failure, HttpFailure: http_failure,

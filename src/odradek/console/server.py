@@ -26,7 +26,7 @@ def parse_listener(listener: str) -> tuple[str, int]:
 
 def run(bootstrap: str, listeners: str, history: Path, registry: str | None = None,
         admin: str | None = None, fds: list[int] | None = None,
-        sample_interval_s: float = 5.0) -> int:
+        sample_interval_s: float = 5.0, overrides: dict[str, object] | None = None) -> int:
     import asyncio
     import socket
 
@@ -43,7 +43,7 @@ def run(bootstrap: str, listeners: str, history: Path, registry: str | None = No
     endpoints = [parse_listener(item) for item in listeners.split(",") if item.strip()]
     if not endpoints:
         raise ValueError("no console listener given")
-    cluster = Cluster(bootstrap)
+    cluster = Cluster(bootstrap, overrides)
     decoder = Decoder(registry)
     lag_history = LagHistory(history)
     console = Console(cluster, decoder, Reader(cluster, decoder), lag_history,
