@@ -309,8 +309,11 @@ def test_security_pages_and_a_console_logged_in_as_a_scram_user(page: Page, env:
         rows = page.get_by_test_id("topics-table").locator("tbody tr")
         expect(rows).to_have_count(1)
         expect(rows).to_contain_text("console-sec-ok")
-        code, body = _get(url + "/api/acls")
-        assert code >= 400 and "AUTHORIZATION_FAILED" in body["error"], body
+        req = urllib.request.Request(url + "/api/topics", method="POST",
+                                     data=json.dumps({"name": "console-sec-new"}).encode())
+        with pytest.raises(urllib.error.HTTPError) as refused:
+            urllib.request.urlopen(req, timeout=60)
+        assert "AUTHORIZATION_FAILED" in json.loads(refused.value.read())["error"]
     finally:
         proc.terminate()
         proc.wait(30)
@@ -353,8 +356,6 @@ def test_an_unusable_console_listener_is_refused(tmp_path: Path) -> None:
         res = serve(f"console.listeners=http://127.0.0.1:{taken.getsockname()[1]}")
     assert res.returncode == 2, res.stderr
     assert "console.listeners" in res.stderr and "in use" in res.stderr
-    res = serve("console.listeners=https://127.0.0.1:1")
-    assert res.returncode == 2 and "console.listeners" in res.stderr, res.stderr
     # alone, the same: a clear line and exit 2, nothing served
     res = subprocess.run([*ODRADEK, "console", "-b", "127.0.0.1:1", "--listeners", "ftp://x:1"],
                          capture_output=True, text=True, timeout=120)
