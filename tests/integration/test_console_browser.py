@@ -267,10 +267,23 @@ def test_avro_topic_decoded_through_the_registry(page: Page, env: Env) -> None:
     table = page.get_by_test_id("records-table")
     expect(table).to_contain_text("avro #")
     expect(table).to_contain_text('"user": "ada-lovelace"')
-    # and the schema's page: its subject, versions and compatibility
+    # and the schema's page: its subject, versions, a diff and compatibility
+    from confluent_kafka.schema_registry import Schema
+
+    v2 = json.dumps({"type": "record", "name": "Click", "fields": [
+        {"name": "user", "type": "string"}, {"name": "n", "type": "int"},
+        {"name": "page", "type": "string", "default": "home"}]})
+    SchemaRegistryClient({"url": env.registry}).register_schema("console-avro-value",
+                                                                Schema(v2, "AVRO"))
     page.goto(env.console + "/schemas/console-avro-value")
-    expect(page.get_by_test_id("schema-text")).to_contain_text('"name": "Click"')
-    expect(page.get_by_test_id("compat-level")).to_have_value("BACKWARD")
+    expect(page.get_by_test_id("schema-text")).to_contain_text('"default": "home"')
+    page.get_by_test_id("diff-from").select_option("1")
+    page.get_by_test_id("diff-to").select_option("2")
+    page.get_by_role("button", name="Diff").click()
+    expect(page.get_by_test_id("diff").locator(".add")).to_contain_text(['"name": "page"'])
+    page.get_by_test_id("compat-level").select_option("FULL")
+    page.get_by_role("button", name="Set").click()
+    notice(page, "ok", "Compatibility is now FULL")
 
 
 def test_security_pages_and_a_console_logged_in_as_a_scram_user(page: Page, env: Env,
