@@ -198,6 +198,9 @@ def test_produce_browse_and_search(page: Page, env: Env) -> None:
     page.get_by_test_id("msg-search").click()
     expect(page.get_by_test_id("search-progress")).to_contain_text("1 match(es)")
     expect(page.get_by_test_id("search-table")).to_contain_text("needle-in-hay")
+    # the topic list shows its size (from the node's admin HTTP) and message count
+    row = _get(env.console + "/api/topics?q=console-msgs")[1]["topics"][0]
+    assert row["messages"] == 301 and row["size_bytes"] > 301 * 8, row
     # a malformed offset is a clear error
     page.get_by_test_id("msg-start").select_option("offset")
     page.get_by_test_id("msg-at").fill("12x")

@@ -3,6 +3,7 @@ the server) and one topic's partitions and configs, with create, delete and alte
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 from starlette.requests import Request
@@ -14,6 +15,30 @@ from odradek.console.paging import BadRequest, page_params
 from odradek.console.state import Console, blocking, int_field, json_body, text_field
 
 ADMIN_PAGE = 10_000
+SIZES_TTL_S = 5.0
+_sizes_cache: dict[str, tuple[float, dict[str, int]]] = {}
+
+
+def _local_sizes(admin_url: str) -> dict[str, int]:
+    """Bytes on disk per topic of the partitions the asked node hosts, from its admin HTTP's
+    paged /v1/partitions (one pass for all topics, kept SIZES_TTL_S)."""
+    seen = _sizes_cache.get(admin_url)
+    if seen is not None and time.monotonic() - seen[0] < SIZES_TTL_S:
+        return seen[1]
+    sizes: dict[str, int] = {}
+    offset = 0
+    while True:
+        got = call(admin_url, "GET", f"/v1/partitions?offset={offset}&limit={ADMIN_PAGE}",
+                   timeout=5)
+        rows = got.get("partitions", [])
+        for p in rows:
+            if "local" in p:
+                sizes[p["topic"]] = sizes.get(p["topic"], 0) + p["local"].get("size_bytes", 0)
+        offset += len(rows)
+        if not rows or offset >= got.get("total", 0):
+            break
+    _sizes_cache[admin_url] = (time.monotonic(), sizes)
+    return sizes
 
 
 def _admin_view(console: Console) -> dict[str, Any]:
@@ -22,21 +47,27 @@ def _admin_view(console: Console) -> dict[str, Any]:
         return {}
     try:
         cluster = call(console.admin_url, "GET", "/v1/cluster", timeout=5)
-        disk = offset = 0
-        while True:  # the admin HTTP pages its partitions (at most ADMIN_PAGE a call)
-            got = call(console.admin_url, "GET",
-                       f"/v1/partitions?offset={offset}&limit={ADMIN_PAGE}", timeout=5)
-            rows = got.get("partitions", [])
-            disk += sum(p.get("local", {}).get("size_bytes", 0) for p in rows)
-            offset += len(rows)
-            if not rows or offset >= got.get("total", 0):
-                break
+        disk = sum(_local_sizes(console.admin_url).values())
     except HttpFailure as exc:
         return {"admin_error": exc.message}
     return {"quorum": cluster.get("quorum"), "node_id": cluster.get("node_id"),
             "fenced": [b["id"] for b in cluster.get("brokers", []) if b.get("fenced")],
             "racks": {b["id"]: b.get("rack") for b in cluster.get("brokers", [])},
             "disk_bytes": {cluster.get("node_id"): disk}, "ready": cluster.get("ready")}
+
+
+def _topics_page(console: Console, q: str, page: int, size: int,
+                 internal: bool) -> dict[str, Any]:
+    out = console.cluster.topics_page(q, page, size, internal)
+    sizes: dict[str, int] = {}
+    if console.admin_url:
+        try:
+            sizes = _local_sizes(console.admin_url)
+        except HttpFailure as exc:
+            out["size_error"] = exc.message
+    for row in out["topics"]:
+        row["size_bytes"] = sizes.get(row["name"]) if console.admin_url else None
+    return out
 
 
 def routes(console: Console) -> list[Route]:
@@ -60,7 +91,7 @@ def routes(console: Console) -> list[Route]:
     async def topics(request: Request) -> JSONResponse:
         q, page, size = page_params(request.query_params)
         internal = request.query_params.get("internal", "") in ("1", "true", "yes")
-        return JSONResponse(await blocking(cluster.topics_page, q, page, size, internal))
+        return JSONResponse(await blocking(_topics_page, console, q, page, size, internal))
 
     async def create(request: Request) -> JSONResponse:
         body = await json_body(request)

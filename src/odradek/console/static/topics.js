@@ -34,6 +34,7 @@ function topicList(page) {
              {title: "Partitions", key: "partitions", num: true},
              {title: "Replication", key: "replication", num: true},
              {title: "Messages", num: true, render: t => fmtNum(t.messages)},
+             {title: "Size", num: true, render: t => fmtBytes(t.size_bytes)},
              {title: "Rate (msg/s)", num: true, render: t => t.rate === null ? "-" : t.rate.toFixed(1)},
              {title: "Unhealthy partitions", key: "unhealthy_partitions", num: true}], r.topics,
             {"data-testid": "topics-table"}),
