@@ -131,6 +131,10 @@ def test_every_page_opens(page: Page, env: Env) -> None:
     expect(page.get_by_test_id("brokers").locator("tbody tr")).to_have_count(1)
     expect(page.get_by_test_id("card-controller")).to_contain_text("1")
     expect(page.get_by_test_id("quorum")).to_be_visible()  # from the node's admin HTTP
+    # the numbers update live: a topic made elsewhere shows without a reload
+    before = int(page.get_by_test_id("card-topics").locator(".n").inner_text().replace(",", ""))
+    create_topic(env, "console-live", 4)
+    expect(page.get_by_test_id("card-topics").locator(".n")).to_have_text(str(before + 1))
     for nav, testid in (("Topics", "topics-table"), ("Consumer groups", "groups-table"),
                         ("Schemas", "subjects-table")):
         page.get_by_role("link", name=nav, exact=True).click()
