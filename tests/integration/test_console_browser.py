@@ -21,6 +21,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
+import psutil
 import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 from playwright.sync_api import Browser, Page, expect, sync_playwright
@@ -239,6 +240,17 @@ def test_group_lag_chart_and_reset(page: Page, env: Env) -> None:
     with contextlib.closing(sqlite3.connect(env.node.data_dir / "console-lag-history.sqlite3")) as db:
         assert db.execute("SELECT count(*) FROM lag WHERE grp = 'console-group' AND total = 15"
                           ).fetchone()[0] >= 1
+    # the console dies: the node starts it again, and the history is still there
+    before = len(_get(f"{env.console}/api/groups/console-group/history")[1]["samples"])
+    assert env.node.proc is not None
+    children = [c for c in psutil.Process(env.node.proc.pid).children()
+                if "console" in c.cmdline()]
+    assert len(children) == 1, children
+    children[0].kill()
+    children[0].wait(30)
+    wait_until(lambda: _get(env.console + "/api/info")[0] == 200, "the restarted console")
+    after = _get(f"{env.console}/api/groups/console-group/history")[1]["samples"]
+    assert len(after) >= before and after[0]["total"] == 15
     # reset to earliest: the dry run shows the plan and writes nothing
     page.get_by_test_id("reset-mode").select_option("earliest")
     page.get_by_test_id("reset-dry-run").click()
