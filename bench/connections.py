@@ -52,6 +52,7 @@ def _start(src: Path, data: Path, port: int) -> subprocess.Popen[bytes]:
     proc = subprocess.Popen(
         [sys.executable, "-m", "odradek.cli.main", "serve", "--data-dir", str(data),
          "--set", f"listeners=PLAINTEXT://127.0.0.1:{port}", "--set", "schema.registry.listeners=",
+         "--set", "console.listeners=",
          "--set", f"admin.listeners=http://127.0.0.1:{_free_port()}"],
         stdout=log, stderr=subprocess.STDOUT, env=env)
     deadline = time.monotonic() + 60

@@ -48,7 +48,7 @@ class Node:
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "odradek.cli.main", "serve", "--data-dir", str(self.data),
              "--set", f"listeners=PLAINTEXT://127.0.0.1:{self.port}",
-             "--set", "schema.registry.listeners=",
+             "--set", "schema.registry.listeners=", "--set", "console.listeners=",
              "--set", f"admin.listeners=http://127.0.0.1:{free_port()}"],
             stdout=log, stderr=subprocess.STDOUT, env=env)
         log.close()

@@ -93,7 +93,7 @@ class Node:
                  "--set", f"listeners=PLAINTEXT://127.0.0.1:{self.port}",
                  "--set", f"admin.listeners=http://127.0.0.1:{free_port()}",
                  "--set", "log.flush.offset.checkpoint.interval.ms=3600000",
-                 "--set", "schema.registry.listeners="],
+                 "--set", "schema.registry.listeners=", "--set", "console.listeners="],
                 stdout=out, stderr=subprocess.STDOUT, env=self.env())
         while True:
             if self.proc.poll() is not None:

@@ -149,7 +149,8 @@ def main() -> None:
            # its own admin HTTP port: parallel runs must not share the default 9644
            "--set", f"admin.listeners=http://127.0.0.1:{free_port()}",
            "--set", "log.retention.check.interval.ms=10000",
-           "--set", "auto.create.topics.enable=false", "--set", "schema.registry.listeners="]
+           "--set", "auto.create.topics.enable=false", "--set", "schema.registry.listeners=",
+           "--set", "console.listeners="]
     for kv in args.node_arg:
         cmd += ["--set", kv]
     with open(out / "node.log", "wb") as node_log:

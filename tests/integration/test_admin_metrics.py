@@ -195,7 +195,8 @@ def test_lag_metrics_match_group_describe(node: BrokerProcess) -> None:
 def test_unservable_admin_listeners_are_refused(tmp_path: Path) -> None:
     def serve(*settings: str) -> subprocess.CompletedProcess[str]:
         cmd = [*ODRADEK, "serve", "--data-dir", str(tmp_path / "d"),
-               "--set", f"listeners=PLAINTEXT://127.0.0.1:{free_port()}"]
+               "--set", f"listeners=PLAINTEXT://127.0.0.1:{free_port()}",
+               "--set", "console.listeners="]
         for s in settings:
             cmd += ["--set", s]
         return subprocess.run(cmd, capture_output=True, text=True, timeout=60)

@@ -84,7 +84,8 @@ def test_second_node_on_a_data_dir_in_use_is_refused(tmp_path: Path) -> None:
         node2 = subprocess.run(
             [*ODRADEK, "serve", "--data-dir", str(data),
              "--set", f"listeners=PLAINTEXT://127.0.0.1:{other_port}",
-             "--set", "schema.registry.listeners=", "--set", "admin.listeners="],
+             "--set", "schema.registry.listeners=", "--set", "admin.listeners=",
+             "--set", "console.listeners="],
             capture_output=True, text=True, timeout=60,
             env={**os.environ, "PYTHONUNBUFFERED": "1"})
         took = time.monotonic() - began

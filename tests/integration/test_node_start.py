@@ -31,7 +31,7 @@ def serve(data: Path, *args: str, user: int | None = None) -> subprocess.Complet
     # no admin HTTP or registry unless a test asks (their default ports would be shared by
     # parallel tests)
     cmd = [*ODRADEK, "serve", "--data-dir", str(data), "--set", "admin.listeners=",
-           "--set", "schema.registry.listeners=", *args]
+           "--set", "schema.registry.listeners=", "--set", "console.listeners=", *args]
     if user is not None:
         cmd = ["setpriv", f"--reuid={user}", f"--regid={user}", "--clear-groups", *cmd]
     return subprocess.run(cmd, capture_output=True, text=True, timeout=60, env=ENV)
@@ -145,7 +145,8 @@ def test_data_dir_with_missing_parents_is_created(tmp_path: Path) -> None:
     port = free_port()
     proc = subprocess.Popen([*ODRADEK, "serve", "--data-dir", str(data), "--set",
                              f"listeners=PLAINTEXT://127.0.0.1:{port}",
-                             "--set", "schema.registry.listeners=", "--set", "admin.listeners="],
+                             "--set", "schema.registry.listeners=", "--set", "admin.listeners=",
+                             "--set", "console.listeners="],
                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     try:
         deadline = time.monotonic() + 60

@@ -140,7 +140,8 @@ def test_a_registry_port_in_use_refuses_the_start(tmp_path: Path) -> None:
         result = subprocess.run(
             [*ODRADEK, "serve", "--data-dir", str(tmp_path / "d"),
              "--set", f"listeners=PLAINTEXT://127.0.0.1:{free_port()}",
-             "--set", f"schema.registry.listeners=http://127.0.0.1:{port}"],
+             "--set", f"schema.registry.listeners=http://127.0.0.1:{port}",
+             "--set", "console.listeners="],
             capture_output=True, text=True, timeout=60, env=ENV)
     assert result.returncode == 2, result.stderr
     assert "schema.registry.listeners" in result.stderr
@@ -149,7 +150,7 @@ def test_a_registry_port_in_use_refuses_the_start(tmp_path: Path) -> None:
     result = subprocess.run(
         [*ODRADEK, "serve", "--data-dir", str(tmp_path / "e"),
          "--set", f"listeners=PLAINTEXT://127.0.0.1:{free_port()}",
-         "--set", "schema.registry.listeners=https://127.0.0.1:1"],
+         "--set", "schema.registry.listeners=https://127.0.0.1:1", "--set", "console.listeners="],
         capture_output=True, text=True, timeout=60, env=ENV)
     assert result.returncode == 2
     assert "schema.registry.listeners" in result.stderr
@@ -164,7 +165,8 @@ def test_a_controller_only_node_refuses_a_registry_asked_for(tmp_path: Path) -> 
                   "--set", f"controller.quorum.voters=1@127.0.0.1:{port}"]
     result = subprocess.run(
         [*ODRADEK, "serve", "--data-dir", str(tmp_path / "c"), *controller,
-         "--set", f"schema.registry.listeners=http://127.0.0.1:{free_port()}"],
+         "--set", f"schema.registry.listeners=http://127.0.0.1:{free_port()}",
+         "--set", "console.listeners="],
         capture_output=True, text=True, timeout=60, env=ENV)
     assert result.returncode == 2, result.stderr
     assert "broker role" in result.stderr

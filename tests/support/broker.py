@@ -46,6 +46,7 @@ class BrokerProcess:
         cmd = [*ODRADEK, "serve", "--data-dir", str(self.data_dir),
                "--set", f"listeners=PLAINTEXT://127.0.0.1:{self.port}",
                "--set", "schema.registry.listeners=",  # tests run many nodes at once
+               "--set", "console.listeners=",
                "--set", f"admin.listeners={self.admin_url}"]
         for key, value in self.settings.items():
             cmd += ["--set", f"{key}={value}"]

@@ -21,7 +21,8 @@ def serve(data: Path, *settings: str) -> subprocess.CompletedProcess[str]:
     # no admin HTTP or registry unless a test asks (their default ports would be shared by
     # parallel tests)
     cmd = [*ODRADEK, "serve", "--data-dir", str(data), "--set", "admin.listeners=",
-           "--set", "schema.registry.listeners="]
+           "--set", "schema.registry.listeners=",
+           "--set", "console.listeners="]
     for s in settings:
         cmd += ["--set", s]
     return subprocess.run(cmd, capture_output=True, text=True, timeout=60, env=ENV)

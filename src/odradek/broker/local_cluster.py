@@ -106,6 +106,7 @@ class LocalNode:
             "controller.quorum.voters": self.cluster.voters,
             # several nodes on one machine: the default registry port would be taken twice
             "schema.registry.listeners": "",
+            "console.listeners": "",
         }
         if spec.rack:
             props["broker.rack"] = spec.rack

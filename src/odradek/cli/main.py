@@ -10,6 +10,7 @@ from odradek.cli import acl as acl_cmd
 from odradek.cli import bench as bench_cmd
 from odradek.cli import cluster as cluster_cmd
 from odradek.cli import config as config_cmd
+from odradek.cli import console as console_cmd
 from odradek.cli import consume as consume_cmd
 from odradek.cli import dump_log as dump_log_cmd
 from odradek.cli import group as group_cmd
@@ -64,8 +65,9 @@ def serve(
 ) -> None:
     """Run one node (broker and controller) until SIGTERM or Ctrl-C.
 
-    Beside it runs the Schema Registry (schema.registry.listeners, default
-    http://127.0.0.1:8081; --set schema.registry.listeners= turns it off).
+    Beside it run the Schema Registry (schema.registry.listeners, default
+    http://127.0.0.1:8081; --set schema.registry.listeners= turns it off) and the web
+    console (console.listeners, default http://127.0.0.1:8080; empty turns it off).
 
     Every config key --set and --config take: `odradek config list --broker`.
     The data directory is locked (<data-dir>/.lock) for as long as the node runs. A start
@@ -86,6 +88,7 @@ app.add_typer(pipeline_cmd.app, name="pipeline")
 app.add_typer(storage_cmd.app, name="storage")
 app.add_typer(config_cmd.app, name="config")
 app.add_typer(registry_cmd.app, name="registry")
+app.command("console")(console_cmd.console)
 app.add_typer(cluster_cmd.app, name="cluster")
 app.add_typer(partitions_cmd.app, name="partitions")
 app.add_typer(acl_cmd.app, name="acl")

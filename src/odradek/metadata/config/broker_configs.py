@@ -239,6 +239,10 @@ _NODE_BROKER_DEFS = [
        "Where `odradek serve` runs the Schema Registry beside the node (Confluent's REST API, "
        "schemas kept in _schemas): comma-separated http://host:port; empty disables it. "
        "Served on nodes with the broker role."),
+    _b("console.listeners", LST, ["http://127.0.0.1:8080"], None,
+       "odradek: where `odradek serve` runs the web console beside the node (overview, topics, "
+       "messages, consumer groups and their lag, schemas): comma-separated http://host:port; "
+       "empty disables it. Served on nodes with the broker role."),
     _b("confluent.schema.registry.url", LST, [], None,
        "The Schema Registry that broker-side schema validation (confluent.value.schema."
        "validation on a topic) asks, comma-separated URLs tried in turn; empty: the node's "

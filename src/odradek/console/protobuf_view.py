@@ -1,0 +1,183 @@
+"""Protobuf records named by their schema: the registry's .proto text parsed (proto-schema-
+parser, the parser the registry uses too), the message picked by the wire format's index path,
+and the bytes read field by field with the names and types it gives. Fields the schema does not
+know (or types from imported files) are kept by number, as `protobuf_fields` reads any message
+without its schema.
+"""
+
+from __future__ import annotations
+
+import struct
+from typing import Any
+
+from proto_schema_parser import ast
+from proto_schema_parser.parser import Parser
+
+from odradek.protocol.primitives import decode_uvarint, zigzag_decode
+
+_VARINT_TYPES = {"int32", "int64", "uint32", "uint64", "sint32", "sint64", "bool", "enum"}
+_FIXED64 = {"fixed64": "<Q", "sfixed64": "<q", "double": "<d"}
+_FIXED32 = {"fixed32": "<I", "sfixed32": "<i", "float": "<f"}
+
+
+def protobuf_fields(buf: bytes, depth: int = 0) -> list[dict[str, Any]]:
+    """A protobuf message's fields by number without its schema (nested messages guessed when
+    the bytes parse as one). ValueError (ProtocolError is one) when the bytes are not one."""
+    out: list[dict[str, Any]] = []
+    pos = 0
+    while pos < len(buf):
+        key, pos = decode_uvarint(buf, pos)
+        number, wire = key >> 3, key & 7
+        if number == 0:
+            raise ValueError("field number 0")
+        if wire == 0:
+            value, pos = decode_uvarint(buf, pos)
+            out.append({"field": number, "varint": value})
+        elif wire == 1:
+            if pos + 8 > len(buf):
+                raise ValueError("truncated fixed64")
+            out.append({"field": number, "fixed64": struct.unpack_from("<q", buf, pos)[0]})
+            pos += 8
+        elif wire == 5:
+            if pos + 4 > len(buf):
+                raise ValueError("truncated fixed32")
+            out.append({"field": number, "fixed32": struct.unpack_from("<i", buf, pos)[0]})
+            pos += 4
+        elif wire == 2:
+            n, pos = decode_uvarint(buf, pos)
+            if pos + n > len(buf):
+                raise ValueError("truncated length-delimited field")
+            chunk = buf[pos:pos + n]
+            pos += n
+            out.append({"field": number, **_length_delimited(chunk, depth)})
+        else:
+            raise ValueError(f"wire type {wire}")
+    return out
+
+
+def _length_delimited(chunk: bytes, depth: int) -> dict[str, Any]:
+    try:
+        text = chunk.decode()
+        if text.isprintable():
+            return {"string": text}
+    except UnicodeDecodeError:
+        pass
+    if depth < 8:
+        try:
+            return {"message": protobuf_fields(chunk, depth + 1)}
+        except ValueError:
+            pass
+    return {"bytes": chunk.hex()}
+
+
+def top_messages(text: str) -> list[ast.Message]:
+    return [e for e in Parser().parse(text).file_elements if isinstance(e, ast.Message)]
+
+
+def pick(messages: list[ast.Message], path: list[int]) -> ast.Message:
+    """The message at the wire format's index path ([0]: the first top-level message)."""
+    current = messages
+    found: ast.Message | None = None
+    for index in path or [0]:
+        if not 0 <= index < len(current):
+            raise ValueError(f"message index {path} not in the schema")
+        found = current[index]
+        current = [e for e in found.elements if isinstance(e, ast.Message)]
+    assert found is not None
+    return found
+
+
+def _fields(message: ast.Message) -> dict[int, ast.Field]:
+    out: dict[int, ast.Field] = {}
+    for e in message.elements:
+        if isinstance(e, ast.Field):
+            out[e.number] = e
+        elif isinstance(e, ast.OneOf):
+            out.update({f.number: f for f in e.elements if isinstance(f, ast.Field)})
+    return out
+
+
+def _resolve(name: str, scope: list[ast.Message], top: list[ast.Message]) -> Any:
+    """A nested message or enum by its (last) name, looked up from the innermost scope out."""
+    short = name.rsplit(".", 1)[-1]
+    for message in reversed(scope):
+        for e in message.elements:
+            if isinstance(e, ast.Message | ast.Enum) and e.name == short:
+                return e
+    for e in top:
+        if e.name == short:
+            return e
+    return None
+
+
+def _scalar(kind: str, wire: int, raw: int | bytes) -> Any:
+    if isinstance(raw, bytes):
+        return raw.decode(errors="replace") if kind == "string" else raw.hex()
+    if kind in ("sint32", "sint64"):
+        return zigzag_decode(raw)
+    if kind == "bool":
+        return bool(raw)
+    if kind in ("int32", "int64") and raw >= 1 << 63:
+        return raw - (1 << 64)
+    return raw
+
+
+def decode_message(buf: bytes, message: ast.Message, top: list[ast.Message],
+                   scope: list[ast.Message] | None = None) -> dict[str, Any]:
+    scope = [*(scope or []), message]
+    known = _fields(message)
+    out: dict[str, Any] = {}
+    pos = 0
+    while pos < len(buf):
+        key, pos = decode_uvarint(buf, pos)
+        number, wire = key >> 3, key & 7
+        raw: int | bytes
+        if wire == 0:
+            raw, pos = decode_uvarint(buf, pos)
+        elif wire == 1:
+            raw, pos = buf[pos:pos + 8], pos + 8
+        elif wire == 5:
+            raw, pos = buf[pos:pos + 4], pos + 4
+        elif wire == 2:
+            n, pos = decode_uvarint(buf, pos)
+            raw, pos = buf[pos:pos + n], pos + n
+        else:
+            raise ValueError(f"wire type {wire}")
+        if pos > len(buf):
+            raise ValueError("truncated field")
+        field = known.get(number)
+        if field is None:
+            out.setdefault(f"#{number}", []).append(raw if isinstance(raw, int) else raw.hex())
+            continue
+        value = _value(field, wire, raw, top, scope)
+        repeated = field.cardinality == ast.FieldCardinality.REPEATED
+        if repeated:
+            out.setdefault(field.name, []).extend(value if isinstance(value, list) else [value])
+        else:
+            out[field.name] = value
+    return out
+
+
+def _value(field: ast.Field, wire: int, raw: int | bytes, top: list[ast.Message],
+           scope: list[ast.Message]) -> Any:
+    kind = field.type
+    if kind in _FIXED64 and isinstance(raw, bytes) and wire == 1:
+        return struct.unpack(_FIXED64[kind], raw)[0]
+    if kind in _FIXED32 and isinstance(raw, bytes) and wire == 5:
+        return struct.unpack(_FIXED32[kind], raw)[0]
+    target = None if kind in _VARINT_TYPES or kind in ("string", "bytes") else \
+        _resolve(kind, scope, top)
+    if isinstance(target, ast.Enum):
+        kind = "enum"
+    if isinstance(raw, bytes) and wire == 2:
+        if isinstance(target, ast.Message):
+            return decode_message(raw, target, top, scope)
+        if kind in _VARINT_TYPES:  # a packed repeated field
+            values, pos = [], 0
+            while pos < len(raw):
+                v, pos = decode_uvarint(raw, pos)
+                values.append(_scalar(kind, 0, v))
+            return values
+        if target is None and kind not in ("string", "bytes"):
+            return protobuf_fields(raw)  # a type from an import: by number
+    return _scalar(kind, wire, raw)

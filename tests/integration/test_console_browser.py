@@ -1,0 +1,394 @@
+"""Issue 18, point 4: the web console, driven in a real browser (Playwright from PyPI with
+Debian's chromium, launched from its path) against one `odradek serve` node that runs the
+console (console.listeners) and the Schema Registry beside it.
+
+One node, one console and one browser for the module (suite time); each test has its own
+topics and groups. Screenshots go under the module's temp dir, so a failure can be looked at.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import re
+import socket
+import sqlite3
+import subprocess
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import psutil
+import pytest
+from confluent_kafka import Consumer, Producer, TopicPartition
+from playwright.sync_api import Browser, Page, expect, sync_playwright
+
+from tests.support.broker import ODRADEK, BrokerProcess, free_port
+
+CHROMIUM = "/usr/bin/chromium"  # Debian's package (Makefile DEB_PACKAGES)
+WAIT_MS = 60_000
+AUTHORIZER = "org.apache.kafka.metadata.authorizer.StandardAuthorizer"
+expect.set_options(timeout=WAIT_MS)  # a loaded machine: wait for conditions, generously
+
+
+def _get(url: str, timeout: float = 5.0) -> tuple[int, Any]:
+    try:
+        with urllib.request.urlopen(url, timeout=timeout) as resp:
+            return resp.status, json.loads(resp.read() or b"null")
+    except urllib.error.HTTPError as exc:
+        return exc.code, json.loads(exc.read() or b"null")
+
+
+def wait_until(cond: Callable[[], bool], what: str, timeout: float = 90.0) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            if cond():
+                return
+        except OSError:
+            pass
+        time.sleep(0.2)
+    pytest.fail(f"timed out waiting for {what}")
+
+
+class Env:
+    def __init__(self, node: BrokerProcess, console: str, registry: str, shots: Path,
+                 sasl_port: int) -> None:
+        self.node, self.console, self.registry, self.shots = node, console, registry, shots
+        self.sasl = f"127.0.0.1:{sasl_port}"
+
+
+@pytest.fixture(scope="module")
+def env(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Env]:
+    base = tmp_path_factory.mktemp("console")
+    console = f"http://127.0.0.1:{free_port()}"
+    registry = f"http://127.0.0.1:{free_port()}"
+    node = BrokerProcess(base / "data", settings={"console.listeners": console,
+                                                   "schema.registry.listeners": registry})
+    # an authorizer, with the PLAINTEXT listener's User:ANONYMOUS (the node's own console and
+    # registry) a super user, and SASL_PLAINTEXT for a console that logs in as someone else
+    sasl_port = free_port()
+    node.settings.update({
+        "listeners": f"PLAINTEXT://127.0.0.1:{node.port},SASL_PLAINTEXT://127.0.0.1:{sasl_port}",
+        "sasl.enabled.mechanisms": "SCRAM-SHA-256", "authorizer.class.name": AUTHORIZER,
+        "super.users": "User:ANONYMOUS"})
+    node.start(timeout=120)
+    try:
+        wait_until(lambda: _get(console + "/api/info")[0] == 200, "the console")
+        wait_until(lambda: _get(registry + "/subjects")[0] == 200, "the registry")
+        yield Env(node, console, registry, base / "screenshots", sasl_port)
+    finally:
+        node.stop()
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[Browser]:
+    with sync_playwright() as p:
+        b = p.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox"])
+        try:
+            yield b
+        finally:
+            b.close()
+
+
+@pytest.fixture
+def page(browser: Browser, env: Env, request: pytest.FixtureRequest) -> Iterator[Page]:
+    context = browser.new_context(viewport={"width": 1400, "height": 1000})
+    pg = context.new_page()
+    pg.set_default_timeout(WAIT_MS)
+    try:
+        yield pg
+    finally:
+        env.shots.mkdir(parents=True, exist_ok=True)
+        pg.screenshot(path=str(env.shots / f"{request.node.name}.png"), full_page=True)
+        context.close()
+
+
+def produce(bootstrap: str, topic: str, values: list[bytes], key: bytes | None = None) -> None:
+    p = Producer({"bootstrap.servers": bootstrap, "acks": "all"})
+    for v in values:
+        p.produce(topic, value=v, key=key, partition=0)
+    assert p.flush(30) == 0
+
+
+def create_topic(env: Env, name: str, partitions: int = 1) -> None:
+    req = urllib.request.Request(env.console + "/api/topics", method="POST",
+                                 data=json.dumps({"name": name, "partitions": partitions}).encode())
+    with urllib.request.urlopen(req, timeout=30) as resp:
+        assert resp.status == 201
+
+
+def notice(page: Page, kind: str, text: str) -> None:
+    box = page.locator("#notice")
+    expect(box).to_have_attribute("data-kind", kind)
+    expect(box).to_contain_text(text)
+
+
+def test_every_page_opens(page: Page, env: Env) -> None:
+    page.goto(env.console + "/")
+    expect(page.get_by_test_id("brokers").locator("tbody tr")).to_have_count(1)
+    expect(page.get_by_test_id("card-controller")).to_contain_text("1")
+    expect(page.get_by_test_id("quorum")).to_be_visible()  # from the node's admin HTTP
+    # the numbers update live: a topic made elsewhere shows without a reload
+    before = int(page.get_by_test_id("card-topics").locator(".n").inner_text().replace(",", ""))
+    create_topic(env, "console-live", 4)
+    expect(page.get_by_test_id("card-topics").locator(".n")).to_have_text(str(before + 1))
+    for nav, testid in (("Topics", "topics-table"), ("Consumer groups", "groups-table"),
+                        ("Schemas", "subjects-table")):
+        page.get_by_role("link", name=nav, exact=True).click()
+        expect(page.get_by_test_id(testid)).to_be_visible()
+    page.get_by_role("link", name="Messages", exact=True).click()
+    expect(page.get_by_test_id("msg-browse")).to_be_visible()
+    # an unknown page is said so, not blank
+    page.goto(env.console + "/nowhere")
+    assert _get(env.console + "/nowhere")[0] == 404
+
+
+def test_create_topic_and_refuse_a_bad_name(page: Page, env: Env) -> None:
+    page.goto(env.console + "/topics")
+    page.get_by_test_id("new-topic-name").fill("console-created")
+    page.locator("form[data-testid=create-topic] input[name=partitions]").fill("3")
+    page.get_by_role("button", name="Create").click()
+    notice(page, "ok", "Created topic console-created with 3 partition(s)")
+    page.get_by_test_id("topic-search").fill("console-created")
+    row = page.get_by_test_id("topics-table").locator("tbody tr")
+    expect(row).to_have_count(1)
+    row.get_by_role("link", name="console-created").click()
+    expect(page.get_by_test_id("partitions-table").locator("tbody tr")).to_have_count(3)
+    expect(page.get_by_test_id("configs-table")).to_contain_text("cleanup.policy")
+    # alter a config: the page shows the new value and its source
+    form = page.get_by_test_id("alter-config")
+    form.locator("input[name=key]").fill("retention.ms")
+    form.locator("input[name=value]").fill("3600000")
+    form.get_by_role("button", name="Apply").click()
+    notice(page, "ok", "retention.ms set to 3600000")
+    row = page.get_by_test_id("configs-table").get_by_role("row", name=re.compile(r"^retention\.ms "))
+    expect(row).to_contain_text("3600000")
+    expect(row).to_contain_text("DYNAMIC_TOPIC_CONFIG")
+    # a bad name is refused with the broker's reason
+    page.goto(env.console + "/topics")
+    page.get_by_test_id("new-topic-name").fill("bad name!")
+    page.get_by_role("button", name="Create").click()
+    notice(page, "error", "illegal")
+
+
+def test_produce_browse_and_search(page: Page, env: Env) -> None:
+    create_topic(env, "console-msgs", 2)
+    produce(env.node.bootstrap, "console-msgs", [f"filler-{i}".encode() for i in range(300)])
+    page.goto(env.console + "/messages?topic=console-msgs")
+    form = page.get_by_test_id("produce")
+    form.get_by_test_id("produce-key").fill("k1")
+    form.get_by_test_id("produce-value").fill('{"order": {"id": 42}, "note": "needle-in-hay"}')
+    form.get_by_test_id("produce-headers").fill("source=console-test")
+    form.get_by_test_id("produce-send").click()
+    notice(page, "ok", "Produced to partition")
+    # browse, newest first: the form's record is there with its header
+    page.get_by_test_id("msg-browse").click()
+    notice(page, "ok", "record(s)")
+    expect(page.get_by_test_id("records-table")).to_contain_text("needle-in-hay")
+    expect(page.get_by_test_id("records-table")).to_contain_text("source: console-test")
+    # search by value substring: streamed, with a progress count, one match of 301
+    page.get_by_test_id("msg-start").select_option("oldest")
+    page.get_by_test_id("search-value").fill("needle")
+    page.get_by_test_id("msg-search").click()
+    expect(page.get_by_test_id("search-progress")).to_contain_text("done: scanned 301 of 301, 1")
+    expect(page.get_by_test_id("search-table").locator("tbody tr")).to_have_count(1)
+    # by header and by JSON path too
+    page.get_by_test_id("search-value").fill("")
+    page.get_by_test_id("search-json").fill("order.id=42")
+    page.get_by_test_id("search-header").fill("source=console-test")
+    page.get_by_test_id("msg-search").click()
+    expect(page.get_by_test_id("search-progress")).to_contain_text("1 match(es)")
+    expect(page.get_by_test_id("search-table")).to_contain_text("needle-in-hay")
+    # the topic list shows its size (from the node's admin HTTP) and message count
+    row = _get(env.console + "/api/topics?q=console-msgs")[1]["topics"][0]
+    assert row["messages"] == 301 and row["size_bytes"] > 301 * 8, row
+    # a malformed offset is a clear error
+    page.get_by_test_id("msg-start").select_option("offset")
+    page.get_by_test_id("msg-at").fill("12x")
+    page.get_by_test_id("msg-browse").click()
+    notice(page, "error", "the offset must be an integer")
+
+
+def test_group_lag_chart_and_reset(page: Page, env: Env) -> None:
+    create_topic(env, "console-lag", 1)
+    produce(env.node.bootstrap, "console-lag", [b"r%d" % i for i in range(20)])
+    c = Consumer({"bootstrap.servers": env.node.bootstrap, "group.id": "console-group",
+                  "enable.auto.commit": False, "auto.offset.reset": "earliest"})
+    c.assign([TopicPartition("console-lag", 0, 0)])
+    got = 0
+    deadline = time.monotonic() + 60
+    while got < 5 and time.monotonic() < deadline:
+        m = c.poll(1.0)
+        if m is not None and m.error() is None:
+            got += 1
+    c.commit(offsets=[TopicPartition("console-lag", 0, 5)], asynchronous=False)
+    c.close()  # the consumer stops with 15 records left
+    page.goto(env.console + "/groups")
+    page.get_by_test_id("groups-table").get_by_role("link", name="console-group").click()
+    expect(page.get_by_test_id("total-lag")).to_have_text("15")
+    expect(page.get_by_test_id("lag-table")).to_contain_text("console-lag")
+    expect(page.get_by_test_id("group-status")).to_have_text(re.compile("^(OK|WARN|ERR)$"))
+    # the sampler (every 5 s) records the lag; the chart (plotly) draws it
+    wait_until(lambda: int(page.get_by_test_id("lag-samples").get_attribute("data-count")
+                           or 0) >= 1, "a lag sample in the chart")
+    expect(page.get_by_test_id("lag-chart").locator(".main-svg").first).to_be_visible()
+    # the history is a file in the node's data dir, so it outlives a console restart
+    with contextlib.closing(sqlite3.connect(env.node.data_dir / "console-lag-history.sqlite3")) as db:
+        assert db.execute("SELECT count(*) FROM lag WHERE grp = 'console-group' AND total = 15"
+                          ).fetchone()[0] >= 1
+    # the console dies: the node starts it again, and the history is still there
+    before = len(_get(f"{env.console}/api/groups/console-group/history")[1]["samples"])
+    assert env.node.proc is not None
+    children = [c for c in psutil.Process(env.node.proc.pid).children()
+                if "console" in c.cmdline()]
+    assert len(children) == 1, children
+    children[0].kill()
+    children[0].wait(30)
+    wait_until(lambda: _get(env.console + "/api/info")[0] == 200, "the restarted console")
+    after = _get(f"{env.console}/api/groups/console-group/history")[1]["samples"]
+    assert len(after) >= before and after[0]["total"] == 15
+    # reset to earliest: the dry run shows the plan and writes nothing
+    page.get_by_test_id("reset-mode").select_option("earliest")
+    page.get_by_test_id("reset-dry-run").click()
+    notice(page, "ok", "nothing was written")
+    preview = page.get_by_test_id("plan-preview").locator("tbody tr")
+    expect(preview).to_have_count(1)
+    expect(preview).to_contain_text("5")
+    assert _get(f"{env.console}/api/groups/console-group")[1]["total_lag"] == 15
+    page.get_by_test_id("reset-apply").click()
+    notice(page, "ok", "Reset 1 partition(s) of console-group")
+    expect(page.get_by_test_id("total-lag")).to_have_text("20")
+    # a malformed offset in the reset is refused with a message
+    page.get_by_test_id("reset-mode").select_option("offset")
+    page.get_by_test_id("reset-value").fill("abc")
+    page.get_by_test_id("reset-dry-run").click()
+    notice(page, "error", "the offset must be an integer")
+
+
+def test_avro_topic_decoded_through_the_registry(page: Page, env: Env) -> None:
+    from confluent_kafka.schema_registry import SchemaRegistryClient
+    from confluent_kafka.schema_registry.avro import AvroSerializer
+    from confluent_kafka.serialization import MessageField, SerializationContext
+
+    create_topic(env, "console-avro", 1)
+    schema = json.dumps({"type": "record", "name": "Click", "fields": [
+        {"name": "user", "type": "string"}, {"name": "n", "type": "int"}]})
+    ser = AvroSerializer(SchemaRegistryClient({"url": env.registry}), schema)
+    raw = ser({"user": "ada-lovelace", "n": 7},
+              SerializationContext("console-avro", MessageField.VALUE))
+    produce(env.node.bootstrap, "console-avro", [raw])
+    page.goto(env.console + "/messages?topic=console-avro")
+    page.get_by_test_id("msg-browse").click()
+    table = page.get_by_test_id("records-table")
+    expect(table).to_contain_text("avro #")
+    expect(table).to_contain_text('"user": "ada-lovelace"')
+    # and the schema's page: its subject, versions, a diff and compatibility
+    from confluent_kafka.schema_registry import Schema
+
+    v2 = json.dumps({"type": "record", "name": "Click", "fields": [
+        {"name": "user", "type": "string"}, {"name": "n", "type": "int"},
+        {"name": "page", "type": "string", "default": "home"}]})
+    SchemaRegistryClient({"url": env.registry}).register_schema("console-avro-value",
+                                                                Schema(v2, "AVRO"))
+    page.goto(env.console + "/schemas/console-avro-value")
+    expect(page.get_by_test_id("schema-text")).to_contain_text('"default": "home"')
+    page.get_by_test_id("diff-from").select_option("1")
+    page.get_by_test_id("diff-to").select_option("2")
+    page.get_by_role("button", name="Diff").click()
+    expect(page.get_by_test_id("diff").locator(".add")).to_contain_text(['"name": "page"'])
+    page.get_by_test_id("compat-level").select_option("FULL")
+    page.get_by_role("button", name="Set").click()
+    notice(page, "ok", "Compatibility is now FULL")
+
+
+def test_security_pages_and_a_console_logged_in_as_a_scram_user(page: Page, env: Env,
+                                                              tmp_path: Path) -> None:
+    for name in ("console-sec-ok", "console-sec-no"):
+        create_topic(env, name)
+    page.goto(env.console + "/security")
+    users = page.get_by_test_id("user-form")
+    users.locator("input[name=user]").fill("alice")
+    users.locator("input[name=password]").fill("alice-secret")
+    users.get_by_role("button", name="Save").click()
+    notice(page, "ok", "Saved the credentials of alice")
+    expect(page.get_by_test_id("users-table")).to_contain_text("SCRAM-SHA-256 (4096)")
+    acl = page.get_by_test_id("acl-form")
+    acl.locator("input[name=principal]").fill("alice")  # not TYPE:NAME
+    acl.locator("select[name=operation]").select_option("DESCRIBE")
+    acl.locator("input[name=resource]").fill("console-sec-ok")
+    acl.get_by_role("button", name="Add").click()
+    notice(page, "error", "a principal is TYPE:NAME")
+    acl.locator("input[name=principal]").fill("User:alice")
+    acl.get_by_role("button", name="Add").click()
+    notice(page, "ok", "ALLOW User:alice DESCRIBE on TOPIC console-sec-ok")
+    expect(page.get_by_test_id("acls-table")).to_contain_text("User:alice")
+    # a console that logs in as alice sees what her ACLs let her see, and is refused the rest
+    url = f"http://127.0.0.1:{free_port()}"
+    proc = subprocess.Popen(
+        [*ODRADEK, "console", "-b", env.sasl, "--listeners", url,
+         "--history", str(tmp_path / "alice-lag.sqlite3"),
+         "-X", "security.protocol=SASL_PLAINTEXT", "-X", "sasl.mechanism=SCRAM-SHA-256",
+         "-X", "sasl.username=alice", "-X", "sasl.password=alice-secret"],
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        wait_until(lambda: _get(url + "/api/info")[0] == 200, "alice's console")
+        page.goto(url + "/topics")
+        page.get_by_test_id("topic-search").fill("console-sec")
+        rows = page.get_by_test_id("topics-table").locator("tbody tr")
+        expect(rows).to_have_count(1)
+        expect(rows).to_contain_text("console-sec-ok")
+        req = urllib.request.Request(url + "/api/topics", method="POST",
+                                     data=json.dumps({"name": "console-sec-new"}).encode())
+        with pytest.raises(urllib.error.HTTPError) as refused:
+            urllib.request.urlopen(req, timeout=60)
+        assert "AUTHORIZATION_FAILED" in json.loads(refused.value.read())["error"]
+    finally:
+        proc.terminate()
+        proc.wait(30)
+
+
+def test_bad_input_answers_4xx_with_a_message(env: Env) -> None:
+    base = env.console
+    for path, status in (("/api/nothing", 404), ("/api/topics?page=x", 400),
+                         ("/api/topics?size=100000", 400), ("/api/topics/none-such", 404),
+                         ("/api/topics/console-msgs/messages?limit=0", 400),
+                         ("/api/topics/console-msgs/search", 400),
+                         ("/api/groups/none-such/history?minutes=-1", 400),
+                         ("/api/topics?q=" + "x" * 5000, 414)):
+        code, body = _get(base + path)
+        assert code == status, (path, code, body)
+        assert body["error"], path
+    req = urllib.request.Request(base + "/api/topics", data=b"{not json", method="POST")
+    try:
+        urllib.request.urlopen(req, timeout=10)
+        pytest.fail("a malformed body was accepted")
+    except urllib.error.HTTPError as exc:
+        assert exc.code == 400
+        assert "JSON" in json.loads(exc.read())["error"]
+    assert _get(base + "/api/overview")[0] == 200  # and the console is unaffected
+    assert env.node.alive()
+
+
+def test_an_unusable_console_listener_is_refused(tmp_path: Path) -> None:
+    def serve(*settings: str) -> subprocess.CompletedProcess[str]:
+        cmd = [*ODRADEK, "serve", "--data-dir", str(tmp_path / "d"),
+               "--set", f"listeners=PLAINTEXT://127.0.0.1:{free_port()}",
+               "--set", "schema.registry.listeners=", "--set", "admin.listeners="]
+        for s in settings:
+            cmd += ["--set", s]
+        return subprocess.run(cmd, capture_output=True, text=True, timeout=120)
+
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen(1)
+        res = serve(f"console.listeners=http://127.0.0.1:{taken.getsockname()[1]}")
+    assert res.returncode == 2, res.stderr
+    assert "console.listeners" in res.stderr and "in use" in res.stderr
+    # alone, the same: a clear line and exit 2, nothing served
+    res = subprocess.run([*ODRADEK, "console", "-b", "127.0.0.1:1", "--listeners", "ftp://x:1"],
+                         capture_output=True, text=True, timeout=120)
+    assert res.returncode == 2 and "http://host:port" in res.stderr, res.stderr
