@@ -60,7 +60,10 @@ def serve(
         from odradek.spark import session as spark_session
 
         spark = spark_session(master, "odradek-connect",
-                              {"spark.ui.showConsoleProgress": "false"})
+                              {"spark.ui.showConsoleProgress": "false",
+                               # Python processes (the data sources' planners) connecting back
+                               # to the JVM get longer than 15 s on a loaded machine.
+                               "spark.python.authenticate.socketTimeout": "120s"})
         spark.sparkContext.setLogLevel("WARN")
         return spark
 

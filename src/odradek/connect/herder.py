@@ -5,7 +5,6 @@ task configs and commit record; the worker picks them up from there.
 
 from __future__ import annotations
 
-import platform
 from collections.abc import Callable
 from typing import Any
 
@@ -28,7 +27,7 @@ class Herder:
 
     # ---- reads ------------------------------------------------------------------------------
     def server_info(self) -> dict[str, Any]:
-        return {"version": odradek_version, "commit": f"odradek-{platform.python_version()}",
+        return {"version": odradek_version, "commit": "unknown",
                 "kafka_cluster_id": self.store.cluster_id}
 
     def names(self) -> list[str]:

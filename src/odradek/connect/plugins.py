@@ -71,7 +71,8 @@ def _topics_check(raw: str, config: Mapping[str, str]) -> list[str]:
 
 def _regex_check(raw: str, config: Mapping[str, str]) -> list[str]:
     if not raw:
-        return []
+        # Kafka puts the "one of" error on both fields.
+        return [] if as_list(config.get("topics")) else _topics_check(raw, config)
     try:
         re.compile(raw)
     except re.error as exc:
@@ -101,6 +102,11 @@ class RunContext:
     offsets: Any = None
     tasks: int = 1
     extra: dict[str, Any] = field(default_factory=dict)
+
+
+class NotReady(RuntimeError):
+    """Raised by `start` when what the query reads does not exist yet: not a failure, the
+    worker starts it again later."""
 
 
 class ConnectorPlugin:

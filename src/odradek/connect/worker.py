@@ -16,6 +16,7 @@ import json
 import logging
 import shutil
 import threading
+import time
 import traceback
 import uuid
 from collections.abc import Callable, Mapping
@@ -24,7 +25,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from odradek.connect import records, sink_offsets
-from odradek.connect.plugins import ConnectorPlugin, Plugins, RunContext
+from odradek.connect.plugins import ConnectorPlugin, NotReady, Plugins, RunContext
 from odradek.connect.store import ConnectStore
 
 if TYPE_CHECKING:
@@ -34,6 +35,13 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 SessionFactory = Callable[[], "SparkSession"]
+
+# Failures of Spark's machinery, not of the connector: a Python process that did not connect
+# back to the JVM in time (Spark waits 10 s; a loaded machine was seen to need more). Like
+# Kafka's RetriableException, the worker restarts the query, at most TRANSIENT_RETRIES times
+# in a row, before the tasks go FAILED.
+TRANSIENT = ("Python worker failed to connect back", "CANNOT_OPEN_SOCKET")
+TRANSIENT_RETRIES = 3
 
 
 @dataclass
@@ -48,6 +56,8 @@ class Running:
     failed: bool = False  # the query ended with an error (tasks FAILED)
     connector_failed: bool = False  # the query could not even start
     state: str = "RUNNING"  # RUNNING, PAUSED, STOPPED
+    waiting: str = ""  # why the query is not started yet (NotReady); retried every turn
+    transient: int = 0  # restarts after Spark's own transient failures, see TRANSIENT
     extra: dict[str, Any] = field(default_factory=dict)
 
 
@@ -96,6 +106,12 @@ class Worker:
             self._spark.stop()
 
     def _loop(self) -> None:
+        # The session first, whether or not a connector waits: a Spark that cannot start shows
+        # in the log at once, and the first connector does not pay for it.
+        try:
+            self._spark = self.session_factory()
+        except Exception:
+            log.exception("the Spark session did not start (tried again at the next connector)")
         while not self._stop.is_set():
             self._wake.wait(1.0)
             self._wake.clear()
@@ -136,14 +152,15 @@ class Worker:
                 continue
             self._restart(name, configs[name], tasks[name])
 
-    def _restart(self, name: str, config: dict[str, str], tasks: int) -> None:
+    def _restart(self, name: str, config: dict[str, str], tasks: int,
+                 waiting: str = "") -> None:
         old = self.running.get(name)
         if old is not None:
             self._halt(name)
         plugin = self.plugins.find(config.get("connector.class", ""))
         checkpoint = str(self.state_dir / "checkpoints" / f"{name}-{uuid.uuid4().hex}")
         run = Running(plugin=plugin or ConnectorPlugin(), config=config, tasks=tasks,
-                      checkpoint=checkpoint)
+                      checkpoint=checkpoint, waiting=waiting)
         self.running[name] = run
         if plugin is None:
             run.connector_failed = True
@@ -163,6 +180,13 @@ class Worker:
                              checkpoint=checkpoint, offsets=offsets,
                              tasks=int(config.get("tasks.max", "1")))
             run.query = plugin.start(ctx)
+            _settle(run.query)
+        except NotReady as exc:
+            if not run.waiting:
+                log.info("connector %s waits: %s", name, exc)
+                self._status(name, run, "RUNNING")
+            run.waiting = str(exc)
+            return
         except Exception as exc:
             log.warning("connector %s failed to start: %s", name, exc)
             run.connector_failed = True
@@ -170,6 +194,10 @@ class Worker:
             return
         log.info("connector %s started (%s)", name, plugin.class_name)
         self._status(name, run, "RUNNING")
+
+    def _retry(self, name: str, run: Running) -> None:
+        """Start a waiting connector's query again (its RUNNING status already stands)."""
+        self._restart(name, run.config, run.tasks, run.waiting)
 
     def _hold(self, name: str, config: dict[str, str], target: str, tasks: int) -> None:
         """PAUSED or STOPPED: no query runs; the offsets stay where the last batch left them."""
@@ -198,12 +226,22 @@ class Worker:
     # ---- watching ---------------------------------------------------------------------------
     def watch(self) -> None:
         for name, run in list(self.running.items()):
+            if run.waiting and run.query is None and run.state == "RUNNING":
+                self._retry(name, run)
             query = run.query
             if query is None or run.failed:
                 continue
             self._sync_offsets(name, run)
             if not query.isActive:
                 error = query.exception()
+                if (error is not None and run.transient < TRANSIENT_RETRIES
+                        and any(mark in str(error) for mark in TRANSIENT)):
+                    log.warning("connector %s: Spark failed transiently, restarting the query: "
+                                "%s", name, str(error).splitlines()[0])
+                    retries = run.transient + 1
+                    self._restart(name, run.config, run.tasks)
+                    self.running[name].transient = retries
+                    continue
                 run.failed = True
                 trace = _trace(error) if error is not None else "the query stopped"
                 log.warning("connector %s failed: %s", name, trace.splitlines()[0])
@@ -220,6 +258,7 @@ class Worker:
         if newest is None:
             return
         run.last_batch = int(newest["batchId"])
+        run.transient = 0  # it made progress: the next transient failure counts from zero
         end = newest["sources"][0].get("endOffset")
         if isinstance(end, str):
             end = json.loads(end)
@@ -253,6 +292,19 @@ class Worker:
         self.store.write_status(records.status_connector_key(name), None)
         for task in tasks:
             self.store.write_status(records.status_task_key(name, task), None)
+
+
+def _settle(query: StreamingQuery, limit: float = 120.0) -> None:
+    """Wait until a new query has started its source before anything else starts.
+
+    A Python data source's planning process must connect back to the JVM within Spark's
+    socket timeout; several starting at once on a busy machine were seen to miss it (the
+    query then fails with "Python worker failed to connect back")."""
+    deadline = time.monotonic() + limit
+    while query.isActive and time.monotonic() < deadline:
+        if not str(query.status.get("message", "")).startswith("Initializing"):
+            return
+        time.sleep(0.2)
 
 
 def _held(target: str) -> str:

@@ -14,7 +14,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from odradek.connect.configdef import as_list
-from odradek.connect.plugins import RunContext
+from odradek.connect.plugins import NotReady, RunContext
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
@@ -23,6 +23,11 @@ if TYPE_CHECKING:
 EARLIEST = -2
 # How often a micro-batch is planned: the time between a record's arrival and its delivery.
 TRIGGER = "1 second"
+
+
+class TopicsNotReady(NotReady):
+    """The topics are not there yet: the worker keeps the connector RUNNING and tries again,
+    as Kafka's sink consumer waits for a topic it subscribed to."""
 
 
 def topics_of(ctx: RunContext) -> dict[str, int]:
@@ -35,7 +40,7 @@ def topics_of(ctx: RunContext) -> dict[str, int]:
              else as_list(ctx.config.get("topics")))
     missing = [t for t in names if t not in meta.topics]
     if missing or not names:
-        raise RuntimeError(f"no such topic: {', '.join(missing)}" if missing
+        raise TopicsNotReady(f"no such topic: {', '.join(missing)}" if missing
                            else f"no topic matches topics.regex {regex!r}")
     return {t: len(meta.topics[t].partitions) for t in names}
 
