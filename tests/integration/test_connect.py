@@ -22,12 +22,15 @@ pytestmark = pytest.mark.timeout(900)  # Spark starting on a loaded 2-core machi
 
 SOURCE = "org.apache.kafka.connect.file.FileStreamSourceConnector"
 SINK = "org.apache.kafka.connect.file.FileStreamSinkConnector"
+# A killed worker's connectors move once its session lapses: keep that short.
+GROUP_TIMEOUTS = ["--set", "session.timeout.ms=6000", "--set", "heartbeat.interval.ms=1000"]
 
 
 @pytest.fixture(scope="module")
 def connect(shared_broker: BrokerProcess,
             tmp_path_factory: pytest.TempPathFactory) -> Iterator[ConnectProcess]:
-    worker = ConnectProcess(shared_broker.bootstrap, tmp_path_factory.mktemp("connect")).start()
+    worker = ConnectProcess(shared_broker.bootstrap, tmp_path_factory.mktemp("connect"),
+                            extra=GROUP_TIMEOUTS).start()
     try:
         yield worker
     finally:
@@ -243,7 +246,11 @@ def test_file_source_to_file_and_parquet_sinks(connect: ConnectProcess, tmp_path
     assert connect.call("PUT", "/connectors/src/resume") == (202, None)
     wait_for("the line written while paused", lambda: lines(sink) == [
         "one", "two", "three", "four"], log=connect.log)
-    # A restart of the sink (a new query, from the group's offsets) repeats nothing either.
+    # A restart of the sink (a new query, from the group's offsets, once they hold the last
+    # batch: before that a restart would repeat it, at-least-once) repeats nothing either.
+    wait_for("the sink offset after four", lambda: connect.call(
+        "GET", "/connectors/sink/offsets")[1]["offsets"][0]["offset"] == {"kafka_offset": 4},
+        log=connect.log)
     assert connect.call("POST", "/connectors/sink/restart") == (204, None)
     with source.open("a") as out:
         out.write("five\n")
@@ -274,4 +281,53 @@ def test_file_source_to_file_and_parquet_sinks(connect: ConnectProcess, tmp_path
     assert code == 202 and body["tasks"][0]["state"] == "RESTARTING"
     assert body["connector"]["state"] == "RUNNING"
     for name in ("src", "sink", "lake", "broken"):
+        assert connect.call("DELETE", f"/connectors/{name}") == (204, None)
+
+
+# ---- several workers in one group ------------------------------------------------------------
+def test_two_workers_share_connectors_and_take_over(connect: ConnectProcess, tmp_path: Path,
+                                                    shared_broker: BrokerProcess) -> None:
+    """A second worker in the group gets connectors through JoinGroup/SyncGroup; killed with
+    SIGKILL, its connectors come back to the first once its session lapses. Connectors are
+    created STOPPED: their owner reports them (status worker_id) without starting Spark."""
+    names = [f"g{i}" for i in range(4)]
+    for name in names:
+        code, _ = connect.call("POST", "/connectors", {"name": name, "initial_state": "STOPPED",
+                                                       "config": {"connector.class": "FileStreamSink",
+                                                                  "file": str(tmp_path / name),
+                                                                  "topics": "quick"}})
+        assert code == 201
+
+    def owners() -> dict[str, str | None]:
+        out: dict[str, str | None] = {}
+        for name in names:
+            code, body = connect.call("GET", f"/connectors/{name}/status")
+            ok = code == 200 and body["connector"]["state"] == "STOPPED"
+            out[name] = body["connector"]["worker_id"] if ok else None
+        return out
+
+    first = f"127.0.0.1:{connect.port}"
+    wait_for("the first worker owning all", lambda: set(owners().values()) == {first},
+             log=connect.log)
+    second = ConnectProcess(shared_broker.bootstrap, tmp_path, extra=GROUP_TIMEOUTS).start()
+    try:
+        other = f"127.0.0.1:{second.port}"
+
+        def both() -> dict[str, str | None] | None:
+            now = owners()
+            return now if set(now.values()) == {first, other} else None
+
+        spread = wait_for("connectors spread over both workers", both,
+                          log=lambda: connect.log() + second.log())
+        assert sorted(spread.values()).count(other) == 2  # round-robin over two members
+        # Either worker answers for every connector (the state is the topics').
+        assert second.call("GET", "/connectors")[1] == sorted(names)
+        assert second.proc is not None
+        second.proc.kill()
+        second.proc.wait()
+        wait_for("the survivor owning all again", lambda: set(owners().values()) == {first},
+                 log=connect.log)
+    finally:
+        second.stop()
+    for name in names:
         assert connect.call("DELETE", f"/connectors/{name}") == (204, None)

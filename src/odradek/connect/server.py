@@ -33,6 +33,9 @@ DEFAULTS = {
     "config.storage.replication.factor": "-1",
     "offset.storage.replication.factor": "-1",
     "status.storage.replication.factor": "-1",
+    "session.timeout.ms": "10000",
+    "heartbeat.interval.ms": "3000",
+    "rebalance.timeout.ms": "60000",
     **converters.WORKER_DEFAULTS,
 }
 # Settings a distributed worker has that this one cannot honour: refused, not ignored.
@@ -70,9 +73,10 @@ def worker_config(overrides: Mapping[str, str]) -> dict[str, str]:
             raise ValueError(f"{key}: {REFUSED[key]}")
     for key in ("key.converter", "value.converter"):
         converters.resolve(key, {}, config)  # an unknown class is refused here
-    for key in ("offset.storage.partitions", "status.storage.partitions"):
-        if int(config[key]) < 1:
-            raise ValueError(f"{key} must be at least 1")
+    for key in ("offset.storage.partitions", "status.storage.partitions",
+                "session.timeout.ms", "heartbeat.interval.ms", "rebalance.timeout.ms"):
+        if not config[key].strip().isdigit() or int(config[key]) < 1:
+            raise ValueError(f"{key} must be a whole number of at least 1, got {config[key]!r}")
     return config
 
 
@@ -94,6 +98,7 @@ def run(bootstrap: str, session: SessionFactory, listeners: str = "http://127.0.
 
     from odradek.connect.app import build_app
     from odradek.connect.catalog import default_plugins
+    from odradek.connect.group import GroupMember
     from odradek.connect.herder import Herder
     from odradek.connect.store import ConnectStore
     from odradek.connect.worker import Worker
@@ -113,7 +118,15 @@ def run(bootstrap: str, session: SessionFactory, listeners: str = "http://127.0.
     worker = Worker(store, plugins, bootstrap, worker_id, session, state_dir, settings)
     store.on_config = worker.wake
     store.start()
+    member = GroupMember(bootstrap, settings["group.id"], f"http://{host}:{port}",
+                         worker.config_view, worker.assign, worker.revoke,
+                         session_timeout_ms=int(settings["session.timeout.ms"]),
+                         rebalance_timeout_ms=int(settings["rebalance.timeout.ms"]),
+                         heartbeat_interval_ms=int(settings["heartbeat.interval.ms"]))
+    worker.member = member
+    worker.assigned = set()  # nothing runs before the group assigns it
     worker.start()
+    member.start()
     app = build_app(Herder(store, plugins, bootstrap, worker.wake))
 
     class _Server(uvicorn.Server):
@@ -141,6 +154,7 @@ def run(bootstrap: str, session: SessionFactory, listeners: str = "http://127.0.
               f"(group.id={settings['group.id']})", flush=True)
         asyncio.run(serve_all())
     finally:
+        member.close()  # leaves the group: the others take its connectors at once
         worker.close()
         store.close()
         if own_dir is not None:

@@ -41,7 +41,7 @@ SessionFactory = Callable[[], "SparkSession"]
 # Kafka's RetriableException, the worker restarts the query, at most TRANSIENT_RETRIES times
 # in a row, before the tasks go FAILED.
 TRANSIENT = ("Python worker failed to connect back", "CANNOT_OPEN_SOCKET")
-TRANSIENT_RETRIES = 3
+TRANSIENT_RETRIES = 10
 
 
 @dataclass
@@ -79,6 +79,12 @@ class Worker:
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._restarts_seen = 0
+        # In a group: the connectors this worker was assigned (None: not in a group, run
+        # all), and the view of connect-configs its last JoinGroup carried.
+        self.assigned: set[str] | None = None
+        self.member: Any = None
+        self._joined_view: dict[str, int] | None = None
+        self._revoked = threading.Event()
 
     # ---- life cycle -------------------------------------------------------------------------
     def start(self) -> None:
@@ -86,14 +92,38 @@ class Worker:
             gens = [int(s.get("generation", 0)) for s in self.store.status.connectors.values()]
             # Restart requests already in the topic were for workers before this one.
             self._restarts_seen = len(self.store.configs.restarts)
-        # No group yet (one worker): a new generation per worker start orders our statuses
-        # after any an earlier worker wrote.
+        # Until the group says (and without one): a new generation per worker start orders
+        # our statuses after any an earlier worker wrote.
         self.generation = max(gens, default=0) + 1
         self._thread = threading.Thread(target=self._loop, name="connect-worker", daemon=True)
         self._thread.start()
 
     def wake(self) -> None:
         self._wake.set()
+
+    # ---- the group's callbacks (on the group thread) ----------------------------------------
+    def config_view(self) -> tuple[int, dict[str, int]]:
+        """(config topic position, {connector: task count}): what a JoinGroup carries and
+        what the leader assigns from."""
+        with self.store.lock:
+            offset = self.store.positions.get((self.store.topics.config, 0), 0)
+            view = {n: len(self.store.configs.task_configs.get(n, []))
+                    for n in self.store.configs.connectors}
+        self._joined_view = view
+        return offset, view
+
+    def assign(self, assignment: Any) -> None:
+        self.generation = int(self.member.generation) if self.member is not None else 0
+        self.assigned = set(assignment.connectors)
+        self.wake()
+
+    def revoke(self) -> None:
+        """Eager rebalancing: stop everything before joining again (returns when stopped)."""
+        self._revoked.clear()
+        self.assigned = set()
+        self.wake()
+        if not self._revoked.wait(120):
+            log.warning("connectors still running after 120 s of revocation")
 
     def close(self) -> None:
         self._stop.set()
@@ -106,12 +136,6 @@ class Worker:
             self._spark.stop()
 
     def _loop(self) -> None:
-        # The session first, whether or not a connector waits: a Spark that cannot start shows
-        # in the log at once, and the first connector does not pay for it.
-        try:
-            self._spark = self.session_factory()
-        except Exception:
-            log.exception("the Spark session did not start (tried again at the next connector)")
         while not self._stop.is_set():
             self._wake.wait(1.0)
             self._wake.clear()
@@ -131,10 +155,23 @@ class Worker:
             tasks = {n: len(self.store.configs.task_configs.get(n, [])) for n in configs}
             restarts = self.store.configs.restarts[self._restarts_seen:]
             self._restarts_seen = len(self.store.configs.restarts)
+            view = {n: len(self.store.configs.task_configs.get(n, [])) for n in configs}
+        if (self.member is not None and self._joined_view is not None
+                and view != self._joined_view):
+            # Connectors or their tasks changed since the group last assigned: rebalance.
+            self._joined_view = view
+            self.member.request_rejoin()
         for name in [n for n in self.running if n not in configs]:
             self._halt(name)
             self._forget_status(name)
             del self.running[name]
+        if self.assigned is not None:
+            for name in [n for n in self.running if n not in self.assigned]:
+                self._halt(name)  # another worker owns it now; its status is theirs to write
+                del self.running[name]
+            configs = {n: c for n, c in configs.items() if n in self.assigned}
+            if not self.assigned and not self.running:
+                self._revoked.set()
         for name, config in configs.items():
             run = self.running.get(name)
             target = targets[name]
