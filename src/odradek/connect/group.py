@@ -2,9 +2,13 @@
 odradek's native client connection: FindCoordinator, JoinGroup (protocol type "connect"),
 SyncGroup, Heartbeat, LeaveGroup, on one thread.
 
-Eager rebalancing, as Connect's "default" protocol: before joining again a member gives up
-everything it runs (`on_revoke`), and runs only what the SyncGroup answer hands it
-(`on_assign`). The member the coordinator names leader computes every member's assignment
+A member keeps running what it has while the group rebalances and then runs exactly what the
+SyncGroup answer hands it (`on_assign`): the assignor is sticky, so only connectors that move
+restart. (Connect's eager protocol stops everything first; that would restart every Spark
+query at every rebalance. The price: while a connector moves between two live workers the new
+owner may start it before the old one has stopped it, which at-least-once delivery allows.)
+A member that lost its membership (session expired, fenced) stops everything (`on_revoke`)
+before joining again: its connectors may already run elsewhere. The member the coordinator names leader computes every member's assignment
 with `group_protocol.assign` from its own view of connect-configs. A member whose session
 lapses (a worker killed) is dropped by the coordinator, the others rebalance, and its
 connectors move to them.
@@ -43,6 +47,7 @@ class GroupError(Exception):
 class GroupMember:
     def __init__(self, bootstrap: str, group_id: str, url: str, view: ConfigView,
                  on_assign: Callable[[gp.Assignment], None], on_revoke: Callable[[], None],
+                 owners: Callable[[], dict[str, str]] = dict,
                  session_timeout_ms: int = 10_000, rebalance_timeout_ms: int = 60_000,
                  heartbeat_interval_ms: int = 3_000) -> None:
         self.bootstrap = bootstrap
@@ -51,6 +56,7 @@ class GroupMember:
         self.view = view
         self.on_assign = on_assign
         self.on_revoke = on_revoke
+        self.owners = owners
         self.session_timeout = session_timeout_ms
         self.rebalance_timeout = rebalance_timeout_ms
         self.heartbeat_interval = heartbeat_interval_ms / 1000
@@ -95,7 +101,6 @@ class GroupMember:
                     self._conn = self._coordinator()
                 if not joined or self._rejoin.is_set():
                     self._rejoin.clear()
-                    self._revoke()
                     joined = self._join_and_sync()
                     continue
                 if self._stop.wait(self.heartbeat_interval) or self._rejoin.is_set():
@@ -108,6 +113,7 @@ class GroupMember:
                     self._drop_connection()
                 if exc.code in (UNKNOWN_MEMBER_ID, ILLEGAL_GENERATION):
                     self.member_id = ""
+                    self._revoke()
                 self._stop.wait(0.2)
             except (OSError, ConnectionError) as exc:
                 log.info("group %s: coordinator connection lost (%s)", self.group_id, exc)
@@ -186,7 +192,7 @@ class GroupMember:
         if joined.leader == self.member_id:
             members = {m.member_id: gp.decode_metadata(m.metadata) for m in joined.members}
             offset, connectors = self.view()
-            plan = gp.assign(self.member_id, members, offset, connectors)
+            plan = gp.assign(self.member_id, members, offset, connectors, self.owners())
             assignments = tuple(SyncGroupRequestAssignment(
                 member_id=m, assignment=gp.encode_assignment(a))
                 for m, a in plan.assignments.items())

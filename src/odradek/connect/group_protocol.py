@@ -8,9 +8,11 @@ int64, [connector string, tasks [int32]] where task -1 means the connector itsel
 Strings are int16-length UTF-8, arrays int32-counted, big-endian, as Kafka's Struct writes.
 
 The assignor keeps a connector and its tasks on one worker: here a connector's tasks are the
-partitions of its one Spark query, which cannot be split across processes. Connectors go
-round-robin over the members sorted by id (Kafka's eager assignor also sorts them), so every
-leader computes the same answer from the same inputs.
+partitions of its one Spark query, which cannot be split across processes. It is sticky: a
+connector stays with the member that runs it now (the worker connect-status names, when that
+worker is still a member and not over its share), so a rebalance restarts only the Spark
+queries that must move; the rest are spread over the least loaded members, ties broken by
+member id, so every leader computes the same answer from the same inputs.
 """
 
 from __future__ import annotations
@@ -152,8 +154,9 @@ class Plan:
 
 
 def assign(leader: str, members: Mapping[str, WorkerState], config_offset: int,
-           connectors: Mapping[str, int]) -> Plan:
-    """`connectors`: name -> task count, as the leader's config view says at `config_offset`.
+           connectors: Mapping[str, int], owners: Mapping[str, str] | None = None) -> Plan:
+    """`connectors`: name -> task count, as the leader's config view says at `config_offset`;
+    `owners`: name -> the URL of the worker running it now, where known.
 
     When a member has read further in connect-configs than the leader, the leader cannot
     assign what it has not read: every member gets CONFIG_MISMATCH (Kafka's rule) and joins
@@ -164,11 +167,22 @@ def assign(leader: str, members: Mapping[str, WorkerState], config_offset: int,
         return Plan({m: Assignment(CONFIG_MISMATCH, leader, leader_url, newest)
                      for m in members})
     order = sorted(members)
+    by_url = {members[m].url: m for m in order}
+    share = -(-len(connectors) // len(order)) if order else 0  # ceil
     mine: dict[str, list[str]] = {m: [] for m in order}
-    for i, name in enumerate(sorted(connectors)):
-        mine[order[i % len(order)]].append(name)
-    return Plan({m: Assignment(NO_ERROR, leader, leader_url, config_offset, tuple(names),
-                               tuple((n, t) for n in names for t in range(connectors[n])))
+    loose: list[str] = []
+    for name in sorted(connectors):
+        owner = by_url.get((owners or {}).get(name, ""))
+        if owner is not None and len(mine[owner]) < share:
+            mine[owner].append(name)
+        else:
+            loose.append(name)
+    for name in loose:
+        least = min(order, key=lambda m: (len(mine[m]), m))
+        mine[least].append(name)
+    return Plan({m: Assignment(NO_ERROR, leader, leader_url, config_offset,
+                               tuple(sorted(names)),
+                               tuple((n, t) for n in sorted(names) for t in range(connectors[n])))
                  for m, names in mine.items()})
 
 

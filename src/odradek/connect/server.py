@@ -119,7 +119,7 @@ def run(bootstrap: str, session: SessionFactory, listeners: str = "http://127.0.
     store.on_config = worker.wake
     store.start()
     member = GroupMember(bootstrap, settings["group.id"], f"http://{host}:{port}",
-                         worker.config_view, worker.assign, worker.revoke,
+                         worker.config_view, worker.assign, worker.revoke, worker.owners,
                          session_timeout_ms=int(settings["session.timeout.ms"]),
                          rebalance_timeout_ms=int(settings["rebalance.timeout.ms"]),
                          heartbeat_interval_ms=int(settings["heartbeat.interval.ms"]))

@@ -112,13 +112,20 @@ class Worker:
         self._joined_view = view
         return offset, view
 
+    def owners(self) -> dict[str, str]:
+        """connector -> URL of the worker connect-status says runs it (for a sticky plan)."""
+        with self.store.lock:
+            return {n: f"http://{s['worker_id']}" for n, s in self.store.status.connectors.items()
+                    if s.get("worker_id")}
+
     def assign(self, assignment: Any) -> None:
         self.generation = int(self.member.generation) if self.member is not None else 0
         self.assigned = set(assignment.connectors)
         self.wake()
 
     def revoke(self) -> None:
-        """Eager rebalancing: stop everything before joining again (returns when stopped)."""
+        """Stop everything before joining again (returns when stopped): the membership was
+        lost, so these connectors may run elsewhere already."""
         self._revoked.clear()
         self.assigned = set()
         self.wake()

@@ -76,3 +76,15 @@ def test_decoders_refuse_garbage_cleanly(raw: bytes) -> None:
             decode(raw)
         except gp.ProtocolError:
             pass
+
+
+def test_assign_is_sticky_within_each_members_share() -> None:
+    members = {"a": gp.WorkerState("http://a", 1), "b": gp.WorkerState("http://b", 1)}
+    plan = gp.assign("a", members, 1, {"x": 1, "y": 1, "z": 1},
+                     {"x": "http://b", "y": "http://b", "z": "http://b"})
+    # b keeps its share (two of three), the rest goes to the least loaded
+    assert plan.assignments["b"].connectors == ("x", "y")
+    assert plan.assignments["a"].connectors == ("z",)
+    # an owner that is no longer a member (a killed worker) keeps nothing
+    alone = gp.assign("a", {"a": members["a"]}, 1, {"x": 1, "y": 0}, {"x": "http://gone"})
+    assert alone.assignments["a"].connectors == ("x", "y")
