@@ -1,6 +1,7 @@
 """`odradek connect`: run a Kafka Connect worker whose connectors are Spark queries.
 
     odradek connect serve -b localhost:9092 --listeners http://127.0.0.1:8083 [--master URL]
+    odradek connect list|status|create|config|pause|resume|stop|restart|delete|offsets|plugins
 
 The worker's settings are Kafka's (`group.id`, `config.storage.topic`, ...): from a
 `connect-distributed.properties`-style file (`--config`) and `--set key=value`. The REST API
@@ -12,6 +13,8 @@ from __future__ import annotations
 from pathlib import Path
 
 import typer
+
+from odradek.cli.connect_client import register
 
 app = typer.Typer(help="Kafka Connect: connectors as Spark Structured Streaming queries.",
                   no_args_is_help=True)
@@ -71,3 +74,7 @@ def serve(
         state_dir.mkdir(parents=True, exist_ok=True)
     raise typer.Exit(run(resolve_bootstrap(bootstrap), session, listeners, overrides,
                          state_dir))
+
+
+register(app)  # the client commands: list, status, create, ... (connect_client)
+
