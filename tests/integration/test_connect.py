@@ -15,6 +15,7 @@ from typing import Any
 
 import pytest
 
+from tests.integration.cli_support import odradek, ok
 from tests.integration.connect_support import ConnectProcess, wait_for
 from tests.support.broker import BrokerProcess
 
@@ -184,6 +185,16 @@ def test_stopped_connector_offsets_kip875(connect: ConnectProcess, tmp_path: Pat
     status = latest(read_topic(shared_broker.bootstrap, "connect-status"))
     assert status["status-connector-parked"]["state"] == "STOPPED"
     assert status["status-connector-parked"]["worker_id"] == f"127.0.0.1:{connect.port}"
+
+    # The command line over the same API.
+    listed = json.loads(ok("connect", "list", "--url", connect.url, "--format", "json"))
+    assert listed == [{"name": "parked", "type": "source", "state": "STOPPED", "tasks": None,
+                       "worker": f"127.0.0.1:{connect.port}"}]
+    shown = json.loads(ok("connect", "offsets", "parked", "--url", connect.url, "--format", "json"))
+    assert shown == [{"partition": json.dumps({"filename": str(source)}),
+                      "offset": '{"position": 5}'}]
+    refused = odradek("connect", "status", "nope", "--url", connect.url)
+    assert refused.returncode == 1 and "Connector nope not found (404)" in refused.stderr
 
     assert connect.call("DELETE", "/connectors/parked/offsets") == (
         200, {"message": "The offsets for this connector have been reset successfully"})

@@ -91,7 +91,7 @@ def register(app: typer.Typer) -> None:
         for name in sorted(found):
             status = found[name]["status"]
             tasks = ",".join(f"{t['id']}:{t['state']}" for t in status["tasks"])
-            rows.append([name, status["type"], status["connector"]["state"], tasks,
+            rows.append([name, status["type"], status["connector"]["state"], tasks or None,
                          status["connector"].get("worker_id")])
         emit(["NAME", "TYPE", "STATE", "TASKS", "WORKER"], rows, fmt)
 
