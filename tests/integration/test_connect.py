@@ -147,6 +147,17 @@ def test_errors_have_connects_shape(connect: ConnectProcess, tmp_path: Path) -> 
     assert code == 400 and body["message"] == ("Connector name configuration (b) doesn't match "
                                                "connector name in the URL (a)")
     assert connect.call("GET", "/connectors/bad")[0] == 404
+    # Bodies of the wrong shape are refused with 400, and the worker stays up.
+    for method, path, raw in (("POST", "/connectors", b"[1]"),
+                              ("POST", "/connectors", b'{"name": "x", "config": "text"}'),
+                              ("POST", "/connectors", b'{"name": "x", "config": {},'
+                                                      b' "initial_state": "FLYING"}'),
+                              ("PUT", "/connectors/x/config", b'"text"'),
+                              ("PUT", "/connector-plugins/FileStreamSink/config/validate", b"7"),
+                              ("POST", "/connectors/x/restart?includeTasks=maybe", b"")):
+        code, body = connect.call(method, path, raw=raw)
+        assert code in (400, 404) and body["error_code"] == code, (path, raw, body)
+    assert connect.call("GET", "/")[0] == 200
 
 
 def test_stopped_connector_offsets_kip875(connect: ConnectProcess, tmp_path: Path,
