@@ -10,6 +10,7 @@ from odradek.cli import acl as acl_cmd
 from odradek.cli import bench as bench_cmd
 from odradek.cli import cluster as cluster_cmd
 from odradek.cli import config as config_cmd
+from odradek.cli import connect as connect_cmd
 from odradek.cli import console as console_cmd
 from odradek.cli import consume as consume_cmd
 from odradek.cli import dump_log as dump_log_cmd
@@ -89,6 +90,7 @@ app.add_typer(storage_cmd.app, name="storage")
 app.add_typer(config_cmd.app, name="config")
 app.add_typer(registry_cmd.app, name="registry")
 app.command("console")(console_cmd.console)
+app.add_typer(connect_cmd.app, name="connect")
 app.add_typer(cluster_cmd.app, name="cluster")
 app.add_typer(partitions_cmd.app, name="partitions")
 app.add_typer(acl_cmd.app, name="acl")

@@ -1,0 +1,11 @@
+"""The connectors this worker offers (`GET /connector-plugins`)."""
+
+from __future__ import annotations
+
+from odradek.connect.connectors.file_stream import FileStreamSink, FileStreamSource
+from odradek.connect.connectors.lake import LakeSink
+from odradek.connect.plugins import Plugins
+
+
+def default_plugins() -> Plugins:
+    return Plugins([FileStreamSource(), FileStreamSink(), LakeSink()])

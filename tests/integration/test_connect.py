@@ -1,0 +1,355 @@
+"""Issue 19: `odradek connect serve` against a real node: Kafka Connect's REST API (status
+codes and error bodies), its three topics in Kafka's record formats, and connectors running
+as Spark queries that move data end to end (FileStreamSource -> topic -> FileStreamSink and
+the Parquet lake sink), resuming from connect-offsets after a pause and a restart.
+
+One node and one worker (one SparkSession inside it) for the whole module.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.integration.cli_support import odradek, ok
+from tests.integration.connect_support import ConnectProcess, wait_for
+from tests.support.broker import BrokerProcess
+
+pytestmark = pytest.mark.timeout(900)  # Spark starting on a loaded 2-core machine
+
+SOURCE = "org.apache.kafka.connect.file.FileStreamSourceConnector"
+SINK = "org.apache.kafka.connect.file.FileStreamSinkConnector"
+# A killed worker's connectors move once its session lapses: keep that short.
+GROUP_TIMEOUTS = ["--set", "session.timeout.ms=6000", "--set", "heartbeat.interval.ms=1000"]
+
+
+@pytest.fixture(scope="module")
+def connect(shared_broker: BrokerProcess,
+            tmp_path_factory: pytest.TempPathFactory) -> Iterator[ConnectProcess]:
+    worker = ConnectProcess(shared_broker.bootstrap, tmp_path_factory.mktemp("connect"),
+                            extra=GROUP_TIMEOUTS).start()
+    try:
+        yield worker
+    finally:
+        worker.stop()
+
+
+def read_topic(bootstrap: str, topic: str) -> list[tuple[bytes | None, bytes | None]]:
+    """Every record of every partition of `topic`, in partition then offset order."""
+    from confluent_kafka import TopicPartition
+
+    from odradek.client import admin_client, consumer
+
+    parts = admin_client(bootstrap).list_topics(topic, timeout=30).topics[topic].partitions
+    out = []
+    c = consumer(bootstrap)
+    try:
+        for p in sorted(parts):
+            low, high = c.get_watermark_offsets(TopicPartition(topic, p), timeout=30)
+            if high <= low:
+                continue
+            c.assign([TopicPartition(topic, p, low)])
+            got = 0
+            while got < high - low:
+                msg = c.poll(10)
+                assert msg is not None, f"{topic}-{p}: no record at {low + got} of {high}"
+                assert not msg.error(), msg.error()
+                out.append((msg.key(), msg.value()))
+                got += 1
+    finally:
+        c.close()
+    return out
+
+
+def latest(records: list[tuple[bytes | None, bytes | None]]) -> dict[str, Any]:
+    """A compacted topic's view: key -> last value (JSON), tombstones removing."""
+    view: dict[str, Any] = {}
+    for key, value in records:
+        assert key is not None
+        if value is None:
+            view.pop(key.decode(), None)
+        else:
+            view[key.decode()] = json.loads(value)
+    return view
+
+
+def state_of(connect: ConnectProcess, name: str) -> tuple[str, list[str]] | None:
+    code, body = connect.call("GET", f"/connectors/{name}/status")
+    if code != 200:
+        return None
+    return body["connector"]["state"], [t["state"] for t in body["tasks"]]
+
+
+def lines(path: Path) -> list[str]:
+    return path.read_text().splitlines() if path.exists() else []
+
+
+# ---- the REST API without running anything ---------------------------------------------------
+def test_root_plugins_and_validation(connect: ConnectProcess) -> None:
+    code, root = connect.call("GET", "/")
+    assert code == 200 and root["version"] and root["kafka_cluster_id"]
+    code, plugins = connect.call("GET", "/connector-plugins")
+    assert code == 200
+    assert {p["class"]: p["type"] for p in plugins} == {
+        SOURCE: "source", SINK: "sink", "odradek.connect.lake.LakeSinkConnector": "sink"}
+    code, defs = connect.call("GET", "/connector-plugins/FileStreamSource/config")
+    assert code == 200 and {"file", "topic", "batch.size", "tasks.max"} <= {d["name"] for d in defs}
+
+    code, result = connect.call("PUT", "/connector-plugins/FileStreamSource/config/validate",
+                                {"connector.class": "FileStreamSource", "file": "/x",
+                                 "tasks.max": "0"})
+    assert code == 200 and result["name"] == SOURCE
+    errors = {c["value"]["name"]: c["value"]["errors"] for c in result["configs"]}
+    assert errors["topic"] == ['Missing required configuration "topic" which has no default value.']
+    assert errors["tasks.max"] == ["Invalid value 0 for configuration tasks.max: Value must be at least 1"]
+    assert result["error_count"] == 3  # topic, tasks.max and the missing name
+    assert {"Common", "File"} <= set(result["groups"])
+    field = next(c["definition"] for c in result["configs"] if c["definition"]["name"] == "topic")
+    assert field["required"] is True and field["importance"] == "HIGH"
+
+    code, result = connect.call("PUT", "/connector-plugins/FileStreamSink/config/validate",
+                                {"connector.class": SINK, "name": "s", "file": "/x"})
+    assert code == 200 and result["error_count"] == 2
+    errors = {c["value"]["name"]: c["value"]["errors"] for c in result["configs"]}
+    assert errors["topics"] == ["Must configure one of topics or topics.regex"]
+
+    code, body = connect.call("PUT", "/connector-plugins/NoSuchThing/config/validate", {})
+    assert code == 400 and body["error_code"] == 400
+
+
+def test_errors_have_connects_shape(connect: ConnectProcess, tmp_path: Path) -> None:
+    for method, path in (("GET", "/connectors/nope"), ("GET", "/connectors/nope/config"),
+                         ("GET", "/connectors/nope/status"), ("GET", "/connectors/nope/tasks"),
+                         ("GET", "/connectors/nope/offsets"), ("PUT", "/connectors/nope/pause"),
+                         ("DELETE", "/connectors/nope"), ("POST", "/connectors/nope/restart")):
+        assert connect.call(method, path) == (404, {"error_code": 404,
+                                                    "message": "Connector nope not found"}), path
+    code, body = connect.call("GET", "/no/such/path")
+    assert code == 404 and body["error_code"] == 404
+    code, body = connect.call("DELETE", "/connector-plugins")
+    assert code == 405 and body["error_code"] == 405
+    code, body = connect.call("POST", "/connectors", raw=b"{not json")
+    assert code == 400 and body["error_code"] == 400
+    code, body = connect.call("POST", "/connectors", {"name": "bad", "config": {
+        "connector.class": "FileStreamSource", "file": str(tmp_path / "in.txt")}})
+    assert code == 400
+    assert body["message"].startswith("Connector configuration is invalid and contains the "
+                                      "following 1 error(s):\ntopic: Missing required")
+    code, body = connect.call("POST", "/connectors", {"name": "bad", "config": {
+        "connector.class": "NoSuchConnector"}})
+    assert code == 400 and "NoSuchConnector" in body["message"]
+    code, body = connect.call("PUT", "/connectors/a/config", {
+        "name": "b", "connector.class": "FileStreamSource", "topic": "t", "file": "/x"})
+    assert code == 400 and body["message"] == ("Connector name configuration (b) doesn't match "
+                                               "connector name in the URL (a)")
+    assert connect.call("GET", "/connectors/bad")[0] == 404
+    # Bodies of the wrong shape are refused with 400, and the worker stays up.
+    for method, path, raw in (("POST", "/connectors", b"[1]"),
+                              ("POST", "/connectors", b'{"name": "x", "config": "text"}'),
+                              ("POST", "/connectors", b'{"name": "x", "config": {},'
+                                                      b' "initial_state": "FLYING"}'),
+                              ("PUT", "/connectors/x/config", b'"text"'),
+                              ("PUT", "/connector-plugins/FileStreamSink/config/validate", b"7"),
+                              ("POST", "/connectors/x/restart?includeTasks=maybe", b"")):
+        code, body = connect.call(method, path, raw=raw)
+        assert code in (400, 404) and body["error_code"] == code, (path, raw, body)
+    assert connect.call("GET", "/")[0] == 200
+
+
+def test_stopped_connector_offsets_kip875(connect: ConnectProcess, tmp_path: Path,
+                                          shared_broker: BrokerProcess) -> None:
+    """Created STOPPED, nothing runs; its offsets are written and reset through the API and
+    land in connect-offsets in Kafka's shape; the config topic holds Kafka's records."""
+    source = tmp_path / "in.txt"
+    config = {"connector.class": "FileStreamSource", "file": str(source), "topic": "t-stopped"}
+    code, info = connect.call("POST", "/connectors", {"name": "parked", "config": config,
+                                                      "initial_state": "STOPPED"})
+    assert code == 201, info
+    assert info == {"name": "parked", "config": {**config, "name": "parked"}, "tasks": [],
+                    "type": "source"}
+    assert connect.call("POST", "/connectors", {"name": "parked", "config": config}) == (
+        409, {"error_code": 409, "message": "Connector parked already exists"})
+    wait_for("STOPPED", lambda: state_of(connect, "parked") == ("STOPPED", []),
+             log=connect.log)
+    assert connect.call("GET", "/connectors/parked/offsets") == (200, {"offsets": []})
+
+    at = {"partition": {"filename": str(source)}, "offset": {"position": 5}}
+    code, body = connect.call("PATCH", "/connectors/parked/offsets", {"offsets": [at]})
+    assert (code, body) == (200, {"message": "The offsets for this connector have been "
+                                             "altered successfully"})
+    assert connect.call("GET", "/connectors/parked/offsets") == (200, {"offsets": [at]})
+    bad = {"partition": {"filename": str(source)}, "offset": {"position": -1}}
+    code, body = connect.call("PATCH", "/connectors/parked/offsets", {"offsets": [bad]})
+    assert code == 400 and "non-negative" in body["message"]
+
+    view = latest(read_topic(shared_broker.bootstrap, "connect-configs"))
+    assert view["connector-parked"] == {"properties": {**config, "name": "parked"}}
+    assert view["target-state-parked"] == {"state": "PAUSED", "state.v2": "STOPPED"}
+    assert view["commit-parked"] == {"tasks": 0}
+    offsets = read_topic(shared_broker.bootstrap, "connect-offsets")
+    assert (json.dumps(["parked", {"filename": str(source)}], separators=(",", ":")).encode(),
+            b'{"position":5}') in offsets
+    status = latest(read_topic(shared_broker.bootstrap, "connect-status"))
+    assert status["status-connector-parked"]["state"] == "STOPPED"
+    assert status["status-connector-parked"]["worker_id"] == f"127.0.0.1:{connect.port}"
+
+    # The command line over the same API.
+    listed = json.loads(ok("connect", "list", "--url", connect.url, "--format", "json"))
+    assert listed == [{"name": "parked", "type": "source", "state": "STOPPED", "tasks": None,
+                       "worker": f"127.0.0.1:{connect.port}"}]
+    shown = json.loads(ok("connect", "offsets", "parked", "--url", connect.url, "--format", "json"))
+    assert shown == [{"partition": json.dumps({"filename": str(source)}),
+                      "offset": '{"position": 5}'}]
+    refused = odradek("connect", "status", "nope", "--url", connect.url)
+    assert refused.returncode == 1 and "Connector nope not found (404)" in refused.stderr
+
+    assert connect.call("DELETE", "/connectors/parked/offsets") == (
+        200, {"message": "The offsets for this connector have been reset successfully"})
+    assert connect.call("GET", "/connectors/parked/offsets") == (200, {"offsets": []})
+    assert connect.call("DELETE", "/connectors/parked") == (204, None)
+    wait_for("the connector gone", lambda: connect.call("GET", "/connectors") == (200, []))
+    # Its statuses are tombstoned (Kafka writes DESTROYED as null).
+    wait_for("status tombstones", lambda: "status-connector-parked" not in latest(
+        read_topic(shared_broker.bootstrap, "connect-status")))
+
+
+# ---- connectors moving data through Spark ----------------------------------------------------
+def test_file_source_to_file_and_parquet_sinks(connect: ConnectProcess, tmp_path: Path,
+                                               shared_broker: BrokerProcess) -> None:
+    source, sink, lake = tmp_path / "test.txt", tmp_path / "test.sink.txt", tmp_path / "lake"
+    source.write_text("zero\none\ntwo\n")
+    # Started STOPPED with its offset past the first line: the query must begin there.
+    src = {"connector.class": "FileStreamSource", "file": str(source), "topic": "quick"}
+    assert connect.call("POST", "/connectors", {"name": "src", "config": src,
+                                                "initial_state": "STOPPED"})[0] == 201
+    wait_for("src STOPPED", lambda: state_of(connect, "src") == ("STOPPED", []), log=connect.log)
+    assert connect.call("PATCH", "/connectors/src/offsets", {"offsets": [
+        {"partition": {"filename": str(source)}, "offset": {"position": len("zero\n")}}]})[0] == 200
+    assert connect.call("PUT", "/connectors/src/resume") == (202, None)
+    code, info = connect.call("PUT", "/connectors/sink/config", {
+        "connector.class": "FileStreamSink", "file": str(sink), "topics": "quick"})
+    assert code == 201 and info["tasks"] == [{"connector": "sink", "task": 0}]
+    code, info = connect.call("POST", "/connectors", {"name": "lake", "config": {
+        "connector.class": "odradek.connect.lake.LakeSinkConnector", "topics": "quick",
+        "path": str(lake), "tasks.max": "2"}})
+    assert code == 201 and len(info["tasks"]) == 2
+
+    wait_for("two lines in the sink file", lambda: lines(sink) == ["one", "two"],
+             timeout=300, log=connect.log)
+    assert state_of(connect, "src") == ("RUNNING", ["RUNNING"])
+    assert state_of(connect, "sink") == ("RUNNING", ["RUNNING"])
+    # The worker's default converter is JsonConverter with schemas, as the quickstart shows.
+    values = [v for _, v in read_topic(shared_broker.bootstrap, "quick")]
+    assert values == [b'{"schema":{"type":"string","optional":false},"payload":"one"}',
+                      b'{"schema":{"type":"string","optional":false},"payload":"two"}']
+
+    with source.open("a") as out:
+        out.write("three\n")
+    wait_for("a streamed line", lambda: lines(sink) == ["one", "two", "three"], log=connect.log)
+    size = source.stat().st_size
+    wait_for("the source offset", lambda: connect.call("GET", "/connectors/src/offsets") == (
+        200, {"offsets": [{"partition": {"filename": str(source)},
+                           "offset": {"position": size}}]}), log=connect.log)
+    wait_for("the sink offset", lambda: connect.call("GET", "/connectors/sink/offsets") == (
+        200, {"offsets": [{"partition": {"kafka_topic": "quick", "kafka_partition": 0},
+                           "offset": {"kafka_offset": 3}}]}), log=connect.log)
+
+    # Paused, the file grows; resumed, the query starts again from connect-offsets: the new
+    # line arrives once, nothing before it again.
+    assert connect.call("PUT", "/connectors/src/pause") == (202, None)
+    wait_for("src PAUSED", lambda: state_of(connect, "src") == ("PAUSED", ["PAUSED"]),
+             log=connect.log)
+    with source.open("a") as out:
+        out.write("four\n")
+    assert connect.call("PUT", "/connectors/src/resume") == (202, None)
+    wait_for("the line written while paused", lambda: lines(sink) == [
+        "one", "two", "three", "four"], log=connect.log)
+    # A restart of the sink (a new query, from the group's offsets, once they hold the last
+    # batch: before that a restart would repeat it, at-least-once) repeats nothing either.
+    wait_for("the sink offset after four", lambda: connect.call(
+        "GET", "/connectors/sink/offsets")[1]["offsets"][0]["offset"] == {"kafka_offset": 4},
+        log=connect.log)
+    assert connect.call("POST", "/connectors/sink/restart") == (204, None)
+    with source.open("a") as out:
+        out.write("five\n")
+    wait_for("a line after the restart", lambda: lines(sink) == [
+        "one", "two", "three", "four", "five"], log=connect.log)
+
+    import pyarrow.dataset as ds
+
+    def lake_values() -> list[str]:
+        if not lake.exists():
+            return []
+        table = ds.dataset(str(lake), format="parquet").to_table()
+        return [v for _, v in sorted(zip(table["offset"].to_pylist(),
+                                         table["value"].to_pylist(), strict=True))]
+
+    wait_for("the lake's rows", lambda: lake_values() == ["one", "two", "three", "four", "five"],
+             log=connect.log)
+
+    # A sink that cannot write fails its task, with the error as the trace.
+    code, _ = connect.call("POST", "/connectors", {"name": "broken", "config": {
+        "connector.class": "FileStreamSink", "file": str(tmp_path), "topics": "quick"}})
+    assert code == 201
+    wait_for("the task FAILED", lambda: state_of(connect, "broken") == ("RUNNING", ["FAILED"]),
+             log=connect.log)
+    task = connect.call("GET", "/connectors/broken/tasks/0/status")[1]
+    assert task["state"] == "FAILED" and "IsADirectoryError" in task["trace"]
+    code, body = connect.call("POST", "/connectors/broken/restart?includeTasks=true&onlyFailed=true")
+    assert code == 202 and body["tasks"][0]["state"] == "RESTARTING"
+    assert body["connector"]["state"] == "RUNNING"
+    for name in ("src", "sink", "lake", "broken"):
+        assert connect.call("DELETE", f"/connectors/{name}") == (204, None)
+
+
+# ---- several workers in one group ------------------------------------------------------------
+def test_two_workers_share_connectors_and_take_over(connect: ConnectProcess, tmp_path: Path,
+                                                    shared_broker: BrokerProcess) -> None:
+    """A second worker in the group gets connectors through JoinGroup/SyncGroup; killed with
+    SIGKILL, its connectors come back to the first once its session lapses. Connectors are
+    created STOPPED: their owner reports them (status worker_id) without starting Spark."""
+    names = [f"g{i}" for i in range(4)]
+    for name in names:
+        code, _ = connect.call("POST", "/connectors", {"name": name, "initial_state": "STOPPED",
+                                                       "config": {"connector.class": "FileStreamSink",
+                                                                  "file": str(tmp_path / name),
+                                                                  "topics": "quick"}})
+        assert code == 201
+
+    def owners() -> dict[str, str | None]:
+        out: dict[str, str | None] = {}
+        for name in names:
+            code, body = connect.call("GET", f"/connectors/{name}/status")
+            ok = code == 200 and body["connector"]["state"] == "STOPPED"
+            out[name] = body["connector"]["worker_id"] if ok else None
+        return out
+
+    first = f"127.0.0.1:{connect.port}"
+    wait_for("the first worker owning all", lambda: set(owners().values()) == {first},
+             log=connect.log)
+    second = ConnectProcess(shared_broker.bootstrap, tmp_path, extra=GROUP_TIMEOUTS).start()
+    try:
+        other = f"127.0.0.1:{second.port}"
+
+        def both() -> dict[str, str | None] | None:
+            now = owners()
+            return now if set(now.values()) == {first, other} else None
+
+        spread = wait_for("connectors spread over both workers", both,
+                          log=lambda: connect.log() + second.log())
+        assert sorted(spread.values()).count(other) == 2  # round-robin over two members
+        # Either worker answers for every connector (the state is the topics').
+        assert second.call("GET", "/connectors")[1] == sorted(names)
+        assert second.proc is not None
+        second.proc.kill()
+        second.proc.wait()
+        wait_for("the survivor owning all again", lambda: set(owners().values()) == {first},
+                 log=connect.log)
+    finally:
+        second.stop()
+    for name in names:
+        assert connect.call("DELETE", f"/connectors/{name}") == (204, None)
