@@ -87,6 +87,11 @@ GROUP_COORDINATOR_BROKER_DEFS = [
        "The maximum heartbeat interval for share group members." + _SHARE_ONLY),
     _d("group.share.record.lock.duration.ms", I, 30_000, between(1_000, 3_600_000),
        "The record acquisition lock duration in milliseconds for share groups." + _SHARE_ONLY),
+    _d("group.share.delivery.count.limit", I, 5, between(2, 10),
+       "The maximum number of delivery attempts for a record delivered to a share group."
+       + _SHARE_ONLY),
+    _d("group.share.partition.max.record.locks", I, 2000, between(100, 10_000),
+       "Share-group record lock limit per share-partition." + _SHARE_ONLY),
     _d("group.share.min.record.lock.duration.ms", I, 15_000, between(1_000, 30_000),
        "The record acquisition lock minimum duration in milliseconds for share groups."
        + _SHARE_ONLY),
