@@ -1,0 +1,297 @@
+"""The share coordinator of one node: share groups' membership, the share-partitions this
+node leads for them, their share sessions, and the share-partition state persisted in
+`__share_group_state` (the persister, Kafka's ShareCoordinator with its snapshot records).
+
+Every share-partition's state is written as one snapshot record, keyed by (group, topic
+id, partition), to the partition of `__share_group_state` its key hashes to, whenever the
+state changed (acquire, acknowledge, lock timeout, a member leaving); the compacted topic
+keeps the last one. On load (the runtime replays the partitions this node leads) the
+snapshots are read back and a share-partition resumes from its own on first use. The
+topic is created when the first share group appears, so a node that never serves one does
+not carry its 50 partitions.
+
+What is not persisted, stated plainly: share-group membership (Kafka writes it to
+`__consumer_offsets`); members re-join after a coordinator restart, as they do after a
+session timeout. A share-partition is served by the leader of its topic-partition and its
+state lives on the leader of its `__share_group_state` partition: both must be this node
+(always so on a single node; in a cluster a share fetch for a partition whose state
+partition is led elsewhere gets COORDINATOR_NOT_AVAILABLE, as the inter-broker
+Read/WriteShareGroupState persister is not built).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import re
+import time
+import uuid
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from odradek.coordinator.offsets_topic import partition_for
+from odradek.coordinator.runtime import (
+    CoordinatorRuntime,
+    ensure_internal_topic,
+    internal_topic_spec,
+)
+from odradek.coordinator.share.group import HeartbeatAnswer, ShareGroup, TopicLookup
+from odradek.coordinator.share.partition import SharePartition
+from odradek.coordinator.share.sessions import ShareSessionCache
+from odradek.coordinator.share.state_log import (
+    TOPIC,
+    ShareKey,
+    ShareSnapshot,
+    decode_key,
+    decode_value,
+    encode_key,
+    encode_value,
+)
+from odradek.protocol.errors import ErrorCode, ProtocolError
+from odradek.protocol.records import decode_records
+
+log = logging.getLogger(__name__)
+E = ErrorCode
+SWEEP_JOB = "share-group-sweep"
+# lock timeouts and session expiries are checked this often (a lock ends at most this late)
+SWEEP_INTERVAL_S = 0.1
+_DURATION = re.compile(r"by_duration:P(?:(\d+)D)?(?:T(?:(\d+)H)?(?:(\d+)M)?(?:(\d+(?:\.\d+)?)S)?)?")
+
+
+def _now() -> float:
+    return time.time() * 1000
+
+
+class ShareCoordinator:
+    def __init__(self, runtime: CoordinatorRuntime, config: Any, topics: TopicLookup,
+                 topic_name: Callable[[uuid.UUID], str | None],
+                 group_overrides: Callable[[str], Mapping[str, str]],
+                 create_topic: Callable[[], Any] | None = None) -> None:
+        self.runtime = runtime
+        self.config = config
+        self.topics = topics
+        self.topic_name = topic_name
+        self.group_overrides = group_overrides
+        self._create_topic = create_topic  # async: create __share_group_state, its count
+        self.num_partitions = 0  # of __share_group_state; 0 until it exists here
+        self.groups: dict[str, ShareGroup] = {}
+        self.partitions: dict[ShareKey, SharePartition] = {}
+        self.snapshots: dict[ShareKey, ShareSnapshot] = {}
+        self.sessions = ShareSessionCache(self._int("group.share.max.share.sessions", 2000))
+        self._written: dict[ShareKey, int] = {}  # key -> SharePartition.version last written
+        self._ready_lock = asyncio.Lock()
+
+    # ------------------------------------------------------------------ config
+
+    def _int(self, name: str, default: int) -> int:
+        try:
+            value = self.config.get(name)
+        except Exception:
+            value = None
+        return default if value is None else int(value)
+
+    def _group_int(self, group_id: str, name: str, broker_name: str, default: int) -> int:
+        value = self.group_overrides(group_id).get(name)
+        return int(value) if value is not None else self._int(broker_name, default)
+
+    def lock_duration_ms(self, group_id: str) -> int:
+        return self._group_int(group_id, "share.record.lock.duration.ms",
+                               "group.share.record.lock.duration.ms", 30_000)
+
+    def _auto_offset_reset(self, group_id: str) -> str:
+        return str(self.group_overrides(group_id).get("share.auto.offset.reset") or "latest")
+
+    # ------------------------------------------------------------------ readiness
+
+    async def ensure_ready(self) -> ErrorCode:
+        """Create and load `__share_group_state` on first use; COORDINATOR_NOT_AVAILABLE
+        while it cannot be."""
+        if self.num_partitions:
+            return E.none
+        async with self._ready_lock:
+            if not self.num_partitions:
+                if self._create_topic is None:
+                    return E.coordinator_not_available
+                n = await self._create_topic()
+                self.runtime.register(TOPIC, n, self)
+                self.num_partitions = n
+                await self.runtime.follow_leadership()
+                self.runtime.scheduler.every(SWEEP_JOB, SWEEP_INTERVAL_S, self.sweep)
+        return E.none
+
+    def load_existing(self, n: int) -> int:
+        """At startup, when the topic exists: register and replay what this node leads."""
+        self.runtime.register(TOPIC, n, self)
+        self.num_partitions = n
+        count = self.runtime.load(TOPIC, self.runtime.led_partitions(TOPIC))
+        self.runtime.scheduler.every(SWEEP_JOB, SWEEP_INTERVAL_S, self.sweep)
+        return count
+
+    # ------------------------------------------------------------------ CoordinatorShard
+
+    def replay_partition(self, partition: int) -> int:
+        count = 0
+        for header, batch in self.runtime.replay(TOPIC, partition):
+            if header.attributes & 0x20:  # control batch
+                continue
+            for rec in decode_records(header, batch):
+                if rec.key is None:
+                    continue
+                try:
+                    key = decode_key(rec.key)
+                    if rec.value is None:
+                        self.snapshots.pop(key, None)
+                    else:
+                        self.snapshots[key] = decode_value(rec.value)
+                except ProtocolError as e:
+                    log.warning("skipping a bad record of %s-%d: %s", TOPIC, partition, e)
+                    continue
+                count += 1
+        return count
+
+    def unload_partition(self, partition: int) -> None:
+        for d in (self.snapshots, self.partitions):
+            for key in [k for k in d if self.state_partition(k) == partition]:
+                del d[key]  # type: ignore[attr-defined]
+
+    def partition_loaded(self, partition: int) -> None:
+        pass
+
+    def state_partition(self, key: ShareKey) -> int:
+        return partition_for(key.coordinator_key(), self.num_partitions)
+
+    def owns(self, key: ShareKey) -> ErrorCode:
+        if not self.num_partitions:
+            return E.coordinator_not_available
+        code = self.runtime.error_for(TOPIC, self.state_partition(key))
+        return E.coordinator_not_available if code == E.not_coordinator else code
+
+    # ------------------------------------------------------------------ membership
+
+    def heartbeat(self, group_id: str, member_id: str, member_epoch: int,
+                  subscribed: list[str] | None, rack_id: str | None, client_id: str,
+                  client_host: str) -> HeartbeatAnswer:
+        group = self.groups.get(group_id)
+        if group is None:
+            if member_epoch != 0:
+                return HeartbeatAnswer(E.unknown_member_id, f"Group {group_id} not found.",
+                                       member_id, member_epoch, 0)
+            group = self.groups[group_id] = ShareGroup(group_id)
+        session = self._group_int(group_id, "share.session.timeout.ms",
+                                  "group.share.session.timeout.ms", 45_000)
+        interval = self._group_int(group_id, "share.heartbeat.interval.ms",
+                                   "group.share.heartbeat.interval.ms", 5_000)
+        answer = group.heartbeat(member_id, member_epoch, subscribed, rack_id, client_id,
+                                 client_host, _now(), session, interval,
+                                 self._int("group.share.max.size", 200), self.topics)
+        if member_epoch == -1:
+            self._member_gone(group_id, member_id)
+        return answer
+
+    def _member_gone(self, group_id: str, member_id: str) -> None:
+        # its share session stays: the client closes it with its final acknowledgements
+        for key, sp in self.partitions.items():
+            if key.group_id == group_id:
+                sp.release_member(member_id)
+        self.persist_changed()
+
+    # ------------------------------------------------------------------ share-partitions
+
+    def share_partition(self, key: ShareKey, part: Any) -> SharePartition:
+        """The share-partition of a group on a topic-partition this node leads (`part`):
+        from its persisted snapshot, else started where share.auto.offset.reset says."""
+        sp = self.partitions.get(key)
+        log_start, hw = part.log_start_offset, part.high_watermark
+        if sp is None:
+            sp = SharePartition(
+                log_start, delivery_count_limit=self._group_int(
+                    key.group_id, "share.delivery.count.limit",
+                    "group.share.delivery.count.limit", 5),
+                max_record_locks=self._group_int(
+                    key.group_id, "share.partition.max.record.locks",
+                    "group.share.partition.max.record.locks", 2000),
+                lock_duration_ms=self.lock_duration_ms(key.group_id))
+            snap = self.snapshots.get(key)
+            if snap is not None:
+                sp.restore(snap.start_offset, snap.batches)
+            else:
+                sp.reset(self._initial_offset(key.group_id, part, log_start, hw))
+                sp.version = 1  # the start offset chosen is state to write
+            self.partitions[key] = sp
+        sp.lock_duration_ms = self.lock_duration_ms(key.group_id)
+        sp.move_start(log_start)
+        return sp
+
+    def _initial_offset(self, group_id: str, part: Any, log_start: int, hw: int) -> int:
+        reset = self._auto_offset_reset(group_id)
+        if reset == "earliest":
+            return log_start
+        m = _DURATION.fullmatch(reset)
+        if m is not None:
+            days, hours, minutes, seconds = (float(g) if g else 0.0 for g in m.groups())
+            ago = ((days * 24 + hours) * 60 + minutes) * 60_000 + seconds * 1000
+            found = part.log.offset_for_timestamp(int(time.time() * 1000 - ago)) \
+                if hasattr(part.log, "offset_for_timestamp") else None
+            return int(found) if found is not None else hw
+        return hw  # latest
+
+    def persist_changed(self) -> ErrorCode:
+        """Write a snapshot of every share-partition whose state changed since its last."""
+        worst = E.none
+        for key, sp in self.partitions.items():
+            if self._written.get(key) == sp.version:
+                continue
+            code = self.persist(key, sp)
+            if code != E.none:
+                worst = code
+        return worst
+
+    def persist(self, key: ShareKey, sp: SharePartition) -> ErrorCode:
+        start, batches = sp.snapshot()
+        snap = ShareSnapshot(0, start, tuple(batches), int(time.time() * 1000))
+        if self.owns(key) != E.none:
+            return E.coordinator_not_available
+        result = self.runtime.append(TOPIC, self.state_partition(key),
+                                     [(encode_key(key), encode_value(snap))])
+        if result.error != E.none:
+            return ErrorCode(result.error)
+        self.snapshots[key] = snap
+        self._written[key] = sp.version
+        return E.none
+
+    # ------------------------------------------------------------------ timers
+
+    def sweep(self) -> None:
+        """Expire members whose session ended (their records are released) and acquisition
+        locks that ran out, then persist what changed."""
+        now = _now()
+        for group in list(self.groups.values()):
+            for member_id in group.expire(now, self.topics):
+                log.info("share group %s: member %s session expired", group.group_id,
+                         member_id)
+                self.sessions.drop_member(group.group_id, member_id)
+                for key, sp in self.partitions.items():
+                    if key.group_id == group.group_id:
+                        sp.release_member(member_id)
+        for sp in self.partitions.values():
+            deadline = sp.next_lock_deadline()
+            if deadline is not None and deadline <= now:
+                sp.expire_locks(now)
+        self.persist_changed()
+
+
+async def create_state_topic(runtime: CoordinatorRuntime, config: Any, image: Callable[[], Any],
+                             create_topics: Any, live_brokers: Callable[[], int]) -> int:
+    """Create `__share_group_state` (Kafka's share.coordinator.state.topic.* configs)."""
+    def get(name: str, default: int) -> int:
+        try:
+            value = config.get(name)
+        except Exception:
+            value = None
+        return default if value is None else int(value)
+
+    spec = internal_topic_spec(
+        TOPIC, get("share.coordinator.state.topic.num.partitions", 50),
+        get("share.coordinator.state.topic.replication.factor", 3), live_brokers(),
+        {"segment.bytes": str(get("share.coordinator.state.topic.segment.bytes", 104857600))})
+    return await ensure_internal_topic(image, create_topics, spec)
