@@ -64,6 +64,7 @@ async def start_coordinators(config: Any, controller: Any, replica_manager: Any,
         n = len(controller.image.topics_by_name[SHARE_STATE_TOPIC].partitions)
         count = await asyncio.to_thread(share.load_existing, n)
         log.info("share coordinator loaded %d records of %s", count, SHARE_STATE_TOPIC)
+        share.start()
     return Coordinators(runtime, group, txn, share)
 
 

@@ -120,12 +120,15 @@ class ShareCoordinator:
         return E.none
 
     def load_existing(self, n: int) -> int:
-        """At startup, when the topic exists: register and replay what this node leads."""
+        """At startup, when the topic exists: register and replay what this node leads.
+        Blocking (runs in a thread)."""
         self.runtime.register(TOPIC, n, self)
         self.num_partitions = n
-        count = self.runtime.load(TOPIC, self.runtime.led_partitions(TOPIC))
+        return self.runtime.load(TOPIC, self.runtime.led_partitions(TOPIC))
+
+    def start(self) -> None:
+        """Start the sweep (on the event loop, after `load_existing`)."""
         self.runtime.scheduler.every(SWEEP_JOB, SWEEP_INTERVAL_S, self.sweep)
-        return count
 
     # ------------------------------------------------------------------ CoordinatorShard
 
