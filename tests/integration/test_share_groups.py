@@ -2,13 +2,18 @@
 ShareConsumer over librdkafka) against one node: more consumers than partitions each get
 records and every record is delivered once accepted; a released record comes back with a
 higher delivery count; a record released at the delivery-count limit is archived and never
-comes back; what was acknowledged survives a restart of the node."""
+comes back; what was acknowledged survives a restart of the node. At the wire: bad
+acknowledgements and session epochs get Kafka's error codes and change nothing, and a
+record whose acquisition lock ran out goes to another member."""
 
 from __future__ import annotations
 
+import datetime
 import time
+import uuid
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from confluent_kafka import AcknowledgeType, Producer, ShareConsumer
@@ -20,8 +25,20 @@ from confluent_kafka.admin import (
     NewTopic,
     ResourceType,
 )
+from kio.schema.share_acknowledge.v1.request import AcknowledgementBatch as AckBatchV1
+from kio.schema.share_acknowledge.v1.request import (
+    AcknowledgePartition,
+    AcknowledgeTopic,
+    ShareAcknowledgeRequest,
+)
+from kio.schema.share_fetch.v1.request import AcknowledgementBatch as FetchAckBatch
+from kio.schema.share_fetch.v1.request import FetchPartition, FetchTopic, ShareFetchRequest
+from kio.schema.share_group_heartbeat.v1.request import ShareGroupHeartbeatRequest
+from kio.static.primitive import i8, i32, i32Timedelta, i64
 
+from odradek.protocol.errors import ErrorCode as E
 from tests.support.broker import BrokerProcess
+from tests.support.wire import Conn
 
 DEADLINE_S = 60
 
@@ -29,8 +46,10 @@ DEADLINE_S = 60
 @pytest.fixture(scope="module")
 def node(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
     # the delivery limit at its minimum (2) keeps the archive case short
+    # and locks as short as a group may set them (1 s) for the lock-timeout case
     b = BrokerProcess(Path(tmp_path_factory.mktemp("share")) / "data",
-                      settings={"group.share.delivery.count.limit": "2"})
+                      settings={"group.share.delivery.count.limit": "2",
+                                "group.share.min.record.lock.duration.ms": "1000"})
     b.start(timeout=120)
     try:
         yield b
@@ -38,12 +57,14 @@ def node(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
         b.stop()
 
 
-def _setup(node: BrokerProcess, topic: str, group: str, partitions: int, n: int) -> None:
+def _setup(node: BrokerProcess, topic: str, group: str, partitions: int, n: int,
+           **group_configs: str) -> None:
     admin = AdminClient({"bootstrap.servers": node.bootstrap})
     admin.create_topics([NewTopic(topic, partitions, 1)])[topic].result()
-    res = ConfigResource(ResourceType.GROUP, group, incremental_configs=[ConfigEntry(
-        "share.auto.offset.reset", "earliest",
-        incremental_operation=AlterConfigOpType.SET)])
+    configs = {"share.auto.offset.reset": "earliest", **group_configs}
+    res = ConfigResource(ResourceType.GROUP, group, incremental_configs=[
+        ConfigEntry(k, v, incremental_operation=AlterConfigOpType.SET)
+        for k, v in configs.items()])
     for f in admin.incremental_alter_configs([res]).values():
         f.result()
     p = Producer({"bootstrap.servers": node.bootstrap})
@@ -161,3 +182,99 @@ def test_acknowledged_state_survives_a_restart(node: BrokerProcess) -> None:
     finally:
         c.close()
     assert sorted(after) == [str(i).encode() for i in range(5, 10)]
+
+
+# ---------------------------------------------------------------- at the wire
+
+
+def _join(conn: Conn, group: str, member: str, topic: str) -> uuid.UUID:
+    r = conn.request(ShareGroupHeartbeatRequest(
+        group_id=group, member_id=member, member_epoch=i32(0), rack_id=None,
+        subscribed_topic_names=(topic,)))
+    assert r.error_code == 0 and r.assignment is not None, r
+    return r.assignment.topic_partitions[0].topic_id
+
+
+def _fetch(conn: Conn, group: str, member: str, epoch: int, tid: uuid.UUID | None,
+           wait_ms: int = 0, acks: tuple = ()) -> Any:
+    topics = () if tid is None else (FetchTopic(topic_id=tid, partitions=(FetchPartition(
+        partition_index=i32(0), acknowledgement_batches=acks),)),)
+    return conn.request(ShareFetchRequest(
+        group_id=group, member_id=member, share_session_epoch=i32(epoch),
+        max_wait=i32Timedelta.parse(datetime.timedelta(milliseconds=wait_ms)),
+        min_bytes=i32(1), max_bytes=i32(1 << 20), max_records=i32(100), batch_size=i32(100),
+        topics=topics, forgotten_topics_data=()))
+
+
+def _ack(conn: Conn, group: str, member: str, epoch: int, tid: uuid.UUID, first: int,
+         last: int, kind: int = 1) -> Any:
+    return conn.request(ShareAcknowledgeRequest(
+        group_id=group, member_id=member, share_session_epoch=i32(epoch), topics=(
+            AcknowledgeTopic(topic_id=tid, partitions=(AcknowledgePartition(
+                partition_index=i32(0), acknowledgement_batches=(AckBatchV1(
+                    first_offset=i64(first), last_offset=i64(last),
+                    acknowledge_types=(i8(kind),)),)),)),)))
+
+
+def _acquired(r: Any) -> list[tuple[int, int, int]]:
+    return [(a.first_offset, a.last_offset, a.delivery_count)
+            for t in r.responses for p in t.partitions for a in p.acquired_records]
+
+
+def _part_code(r: Any) -> int:
+    return int(r.responses[0].partitions[0].error_code)
+
+
+def test_bad_acknowledgements_and_epochs_change_nothing(node: BrokerProcess) -> None:
+    _setup(node, "sq-bad", "sg-bad", 1, 5, **{"share.record.lock.duration.ms": "1000"})
+    with Conn(node.port) as a, Conn(node.port) as b:
+        tid = _join(a, "sg-bad", "member-a", "sq-bad")
+        _join(b, "sg-bad", "member-b", "sq-bad")
+        got: list[tuple[int, int, int]] = []
+        deadline = time.monotonic() + DEADLINE_S
+        epoch_a = 0
+        while not got:  # the first fetch opens the session; later ones wait for records
+            if time.monotonic() > deadline:
+                pytest.fail("member a acquired nothing")
+            r = _fetch(a, "sg-bad", "member-a", epoch_a, tid, wait_ms=500)
+            assert r.error_code == 0, r
+            epoch_a += 1
+            got = _acquired(r)
+        assert got == [(0, 4, 1)]
+        # a wrong session epoch, and acknowledgements on the session-opening fetch
+        assert _fetch(a, "sg-bad", "member-a", epoch_a + 5, tid).error_code == \
+            E.invalid_share_session_epoch
+        r = _fetch(b, "sg-bad", "member-b", 0, tid, acks=(AckBatchV1Fetch(0, 4),))
+        assert r.error_code == E.invalid_request
+        assert _ack(b, "sg-bad", "member-b", 1, tid, 0, 4).error_code == \
+            E.share_session_not_found
+        r = _fetch(b, "sg-bad", "member-b", 0, tid)  # b's session, nothing to acquire
+        assert r.error_code == 0 and not _acquired(r)
+        # b acknowledges a's records; a acknowledges past what it acquired
+        assert _part_code(_ack(b, "sg-bad", "member-b", 1, tid, 0, 4)) == \
+            E.invalid_record_state
+        assert _part_code(_ack(a, "sg-bad", "member-a", epoch_a, tid, 3, 9)) == \
+            E.invalid_request
+        epoch_a += 1
+        # nothing changed: a still holds 0-4, and accepts 0-1 (records 2-4 are left to
+        # run out their 1 s lock)
+        assert _part_code(_ack(a, "sg-bad", "member-a", epoch_a, tid, 0, 1)) == 0
+        epoch_a += 1
+        # lock timeout: b gets 2-4 again, on their second delivery
+        again: list[tuple[int, int, int]] = []
+        epoch_b = 1
+        while not again:
+            if time.monotonic() > deadline:
+                pytest.fail("the records whose lock ran out never came back")
+            again = _acquired(_fetch(b, "sg-bad", "member-b", epoch_b, tid, wait_ms=500))
+            epoch_b += 1
+        assert again == [(2, 4, 2)]
+        # a's acknowledgement after its lock ran out is refused
+        assert _part_code(_ack(a, "sg-bad", "member-a", epoch_a, tid, 2, 2)) == \
+            E.invalid_record_state
+        assert _part_code(_ack(b, "sg-bad", "member-b", epoch_b, tid, 2, 4)) == 0
+
+
+def AckBatchV1Fetch(first: int, last: int) -> Any:
+    return FetchAckBatch(first_offset=i64(first), last_offset=i64(last),
+                         acknowledge_types=(i8(1),))

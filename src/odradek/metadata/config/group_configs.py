@@ -45,7 +45,7 @@ I = ConfigType.INT  # noqa: E741
 S = ConfigType.STRING
 LST = ConfigType.LIST
 
-_SHARE_ONLY = " Stored now; odradek applies it once it serves share groups (KIP-932)."
+_SHARE_ONLY = " (Share groups, KIP-932.)"
 _STREAMS_ONLY = " Stored now; odradek applies it once it serves streams groups (KIP-1071)."
 
 
@@ -163,7 +163,9 @@ _GROUP_DEFS: list[tuple[ConfigDef, str | None]] = [
     (_d("share.isolation.level", S, "read_uncommitted",
         one_of("read_committed", "read_uncommitted"),
         "Controls how to read records written transactionally: read_committed delivers only "
-        "committed transactional records, read_uncommitted all of them." + _SHARE_ONLY), None),
+        "committed transactional records, read_uncommitted all of them. odradek does not "
+        "apply read_committed to share groups yet: their fetches read up to the high "
+        "watermark." + _SHARE_ONLY), None),
     (_d("share.record.lock.duration.ms", I, 30_000, at_least(1_000),
         "The record acquisition lock duration in milliseconds for share groups."
         + _SHARE_ONLY), "group.share.record.lock.duration.ms"),
