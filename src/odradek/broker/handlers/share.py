@@ -162,6 +162,9 @@ def _acknowledge(ctx: Any, group_id: str, member_id: str, topic_id: uuid.UUID,
         sp.acknowledge(member_id, batches, time.time() * 1000, renew_allowed=renew)
     except AckError as e:
         return e.code, e.message
+    if renew:
+        coord.arm(time.time() * 1000 + sp.lock_duration_ms)
+    coord.notify_released()  # a release makes records available to waiting fetches
     return E.none, None
 
 
@@ -216,6 +219,7 @@ async def _acknowledge_request(ctx: Any, header: Any, req: Any) -> Response:
     if closing:
         _release(ctx, req.group_id, req.member_id)
     code = coord.persist_changed()
+    coord.notify_released()
     if code != E.none:
         return top(code)
     return respond(header, {"throttle_time": 0, "error_code": E.none, "error_message": None,
@@ -272,6 +276,7 @@ async def _fetch(ctx: Any, header: Any, req: Any) -> Response:
                     ctx, t.topic_id, int(p.partition_index), ack=(code, message))
     if closing:
         _release(ctx, gid, mid)
+        coord.notify_released()
     else:
         allowed_topics = {tid for tid, _ in session.partitions
                           if _topic_allowed(ctx, header, coord, tid)}
@@ -366,13 +371,14 @@ def _acquire_all(ctx: Any, gid: str, mid: str, targets: list[tuple[uuid.UUID, in
         row["acquired_records"] = [{"first_offset": r.first_offset, "last_offset": r.last_offset,
                                     "delivery_count": r.delivery_count} for r in got]
         total += sum(r.last_offset - r.first_offset + 1 for r in got)
+        coord.arm(time.time() * 1000 + sp.lock_duration_ms)
     return total
 
 
 async def _wait_for_data(ctx: Any, coord: ShareCoordinator, targets: list[tuple[uuid.UUID, int]],
                          deadline: float) -> None:
-    """Until the high watermark of one of the partitions moves, a lock runs out, or the
-    deadline passes."""
+    """Until the high watermark of one of the partitions moves, records are released, or
+    the deadline passes."""
     loop = asyncio.get_running_loop()
     woken = asyncio.Event()
     parts = []
@@ -382,20 +388,20 @@ async def _wait_for_data(ctx: Any, coord: ShareCoordinator, targets: list[tuple[
         if part is not None:
             parts.append(part)
 
-    def wake(_part: Any, _size: int) -> None:
+    def wake(_part: Any = None, _size: int = 0) -> None:
         loop.call_soon(woken.set)
 
     for part in parts:
         part.add_watcher(wake)
+    # a released record (lock timeout, a release, a member leaving) is no HW move
+    coord.release_watchers.add(wake)
     try:
-        # a released record (lock timeout, another member's release) is not an HW move:
-        # look again at least every lock-sweep interval
-        timeout = min(max(0.0, deadline - time.monotonic()), 0.1)
         try:
-            await asyncio.wait_for(woken.wait(), timeout)
+            await asyncio.wait_for(woken.wait(), max(0.0, deadline - time.monotonic()))
         except TimeoutError:
             pass
     finally:
+        coord.release_watchers.discard(wake)
         for part in parts:
             part.remove_watcher(wake)
 

@@ -32,6 +32,7 @@ from typing import Any
 from odradek.coordinator.offsets_topic import partition_for
 from odradek.coordinator.runtime import (
     CoordinatorRuntime,
+    Timer,
     ensure_internal_topic,
     internal_topic_spec,
 )
@@ -52,9 +53,8 @@ from odradek.protocol.records import decode_records
 
 log = logging.getLogger(__name__)
 E = ErrorCode
-SWEEP_JOB = "share-group-sweep"
-# lock timeouts and session expiries are checked this often (a lock ends at most this late)
-SWEEP_INTERVAL_S = 0.1
+# the key of the one timer that fires at the earliest lock or member-session deadline
+TIMER_KEY = (TOPIC, "deadlines")
 _DURATION = re.compile(r"by_duration:P(?:(\d+)D)?(?:T(?:(\d+)H)?(?:(\d+)M)?(?:(\d+(?:\.\d+)?)S)?)?")
 
 
@@ -80,6 +80,11 @@ class ShareCoordinator:
         self.sessions = ShareSessionCache(self._int("group.share.max.share.sessions", 2000))
         self._written: dict[ShareKey, int] = {}  # key -> SharePartition.version last written
         self._ready_lock = asyncio.Lock()
+        self._timer: Timer | None = None
+        self._timer_at: float | None = None
+        # called when records may have become available again (a release, a lock running
+        # out, a member leaving): share fetches waiting for records look again
+        self.release_watchers: set[Callable[[], None]] = set()
 
     # ------------------------------------------------------------------ config
 
@@ -116,7 +121,7 @@ class ShareCoordinator:
                 self.runtime.register(TOPIC, n, self)
                 self.num_partitions = n
                 await self.runtime.follow_leadership()
-                self.runtime.scheduler.every(SWEEP_JOB, SWEEP_INTERVAL_S, self.sweep)
+                self.start()
         return E.none
 
     def load_existing(self, n: int) -> int:
@@ -127,8 +132,8 @@ class ShareCoordinator:
         return self.runtime.load(TOPIC, self.runtime.led_partitions(TOPIC))
 
     def start(self) -> None:
-        """Start the sweep (on the event loop, after `load_existing`)."""
-        self.runtime.scheduler.every(SWEEP_JOB, SWEEP_INTERVAL_S, self.sweep)
+        """Arm the deadline timer (on the event loop, after `load_existing`)."""
+        self._rearm()
 
     # ------------------------------------------------------------------ CoordinatorShard
 
@@ -189,6 +194,8 @@ class ShareCoordinator:
                                  self._int("group.share.max.size", 200), self.topics)
         if member_epoch == -1:
             self._member_gone(group_id, member_id)
+        elif answer.error == E.none:
+            self.arm(_now() + session)
         return answer
 
     def _member_gone(self, group_id: str, member_id: str) -> None:
@@ -197,6 +204,7 @@ class ShareCoordinator:
             if key.group_id == group_id:
                 sp.release_member(member_id)
         self.persist_changed()
+        self.notify_released()
 
     # ------------------------------------------------------------------ share-partitions
 
@@ -264,10 +272,41 @@ class ShareCoordinator:
 
     # ------------------------------------------------------------------ timers
 
+    def arm(self, at_ms: float) -> None:
+        """Make sure the deadline timer fires by `at_ms` (a new lock or member session)."""
+        if self._timer is not None and not self._timer.cancelled() \
+                and self._timer_at is not None and self._timer_at <= at_ms:
+            return
+        if self._timer is not None:
+            self._timer.cancel()
+        self._timer_at = at_ms
+        self._timer = self.runtime.scheduler.call_later(
+            TIMER_KEY, max(0.0, at_ms - _now()) / 1000, self._fire)
+
+    def _fire(self) -> None:
+        self._timer = self._timer_at = None
+        try:
+            self.sweep()
+        finally:
+            self._rearm()
+
+    def _rearm(self) -> None:
+        deadlines = [d for d in (g.next_deadline() for g in self.groups.values())
+                     if d is not None]
+        deadlines += [d for d in (sp.next_lock_deadline() for sp in self.partitions.values())
+                      if d is not None]
+        if deadlines:
+            self.arm(min(deadlines))
+
+    def notify_released(self) -> None:
+        for wake in list(self.release_watchers):
+            wake()
+
     def sweep(self) -> None:
         """Expire members whose session ended (their records are released) and acquisition
-        locks that ran out, then persist what changed."""
+        locks that ran out, then persist what changed. Runs at the earliest deadline."""
         now = _now()
+        released = 0
         for group in list(self.groups.values()):
             for member_id in group.expire(now, self.topics):
                 log.info("share group %s: member %s session expired", group.group_id,
@@ -275,12 +314,14 @@ class ShareCoordinator:
                 self.sessions.drop_member(group.group_id, member_id)
                 for key, sp in self.partitions.items():
                     if key.group_id == group.group_id:
-                        sp.release_member(member_id)
+                        released += sp.release_member(member_id)
         for sp in self.partitions.values():
             deadline = sp.next_lock_deadline()
             if deadline is not None and deadline <= now:
-                sp.expire_locks(now)
+                released += sp.expire_locks(now)
         self.persist_changed()
+        if released:
+            self.notify_released()
 
 
 async def create_state_topic(runtime: CoordinatorRuntime, config: Any, image: Callable[[], Any],
