@@ -25,6 +25,29 @@ from confluent_kafka.admin import (
     NewTopic,
     ResourceType,
 )
+from kio.schema.alter_share_group_offsets.v0.request import (
+    AlterShareGroupOffsetsRequest,
+)
+from kio.schema.alter_share_group_offsets.v0.request import (
+    AlterShareGroupOffsetsRequestPartition as AlterPartition,
+)
+from kio.schema.alter_share_group_offsets.v0.request import (
+    AlterShareGroupOffsetsRequestTopic as AlterTopic,
+)
+from kio.schema.delete_groups.v2.request import DeleteGroupsRequest
+from kio.schema.delete_share_group_offsets.v0.request import (
+    DeleteShareGroupOffsetsRequest,
+)
+from kio.schema.delete_share_group_offsets.v0.request import (
+    DeleteShareGroupOffsetsRequestTopic as DeleteTopic,
+)
+from kio.schema.describe_share_group_offsets.v1.request import (
+    DescribeShareGroupOffsetsRequest,
+)
+from kio.schema.describe_share_group_offsets.v1.request import (
+    DescribeShareGroupOffsetsRequestGroup as DescribeGroup,
+)
+from kio.schema.list_groups.v5.request import ListGroupsRequest
 from kio.schema.share_acknowledge.v1.request import AcknowledgementBatch as AckBatchV1
 from kio.schema.share_acknowledge.v1.request import (
     AcknowledgePartition,
@@ -278,3 +301,68 @@ def test_bad_acknowledgements_and_epochs_change_nothing(node: BrokerProcess) -> 
 def AckBatchV1Fetch(first: int, last: int) -> Any:
     return FetchAckBatch(first_offset=i64(first), last_offset=i64(last),
                          acknowledge_types=(i8(1),))
+
+
+def test_share_group_admin(node: BrokerProcess) -> None:
+    """kafka-share-groups' calls at the wire: list with the type filter, describe the start
+    offsets and lag, reset them (the records are delivered again), delete the offsets and
+    the group."""
+    _setup(node, "sq-adm", "sg-adm", 1, 4)
+    c = _consumer(node, "sg-adm", "sq-adm")
+    got: list[bytes] = []
+    deadline = time.monotonic() + DEADLINE_S
+    try:
+        while len(got) < 4:
+            if time.monotonic() > deadline:
+                pytest.fail(f"got {got}")
+            got.extend(m.value() for m in _poll(c))
+        # implicit mode accepts a poll's records at the next poll or commit; librdkafka's
+        # close does neither (its final ShareAcknowledge carries no acknowledgements)
+        c.commit_sync()
+    finally:
+        c.close()
+    with Conn(node.port) as conn:
+        def describe() -> Any:
+            r = conn.request(DescribeShareGroupOffsetsRequest(groups=(
+                DescribeGroup(group_id="sg-adm", topics=None),)))
+            [g] = r.groups
+            assert g.error_code == 0, g
+            [t] = g.topics
+            [p] = t.partitions
+            return p
+
+        p = describe()
+        assert (p.start_offset, p.lag, p.error_code) == (4, 0, 0)
+        r = conn.request(ListGroupsRequest(states_filter=(), types_filter=("share",)))
+        assert [(g.group_id, g.group_type) for g in r.groups if g.group_id == "sg-adm"] == \
+            [("sg-adm", "share")]
+        assert all(g.group_type == "share" for g in r.groups)
+        # reset to the start: everything is delivered again, on a first delivery
+        r = conn.request(AlterShareGroupOffsetsRequest(group_id="sg-adm", topics=(AlterTopic(
+            topic_name="sq-adm", partitions=(AlterPartition(
+                partition_index=i32(0), start_offset=i64(0)),)),)))
+        assert r.error_code == 0 and r.responses[0].partitions[0].error_code == 0, r
+        p = describe()
+        assert (p.start_offset, p.lag) == (0, 4)
+    c = _consumer(node, "sg-adm", "sq-adm")
+    again: list[tuple[bytes, int]] = []
+    try:
+        while len(again) < 4:
+            if time.monotonic() > deadline:
+                pytest.fail(f"after the reset got {again}")
+            again.extend((m.value(), m.delivery_count()) for m in _poll(c))
+        with Conn(node.port) as conn:  # a member is in: the offsets cannot change
+            r = conn.request(DeleteShareGroupOffsetsRequest(
+                group_id="sg-adm", topics=(DeleteTopic(topic_name="sq-adm"),)))
+            assert r.error_code == E.non_empty_group
+    finally:
+        c.close()
+    assert sorted(again) == [(str(i).encode(), 1) for i in range(4)]
+    with Conn(node.port) as conn:
+        r = conn.request(DeleteShareGroupOffsetsRequest(
+            group_id="sg-adm", topics=(DeleteTopic(topic_name="sq-adm"),)))
+        assert r.error_code == 0 and r.responses[0].error_code == 0, r
+        r = conn.request(DeleteGroupsRequest(groups_names=("sg-adm",)))
+        assert [(x.group_id, x.error_code) for x in r.results] == [("sg-adm", 0)]
+        r = conn.request(ListGroupsRequest(states_filter=(), types_filter=("share",)))
+        assert "sg-adm" not in [g.group_id for g in r.groups]

@@ -34,6 +34,7 @@ from odradek.broker.handlers import (
     sasl,
     scram,
     share,
+    share_admin,
     topic_partitions,
     topics,
     transactions,
@@ -84,6 +85,9 @@ HANDLERS: dict[ApiKey, Handler] = {
     ApiKey.SHARE_GROUP_DESCRIBE: share.handle_describe,
     ApiKey.SHARE_FETCH: share.handle_fetch,
     ApiKey.SHARE_ACKNOWLEDGE: share.handle_acknowledge,
+    ApiKey.DESCRIBE_SHARE_GROUP_OFFSETS: share_admin.handle_describe_offsets,
+    ApiKey.ALTER_SHARE_GROUP_OFFSETS: share_admin.handle_alter_offsets,
+    ApiKey.DELETE_SHARE_GROUP_OFFSETS: share_admin.handle_delete_offsets,
     ApiKey.INIT_PRODUCER_ID: transactions.handle_init_producer_id,
     ApiKey.ADD_PARTITIONS_TO_TXN: transactions.handle_add_partitions_to_txn,
     ApiKey.ADD_OFFSETS_TO_TXN: transactions.handle_add_offsets_to_txn,
@@ -148,7 +152,8 @@ COORDINATOR_WRITES = frozenset({
     ApiKey.OFFSET_COMMIT, ApiKey.DELETE_GROUPS, ApiKey.OFFSET_DELETE,
     ApiKey.CONSUMER_GROUP_HEARTBEAT, ApiKey.INIT_PRODUCER_ID, ApiKey.ADD_PARTITIONS_TO_TXN,
     ApiKey.ADD_OFFSETS_TO_TXN, ApiKey.END_TXN, ApiKey.TXN_OFFSET_COMMIT,
-    ApiKey.SHARE_GROUP_HEARTBEAT, ApiKey.SHARE_FETCH, ApiKey.SHARE_ACKNOWLEDGE})
+    ApiKey.SHARE_GROUP_HEARTBEAT, ApiKey.SHARE_FETCH, ApiKey.SHARE_ACKNOWLEDGE,
+    ApiKey.ALTER_SHARE_GROUP_OFFSETS, ApiKey.DELETE_SHARE_GROUP_OFFSETS})
 
 # what a table entry's calls need beyond handler(ctx, header, frame)
 _PEER, _FORWARD, _DURABLE = 1, 2, 4
@@ -161,7 +166,7 @@ WANTS_PEER = frozenset({groups.handle_join_group, groups.handle_consumer_group_h
 # the handler modules whose VERSIONS declare what HANDLERS routes
 HANDLER_MODULES = (acls, api_versions, cluster, configs, controller_apis, fetch, groups,
                    list_offsets, metadata, partitions, produce, quotas, raft, sasl, scram,
-                   share, topic_partitions, topics, transactions, txn_markers)
+                   share, share_admin, topic_partitions, topics, transactions, txn_markers)
 # a Fetch on the controller listener is a metadata fetch: raft's versions, not fetch.py's
 _CONTROLLER_OVERRIDES = {ApiKey.FETCH: raft.METADATA_FETCH_VERSIONS}
 

@@ -110,6 +110,10 @@ REQUESTS: dict[ApiKey, tuple[int, dict[str, Any]]] = {
                              "forgotten_topics_data": []}),
     ApiKey.SHARE_ACKNOWLEDGE: (1, {"group_id": "g", "member_id": "m",
                                    "share_session_epoch": 1, "topics": []}),
+    ApiKey.ALTER_SHARE_GROUP_OFFSETS: (0, {"group_id": "g", "topics": [
+        {"topic_name": "d", "partitions": [{"partition_index": 0, "start_offset": 1}]}]}),
+    ApiKey.DELETE_SHARE_GROUP_OFFSETS: (0, {"group_id": "g", "topics": [
+        {"topic_name": "d"}]}),
 }
 
 

@@ -77,6 +77,10 @@ _ANSWERS: dict[int, Callable[[Any, ErrorCode], dict[str, Any]]] = {
     ApiKey.SHARE_ACKNOWLEDGE: lambda req, code: {
         "error_code": code, "error_message": None, "acquisition_lock_timeout": 0,
         "responses": [], "node_endpoints": []},
+    ApiKey.ALTER_SHARE_GROUP_OFFSETS: lambda req, code: {
+        "error_code": code, "error_message": None, "responses": []},
+    ApiKey.DELETE_SHARE_GROUP_OFFSETS: lambda req, code: {
+        "error_code": code, "error_message": None, "responses": []},
 }
 
 

@@ -16,7 +16,7 @@ from typing import Any
 
 from odradek.broker.authz import allowed, authorized_operations
 from odradek.broker.entities import ms
-from odradek.broker.handlers import admin
+from odradek.broker.handlers import admin, share_admin
 from odradek.broker.handlers.common import Response, decode, respond
 from odradek.coordinator.group.classic import ClassicGroup, GroupState
 from odradek.coordinator.group.consumer import ConsumerGroup
@@ -440,7 +440,7 @@ def handle_list_groups(ctx: Any, header: Any, frame: memoryview) -> Response:
     req = decode(header, frame)
     states = {s.lower() for s in getattr(req, "states_filter", ()) or ()} or None
     types = {t.lower() for t in getattr(req, "types_filter", ()) or ()} or None
-    rows = _coord(ctx).list_groups(states, types)
+    rows = _coord(ctx).list_groups(states, types) + share_admin.list_rows(ctx, states, types)
     # Kafka: every group with Describe on the cluster, else the ones it may describe
     if ctx.authorizer is not None and not allowed(ctx, header, Op.DESCRIBE, RT.CLUSTER,
                                                   "kafka-cluster", log_if_denied=False):
@@ -455,7 +455,11 @@ def handle_delete_groups(ctx: Any, header: Any, frame: memoryview) -> Response:
     req = decode(header, frame)
     names = list(req.groups_names)
     denied = {g for g in names if _group_denied(ctx, header, Op.DELETE, g)}
-    results = _coord(ctx).delete_groups([g for g in names if g not in denied])
+    # issue 20: a share group is deleted by the share coordinator, with its state
+    shared = {g for g in names if g not in denied and g not in _coord(ctx).groups
+              and share_admin.is_share_group(ctx, g)}
+    results = _coord(ctx).delete_groups([g for g in names if g not in denied | shared])
+    results.update({g: share_admin.delete(ctx, g) for g in shared})
     results.update(dict.fromkeys(denied, E.group_authorization_failed))
     return respond(header, {"throttle_time": 0, "results": [
         {"group_id": gid, "error_code": code} for gid, code in results.items()]})

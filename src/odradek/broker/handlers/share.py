@@ -85,8 +85,6 @@ async def _heartbeat(ctx: Any, header: Any, req: Any, peer: str | None) -> Respo
                   if req.subscribed_topic_names is not None else None)
     r = coord.heartbeat(req.group_id, req.member_id, int(req.member_epoch), subscribed,
                         req.rack_id, header.client_id or "", _host(peer))
-    if r.member_epoch == -1 and r.error == E.none:
-        coord.persist_changed()  # what the leaving member held is released
     assignment = None
     if r.assignment is not None:
         tps = []

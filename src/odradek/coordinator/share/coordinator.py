@@ -78,7 +78,8 @@ class ShareCoordinator:
         self.partitions: dict[ShareKey, SharePartition] = {}
         self.snapshots: dict[ShareKey, ShareSnapshot] = {}
         self.sessions = ShareSessionCache(self._int("group.share.max.share.sessions", 2000))
-        self._written: dict[ShareKey, int] = {}  # key -> SharePartition.version last written
+        # key -> SharePartition.version last written
+        self.written_version: dict[ShareKey, int] = {}
         self._ready_lock = asyncio.Lock()
         self._timer: Timer | None = None
         self._timer_at: float | None = None
@@ -192,19 +193,12 @@ class ShareCoordinator:
         answer = group.heartbeat(member_id, member_epoch, subscribed, rack_id, client_id,
                                  client_host, _now(), session, interval,
                                  self._int("group.share.max.size", 200), self.topics)
-        if member_epoch == -1:
-            self._member_gone(group_id, member_id)
-        elif answer.error == E.none:
+        # a member leaving keeps its records until its share session closes (the client
+        # leaves the group first and then sends its final acknowledgements) or their
+        # locks run out, as in Kafka
+        if answer.error == E.none and member_epoch != -1:
             self.arm(_now() + session)
         return answer
-
-    def _member_gone(self, group_id: str, member_id: str) -> None:
-        # its share session stays: the client closes it with its final acknowledgements
-        for key, sp in self.partitions.items():
-            if key.group_id == group_id:
-                sp.release_member(member_id)
-        self.persist_changed()
-        self.notify_released()
 
     # ------------------------------------------------------------------ share-partitions
 
@@ -250,7 +244,7 @@ class ShareCoordinator:
         """Write a snapshot of every share-partition whose state changed since its last."""
         worst = E.none
         for key, sp in self.partitions.items():
-            if self._written.get(key) == sp.version:
+            if self.written_version.get(key) == sp.version:
                 continue
             code = self.persist(key, sp)
             if code != E.none:
@@ -259,15 +253,35 @@ class ShareCoordinator:
 
     def persist(self, key: ShareKey, sp: SharePartition) -> ErrorCode:
         start, batches = sp.snapshot()
-        snap = ShareSnapshot(0, start, tuple(batches), int(time.time() * 1000))
+        code = self.write_snapshot(key, ShareSnapshot(0, start, tuple(batches),
+                                                      int(time.time() * 1000)))
+        if code == E.none:
+            self.written_version[key] = sp.version
+        return code
+
+    def write_snapshot(self, key: ShareKey, snap: ShareSnapshot) -> ErrorCode:
+        return self._write(key, snap)
+
+    def delete_state(self, key: ShareKey) -> ErrorCode:
+        """A tombstone for the share-partition's state (it starts afresh on next use)."""
+        code = self._write(key, None)
+        if code == E.none:
+            self.partitions.pop(key, None)
+            self.written_version.pop(key, None)
+        return code
+
+    def _write(self, key: ShareKey, snap: ShareSnapshot | None) -> ErrorCode:
         if self.owns(key) != E.none:
             return E.coordinator_not_available
+        value = None if snap is None else encode_value(snap)
         result = self.runtime.append(TOPIC, self.state_partition(key),
-                                     [(encode_key(key), encode_value(snap))])
+                                     [(encode_key(key), value)])
         if result.error != E.none:
             return ErrorCode(result.error)
-        self.snapshots[key] = snap
-        self._written[key] = sp.version
+        if snap is None:
+            self.snapshots.pop(key, None)
+        else:
+            self.snapshots[key] = snap
         return E.none
 
     # ------------------------------------------------------------------ timers
