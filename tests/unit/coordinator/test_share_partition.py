@@ -163,6 +163,20 @@ def test_release_member_and_offsets_skipped_by_the_log():
     assert p.next_fetch_offset() == 0
 
 
+def test_batches_not_to_deliver_are_archived():
+    p = sp()
+    # read_committed: 2-3 is an aborted transaction's batch, 4 its abort marker
+    got = p.acquire("m", [(0, 1), (2, 3, False), (4, 4, False), (5, 6)], 100, 0)
+    assert got == [AcquiredRange(0, 1, 1), AcquiredRange(5, 6, 1)]
+    assert [p.state_of(o) for o in (2, 3, 4)] == [RecordState.ARCHIVED] * 3
+    p.acknowledge("m", [ack(0, 1, A)], 1)
+    assert p.start_offset == 5
+    # the window's cap holds for archived records too
+    q = sp(max_record_locks=3)
+    assert q.acquire("m", [(0, 9, False)], 100, 0) == []
+    assert q.start_offset == 3 and q.end_offset == 2
+
+
 def test_move_start_drops_records_below_the_log_start():
     p = sp()
     p.acquire("m", [(0, 5)], 100, 0)

@@ -33,6 +33,8 @@ from odradek.protocol.records import iter_batches
 E = ErrorCode
 _ZERO = uuid.UUID(int=0)
 _NO_LEADER = {"leader_id": -1, "leader_epoch": -1}
+_TRANSACTIONAL = 0x10  # record batch attributes
+_CONTROL = 0x20
 
 # Kafka 4.1 made the share APIs v1 (the first GA version); v2 (Kafka 4.2) adds renew
 # acknowledgements (KIP-1222). v0 was the early-access version, not served by Kafka 4.2.
@@ -349,20 +351,24 @@ def _acquire_all(ctx: Any, gid: str, mid: str, targets: list[tuple[uuid.UUID, in
         if not sp.can_acquire():
             continue
         offset = sp.next_fetch_offset()
-        hw = part.high_watermark
-        if offset >= hw:
+        committed = coord.read_committed(gid)
+        limit = part.last_stable_offset if committed else part.high_watermark
+        if offset >= limit:
             continue
-        region = part.log.read(offset, budget, max_offset=hw).region
+        region = part.log.read(offset, budget, max_offset=limit).region
         if region is None:
             continue
         data = part.log.read_bytes(region)
-        batches = [(h.base_offset, h.base_offset + h.last_offset_delta, view)
-                   for h, view in iter_batches(data)]
-        got = sp.acquire(mid, [(a, b) for a, b, _ in batches], max_records - total,
+        headers = list(iter_batches(data))
+        aborted = part.aborted_transactions(offset, limit) if committed else []
+        batches = [(h.base_offset, h.base_offset + h.last_offset_delta, view, ok)
+                   for (h, view), ok in zip(headers, _deliverable(headers, aborted),
+                                            strict=True)]
+        got = sp.acquire(mid, [(a, b, ok) for a, b, _, ok in batches], max_records - total,
                          time.time() * 1000)
         if not got:
             continue
-        keep = b"".join(bytes(v) for a, b, v in batches
+        keep = b"".join(bytes(v) for a, b, v, _ in batches
                         if any(r.first_offset <= b and r.last_offset >= a for r in got))
         budget -= len(keep)
         row["records"] = keep
@@ -371,6 +377,29 @@ def _acquire_all(ctx: Any, gid: str, mid: str, targets: list[tuple[uuid.UUID, in
         total += sum(r.last_offset - r.first_offset + 1 for r in got)
         coord.arm(time.time() * 1000 + sp.lock_duration_ms)
     return total
+
+
+def _deliverable(headers: list[tuple[Any, Any]], aborted: list[tuple[int, int]]
+                 ) -> list[bool]:
+    """Which batches may be delivered: not a control batch (a transaction marker; it is
+    archived, never handed to a client), and not a batch of an aborted transaction
+    (`aborted`: (producer id, first offset) from the transaction index, read_committed
+    only), as a read_committed consumer skips them."""
+    pending = sorted(aborted, key=lambda a: a[1])
+    active: set[int] = set()
+    i = 0
+    out = []
+    for h, _ in headers:
+        last = h.base_offset + h.last_offset_delta
+        while i < len(pending) and pending[i][1] <= last:
+            active.add(pending[i][0])
+            i += 1
+        if h.attributes & _CONTROL:
+            active.discard(h.producer_id)  # the marker ends its transaction
+            out.append(False)
+        else:
+            out.append(not (h.attributes & _TRANSACTIONAL and h.producer_id in active))
+    return out
 
 
 async def _wait_for_data(ctx: Any, coord: ShareCoordinator, targets: list[tuple[uuid.UUID, int]],

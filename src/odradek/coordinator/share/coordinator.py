@@ -104,6 +104,11 @@ class ShareCoordinator:
         return self._group_int(group_id, "share.record.lock.duration.ms",
                                "group.share.record.lock.duration.ms", 30_000)
 
+    def read_committed(self, group_id: str) -> bool:
+        """The group's share.isolation.level (a group config; read_uncommitted by default)."""
+        level = self.group_overrides(group_id).get("share.isolation.level")
+        return level == "read_committed"
+
     def _auto_offset_reset(self, group_id: str) -> str:
         return str(self.group_overrides(group_id).get("share.auto.offset.reset") or "latest")
 

@@ -154,18 +154,25 @@ class SharePartition:
 
     # ------------------------------------------------------------------ acquire
 
-    def acquire(self, member_id: str, fetched: Iterable[tuple[int, int]], max_records: int,
-                now: float) -> list[AcquiredRange]:
+    def acquire(self, member_id: str, fetched: Iterable[tuple[int, int] | tuple[int, int, bool]],
+                max_records: int, now: float) -> list[AcquiredRange]:
         """Acquire for `member_id` what it may take of the fetched batches (their (first,
         last) offsets, in order, as read from the log from `next_fetch_offset()`): released
         records in the window, then new records past its end. New batches are taken whole
         (a batch's range may include offsets compaction removed; the client acknowledges
-        them as GAP), stopping once `max_records` are taken or the window is full."""
+        them as GAP), stopping once `max_records` are taken or the window is full. A batch
+        given as (first, last, False) is not to be delivered (an aborted transaction's under
+        read_committed): its records are archived as they enter the window."""
         taken: list[tuple[int, int]] = []  # (offset, delivery count)
         deadline = now + self.lock_duration_ms
-        for first, last in fetched:
+        changed = False
+        for item in fetched:
             if len(taken) >= max_records:
                 break
+            first, last = item[0], item[1]
+            if len(item) > 2 and not item[2]:  # type: ignore[misc]
+                changed |= self._archive_batch(first, last)
+                continue
             first = max(first, self.start_offset)
             # released records inside the window: one by one, up to max_records
             for offset in range(first, min(last, self.end_offset) + 1):
@@ -190,10 +197,29 @@ class SharePartition:
                 self.records[offset] = InFlight(RecordState.ACQUIRED, 1, member_id, deadline)
                 taken.append((offset, 1))
             self.end_offset = hi
-        if taken:
+        if taken or changed:
             self.version += 1
         self._advance()
         return _ranges(taken)
+
+    def _archive_batch(self, first: int, last: int) -> bool:
+        """Archive a batch that is not to be delivered: its records in the window that are
+        available, and its new records (while the window has room)."""
+        changed = False
+        for offset in range(max(first, self.start_offset), min(last, self.end_offset) + 1):
+            rec = self.records[offset]
+            if rec.state is RecordState.AVAILABLE:
+                rec.state = RecordState.ARCHIVED
+                changed = True
+        lo = max(first, self.end_offset + 1)
+        hi = min(last, self.start_offset + self.max_record_locks - 1)
+        if hi < lo:
+            return changed
+        for offset in range(self.end_offset + 1, hi + 1):
+            # offsets the log skipped before the batch, and the batch's own
+            self.records[offset] = InFlight(RecordState.ARCHIVED, 0)
+        self.end_offset = hi
+        return True
 
     # ------------------------------------------------------------------ acknowledge
 

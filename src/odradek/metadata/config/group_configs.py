@@ -163,9 +163,8 @@ _GROUP_DEFS: list[tuple[ConfigDef, str | None]] = [
     (_d("share.isolation.level", S, "read_uncommitted",
         one_of("read_committed", "read_uncommitted"),
         "Controls how to read records written transactionally: read_committed delivers only "
-        "committed transactional records, read_uncommitted all of them. odradek does not "
-        "apply read_committed to share groups yet: their fetches read up to the high "
-        "watermark." + _SHARE_ONLY), None),
+        "committed transactional records, read_uncommitted all of them." + _SHARE_ONLY),
+     None),
     (_d("share.record.lock.duration.ms", I, 30_000, at_least(1_000),
         "The record acquisition lock duration in milliseconds for share groups."
         + _SHARE_ONLY), "group.share.record.lock.duration.ms"),
