@@ -192,8 +192,21 @@ def test_acknowledged_state_survives_a_restart(node: BrokerProcess) -> None:
                 break
     finally:
         c.close()
+    # a member of another group, at the wire: its membership is a record of
+    # __consumer_offsets and outlives the restart with its epoch
+    with Conn(node.port) as conn:
+        r = conn.request(ShareGroupHeartbeatRequest(
+            group_id="sg-dur-wire", member_id="w1", member_epoch=i32(0), rack_id=None,
+            subscribed_topic_names=("sq-dur",)))
+        assert r.error_code == 0, r
+        epoch = r.member_epoch
     node.stop()
     node.start(timeout=120)
+    with Conn(node.port) as conn:
+        r = conn.request(ShareGroupHeartbeatRequest(
+            group_id="sg-dur-wire", member_id="w1", member_epoch=epoch, rack_id=None,
+            subscribed_topic_names=None))
+        assert (r.error_code, r.member_epoch) == (0, epoch), r
     c = _consumer(node, "sg-dur", "sq-dur")
     after: list[bytes] = []
     deadline = time.monotonic() + DEADLINE_S

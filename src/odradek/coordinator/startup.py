@@ -59,17 +59,24 @@ async def start_coordinators(config: Any, controller: Any, replica_manager: Any,
     group = await _start_group(runtime, config, controller, create_topics, live_brokers)
     txn = await _start_transaction(runtime, config, controller, replica_manager, node_id,
                                    group, create_topics, live_brokers, marker_channels)
-    share = _start_share(runtime, config, controller, create_topics, live_brokers)
+    share = _start_share(runtime, config, controller, create_topics, live_brokers,
+                         group.store.num_partitions)
     if SHARE_STATE_TOPIC in controller.image.topics_by_name:
+        # a node that served share groups: their state, then their membership (the
+        # share-group records of __consumer_offsets, which the group coordinator skips)
         n = len(controller.image.topics_by_name[SHARE_STATE_TOPIC].partitions)
         count = await asyncio.to_thread(share.load_existing, n)
-        log.info("share coordinator loaded %d records of %s", count, SHARE_STATE_TOPIC)
+        members = await asyncio.to_thread(share.load_membership)
+        log.info("share coordinator loaded %d records of %s and %d share-group records of "
+                 "%s (%d groups)", count, SHARE_STATE_TOPIC, members, ot.TOPIC,
+                 len(share.groups))
         share.start()
     return Coordinators(runtime, group, txn, share)
 
 
 def _start_share(runtime: CoordinatorRuntime, config: Any, controller: Any,
-                 create_topics: CreateTopics, live_brokers: int) -> ShareCoordinator:
+                 create_topics: CreateTopics, live_brokers: int,
+                 offsets_partitions: int) -> ShareCoordinator:
     """The share coordinator (KIP-932); `__share_group_state` is created when the first
     share group appears (ShareCoordinator.ensure_ready)."""
     def lookup(name: str) -> tuple[uuid.UUID, int] | None:
@@ -84,7 +91,7 @@ def _start_share(runtime: CoordinatorRuntime, config: Any, controller: Any,
         runtime, config, lookup, name_of,
         lambda group_id: controller.image.configs.get((RESOURCE_GROUP, group_id), {}),
         lambda: create_state_topic(runtime, config, lambda: controller.image, create_topics,
-                                   lambda: live_brokers))
+                                   lambda: live_brokers), offsets_partitions)
 
 
 async def _start_group(runtime: CoordinatorRuntime, config: Any, controller: Any,

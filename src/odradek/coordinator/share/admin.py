@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from odradek.coordinator.share import group_records as gr
 from odradek.coordinator.share.coordinator import ShareCoordinator
 from odradek.coordinator.share.partition import DONE
 from odradek.coordinator.share.state_log import ShareKey, ShareSnapshot
@@ -104,5 +105,6 @@ def delete_group(coord: ShareCoordinator, group_id: str) -> ErrorCode:
     for key in keys_of(coord, group_id):
         if (code := coord.delete_state(key)) != E.none:
             return code
-    coord.groups.pop(group_id, None)
+    if coord.groups.pop(group_id, None) is not None:
+        coord.append_offsets_records(group_id, gr.group_tombstone(group_id))
     return E.none

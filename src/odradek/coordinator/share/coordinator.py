@@ -29,6 +29,7 @@ import uuid
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from odradek.coordinator import offsets_topic as ot
 from odradek.coordinator.offsets_topic import partition_for
 from odradek.coordinator.runtime import (
     CoordinatorRuntime,
@@ -36,6 +37,7 @@ from odradek.coordinator.runtime import (
     ensure_internal_topic,
     internal_topic_spec,
 )
+from odradek.coordinator.share import group_records as gr
 from odradek.coordinator.share.group import HeartbeatAnswer, ShareGroup, TopicLookup
 from odradek.coordinator.share.partition import SharePartition
 from odradek.coordinator.share.sessions import ShareSessionCache
@@ -55,6 +57,7 @@ log = logging.getLogger(__name__)
 E = ErrorCode
 # the key of the one timer that fires at the earliest lock or member-session deadline
 TIMER_KEY = (TOPIC, "deadlines")
+OFFSETS_TOPIC = ot.TOPIC
 _DURATION = re.compile(r"by_duration:P(?:(\d+)D)?(?:T(?:(\d+)H)?(?:(\d+)M)?(?:(\d+(?:\.\d+)?)S)?)?")
 
 
@@ -62,17 +65,29 @@ def _now() -> float:
     return time.time() * 1000
 
 
+def _membership(group: ShareGroup, member_id: str) -> tuple[Any, ...]:
+    """What the membership records of a heartbeat say: compared before and after."""
+    m = group.members.get(member_id)
+    member = None if m is None else (m.member_epoch, m.subscribed, m.rack_id,
+                                     tuple(sorted((t, tuple(ps))
+                                                  for t, ps in m.assignment.items())))
+    return group.group_epoch, member
+
+
 class ShareCoordinator:
     def __init__(self, runtime: CoordinatorRuntime, config: Any, topics: TopicLookup,
                  topic_name: Callable[[uuid.UUID], str | None],
                  group_overrides: Callable[[str], Mapping[str, str]],
-                 create_topic: Callable[[], Any] | None = None) -> None:
+                 create_topic: Callable[[], Any] | None = None,
+                 offsets_partitions: int = 50) -> None:
         self.runtime = runtime
         self.config = config
         self.topics = topics
         self.topic_name = topic_name
         self.group_overrides = group_overrides
         self._create_topic = create_topic  # async: create __share_group_state, its count
+        # __consumer_offsets' partition count: membership records go to the group's partition
+        self.offsets_partitions = offsets_partitions
         self.num_partitions = 0  # of __share_group_state; 0 until it exists here
         self.groups: dict[str, ShareGroup] = {}
         self.partitions: dict[ShareKey, SharePartition] = {}
@@ -195,15 +210,66 @@ class ShareCoordinator:
                                   "group.share.session.timeout.ms", 45_000)
         interval = self._group_int(group_id, "share.heartbeat.interval.ms",
                                    "group.share.heartbeat.interval.ms", 5_000)
+        before = _membership(group, member_id)
         answer = group.heartbeat(member_id, member_epoch, subscribed, rack_id, client_id,
                                  client_host, _now(), session, interval,
                                  self._int("group.share.max.size", 200), self.topics)
+        if answer.error == E.none:
+            self._write_membership(group, member_id, before)
         # a member leaving keeps its records until its share session closes (the client
         # leaves the group first and then sends its final acknowledgements) or their
         # locks run out, as in Kafka
         if answer.error == E.none and member_epoch != -1:
             self.arm(_now() + session)
         return answer
+
+    def _write_membership(self, group: ShareGroup, member_id: str,
+                          before: tuple[Any, ...]) -> None:
+        """The records of what a heartbeat changed: the group epoch, the member's metadata
+        and assignment, or its tombstones when it left."""
+        if _membership(group, member_id) == before:
+            return
+        records = gr.group_records(group)
+        m = group.members.get(member_id)
+        if m is None:
+            records += gr.member_tombstones(group.group_id, member_id)
+        else:
+            records += gr.member_records(group.group_id, m, self._topic_ids(m))
+        self.append_offsets_records(group.group_id, records)
+
+    def _topic_ids(self, m: Any) -> dict[str, uuid.UUID]:
+        out = {}
+        for t in m.assignment:
+            info = self.topics(t)
+            if info is not None:
+                out[t] = info[0]
+        return out
+
+    def append_offsets_records(self, group_id: str, records: list[gr.Record]) -> None:
+        result = self.runtime.append(OFFSETS_TOPIC,
+                                     partition_for(group_id, self.offsets_partitions), records)
+        if result.error != E.none:
+            # the answer still goes out: membership is rebuilt by the members' heartbeats
+            log.warning("share group %s: membership records not written: %s", group_id,
+                        ErrorCode(result.error).name)
+
+    def load_membership(self) -> int:
+        """Restore share groups from the `__consumer_offsets` partitions this node leads
+        (their membership records); how many records. Blocking."""
+        restored: dict[str, gr.RestoredGroup] = {}
+        count = 0
+        for p in sorted(self.runtime.led_partitions(OFFSETS_TOPIC)):
+            for key, value in gr.records_of(self.runtime.replay(OFFSETS_TOPIC, p)):
+                try:
+                    count += gr.apply(restored, key, value)
+                except ProtocolError as e:
+                    log.warning("skipping a bad share group record of %s-%d: %s",
+                                OFFSETS_TOPIC, p, e)
+        deadline = _now() + self._int("group.share.session.timeout.ms", 45_000)
+        for g in gr.restore(restored, self.topic_name, deadline):
+            g.refresh(self.topics)
+            self.groups[g.group_id] = g
+        return count
 
     # ------------------------------------------------------------------ share-partitions
 
@@ -327,7 +393,11 @@ class ShareCoordinator:
         now = _now()
         released = 0
         for group in list(self.groups.values()):
-            for member_id in group.expire(now, self.topics):
+            gone = group.expire(now, self.topics)
+            if gone:
+                self.append_offsets_records(group.group_id, gr.group_records(group) + [
+                    r for m in gone for r in gr.member_tombstones(group.group_id, m)])
+            for member_id in gone:
                 log.info("share group %s: member %s session expired", group.group_id,
                          member_id)
                 self.sessions.drop_member(group.group_id, member_id)

@@ -66,7 +66,7 @@ class ShareGroup:
     def subscribed_topics(self) -> set[str]:
         return {t for m in self.members.values() for t in m.subscribed}
 
-    def _refresh(self, topics: TopicLookup) -> bool:
+    def refresh(self, topics: TopicLookup) -> bool:
         topology = {}
         for name in sorted(self.subscribed_topics()):
             info = topics(name)
@@ -97,7 +97,7 @@ class ShareGroup:
             if member is not None:
                 del self.members[member_id]
                 self.group_epoch += 1
-                self._refresh(topics)
+                self.refresh(topics)
             return HeartbeatAnswer(E.none, None, member_id, LEAVE_EPOCH, 0)
         names = None if subscribed is None else tuple(sorted(set(subscribed)))
         changed = False
@@ -128,7 +128,7 @@ class ShareGroup:
             changed = True
         if rack_id is not None:
             member.rack_id = rack_id
-        if self._refresh(topics) or changed:
+        if self.refresh(topics) or changed:
             self.group_epoch += 1
         tell = member_epoch == 0
         if member.member_epoch != self.group_epoch:
@@ -148,7 +148,7 @@ class ShareGroup:
             del self.members[member_id]
         if gone:
             self.group_epoch += 1
-            self._refresh(topics)
+            self.refresh(topics)
         return gone
 
     def next_deadline(self) -> float | None:
