@@ -163,11 +163,12 @@ class SharePartition:
         them as GAP), stopping once `max_records` are taken or the window is full. A batch
         given as (first, last, False) is not to be delivered (an aborted transaction's under
         read_committed): its records are archived as they enter the window."""
-        taken: list[tuple[int, int]] = []  # (offset, delivery count)
+        taken: list[tuple[int, int, int]] = []  # (first, last, delivery count), in order
         deadline = now + self.lock_duration_ms
         changed = False
+        n = 0  # records taken
         for item in fetched:
-            if len(taken) >= max_records:
+            if n >= max_records:
                 break
             first, last = item[0], item[1]
             if len(item) > 2 and not item[2]:  # type: ignore[misc]
@@ -176,26 +177,29 @@ class SharePartition:
             first = max(first, self.start_offset)
             # released records inside the window: one by one, up to max_records
             for offset in range(first, min(last, self.end_offset) + 1):
-                if len(taken) >= max_records:
+                if n >= max_records:
                     break
                 rec = self.records[offset]
                 if rec.state is RecordState.AVAILABLE:
                     rec.state, rec.member_id, rec.lock_deadline = (
                         RecordState.ACQUIRED, member_id, deadline)
                     rec.delivery_count += 1
-                    taken.append((offset, rec.delivery_count))
+                    taken.append((offset, offset, rec.delivery_count))
+                    n += 1
             # new records past the window's end: the whole batch, capped by the lock limit
             lo = max(first, self.end_offset + 1)
             hi = min(last, self.start_offset + self.max_record_locks - 1)
-            if lo > hi or len(taken) >= max_records:
+            if lo > hi or n >= max_records:
                 continue
             if lo != self.end_offset + 1:  # the log skipped offsets: they are not records
                 for offset in range(self.end_offset + 1, lo):
                     self.records[offset] = InFlight(RecordState.ARCHIVED, 0)
                 self.end_offset = lo - 1
+            records = self.records
             for offset in range(lo, hi + 1):
-                self.records[offset] = InFlight(RecordState.ACQUIRED, 1, member_id, deadline)
-                taken.append((offset, 1))
+                records[offset] = InFlight(RecordState.ACQUIRED, 1, member_id, deadline)
+            taken.append((lo, hi, 1))
+            n += hi - lo + 1
             self.end_offset = hi
         if taken or changed:
             self.version += 1
@@ -378,12 +382,17 @@ class SharePartition:
             self.start_offset += 1
 
 
-def _ranges(taken: list[tuple[int, int]]) -> list[AcquiredRange]:
+def _ranges(taken: list[tuple[int, int, int]]) -> list[AcquiredRange]:
+    """Merge ascending (first, last, delivery count) runs that touch and share a count."""
     out: list[AcquiredRange] = []
-    for offset, count in sorted(taken):
-        prev = out[-1] if out else None
-        if prev and prev.last_offset + 1 == offset and prev.delivery_count == count:
-            out[-1] = AcquiredRange(prev.first_offset, offset, count)
-        else:
-            out.append(AcquiredRange(offset, offset, count))
+    run: list[int] | None = None
+    for first, last, count in taken:
+        if run is not None and run[1] + 1 == first and run[2] == count:
+            run[1] = last
+            continue
+        if run is not None:
+            out.append(AcquiredRange(run[0], run[1], run[2]))
+        run = [first, last, count]
+    if run is not None:
+        out.append(AcquiredRange(run[0], run[1], run[2]))
     return out
