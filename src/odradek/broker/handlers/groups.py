@@ -60,8 +60,9 @@ def _host(peer: str | None) -> str:
 # to v1 (Kafka 4.0, KIP-1082, beyond Kafka 3.9): librdkafka 2.10+ needs v1 for
 # group.protocol=consumer.
 VERSIONS = (
-    # v6 (Kafka 4.0) adds the share key type (KIP-932): refused with INVALID_REQUEST until
-    # odradek serves share groups; group and transaction keys are answered as in v5
+    # v6 (Kafka 4.0) adds the share key type (KIP-932), for brokers' share-state
+    # persisters: refused with INVALID_REQUEST (see _find_one); group and transaction keys
+    # are answered as in v5
     ApiVersionRange(ApiKey.FIND_COORDINATOR, 0, 6),
     ApiVersionRange(ApiKey.JOIN_GROUP, 0, 9),
     ApiVersionRange(ApiKey.SYNC_GROUP, 0, 5),
@@ -126,7 +127,11 @@ def _find_one(ctx: Any, key_type: int, key: str) -> dict[str, Any]:
             return admin.coordinator_at(ctx, "__transaction_state", tc.partition_of(key),
                                         key) or err(E.coordinator_not_available)
     elif key_type == SHARE_KEY:
-        return err(E.invalid_request, "share groups (KIP-932) are not served by this node")
+        # clients find a share group's coordinator with the group key; the share key is
+        # for brokers' share-state persisters, whose RPCs (Read/WriteShareGroupState) are
+        # not served: each node keeps the state of the share-partitions it leads
+        return err(E.invalid_request, "the share-state RPCs (KIP-932's persister) are not "
+                                      "served by this node")
     elif key_type != GROUP_KEY:
         return err(E.invalid_request, f"unknown key type {key_type}")
     elif not key:

@@ -45,7 +45,7 @@ I = ConfigType.INT  # noqa: E741
 S = ConfigType.STRING
 LST = ConfigType.LIST
 
-_SHARE_ONLY = " (Share groups, KIP-932.)"
+_SHARE_ONLY = " Applies to share groups (KIP-932)."
 _STREAMS_ONLY = " Stored now; odradek applies it once it serves streams groups (KIP-1071)."
 
 
@@ -87,6 +87,11 @@ GROUP_COORDINATOR_BROKER_DEFS = [
        "The maximum heartbeat interval for share group members." + _SHARE_ONLY),
     _d("group.share.record.lock.duration.ms", I, 30_000, between(1_000, 3_600_000),
        "The record acquisition lock duration in milliseconds for share groups." + _SHARE_ONLY),
+    _d("group.share.max.size", I, 200, between(1, 1000),
+       "The maximum number of members that a single share group can accommodate."
+       + _SHARE_ONLY),
+    _d("group.share.max.share.sessions", I, 2000, at_least(1),
+       "The maximum number of share sessions per broker." + _SHARE_ONLY),
     _d("group.share.delivery.count.limit", I, 5, between(2, 10),
        "The maximum number of delivery attempts for a record delivered to a share group."
        + _SHARE_ONLY),
