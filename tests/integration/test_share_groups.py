@@ -25,6 +25,8 @@ from confluent_kafka.admin import (
     NewTopic,
     ResourceType,
 )
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 from kio.schema.alter_share_group_offsets.v0.request import (
     AlterShareGroupOffsetsRequest,
 )
@@ -405,3 +407,41 @@ def test_read_committed_skips_aborted_transactions(node: BrokerProcess) -> None:
     finally:
         c.close()
     assert got == [b"c0", b"c1", b"c2"]
+
+
+@settings(max_examples=40, deadline=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(batches=st.lists(st.tuples(st.integers(-5, 2**40), st.integers(-5, 2**40),
+                                  st.lists(st.integers(-3, 9), max_size=4)), max_size=3),
+       epoch=st.integers(-3, 5))
+def test_random_acknowledgements_get_kafka_codes(node: BrokerProcess, batches: list,
+                                                 epoch: int) -> None:
+    """Whatever acknowledgements and session epochs a member sends, it gets an error code
+    (top level or per partition) and the node keeps serving."""
+    global _FUZZ_TOPIC
+    if _FUZZ_TOPIC is None:
+        _setup(node, "sq-fuzz", "sg-fuzz", 1, 3)
+        with Conn(node.port) as conn:
+            _FUZZ_TOPIC = _join(conn, "sg-fuzz", "fz", "sq-fuzz")
+    tid = _FUZZ_TOPIC
+    with Conn(node.port) as conn:
+        opened = _fetch(conn, "sg-fuzz", "fz", 0, tid)  # a fresh session each time
+        assert opened.error_code == 0, opened
+        r = conn.request(ShareAcknowledgeRequest(
+            group_id="sg-fuzz", member_id="fz", share_session_epoch=i32(epoch), topics=(
+                AcknowledgeTopic(topic_id=tid, partitions=(AcknowledgePartition(
+                    partition_index=i32(0), acknowledgement_batches=tuple(AckBatchV1(
+                        first_offset=i64(a), last_offset=i64(b),
+                        acknowledge_types=tuple(i8(t) for t in ts))
+                        for a, b, ts in batches)),)),)))
+        codes = {int(r.error_code)} | {int(p.error_code) for t in r.responses
+                                       for p in t.partitions}
+        assert codes <= {0, E.invalid_request, E.invalid_record_state,
+                         E.invalid_share_session_epoch, E.share_session_not_found}, r
+        if epoch != 1:
+            assert r.error_code in (E.invalid_share_session_epoch, 0 if epoch == -1 else -1)
+    with Conn(node.port) as conn:  # the node still answers
+        assert _fetch(conn, "sg-fuzz", "fz", 0, tid).error_code == 0
+
+
+_FUZZ_TOPIC: uuid.UUID | None = None
