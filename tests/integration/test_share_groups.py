@@ -140,13 +140,13 @@ def test_more_consumers_than_partitions_share_every_record(node: BrokerProcess) 
 
 
 def test_release_redelivers_and_the_limit_archives(node: BrokerProcess) -> None:
-    _setup(node, "sq-rel", "sg-rel", 1, 3)
+    _setup(node, "sq-rel", "sg-rel", 1, 5)
     c = _consumer(node, "sg-rel", "sq-rel", explicit=True)
     deliveries: dict[bytes, list[int]] = {}
     deadline = time.monotonic() + DEADLINE_S
     try:
-        # record 0 is accepted; 1 released until the limit (2) archives it; 2 released once
-        # and then accepted
+        # 0 is accepted; 1 released until the limit (2) archives it; 2 released once and
+        # then accepted; 3 rejected; 4 (the last) accepted once 1 and 2 are settled
         while True:
             if time.monotonic() > deadline:
                 pytest.fail(f"deliveries: {deliveries}")
@@ -156,20 +156,21 @@ def test_release_redelivers_and_the_limit_archives(node: BrokerProcess) -> None:
                 ack = AcknowledgeType.ACCEPT
                 if m.value() == b"1" or (m.value() == b"2" and len(counts) == 1):
                     ack = AcknowledgeType.RELEASE
+                elif m.value() == b"3":
+                    ack = AcknowledgeType.REJECT
                 c.acknowledge(m, ack)
             c.commit_sync()
             if len(deliveries.get(b"1", [])) >= 2 and len(deliveries.get(b"2", [])) >= 2:
                 break
-        # nothing more comes: 1 was archived at its second release
-        end = time.monotonic() + 3
-        while time.monotonic() < end:
-            more = _poll(c)
-            assert not more, [m.value() for m in more]
     finally:
         c.close()
-    assert deliveries[b"0"] == [1]
-    assert deliveries[b"1"] == [1, 2]
-    assert deliveries[b"2"] == [1, 2]
+    # nothing is left to deliver: the share-partition start offset passed every record
+    with Conn(node.port) as conn:
+        r = conn.request(DescribeShareGroupOffsetsRequest(groups=(
+            DescribeGroup(group_id="sg-rel", topics=None),)))
+        [p] = r.groups[0].topics[0].partitions
+        assert (p.start_offset, p.lag) == (5, 0)
+    assert deliveries == {b"0": [1], b"1": [1, 2], b"2": [1, 2], b"3": [1], b"4": [1]}
 
 
 def test_acknowledged_state_survives_a_restart(node: BrokerProcess) -> None:

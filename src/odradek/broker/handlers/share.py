@@ -218,7 +218,9 @@ async def _acknowledge_request(ctx: Any, header: Any, req: Any) -> Response:
         responses.append({"topic_id": t.topic_id, "partitions": parts})
     if closing:
         _release(ctx, req.group_id, req.member_id)
-    code = coord.persist_changed()
+    code = coord.persist_changed(None if closing else [
+        ShareKey(req.group_id, t.topic_id, int(p.partition_index))
+        for t in req.topics for p in t.partitions])
     coord.notify_released()
     if code != E.none:
         return top(code)
@@ -289,7 +291,8 @@ async def _fetch(ctx: Any, header: Any, req: Any) -> Response:
             if got or time.monotonic() >= deadline or not targets:
                 break
             await _wait_for_data(ctx, coord, targets, deadline)
-    code = coord.persist_changed()
+    code = coord.persist_changed(None if closing else
+                                 [ShareKey(gid, tid, p) for tid, p in session.partitions])
     if code != E.none:
         return top(code)
     by_topic: dict[uuid.UUID, list[dict[str, Any]]] = {}

@@ -26,7 +26,7 @@ import logging
 import re
 import time
 import uuid
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from odradek.coordinator import offsets_topic as ot
@@ -311,11 +311,13 @@ class ShareCoordinator:
             return int(found) if found is not None else hw
         return hw  # latest
 
-    def persist_changed(self) -> ErrorCode:
-        """Write a snapshot of every share-partition whose state changed since its last."""
+    def persist_changed(self, keys: Iterable[ShareKey] | None = None) -> ErrorCode:
+        """Write a snapshot of every share-partition (of `keys`, the ones a request touched;
+        default all) whose state changed since its last."""
         worst = E.none
-        for key, sp in self.partitions.items():
-            if self.written_version.get(key) == sp.version:
+        for key in self.partitions if keys is None else keys:
+            sp = self.partitions.get(key)
+            if sp is None or self.written_version.get(key) == sp.version:
                 continue
             code = self.persist(key, sp)
             if code != E.none:
