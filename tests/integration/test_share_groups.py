@@ -384,6 +384,23 @@ def test_share_group_admin(node: BrokerProcess) -> None:
         assert "sg-adm" not in [g.group_id for g in r.groups]
 
 
+def test_auto_offset_reset_by_duration(node: BrokerProcess) -> None:
+    # records of the last day: all three (the start offset found by timestamp)
+    _setup(node, "sq-dur1d", "sg-dur1d", 1, 3, **{"share.auto.offset.reset": "by_duration:P1D"})
+    c = _consumer(node, "sg-dur1d", "sq-dur1d")
+    got: list[bytes] = []
+    deadline = time.monotonic() + DEADLINE_S
+    try:
+        while len(got) < 3:
+            if time.monotonic() > deadline:
+                pytest.fail(f"got {got}")
+            got.extend(m.value() for m in _poll(c))
+        c.commit_sync()
+    finally:
+        c.close()
+    assert got == [b"0", b"1", b"2"]
+
+
 def test_read_committed_skips_aborted_transactions(node: BrokerProcess) -> None:
     _setup(node, "sq-txn", "sg-txn", 1, 0, **{"share.isolation.level": "read_committed"})
     p = Producer({"bootstrap.servers": node.bootstrap, "transactional.id": "share-txn"})

@@ -118,7 +118,9 @@ def handle_describe(ctx: Any, header: Any, frame: memoryview) -> Response:
             row["error_code"] = E.group_authorization_failed
         elif g is None:
             row["error_code"] = E.group_id_not_found
-            row["error_message"] = f"Group {gid} not found."
+            row["error_message"] = (f"Group {gid} is not a share group."
+                                    if gid in ctx.group_coordinator.groups
+                                    else f"Group {gid} not found.")
         else:
             row.update(group_state=g.state, group_epoch=g.group_epoch,
                        assignment_epoch=g.assignment_epoch, members=[{

@@ -306,9 +306,9 @@ class ShareCoordinator:
         if m is not None:
             days, hours, minutes, seconds = (float(g) if g else 0.0 for g in m.groups())
             ago = ((days * 24 + hours) * 60 + minutes) * 60_000 + seconds * 1000
-            found = part.log.offset_for_timestamp(int(time.time() * 1000 - ago)) \
-                if hasattr(part.log, "offset_for_timestamp") else None
-            return int(found) if found is not None else hw
+            # the first record at most that old (ListOffsets by timestamp), else the end
+            found = part.log.offset_for_timestamp(int(time.time() * 1000 - ago))
+            return min(int(found[0]), hw) if found is not None else hw
         return hw  # latest
 
     def persist_changed(self, keys: Iterable[ShareKey] | None = None) -> ErrorCode:
