@@ -27,7 +27,7 @@ from odradek.coordinator.share.state_log import ShareKey
 from odradek.metadata.acls import AclOperation as Op
 from odradek.metadata.acls import ResourceType as RT
 from odradek.protocol.apis import ApiKey, ApiVersionRange
-from odradek.protocol.errors import ErrorCode
+from odradek.protocol.errors import ErrorCode, KafkaError
 from odradek.protocol.records import iter_batches
 
 E = ErrorCode
@@ -290,7 +290,9 @@ async def _fetch(ctx: Any, header: Any, req: Any) -> Response:
         while True:
             got = _acquire_all(ctx, gid, mid, targets, allowed_topics, max_records,
                                int(req.max_bytes), rows)
-            if got or time.monotonic() >= deadline or not targets:
+            # records, or an error a client must act on (a moved leader...), answer at once
+            failed = any(r["error_code"] != E.none for r in rows.values())
+            if got or failed or time.monotonic() >= deadline or not targets:
                 break
             await _wait_for_data(ctx, coord, targets, deadline)
     code = coord.persist_changed(None if closing else
@@ -360,10 +362,14 @@ def _acquire_all(ctx: Any, gid: str, mid: str, targets: list[tuple[uuid.UUID, in
         limit = part.last_stable_offset if committed else part.high_watermark
         if offset >= limit:
             continue
-        region = part.log.read(offset, budget, max_offset=limit).region
-        if region is None:
+        try:
+            region = part.log.read(offset, budget, max_offset=limit).region
+            data = part.log.read_bytes(region) if region is not None else b""
+        except KafkaError as e:  # an offline log directory (KAFKA_STORAGE_ERROR)...
+            row["error_code"] = e.code
             continue
-        data = part.log.read_bytes(region)
+        if not data:
+            continue
         headers = list(iter_batches(data))
         aborted = part.aborted_transactions(offset, limit) if committed else []
         batches = [(h.base_offset, h.base_offset + h.last_offset_delta, view, ok)
