@@ -211,10 +211,10 @@ class Model:
     def __init__(self, limit: int, locks: int) -> None:
         self.limit, self.locks = limit, locks
         self.rec: dict[int, list] = {}
-        self.fetched = -1  # last offset ever acquired
+        self.log_start = 0  # retention moved the log's start here
 
     def start(self) -> int:
-        o = 0
+        o = self.log_start
         while o in self.rec and self.rec[o][0] in ("ACK", "ARC"):
             o += 1
         return o
@@ -298,6 +298,12 @@ class SharePartitionMachine(RuleBasedStateMachine):
             if rec[0] == "AQ" and rec[2] == member:
                 rec[:] = ["ARC" if rec[1] >= 3 else "AV", rec[1], None, None]
 
+    @rule(n=st.integers(1, 4))
+    def retention(self, n: int) -> None:
+        """The log start moves (retention, DeleteRecords): records below it are gone."""
+        self.m.log_start = min(self.log_end, self.m.log_start + n)
+        self.p.move_start(self.m.log_start)
+
     @rule()
     def persist_and_reload(self) -> None:
         start, batches = self.p.snapshot()
@@ -315,6 +321,9 @@ class SharePartitionMachine(RuleBasedStateMachine):
         assert self.p.start_offset == self.m.start()
         assert self.p.in_flight_count() <= 8
         for o, rec in self.m.rec.items():
+            if o < self.m.log_start:
+                assert o not in self.p.records
+                continue
             got = self.p.state_of(o)
             if o < self.p.start_offset:
                 assert rec[0] in ("ACK", "ARC")
