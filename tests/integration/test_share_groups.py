@@ -58,6 +58,9 @@ from kio.schema.share_acknowledge.v1.request import (
 )
 from kio.schema.share_fetch.v1.request import AcknowledgementBatch as FetchAckBatch
 from kio.schema.share_fetch.v1.request import FetchPartition, FetchTopic, ShareFetchRequest
+from kio.schema.share_fetch.v2.request import FetchPartition as FetchPartitionV2
+from kio.schema.share_fetch.v2.request import FetchTopic as FetchTopicV2
+from kio.schema.share_fetch.v2.request import ShareFetchRequest as ShareFetchRequestV2
 from kio.schema.share_group_heartbeat.v1.request import ShareGroupHeartbeatRequest
 from kio.static.primitive import i8, i32, i32Timedelta, i64
 
@@ -463,3 +466,32 @@ def test_random_acknowledgements_get_kafka_codes(node: BrokerProcess, batches: l
 
 
 _FUZZ_TOPIC: uuid.UUID | None = None
+
+
+def test_record_limit_acquire_mode(node: BrokerProcess) -> None:
+    """ShareFetch v2's record-limit mode: max_records is strict even inside a batch."""
+    _setup(node, "sq-lim", "sg-lim", 1, 0)
+    p = Producer({"bootstrap.servers": node.bootstrap, "linger.ms": 200})
+    for i in range(5):  # one batch of five
+        p.produce("sq-lim", str(i).encode(), partition=0)
+    assert p.flush(30) == 0
+    with Conn(node.port) as conn:
+        tid = _join(conn, "sg-lim", "lim", "sq-lim")
+        got: list[tuple[int, int, int]] = []
+        epoch = 0
+        deadline = time.monotonic() + DEADLINE_S
+        while not got:
+            if time.monotonic() > deadline:
+                pytest.fail("nothing acquired")
+            r = conn.request(ShareFetchRequestV2(
+                group_id="sg-lim", member_id="lim", share_session_epoch=i32(epoch),
+                max_wait=i32Timedelta.parse(datetime.timedelta(milliseconds=500)),
+                min_bytes=i32(1), max_bytes=i32(1 << 20), max_records=i32(2),
+                batch_size=i32(2), share_acquire_mode=i8(1), topics=(FetchTopicV2(
+                    topic_id=tid, partitions=(FetchPartitionV2(
+                        partition_index=i32(0), acknowledgement_batches=()),)),),
+                forgotten_topics_data=()))
+            assert r.error_code == 0, r
+            epoch += 1
+            got = _acquired(r)
+        assert got == [(0, 1, 1)]

@@ -46,6 +46,12 @@ def test_max_records_stops_at_a_batch_boundary():
     assert p.next_fetch_offset() == 5
 
 
+def test_record_limit_mode_cuts_batches():
+    p = sp()
+    got = p.acquire("m", [(0, 4), (5, 9)], max_records=3, now=0, record_limit=True)
+    assert got == [AcquiredRange(0, 2, 1)] and p.next_fetch_offset() == 3
+
+
 def test_accept_moves_the_start_offset_and_forgets():
     p = sp()
     p.acquire("m", [(0, 9)], 100, 0)

@@ -35,6 +35,7 @@ _ZERO = uuid.UUID(int=0)
 _NO_LEADER = {"leader_id": -1, "leader_epoch": -1}
 _TRANSACTIONAL = 0x10  # record batch attributes
 _CONTROL = 0x20
+RECORD_LIMIT_MODE = 1  # ShareFetch v2's share_acquire_mode
 
 # Kafka 4.1 made the share APIs v1 (the first GA version); v2 (Kafka 4.2) adds renew
 # acknowledgements (KIP-1222). v0 was the early-access version, not served by Kafka 4.2.
@@ -287,9 +288,11 @@ async def _fetch(ctx: Any, header: Any, req: Any) -> Response:
         targets = list(session.partitions)
         deadline = time.monotonic() + max(0, int(req.max_wait.total_seconds() * 1000)) / 1000
         max_records = max(1, int(req.max_records) if int(req.max_records) > 0 else 500)
+        # v2: 0 batch-optimized (whole batches, max_records may be passed), 1 record-limit
+        record_limit = int(getattr(req, "share_acquire_mode", 0)) == RECORD_LIMIT_MODE
         while True:
             got = _acquire_all(ctx, gid, mid, targets, allowed_topics, max_records,
-                               int(req.max_bytes), rows)
+                               int(req.max_bytes), rows, record_limit)
             # records, or an error a client must act on (a moved leader...), answer at once
             failed = any(r["error_code"] != E.none for r in rows.values())
             if got or failed or time.monotonic() >= deadline or not targets:
@@ -325,7 +328,8 @@ def _row(ctx: Any, topic_id: uuid.UUID, partition: int,
 
 def _acquire_all(ctx: Any, gid: str, mid: str, targets: list[tuple[uuid.UUID, int]],
                  allowed_topics: set[uuid.UUID], max_records: int, max_bytes: int,
-                 rows: dict[tuple[uuid.UUID, int], dict[str, Any]]) -> int:
+                 rows: dict[tuple[uuid.UUID, int], dict[str, Any]],
+                 record_limit: bool = False) -> int:
     """Acquire from every partition of the session; how many records were acquired."""
     coord = _coord(ctx)
     total = 0
@@ -376,7 +380,7 @@ def _acquire_all(ctx: Any, gid: str, mid: str, targets: list[tuple[uuid.UUID, in
                    for (h, view), ok in zip(headers, _deliverable(headers, aborted),
                                             strict=True)]
         got = sp.acquire(mid, [(a, b, ok) for a, b, _, ok in batches], max_records - total,
-                         time.time() * 1000)
+                         time.time() * 1000, record_limit=record_limit)
         if not got:
             continue
         keep = b"".join(bytes(v) for a, b, v, _ in batches

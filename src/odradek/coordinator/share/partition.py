@@ -155,14 +155,17 @@ class SharePartition:
     # ------------------------------------------------------------------ acquire
 
     def acquire(self, member_id: str, fetched: Iterable[tuple[int, int] | tuple[int, int, bool]],
-                max_records: int, now: float) -> list[AcquiredRange]:
+                max_records: int, now: float, *, record_limit: bool = False
+                ) -> list[AcquiredRange]:
         """Acquire for `member_id` what it may take of the fetched batches (their (first,
         last) offsets, in order, as read from the log from `next_fetch_offset()`): released
         records in the window, then new records past its end. New batches are taken whole
         (a batch's range may include offsets compaction removed; the client acknowledges
         them as GAP), stopping once `max_records` are taken or the window is full. A batch
         given as (first, last, False) is not to be delivered (an aborted transaction's under
-        read_committed): its records are archived as they enter the window."""
+        read_committed): its records are archived as they enter the window. With
+        `record_limit` (ShareFetch v2's record-limit acquire mode) `max_records` is strict:
+        a new batch is cut at the limit."""
         taken: list[tuple[int, int, int]] = []  # (first, last, delivery count), in order
         deadline = now + self.lock_duration_ms
         changed = False
@@ -189,6 +192,8 @@ class SharePartition:
             # new records past the window's end: the whole batch, capped by the lock limit
             lo = max(first, self.end_offset + 1)
             hi = min(last, self.start_offset + self.max_record_locks - 1)
+            if record_limit:
+                hi = min(hi, lo + max_records - n - 1)
             if lo > hi or n >= max_records:
                 continue
             if lo != self.end_offset + 1:  # the log skipped offsets: they are not records
