@@ -282,6 +282,8 @@ async def _fetch(ctx: Any, header: Any, req: Any) -> Response:
     if closing:
         _release(ctx, gid, mid)
         coord.notify_released()
+    elif renew:
+        pass  # KIP-1222: a fetch carrying renew acknowledgements only acknowledges
     else:
         allowed_topics = {tid for tid, _ in session.partitions
                           if _topic_allowed(ctx, header, coord, tid)}
