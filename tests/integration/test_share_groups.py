@@ -36,6 +36,7 @@ from kio.schema.alter_share_group_offsets.v0.request import (
 from kio.schema.alter_share_group_offsets.v0.request import (
     AlterShareGroupOffsetsRequestTopic as AlterTopic,
 )
+from kio.schema.consumer_group_heartbeat.v1.request import ConsumerGroupHeartbeatRequest
 from kio.schema.delete_groups.v2.request import DeleteGroupsRequest
 from kio.schema.delete_share_group_offsets.v0.request import (
     DeleteShareGroupOffsetsRequest,
@@ -363,6 +364,12 @@ def test_share_group_admin(node: BrokerProcess) -> None:
         assert r.error_code == 0 and r.responses[0].partitions[0].error_code == 0, r
         p = describe()
         assert (p.start_offset, p.lag) == (0, 4)
+        # one namespace: a consumer-protocol member cannot join the share group's id
+        r = conn.request(ConsumerGroupHeartbeatRequest(
+            group_id="sg-adm", member_id="c1", member_epoch=i32(0),
+            rebalance_timeout=i32Timedelta.parse(datetime.timedelta(seconds=30)),
+            subscribed_topic_names=("sq-adm",), server_assignor=None, topic_partitions=()))
+        assert r.error_code == E.group_id_not_found, r
     c = _consumer(node, "sg-adm", "sq-adm")
     again: list[tuple[bytes, int]] = []
     try:

@@ -150,11 +150,19 @@ def _find_one(ctx: Any, key_type: int, key: str) -> dict[str, Any]:
 # ------------------------------------------------------------------ classic protocol
 
 
+def _is_share_group(ctx: Any, group_id: str) -> bool:
+    """Issue 20: group ids are one namespace; a share group's id is not a classic or
+    consumer group's (Kafka answers GROUP_ID_NOT_FOUND, "is not a classic group")."""
+    return group_id not in _coord(ctx).groups and share_admin.is_share_group(ctx, group_id)
+
+
 def handle_join_group(ctx: Any, header: Any, frame: memoryview, peer: str | None = None) -> Any:
     req = decode(header, frame)
-    if _group_denied(ctx, header, Op.READ, req.group_id):
+    denied = _group_denied(ctx, header, Op.READ, req.group_id)
+    if denied or _is_share_group(ctx, req.group_id):
         return respond(header, {
-            "throttle_time": 0, "error_code": E.group_authorization_failed, "generation_id": -1,
+            "throttle_time": 0, "error_code": E.group_authorization_failed if denied
+            else E.group_id_not_found, "generation_id": -1,
             "protocol_type": None, "protocol_name": None if header.api_version >= 7 else "",
             "leader": "", "skip_assignment": False, "member_id": req.member_id, "members": []})
     session = ms(req.session_timeout)
@@ -480,6 +488,12 @@ def handle_consumer_group_heartbeat(ctx: Any, header: Any, frame: memoryview,
     if _group_denied(ctx, header, Op.READ, req.group_id):
         return respond(header, {
             "throttle_time": 0, "error_code": E.group_authorization_failed, "error_message": None,
+            "member_id": req.member_id, "member_epoch": -1, "heartbeat_interval": 0,
+            "assignment": None})
+    if _is_share_group(ctx, req.group_id):
+        return respond(header, {
+            "throttle_time": 0, "error_code": E.group_id_not_found,
+            "error_message": f"Group {req.group_id} is not a consumer group.",
             "member_id": req.member_id, "member_epoch": -1, "heartbeat_interval": 0,
             "assignment": None})
     owned = None
