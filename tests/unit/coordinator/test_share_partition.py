@@ -326,6 +326,8 @@ class SharePartitionMachine(RuleBasedStateMachine):
                  "ACK": RecordState.ACKNOWLEDGED, "ARC": RecordState.ARCHIVED}
         assert self.p.start_offset == self.m.start()
         assert self.p.in_flight_count() <= 8
+        locks = [r[3] for o, r in self.m.rec.items() if r[0] == "AQ" and o >= self.m.log_start]
+        assert self.p.next_lock_deadline() == (min(locks) if locks else None)
         for o, rec in self.m.rec.items():
             if o < self.m.log_start:
                 assert o not in self.p.records

@@ -26,6 +26,7 @@ so every rule is a plain unit test.
 
 from __future__ import annotations
 
+import heapq
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from enum import IntEnum
@@ -116,6 +117,9 @@ class SharePartition:
         self.max_record_locks = max_record_locks
         self.lock_duration_ms = lock_duration_ms
         self.records: dict[int, InFlight] = {}
+        # (deadline, first, last) of every lock handed out, earliest first: the lock timer
+        # and expire_locks look here instead of at every record
+        self._locks: list[tuple[float, int, int]] = []
         # bumps on every change a persister must write (Kafka's state epoch is per leader; this
         # one tells the caller whether there is something new to write)
         self.version = 0
@@ -148,9 +152,18 @@ class SharePartition:
         return rec.state if rec else None
 
     def next_lock_deadline(self) -> float | None:
-        deadlines = [r.lock_deadline for r in self.records.values()
-                     if r.lock_deadline is not None]
-        return min(deadlines) if deadlines else None
+        """The earliest acquisition lock deadline, from the heap of locks handed out
+        (entries whose records were acknowledged, released or renewed since are dropped
+        here, lazily)."""
+        heap = self._locks
+        while heap:
+            deadline, first, last = heap[0]
+            for offset in range(max(first, self.start_offset), last + 1):
+                rec = self.records.get(offset)
+                if rec is not None and rec.lock_deadline == deadline:
+                    return deadline
+            heapq.heappop(heap)
+        return None
 
     # ------------------------------------------------------------------ acquire
 
@@ -209,7 +222,10 @@ class SharePartition:
         if taken or changed:
             self.version += 1
         self._advance()
-        return _ranges(taken)
+        ranges = _ranges(taken)
+        for r in ranges:
+            heapq.heappush(self._locks, (deadline, r.first_offset, r.last_offset))
+        return ranges
 
     def _archive_batch(self, first: int, last: int) -> bool:
         """Archive a batch that is not to be delivered: its records in the window that are
@@ -243,6 +259,7 @@ class SharePartition:
             rec = self.records[offset]
             if ack is AckType.RENEW:
                 rec.lock_deadline = now + self.lock_duration_ms
+                heapq.heappush(self._locks, (rec.lock_deadline, offset, offset))
                 continue
             if ack is AckType.ACCEPT:
                 rec.state = RecordState.ACKNOWLEDGED
@@ -295,11 +312,16 @@ class SharePartition:
     def expire_locks(self, now: float) -> int:
         """Release every record whose acquisition lock has run out; how many."""
         n = 0
-        for rec in self.records.values():
-            if rec.lock_deadline is not None and rec.lock_deadline <= now:
-                rec.state = self._released_state(rec)
-                rec.member_id = rec.lock_deadline = None
-                n += 1
+        heap = self._locks
+        while heap and heap[0][0] <= now:
+            _, first, last = heapq.heappop(heap)
+            for offset in range(max(first, self.start_offset), last + 1):
+                rec = self.records.get(offset)
+                if rec is not None and rec.lock_deadline is not None \
+                        and rec.lock_deadline <= now:
+                    rec.state = self._released_state(rec)
+                    rec.member_id = rec.lock_deadline = None
+                    n += 1
         if n:
             self.version += 1
             self._advance()
@@ -333,6 +355,7 @@ class SharePartition:
     def reset(self, offset: int) -> None:
         """An admin's AlterShareGroupOffsets: the window starts afresh at `offset`."""
         self.records.clear()
+        self._locks.clear()
         self.start_offset = offset
         self.end_offset = offset - 1
         self.version += 1
@@ -360,6 +383,7 @@ class SharePartition:
     def restore(self, start_offset: int, batches: Iterable[StateBatch]) -> None:
         """Rebuild the window from a snapshot (what a new leader reads back)."""
         self.records.clear()
+        self._locks.clear()
         self.start_offset = start_offset
         self.end_offset = start_offset - 1
         for b in sorted(batches, key=lambda b: b.first_offset):
