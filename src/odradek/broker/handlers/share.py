@@ -361,9 +361,10 @@ def _acquire_all(ctx: Any, gid: str, mid: str, targets: list[tuple[uuid.UUID, in
         if total >= max_records or budget <= 0:
             continue
         sp = coord.share_partition(key, part)
-        if not sp.can_acquire():
-            continue
         offset = sp.next_fetch_offset()
+        # SharePartition.can_acquire, without scanning the window twice
+        if offset > sp.end_offset and sp.in_flight_count() >= sp.max_record_locks:
+            continue
         committed = coord.read_committed(gid)
         limit = part.last_stable_offset if committed else part.high_watermark
         if offset >= limit:
