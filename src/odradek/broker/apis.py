@@ -33,6 +33,8 @@ from odradek.broker.handlers import (
     raft,
     sasl,
     scram,
+    share,
+    share_admin,
     topic_partitions,
     topics,
     transactions,
@@ -78,6 +80,14 @@ HANDLERS: dict[ApiKey, Handler] = {
     ApiKey.OFFSET_DELETE: groups.handle_offset_delete,
     ApiKey.CONSUMER_GROUP_HEARTBEAT: groups.handle_consumer_group_heartbeat,
     ApiKey.CONSUMER_GROUP_DESCRIBE: groups.handle_consumer_group_describe,
+    # issue 20: share groups (KIP-932)
+    ApiKey.SHARE_GROUP_HEARTBEAT: share.handle_heartbeat,
+    ApiKey.SHARE_GROUP_DESCRIBE: share.handle_describe,
+    ApiKey.SHARE_FETCH: share.handle_fetch,
+    ApiKey.SHARE_ACKNOWLEDGE: share.handle_acknowledge,
+    ApiKey.DESCRIBE_SHARE_GROUP_OFFSETS: share_admin.handle_describe_offsets,
+    ApiKey.ALTER_SHARE_GROUP_OFFSETS: share_admin.handle_alter_offsets,
+    ApiKey.DELETE_SHARE_GROUP_OFFSETS: share_admin.handle_delete_offsets,
     ApiKey.INIT_PRODUCER_ID: transactions.handle_init_producer_id,
     ApiKey.ADD_PARTITIONS_TO_TXN: transactions.handle_add_partitions_to_txn,
     ApiKey.ADD_OFFSETS_TO_TXN: transactions.handle_add_offsets_to_txn,
@@ -141,19 +151,22 @@ COORDINATOR_WRITES = frozenset({
     ApiKey.JOIN_GROUP, ApiKey.SYNC_GROUP, ApiKey.HEARTBEAT, ApiKey.LEAVE_GROUP,
     ApiKey.OFFSET_COMMIT, ApiKey.DELETE_GROUPS, ApiKey.OFFSET_DELETE,
     ApiKey.CONSUMER_GROUP_HEARTBEAT, ApiKey.INIT_PRODUCER_ID, ApiKey.ADD_PARTITIONS_TO_TXN,
-    ApiKey.ADD_OFFSETS_TO_TXN, ApiKey.END_TXN, ApiKey.TXN_OFFSET_COMMIT})
+    ApiKey.ADD_OFFSETS_TO_TXN, ApiKey.END_TXN, ApiKey.TXN_OFFSET_COMMIT,
+    ApiKey.SHARE_GROUP_HEARTBEAT, ApiKey.SHARE_FETCH, ApiKey.SHARE_ACKNOWLEDGE,
+    ApiKey.ALTER_SHARE_GROUP_OFFSETS, ApiKey.DELETE_SHARE_GROUP_OFFSETS})
 
 # what a table entry's calls need beyond handler(ctx, header, frame)
 _PEER, _FORWARD, _DURABLE = 1, 2, 4
 
 # handlers that also want the client's address (the CLIENT-HOST of group members)
-WANTS_PEER = frozenset({groups.handle_join_group, groups.handle_consumer_group_heartbeat})
+WANTS_PEER = frozenset({groups.handle_join_group, groups.handle_consumer_group_heartbeat,
+                        share.handle_heartbeat})
 
 
 # the handler modules whose VERSIONS declare what HANDLERS routes
 HANDLER_MODULES = (acls, api_versions, cluster, configs, controller_apis, fetch, groups,
                    list_offsets, metadata, partitions, produce, quotas, raft, sasl, scram,
-                   topic_partitions, topics, transactions, txn_markers)
+                   share, share_admin, topic_partitions, topics, transactions, txn_markers)
 # a Fetch on the controller listener is a metadata fetch: raft's versions, not fetch.py's
 _CONTROLLER_OVERRIDES = {ApiKey.FETCH: raft.METADATA_FETCH_VERSIONS}
 

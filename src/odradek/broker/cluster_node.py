@@ -302,6 +302,7 @@ class ClusterNode:
             lambda specs: admin.run(ctx, remote.create_topics, specs, False), live,
             self.marker_channels)
         ctx.group_coordinator = coordinators.group
+        ctx.share_coordinator = coordinators.share
         ctx.transaction_coordinator = coordinators.transaction
         self.node.admin.view.ctx = ctx
         await coordinators.runtime.follow_leadership()

@@ -30,6 +30,8 @@ class BrokerContext:
     group_coordinator: Any = None
     # coordinator.transaction.coordinator.TransactionCoordinator, set by the node (issue 6)
     transaction_coordinator: Any = None
+    # coordinator.share.coordinator.ShareCoordinator, set by the node (issue 20, KIP-932)
+    share_coordinator: Any = None
     # issue 14 (a cluster): the listener this context's server serves (Metadata answers with
     # endpoints on it), the metadata quorum (raft handlers), the publisher of the committed
     # image, the broker lifecycle, and the way to the active controller (forwarding)

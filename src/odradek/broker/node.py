@@ -271,6 +271,7 @@ class Node:
             lambda specs: admin.run(ctx, controller.create_topics, specs, False),
             len(admin.live_brokers(ctx)))
         ctx.group_coordinator = coordinators.group
+        ctx.share_coordinator = coordinators.share
         ctx.transaction_coordinator = coordinators.transaction
 
         _log_internal_topics(controller.image, had_internal)

@@ -20,6 +20,8 @@ from odradek.coordinator.runtime import (
     ensure_internal_topic,
     internal_topic_spec,
 )
+from odradek.coordinator.share.coordinator import ShareCoordinator, create_state_topic
+from odradek.coordinator.share.state_log import TOPIC as SHARE_STATE_TOPIC
 from odradek.coordinator.transaction.coordinator import TransactionCoordinator, TxnConfig
 from odradek.coordinator.transaction.producer_ids import BLOCK_SIZE, ProducerIdManager
 from odradek.coordinator.transaction.state_log import TOPIC as TXN_TOPIC
@@ -36,6 +38,7 @@ class Coordinators:
     runtime: CoordinatorRuntime
     group: GroupCoordinator
     transaction: TransactionCoordinator
+    share: ShareCoordinator
 
     async def stop(self) -> None:
         """Stop every timer; waiting JoinGroup/SyncGroup requests get NOT_COORDINATOR."""
@@ -56,7 +59,39 @@ async def start_coordinators(config: Any, controller: Any, replica_manager: Any,
     group = await _start_group(runtime, config, controller, create_topics, live_brokers)
     txn = await _start_transaction(runtime, config, controller, replica_manager, node_id,
                                    group, create_topics, live_brokers, marker_channels)
-    return Coordinators(runtime, group, txn)
+    share = _start_share(runtime, config, controller, create_topics, live_brokers,
+                         group.store.num_partitions)
+    if SHARE_STATE_TOPIC in controller.image.topics_by_name:
+        # a node that served share groups: their state, then their membership (the
+        # share-group records of __consumer_offsets, which the group coordinator skips)
+        n = len(controller.image.topics_by_name[SHARE_STATE_TOPIC].partitions)
+        count = await asyncio.to_thread(share.load_existing, n)
+        members = await asyncio.to_thread(share.load_membership)
+        log.info("share coordinator loaded %d records of %s and %d share-group records of "
+                 "%s (%d groups)", count, SHARE_STATE_TOPIC, members, ot.TOPIC,
+                 len(share.groups))
+        share.start()
+    return Coordinators(runtime, group, txn, share)
+
+
+def _start_share(runtime: CoordinatorRuntime, config: Any, controller: Any,
+                 create_topics: CreateTopics, live_brokers: int,
+                 offsets_partitions: int) -> ShareCoordinator:
+    """The share coordinator (KIP-932); `__share_group_state` is created when the first
+    share group appears (ShareCoordinator.ensure_ready)."""
+    def lookup(name: str) -> tuple[uuid.UUID, int] | None:
+        t = controller.image.topics_by_name.get(name)
+        return None if t is None else (t.topic_id, len(t.partitions))
+
+    def name_of(topic_id: uuid.UUID) -> str | None:
+        t = controller.image.topics_by_id.get(topic_id)
+        return None if t is None else t.name
+
+    return ShareCoordinator(
+        runtime, config, lookup, name_of,
+        lambda group_id: controller.image.configs.get((RESOURCE_GROUP, group_id), {}),
+        lambda: create_state_topic(runtime, config, lambda: controller.image, create_topics,
+                                   lambda: live_brokers), offsets_partitions)
 
 
 async def _start_group(runtime: CoordinatorRuntime, config: Any, controller: Any,

@@ -102,6 +102,18 @@ REQUESTS: dict[ApiKey, tuple[int, dict[str, Any]]] = {
             {"name": "d", "partitions": [{"partition_index": 2, "committed_offset": 1,
                                           "committed_leader_epoch": -1,
                                           "committed_metadata": None}]}]}),
+    ApiKey.SHARE_GROUP_HEARTBEAT: (1, {"group_id": "g", "member_id": "m", "member_epoch": 0,
+                                       "rack_id": None, "subscribed_topic_names": ["d"]}),
+    ApiKey.SHARE_FETCH: (1, {"group_id": "g", "member_id": "m", "share_session_epoch": 1,
+                             "max_wait": 0, "min_bytes": 1, "max_bytes": 1000,
+                             "max_records": 10, "batch_size": 10, "topics": [],
+                             "forgotten_topics_data": []}),
+    ApiKey.SHARE_ACKNOWLEDGE: (1, {"group_id": "g", "member_id": "m",
+                                   "share_session_epoch": 1, "topics": []}),
+    ApiKey.ALTER_SHARE_GROUP_OFFSETS: (0, {"group_id": "g", "topics": [
+        {"topic_name": "d", "partitions": [{"partition_index": 0, "start_offset": 1}]}]}),
+    ApiKey.DELETE_SHARE_GROUP_OFFSETS: (0, {"group_id": "g", "topics": [
+        {"topic_name": "d"}]}),
 }
 
 

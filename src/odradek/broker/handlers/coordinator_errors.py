@@ -67,6 +67,20 @@ _ANSWERS: dict[int, Callable[[Any, ErrorCode], dict[str, Any]]] = {
     ApiKey.END_TXN: lambda req, code: {"error_code": code, "producer_id": -1,
                                        "producer_epoch": -1},
     ApiKey.TXN_OFFSET_COMMIT: lambda req, code: {"topics": _partitions(req.topics, code)},
+    # share groups (issue 20): their __share_group_state writes
+    ApiKey.SHARE_GROUP_HEARTBEAT: lambda req, code: {
+        "error_code": code, "error_message": None, "member_id": req.member_id,
+        "member_epoch": -1, "heartbeat_interval": 0, "assignment": None},
+    ApiKey.SHARE_FETCH: lambda req, code: {
+        "error_code": code, "error_message": None, "acquisition_lock_timeout": 0,
+        "responses": [], "node_endpoints": []},
+    ApiKey.SHARE_ACKNOWLEDGE: lambda req, code: {
+        "error_code": code, "error_message": None, "acquisition_lock_timeout": 0,
+        "responses": [], "node_endpoints": []},
+    ApiKey.ALTER_SHARE_GROUP_OFFSETS: lambda req, code: {
+        "error_code": code, "error_message": None, "responses": []},
+    ApiKey.DELETE_SHARE_GROUP_OFFSETS: lambda req, code: {
+        "error_code": code, "error_message": None, "responses": []},
 }
 
 

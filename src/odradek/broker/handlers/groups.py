@@ -16,7 +16,7 @@ from typing import Any
 
 from odradek.broker.authz import allowed, authorized_operations
 from odradek.broker.entities import ms
-from odradek.broker.handlers import admin
+from odradek.broker.handlers import admin, share_admin
 from odradek.broker.handlers.common import Response, decode, respond
 from odradek.coordinator.group.classic import ClassicGroup, GroupState
 from odradek.coordinator.group.consumer import ConsumerGroup
@@ -60,8 +60,9 @@ def _host(peer: str | None) -> str:
 # to v1 (Kafka 4.0, KIP-1082, beyond Kafka 3.9): librdkafka 2.10+ needs v1 for
 # group.protocol=consumer.
 VERSIONS = (
-    # v6 (Kafka 4.0) adds the share key type (KIP-932): refused with INVALID_REQUEST until
-    # odradek serves share groups; group and transaction keys are answered as in v5
+    # v6 (Kafka 4.0) adds the share key type (KIP-932), for brokers' share-state
+    # persisters: refused with INVALID_REQUEST (see _find_one); group and transaction keys
+    # are answered as in v5
     ApiVersionRange(ApiKey.FIND_COORDINATOR, 0, 6),
     ApiVersionRange(ApiKey.JOIN_GROUP, 0, 9),
     ApiVersionRange(ApiKey.SYNC_GROUP, 0, 5),
@@ -126,7 +127,11 @@ def _find_one(ctx: Any, key_type: int, key: str) -> dict[str, Any]:
             return admin.coordinator_at(ctx, "__transaction_state", tc.partition_of(key),
                                         key) or err(E.coordinator_not_available)
     elif key_type == SHARE_KEY:
-        return err(E.invalid_request, "share groups (KIP-932) are not served by this node")
+        # clients find a share group's coordinator with the group key; the share key is
+        # for brokers' share-state persisters, whose RPCs (Read/WriteShareGroupState) are
+        # not served: each node keeps the state of the share-partitions it leads
+        return err(E.invalid_request, "the share-state RPCs (KIP-932's persister) are not "
+                                      "served by this node")
     elif key_type != GROUP_KEY:
         return err(E.invalid_request, f"unknown key type {key_type}")
     elif not key:
@@ -145,11 +150,19 @@ def _find_one(ctx: Any, key_type: int, key: str) -> dict[str, Any]:
 # ------------------------------------------------------------------ classic protocol
 
 
+def _is_share_group(ctx: Any, group_id: str) -> bool:
+    """Issue 20: group ids are one namespace; a share group's id is not a classic or
+    consumer group's (Kafka answers GROUP_ID_NOT_FOUND, "is not a classic group")."""
+    return group_id not in _coord(ctx).groups and share_admin.is_share_group(ctx, group_id)
+
+
 def handle_join_group(ctx: Any, header: Any, frame: memoryview, peer: str | None = None) -> Any:
     req = decode(header, frame)
-    if _group_denied(ctx, header, Op.READ, req.group_id):
+    denied = _group_denied(ctx, header, Op.READ, req.group_id)
+    if denied or _is_share_group(ctx, req.group_id):
         return respond(header, {
-            "throttle_time": 0, "error_code": E.group_authorization_failed, "generation_id": -1,
+            "throttle_time": 0, "error_code": E.group_authorization_failed if denied
+            else E.group_id_not_found, "generation_id": -1,
             "protocol_type": None, "protocol_name": None if header.api_version >= 7 else "",
             "leader": "", "skip_assignment": False, "member_id": req.member_id, "members": []})
     session = ms(req.session_timeout)
@@ -440,7 +453,7 @@ def handle_list_groups(ctx: Any, header: Any, frame: memoryview) -> Response:
     req = decode(header, frame)
     states = {s.lower() for s in getattr(req, "states_filter", ()) or ()} or None
     types = {t.lower() for t in getattr(req, "types_filter", ()) or ()} or None
-    rows = _coord(ctx).list_groups(states, types)
+    rows = _coord(ctx).list_groups(states, types) + share_admin.list_rows(ctx, states, types)
     # Kafka: every group with Describe on the cluster, else the ones it may describe
     if ctx.authorizer is not None and not allowed(ctx, header, Op.DESCRIBE, RT.CLUSTER,
                                                   "kafka-cluster", log_if_denied=False):
@@ -455,7 +468,11 @@ def handle_delete_groups(ctx: Any, header: Any, frame: memoryview) -> Response:
     req = decode(header, frame)
     names = list(req.groups_names)
     denied = {g for g in names if _group_denied(ctx, header, Op.DELETE, g)}
-    results = _coord(ctx).delete_groups([g for g in names if g not in denied])
+    # issue 20: a share group is deleted by the share coordinator, with its state
+    shared = {g for g in names if g not in denied and g not in _coord(ctx).groups
+              and share_admin.is_share_group(ctx, g)}
+    results = _coord(ctx).delete_groups([g for g in names if g not in denied | shared])
+    results.update({g: share_admin.delete(ctx, g) for g in shared})
     results.update(dict.fromkeys(denied, E.group_authorization_failed))
     return respond(header, {"throttle_time": 0, "results": [
         {"group_id": gid, "error_code": code} for gid, code in results.items()]})
@@ -471,6 +488,12 @@ def handle_consumer_group_heartbeat(ctx: Any, header: Any, frame: memoryview,
     if _group_denied(ctx, header, Op.READ, req.group_id):
         return respond(header, {
             "throttle_time": 0, "error_code": E.group_authorization_failed, "error_message": None,
+            "member_id": req.member_id, "member_epoch": -1, "heartbeat_interval": 0,
+            "assignment": None})
+    if _is_share_group(ctx, req.group_id):
+        return respond(header, {
+            "throttle_time": 0, "error_code": E.group_id_not_found,
+            "error_message": f"Group {req.group_id} is not a consumer group.",
             "member_id": req.member_id, "member_epoch": -1, "heartbeat_interval": 0,
             "assignment": None})
     owned = None

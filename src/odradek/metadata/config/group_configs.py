@@ -45,7 +45,7 @@ I = ConfigType.INT  # noqa: E741
 S = ConfigType.STRING
 LST = ConfigType.LIST
 
-_SHARE_ONLY = " Stored now; odradek applies it once it serves share groups (KIP-932)."
+_SHARE_ONLY = " Applies to share groups (KIP-932)."
 _STREAMS_ONLY = " Stored now; odradek applies it once it serves streams groups (KIP-1071)."
 
 
@@ -87,6 +87,16 @@ GROUP_COORDINATOR_BROKER_DEFS = [
        "The maximum heartbeat interval for share group members." + _SHARE_ONLY),
     _d("group.share.record.lock.duration.ms", I, 30_000, between(1_000, 3_600_000),
        "The record acquisition lock duration in milliseconds for share groups." + _SHARE_ONLY),
+    _d("group.share.max.size", I, 200, between(1, 1000),
+       "The maximum number of members that a single share group can accommodate."
+       + _SHARE_ONLY),
+    _d("group.share.max.share.sessions", I, 2000, at_least(1),
+       "The maximum number of share sessions per broker." + _SHARE_ONLY),
+    _d("group.share.delivery.count.limit", I, 5, between(2, 10),
+       "The maximum number of delivery attempts for a record delivered to a share group."
+       + _SHARE_ONLY),
+    _d("group.share.partition.max.record.locks", I, 2000, between(100, 10_000),
+       "Share-group record lock limit per share-partition." + _SHARE_ONLY),
     _d("group.share.min.record.lock.duration.ms", I, 15_000, between(1_000, 30_000),
        "The record acquisition lock minimum duration in milliseconds for share groups."
        + _SHARE_ONLY),
@@ -158,7 +168,8 @@ _GROUP_DEFS: list[tuple[ConfigDef, str | None]] = [
     (_d("share.isolation.level", S, "read_uncommitted",
         one_of("read_committed", "read_uncommitted"),
         "Controls how to read records written transactionally: read_committed delivers only "
-        "committed transactional records, read_uncommitted all of them." + _SHARE_ONLY), None),
+        "committed transactional records, read_uncommitted all of them." + _SHARE_ONLY),
+     None),
     (_d("share.record.lock.duration.ms", I, 30_000, at_least(1_000),
         "The record acquisition lock duration in milliseconds for share groups."
         + _SHARE_ONLY), "group.share.record.lock.duration.ms"),

@@ -1,0 +1,187 @@
+"""The share-group admin APIs (KIP-932): DescribeShareGroupOffsets (with lag, v1),
+AlterShareGroupOffsets and DeleteShareGroupOffsets, over coordinator/share/admin.py. Share
+groups in ListGroups and DeleteGroups are answered by groups.py through `list_rows` and
+`delete`."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from odradek.broker.authz import allowed
+from odradek.broker.handlers.common import Response, decode, respond
+from odradek.coordinator.share import admin
+from odradek.coordinator.share.coordinator import ShareCoordinator
+from odradek.coordinator.share.state_log import ShareKey
+from odradek.metadata.acls import AclOperation as Op
+from odradek.metadata.acls import ResourceType as RT
+from odradek.protocol.apis import ApiKey, ApiVersionRange
+from odradek.protocol.errors import ErrorCode
+
+E = ErrorCode
+
+VERSIONS = (
+    ApiVersionRange(ApiKey.DESCRIBE_SHARE_GROUP_OFFSETS, 0, 1),
+    ApiVersionRange(ApiKey.ALTER_SHARE_GROUP_OFFSETS, 0, 0),
+    ApiVersionRange(ApiKey.DELETE_SHARE_GROUP_OFFSETS, 0, 0),
+)
+
+
+def _coord(ctx: Any) -> ShareCoordinator:
+    return ctx.share_coordinator  # type: ignore[no-any-return]
+
+
+def _hw(ctx: Any, topic: str, partition: int) -> int | None:
+    part = ctx.replica_manager.get(topic, partition)
+    return int(part.high_watermark) if part is not None and part.is_leader else None
+
+
+def _leader_epoch(ctx: Any, topic: str, partition: int) -> int:
+    part = ctx.replica_manager.get(topic, partition)
+    return int(part.leader_epoch) if part is not None else -1
+
+
+# ------------------------------------------------------------------ ListGroups, DeleteGroups
+
+
+def list_rows(ctx: Any, states: set[str] | None, types: set[str] | None
+              ) -> list[tuple[str, str, str, str]]:
+    """ListGroups rows (group id, protocol type, state, type) of the share groups."""
+    coord = _coord(ctx)
+    if coord is None or (types and "share" not in types):
+        return []
+    return [(gid, "share", state, "share") for gid, state in admin.list_groups(coord, states)]
+
+
+def is_share_group(ctx: Any, group_id: str) -> bool:
+    coord = _coord(ctx)
+    return coord is not None and group_id in admin.group_ids(coord)
+
+
+def delete(ctx: Any, group_id: str) -> ErrorCode:
+    return admin.delete_group(_coord(ctx), group_id)
+
+
+# ------------------------------------------------------------------ DescribeShareGroupOffsets
+
+
+def handle_describe_offsets(ctx: Any, header: Any, frame: memoryview) -> Response:
+    req = decode(header, frame)
+    coord = _coord(ctx)
+    groups = []
+    for g in req.groups:
+        gid = g.group_id
+        row: dict[str, Any] = {"group_id": gid, "topics": [], "error_code": E.none,
+                               "error_message": None}
+        if not allowed(ctx, header, Op.DESCRIBE, RT.GROUP, gid):
+            row["error_code"] = E.group_authorization_failed
+            groups.append(row)
+            continue
+        wanted: dict[str, list[int] | None] = {}
+        if g.topics is None:  # every share-partition the group has state for
+            for key in admin.keys_of(coord, gid):
+                name = coord.topic_name(key.topic_id)
+                if name is not None:
+                    wanted.setdefault(name, []).append(key.partition)  # type: ignore[union-attr]
+        else:
+            wanted = {t.topic_name: [int(p) for p in t.partitions] for t in g.topics}
+        for name, parts in sorted(wanted.items()):
+            info = coord.topics(name)
+            if info is None or not allowed(ctx, header, Op.DESCRIBE, RT.TOPIC, name):
+                code = (E.unknown_topic_or_partition if info is None
+                        else E.topic_authorization_failed)
+                row["topics"].append({"topic_name": name, "topic_id": None, "partitions": [
+                    {"partition_index": p, "start_offset": -1, "leader_epoch": -1, "lag": -1,
+                     "error_code": code} for p in parts or []]})
+                continue
+            tid, count = info
+            out = []
+            for p in sorted(parts or []):
+                if not 0 <= p < count:
+                    out.append({"partition_index": p, "start_offset": -1, "leader_epoch": -1,
+                                "lag": -1, "error_code": E.unknown_topic_or_partition})
+                    continue
+                so = admin.start_offset(coord, ShareKey(gid, tid, p), _hw(ctx, name, p))
+                out.append({"partition_index": p, "start_offset": so.start_offset,
+                            "leader_epoch": _leader_epoch(ctx, name, p), "lag": so.lag,
+                            "error_code": so.error})
+            row["topics"].append({"topic_name": name, "topic_id": tid, "partitions": out})
+        groups.append(row)
+    return respond(header, {"throttle_time": 0, "groups": groups})
+
+
+# ------------------------------------------------------------------ Alter/DeleteShareGroupOffsets
+
+
+def handle_alter_offsets(ctx: Any, header: Any, frame: memoryview) -> Any:
+    req = decode(header, frame)
+    return _alter(ctx, header, req)
+
+
+async def _alter(ctx: Any, header: Any, req: Any) -> Response:
+    coord = _coord(ctx)
+
+    def top(code: ErrorCode, message: str | None = None) -> Response:
+        return respond(header, {"throttle_time": 0, "error_code": code,
+                                "error_message": message, "responses": []})
+
+    if not allowed(ctx, header, Op.READ, RT.GROUP, req.group_id):
+        return top(E.group_authorization_failed)
+    if await coord.ensure_ready() != E.none:
+        return top(E.coordinator_not_available)
+    g = coord.groups.get(req.group_id)
+    if g is not None and g.members:
+        return top(E.non_empty_group, f"Share group {req.group_id} is not empty.")
+    responses = []
+    for t in req.topics:
+        info = coord.topics(t.topic_name)
+        parts = []
+        for p in t.partitions:
+            idx = int(p.partition_index)
+            if info is None or not 0 <= idx < info[1]:
+                code = E.unknown_topic_or_partition
+            elif not allowed(ctx, header, Op.READ, RT.TOPIC, t.topic_name):
+                code = E.topic_authorization_failed
+            else:
+                code = admin.alter_start_offset(coord, ShareKey(req.group_id, info[0], idx),
+                                                int(p.start_offset))
+            parts.append({"partition_index": idx, "error_code": code, "error_message": None})
+        responses.append({"topic_name": t.topic_name,
+                          "topic_id": info[0] if info else None, "partitions": parts})
+    return respond(header, {"throttle_time": 0, "error_code": E.none, "error_message": None,
+                            "responses": responses})
+
+
+def handle_delete_offsets(ctx: Any, header: Any, frame: memoryview) -> Any:
+    req = decode(header, frame)
+    return _delete(ctx, header, req)
+
+
+async def _delete(ctx: Any, header: Any, req: Any) -> Response:
+    coord = _coord(ctx)
+
+    def top(code: ErrorCode, message: str | None = None) -> Response:
+        return respond(header, {"throttle_time": 0, "error_code": code,
+                                "error_message": message, "responses": []})
+
+    if not allowed(ctx, header, Op.DELETE, RT.GROUP, req.group_id):
+        return top(E.group_authorization_failed)
+    if await coord.ensure_ready() != E.none:
+        return top(E.coordinator_not_available)
+    if req.group_id not in admin.group_ids(coord):
+        return top(E.group_id_not_found, f"Group {req.group_id} not found.")
+    g = coord.groups.get(req.group_id)
+    if g is not None and g.members:
+        return top(E.non_empty_group, f"Share group {req.group_id} is not empty.")
+    responses = []
+    for t in req.topics:
+        info = coord.topics(t.topic_name)
+        if info is None:
+            code = E.unknown_topic_or_partition
+        elif not allowed(ctx, header, Op.READ, RT.TOPIC, t.topic_name):
+            code = E.topic_authorization_failed
+        else:
+            code = admin.delete_offsets(coord, req.group_id, info[0])
+        responses.append({"topic_name": t.topic_name, "topic_id": info[0] if info else None,
+                          "error_code": code, "error_message": None})
+    return respond(header, {"throttle_time": 0, "error_code": E.none, "error_message": None,
+                            "responses": responses})

@@ -1,0 +1,110 @@
+"""What an admin does to share groups (Kafka's kafka-share-groups): list them, read their
+share-partition start offsets and lag, move the start offsets, delete the offsets of
+topics, delete whole groups. Offsets may only be moved or deleted while the group has no
+members (NON_EMPTY_GROUP otherwise, as Kafka), so no member holds records whose window
+is being changed.
+
+A share group is known by its members (in memory) or by the share-partition state it has
+in `__share_group_state` (which outlives a restart): a group with state but no members is
+Empty.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from odradek.coordinator.share import group_records as gr
+from odradek.coordinator.share.coordinator import ShareCoordinator
+from odradek.coordinator.share.partition import DONE
+from odradek.coordinator.share.state_log import ShareKey, ShareSnapshot
+from odradek.protocol.errors import ErrorCode
+
+E = ErrorCode
+
+
+@dataclass(frozen=True, slots=True)
+class StartOffset:
+    start_offset: int  # -1: the share-partition was never initialized
+    lag: int  # -1: not known here
+    error: ErrorCode = E.none
+
+
+def group_ids(coord: ShareCoordinator) -> set[str]:
+    return set(coord.groups) | {k.group_id for k in (*coord.snapshots, *coord.partitions)}
+
+
+def group_state(coord: ShareCoordinator, group_id: str) -> str:
+    g = coord.groups.get(group_id)
+    return g.state if g is not None else "Empty"
+
+
+def list_groups(coord: ShareCoordinator, states: set[str] | None = None
+                ) -> list[tuple[str, str]]:
+    """(group id, state) of every share group, filtered by lower-case state names."""
+    rows = [(gid, group_state(coord, gid)) for gid in sorted(group_ids(coord))]
+    return [r for r in rows if not states or r[1].lower() in states]
+
+
+def keys_of(coord: ShareCoordinator, group_id: str) -> set[ShareKey]:
+    return {k for k in (*coord.snapshots, *coord.partitions) if k.group_id == group_id}
+
+
+def start_offset(coord: ShareCoordinator, key: ShareKey, high_watermark: int | None
+                 ) -> StartOffset:
+    """The share-partition start offset and lag (records from the SPSO to the high
+    watermark not yet done: Kafka's share-partition lag), from memory or the snapshot."""
+    sp = coord.partitions.get(key)
+    if sp is not None:
+        start = sp.start_offset
+        done = sum(1 for r in sp.records.values() if r.state in DONE)
+    else:
+        snap = coord.snapshots.get(key)
+        if snap is None:
+            return StartOffset(-1, -1)
+        start = snap.start_offset
+        done = sum(b.last_offset - b.first_offset + 1 for b in snap.batches
+                   if b.state in DONE)
+    lag = -1 if high_watermark is None else max(0, high_watermark - start - done)
+    return StartOffset(start, lag)
+
+
+def _empty_or(coord: ShareCoordinator, group_id: str) -> ErrorCode:
+    g = coord.groups.get(group_id)
+    return E.non_empty_group if g is not None and g.members else E.none
+
+
+def alter_start_offset(coord: ShareCoordinator, key: ShareKey, offset: int) -> ErrorCode:
+    """Start the share-partition afresh at `offset` (AlterShareGroupOffsets)."""
+    if (code := _empty_or(coord, key.group_id)) != E.none:
+        return code
+    if offset < 0:
+        return E.invalid_request
+    if (code := coord.owns(key)) != E.none:
+        return code
+    coord.partitions.pop(key, None)
+    coord.written_version.pop(key, None)
+    return coord.write_snapshot(key, ShareSnapshot(0, offset, ()))
+
+
+def delete_offsets(coord: ShareCoordinator, group_id: str, topic_id: object) -> ErrorCode:
+    """Forget the group's state on every partition of a topic (DeleteShareGroupOffsets)."""
+    if (code := _empty_or(coord, group_id)) != E.none:
+        return code
+    for key in sorted(keys_of(coord, group_id), key=lambda k: k.partition):
+        if key.topic_id == topic_id and (code := coord.delete_state(key)) != E.none:
+            return code
+    return E.none
+
+
+def delete_group(coord: ShareCoordinator, group_id: str) -> ErrorCode:
+    """DeleteGroups of a share group: only an empty one; its state goes with it."""
+    if group_id not in group_ids(coord):
+        return E.group_id_not_found
+    if (code := _empty_or(coord, group_id)) != E.none:
+        return code
+    for key in keys_of(coord, group_id):
+        if (code := coord.delete_state(key)) != E.none:
+            return code
+    if coord.groups.pop(group_id, None) is not None:
+        coord.append_offsets_records(group_id, gr.group_tombstone(group_id))
+    return E.none
