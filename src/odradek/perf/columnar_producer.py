@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any, TextIO
 
 from odradek.client.config import resolve_bootstrap
-from odradek.client.connection import error_name, supports
+from odradek.client.connection import error_name, fetch_supports
 from odradek.client.producer_columnar import (
     UNKNOWN_TOPIC_OR_PARTITION,
     ColumnarProducer,
@@ -86,8 +86,9 @@ def produce_columnar(bootstrap: str | None, topic: str, num_records: int, record
     from odradek.client.batch_builder import build_columnar_batch, fixed_column
 
     client = {"bootstrap.servers": resolve_bootstrap(bootstrap), **dict(extra or {})}
-    if not supports(client):
-        raise RuntimeError("the columnar client speaks PLAINTEXT only (no SASL/SSL settings)")
+    if not fetch_supports(client):
+        raise RuntimeError("the columnar client speaks PLAINTEXT, SSL (PEM files) and SASL "
+                           "PLAIN/SCRAM; these security settings need confluent-kafka")
     settings = settings_from(acks, extra)
     producer = ColumnarProducer(client["bootstrap.servers"], topic, settings)
     try:
