@@ -93,6 +93,10 @@ def settings(ca: CertAuthority) -> dict[str, str]:
         "listener.name.controller.plain.sasl.jaas.config": PLAIN_JAAS,
         "authorizer.class.name": "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
         "super.users": "User:admin",
+        # KIP-368 on the inter-node listeners: the nodes' sessions end after 30 s, so their
+        # channels must renew them while the test runs
+        "listener.name.broker.connections.max.reauth.ms": "30000",
+        "listener.name.controller.connections.max.reauth.ms": "30000",
     }
 
 
@@ -188,6 +192,9 @@ def test_rolling_restart_keeps_every_acked_record(secured: Secured) -> None:
                    cluster)
     finally:
         consumer.close()
+    # no node's channel outlived its SASL session (the server would have closed it)
+    expired = [n.node_id for n in cluster.nodes.values() if "SASL session expired" in n.log()]
+    assert not expired, cluster.logs()
 
 
 @pytest.mark.timeout(300)

@@ -7,6 +7,7 @@ import asyncio
 import contextlib
 import logging
 import struct
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -43,6 +44,9 @@ class Channel:
         self.max_frame = max_frame
         self.security = security  # None: PLAINTEXT
         self._auth_logged: str | None = None
+        # KIP-368: a SASL session the server limits (connections.max.reauth.ms) is replaced
+        # by a new connection before it ends, between requests (monotonic seconds, or None)
+        self._renew_at: float | None = None
         self._reader: asyncio.StreamReader | None = None
         self._writer: asyncio.StreamWriter | None = None
         self._pending: dict[int, asyncio.Future[bytes]] = {}
@@ -116,7 +120,13 @@ class Channel:
             try:
                 token = steps.send(bytes(answer.auth_bytes))
             except StopIteration:
-                return
+                break
+        lifetime = answer.session_lifetime  # a timedelta (kio), or milliseconds
+        lifetime_ms = int(lifetime.total_seconds() * 1000) if hasattr(
+            lifetime, "total_seconds") else int(lifetime or 0)
+        # renewed at 85% of its life (Kafka's clients re-authenticate between 85% and 95%)
+        self._renew_at = (time.monotonic() + lifetime_ms * 0.85 / 1000) if lifetime_ms > 0 \
+            else None
 
     def _auth_error(self, sec: ClientSecurity, exc: BaseException) -> ChannelError:
         text = (f"authentication to {self.host}:{self.port} ({sec.protocol}, "
@@ -131,6 +141,9 @@ class Channel:
 
     async def call(self, api_key: int, version: int, body: bytes, timeout_s: float) -> bytes:
         """Send one request body; the response frame (correlation id and header included)."""
+        if (self._renew_at is not None and not self._pending
+                and time.monotonic() >= self._renew_at and self.connected):
+            self._fail(ChannelError(f"SASL session to {self.host}:{self.port} renewed"))
         if not self.connected:
             await self.connect(timeout_s)
         writer = self._writer
