@@ -93,10 +93,10 @@ def settings(ca: CertAuthority) -> dict[str, str]:
         "listener.name.controller.plain.sasl.jaas.config": PLAIN_JAAS,
         "authorizer.class.name": "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
         "super.users": "User:admin",
-        # KIP-368 on the inter-node listeners: the nodes' sessions end after 30 s, so their
-        # channels must renew them while the test runs
-        "listener.name.broker.connections.max.reauth.ms": "30000",
-        "listener.name.controller.connections.max.reauth.ms": "30000",
+        # KIP-368 on the inter-node listeners: the nodes' sessions end after 10 s, so their
+        # channels must renew them (at 7 s) while the test runs
+        "listener.name.broker.connections.max.reauth.ms": "10000",
+        "listener.name.controller.connections.max.reauth.ms": "10000",
     }
 
 

@@ -16,6 +16,7 @@ import socket
 import struct
 import sys
 from dataclasses import dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn
 
 import typer
@@ -23,7 +24,9 @@ import typer
 from odradek.cli.common import (
     BootstrapOption,
     ClientConfigOption,
+    CommandConfigOption,
     TimeoutOption,
+    client_overrides,
     describe_error,
     fail,
     kafka_errors,
@@ -43,8 +46,9 @@ LAG_TRAILER = b"ODRADEK-LAG"
 INACTIVE_STATES = ("Empty", "Dead", "Unknown", "EMPTY", "DEAD", "UNKNOWN")
 
 
-def _admin(bootstrap: str, client_config: list[str]) -> AdminClient:
-    return connect_admin(bootstrap, client_config)
+def _admin(bootstrap: str, client_config: list[str],
+           command_config: Path | None = None) -> AdminClient:
+    return connect_admin(bootstrap, client_config, command_config)
 
 
 def _missing(group: str) -> NoReturn:
@@ -74,6 +78,7 @@ def list_groups(
     fmt: str = FormatOption,
     bootstrap: str = BootstrapOption,
     client_config: list[str] = ClientConfigOption,
+    command_config: Path | None = CommandConfigOption,
     timeout: float = TimeoutOption,
 ) -> None:
     """List the groups (GROUP TYPE STATE)."""
@@ -84,7 +89,7 @@ def list_groups(
             usage(f"unknown state {s!r}: use one of {', '.join(_STATES.values())}")
         wanted.add(s.lower())
     with kafka_errors():
-        admin = _admin(bootstrap, client_config)
+        admin = _admin(bootstrap, client_config, command_config)
         listing = result(admin.list_consumer_groups(request_timeout=timeout), timeout)
     rows = []
     for g in sorted(listing.valid, key=lambda g: g.group_id):
@@ -147,13 +152,33 @@ def _offsets(admin: AdminClient, tps: list[tuple[str, int]], spec: Any,
     return out
 
 
-def node_lag(bootstrap: str, group: str, timeout: float) -> dict[str, Any] | None:
-    """The node's lag evaluation of a group (None when the node does not give one)."""
+async def _secured_frame(host: str, port: int, body: bytes, security: Any,
+                         timeout: float) -> bytes:
+    from odradek.network import Channel
+
+    ch = Channel(host, port, LAG_CLIENT_ID, 64 * 1024 * 1024, security)
+    try:
+        return bytes(await ch.call(15, 5, body, timeout))
+    finally:
+        await ch.close()
+
+
+def node_lag(bootstrap: str, group: str, timeout: float,
+             client_settings: dict[str, str] | None = None) -> dict[str, Any] | None:
+    """The node's lag evaluation of a group (None when the node does not give one, or the
+    client settings ask for a security the native connection does not speak)."""
+    import asyncio
+
     from kio.schema.describe_groups.v5.request import DescribeGroupsRequest
 
     from odradek.client.config import resolve_bootstrap
+    from odradek.client.connection import fetch_supports, security_of
     from odradek.protocol.messages import encode_request
 
+    settings = client_settings or {}
+    if not fetch_supports(settings):
+        return None
+    security = security_of(settings)
     host, _, port = resolve_bootstrap(bootstrap).split(",")[0].rpartition(":")
     body = encode_request(DescribeGroupsRequest(groups=(group,),
                                                 include_authorized_operations=False))
@@ -161,11 +186,15 @@ def node_lag(bootstrap: str, group: str, timeout: float) -> dict[str, Any] | Non
     # request header v2: api key 15, version 5, correlation id, client id, no tags
     header = struct.pack(">hhih", 15, 5, 1, len(client)) + client + b"\x00"
     try:
-        with socket.create_connection((host.strip("[]") or "localhost", int(port)),
-                                      timeout=timeout) as sock:
-            sock.sendall(struct.pack(">i", len(header) + len(body)) + header + body)
-            size = struct.unpack(">i", _recv(sock, 4))[0]
-            frame = _recv(sock, size)
+        if security is not None:
+            frame = asyncio.run(_secured_frame(host.strip("[]") or "localhost", int(port),
+                                               body, security, timeout))
+        else:
+            with socket.create_connection((host.strip("[]") or "localhost", int(port)),
+                                          timeout=timeout) as sock:
+                sock.sendall(struct.pack(">i", len(header) + len(body)) + header + body)
+                size = struct.unpack(">i", _recv(sock, 4))[0]
+                frame = _recv(sock, size)
     except (OSError, ValueError, struct.error):
         return None
     if not frame.endswith(LAG_TRAILER):
@@ -239,13 +268,14 @@ def describe(
     fmt: str = FormatOption,
     bootstrap: str = BootstrapOption,
     client_config: list[str] = ClientConfigOption,
+    command_config: Path | None = CommandConfigOption,
     timeout: float = TimeoutOption,
 ) -> None:
     from confluent_kafka.admin import OffsetSpec
 
     check_format(fmt)
     with kafka_errors():
-        admin = _admin(bootstrap, client_config)
+        admin = _admin(bootstrap, client_config, command_config)
         desc = _describe(admin, group, timeout)
         st = _state_name(desc.state)
         mem = _members(desc)
@@ -269,7 +299,9 @@ def describe(
         owner = {tp: m for m in mem for tp in m.partitions}
         tps = sorted(set(committed) | set(owner))
         ends = _offsets(admin, tps, OffsetSpec.latest(), timeout)
-        lag_info = node_lag(bootstrap, group, timeout) or {}
+        lag_info = node_lag(bootstrap, group, timeout, {
+            k: str(v) for k, v in client_overrides(client_config, command_config).items()
+        }) or {}
         statuses = {(r[0], r[1]): r for r in lag_info.get("partitions", [])}
     rows = []
     total = 0
@@ -379,6 +411,7 @@ def reset_offsets(
     fmt: str = FormatOption,
     bootstrap: str = BootstrapOption,
     client_config: list[str] = ClientConfigOption,
+    command_config: Path | None = CommandConfigOption,
     timeout: float = TimeoutOption,
 ) -> None:
     """Show (or with --execute apply) new committed offsets for a stopped group."""
@@ -402,7 +435,7 @@ def reset_offsets(
     except (ValueError, OSError) as exc:
         usage(str(exc))
     with kafka_errors():
-        admin = _admin(bootstrap, client_config)
+        admin = _admin(bootstrap, client_config, command_config)
         desc = _describe(admin, group, timeout)
         st = _state_name(desc.state)
         committed = _committed(admin, group, timeout)
@@ -481,12 +514,13 @@ def delete(
     group: list[str] = typer.Argument(..., metavar="GROUP...", help="Group(s) to delete."),
     bootstrap: str = BootstrapOption,
     client_config: list[str] = ClientConfigOption,
+    command_config: Path | None = CommandConfigOption,
     timeout: float = TimeoutOption,
 ) -> None:
     """Delete groups and their committed offsets (refused while they have members)."""
     failed = False
     with kafka_errors():
-        admin = _admin(bootstrap, client_config)
+        admin = _admin(bootstrap, client_config, command_config)
         futures = admin.delete_consumer_groups(group, request_timeout=timeout)
         for gid, fut in futures.items():
             try:

@@ -26,6 +26,7 @@ log = logging.getLogger(__name__)
 _LEN = struct.Struct(">i")
 _CORR = struct.Struct(">i")
 DEFAULT_MAX_FRAME = 100 << 20  # socket.request.max.bytes
+_RENEW_MARGIN_MS = 3000
 
 
 class ChannelError(ConnectionError):
@@ -124,9 +125,13 @@ class Channel:
         lifetime = answer.session_lifetime  # a timedelta (kio), or milliseconds
         lifetime_ms = int(lifetime.total_seconds() * 1000) if hasattr(
             lifetime, "total_seconds") else int(lifetime or 0)
-        # renewed at 85% of its life (Kafka's clients re-authenticate between 85% and 95%)
-        self._renew_at = (time.monotonic() + lifetime_ms * 0.85 / 1000) if lifetime_ms > 0 \
-            else None
+        # renewed at 85% of its life (Kafka's clients re-authenticate between 85% and 95%),
+        # and a few seconds before its end at least, which a busy loop may need
+        if lifetime_ms > 0:
+            at_ms = max(lifetime_ms * 0.5, min(lifetime_ms * 0.85, lifetime_ms - _RENEW_MARGIN_MS))
+            self._renew_at = time.monotonic() + at_ms / 1000
+        else:
+            self._renew_at = None
 
     def _auth_error(self, sec: ClientSecurity, exc: BaseException) -> ChannelError:
         text = (f"authentication to {self.host}:{self.port} ({sec.protocol}, "

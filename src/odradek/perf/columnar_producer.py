@@ -153,15 +153,16 @@ def _window_line(out: TextIO, count: int, seconds: float, record_size: int,
 
 
 def wait_for_watermarks(bootstrap: str | None, topic: str, target: int,
-                        settle_s: float = 2.0, limit_s: float = 60.0) -> int:
+                        settle_s: float = 2.0, limit_s: float = 60.0,
+                        extra: Mapping[str, str] | None = None) -> int:
     """The topic's watermark sum once it reaches `target` or stops moving for settle_s
     (acks=0: the node may still be appending when the client has sent its last byte)."""
-    last = high_watermarks(bootstrap, topic)
+    last = high_watermarks(bootstrap, topic, extra)
     changed = start = time.monotonic()
     while last < target and time.monotonic() - changed < settle_s \
             and time.monotonic() - start < limit_s:
         time.sleep(0.1)
-        now = high_watermarks(bootstrap, topic)
+        now = high_watermarks(bootstrap, topic, extra)
         if now != last:
             last, changed = now, time.monotonic()
     return last
@@ -183,13 +184,13 @@ def report_columnar(result: ProducerResult, cpu_seconds: float, out: TextIO | No
 
 def finish_columnar(bootstrap: str | None, topic: str, before: int, runs: list[ColumnarRun],
                     record_size: int, acks: str, out: TextIO | None,
-                    processes: int) -> ProducerResult:
+                    processes: int, extra: Mapping[str, str] | None = None) -> ProducerResult:
     """Count, total and report the runs of one or more producer processes."""
     sent = sum(r.sent for r in runs)
     if acks_value(acks) == 0:
-        after = wait_for_watermarks(bootstrap, topic, before + sent)
+        after = wait_for_watermarks(bootstrap, topic, before + sent, extra=extra)
     else:
-        after = high_watermarks(bootstrap, topic)
+        after = high_watermarks(bootstrap, topic, extra)
     acknowledged = min(after - before, sent)
     start = min(r.start for r in runs)
     end = max(r.end for r in runs)
