@@ -232,8 +232,8 @@ def test_plaintext_and_wrong_password_refused(secured: Secured, tmp_path: Path) 
     bad = secured.client("alice")
     bad["sasl.password"] = "wrong"
     with pytest.raises(KafkaException):
-        AdminClient(bad).list_topics(timeout=5)
+        AdminClient(bad).list_topics(timeout=3)
     plain = {"bootstrap.servers": secured.cluster.bootstrap_of()}
     with pytest.raises(KafkaException):
-        AdminClient(plain).list_topics(timeout=5)
+        AdminClient(plain).list_topics(timeout=3)
     secured.cluster.check_alive()
