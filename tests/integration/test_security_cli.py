@@ -118,3 +118,41 @@ def test_command_config_refuses_what_it_cannot_honour(secured: SecuredNode,
     out = odradek("topic", "list", "-b", secured.addr("MTLS"), "--command-config", str(cfg))
     assert out.returncode == 2
     assert "ssl.truststore.location" in out.stderr
+
+
+def test_remaining_commands_take_command_config(secured: SecuredNode, admin_config: Path,
+                                                tmp_path: Path) -> None:
+    """cluster, partitions, transaction, group and bench over SASL_SSL with the same file:
+    the first three send their requests themselves (network.Channel with TLS and SCRAM),
+    group and bench through librdkafka."""
+    import json
+
+    b = ["-b", secured.addr("SASL_SSL"), "--command-config", str(admin_config)]
+    described = odradek("cluster", "describe", "--format", "json", *b)
+    assert described.returncode == 0, described.stderr
+    state = json.loads(described.stdout)
+    assert [br["id"] for br in state["brokers"]] == [1] and state["quorum"]["leader_id"] == 1
+    listed = odradek("transaction", "list", *b)
+    assert listed.returncode == 0, listed.stderr
+    absent = odradek("transaction", "describe", "no-such-txn", *b)
+    assert "TRANSACTIONAL_ID_NOT_FOUND" in absent.stderr, absent.stderr
+    made = odradek("topic", "create", "cli-elect", "-p", "1", *b)
+    assert made.returncode == 0, made.stderr
+    elected = odradek("partitions", "elect-leaders", "--topic", "cli-elect", "--partition", "0",
+                      *b)
+    assert elected.returncode == 0, elected.stderr  # kafka-leader-election's answer:
+    assert "Valid replica already elected for partitions cli-elect-0" in elected.stdout
+    benched = odradek("bench", "produce", "-t", "cli-bench", "-n", "2000", "-p", "1",
+                      "--client", "columnar", *b, timeout=120)
+    assert benched.returncode == 0, benched.stderr
+    groups = odradek("group", "list", *b)
+    assert groups.returncode == 0, groups.stderr
+    # without the file the same commands reach a SASL_SSL port in plaintext: refused
+    plain = odradek("cluster", "describe", "-b", secured.addr("SASL_SSL"), timeout=60)
+    assert plain.returncode != 0
+    # what the native connection cannot honour is a usage error, not a weaker connection
+    cfg = tmp_path / "oauth.properties"
+    cfg.write_text("security.protocol=SASL_SSL\nsasl.mechanism=OAUTHBEARER\n")
+    refused = odradek("cluster", "describe", "-b", secured.addr("SASL_SSL"),
+                      "--command-config", str(cfg))
+    assert refused.returncode == 2 and "cannot be used by this command" in refused.stderr

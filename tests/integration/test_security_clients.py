@@ -35,17 +35,21 @@ def _produce_consume(conf: dict, topic: str, values: list[bytes]) -> list[bytes]
     for v in values:
         producer.produce(topic, v)
     assert producer.flush(30) == 0, errors
+    return _consume(conf, topic, len(values))
+
+
+def _consume(conf: dict, topic: str, count: int) -> list[bytes]:
     consumer = Consumer({**conf, "group.id": f"g-{uuid.uuid4().hex[:8]}",
                          "auto.offset.reset": "earliest"})
     consumer.subscribe([topic])
     got: list[bytes] = []
     try:
-        for _ in range(300):
-            if len(got) >= len(values):
+        for _ in range(300):  # up to 300 rounds (of up to 0.5 s): a deadline, not a timing
+            if len(got) >= count:
                 break
-            msg = consumer.poll(0.5)
-            if msg is not None and msg.error() is None:
-                got.append(msg.value())
+            for msg in consumer.consume(500, 0.5):
+                if msg.error() is None:
+                    got.append(msg.value())
     finally:
         consumer.close()
     return got
@@ -218,3 +222,34 @@ def test_native_fetcher_refused_credentials_fail_fast(secured: SecuredNode) -> N
     # settings it cannot honour send the caller to confluent-kafka instead
     assert not supports({**conf, "sasl.mechanism": "OAUTHBEARER"})
     assert not supports({**conf, "ssl.keystore.location": "/x.p12"})
+
+
+@pytest.mark.parametrize("which", ["SCRAM-SHA-256", "PLAIN", "mtls"])
+def test_columnar_producer_over_tls(secured: SecuredNode, which: str) -> None:
+    """The columnar producer (idempotent, acks=all) over SASL_SSL and mTLS: every record
+    it was answered for is read back by confluent-kafka."""
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    from odradek.client.batch_builder import build_columnar_batch, fixed_column
+    from odradek.client.connection import fetch_supports
+    from odradek.client.producer_columnar import ColumnarProducer, settings_from
+
+    conf = secured.mtls() if which == "mtls" else secured.sasl_ssl(which)
+    topic = f"columnar-{which.lower()}"
+    admin = AdminClient(conf)
+    admin.create_topics([NewTopic(topic, 2, 1)])[topic].result(30)
+    assert fetch_supports(conf)
+    extra = {k: v for k, v in conf.items() if k != "bootstrap.servers"}
+    settings = settings_from("all", {**extra, "enable.idempotence": "true"})
+    values = [b"columnar-%02d" % i for i in range(6)]
+    with ColumnarProducer(conf["bootstrap.servers"], topic, settings) as producer:
+        producer.send([(i % 2, build_columnar_batch(fixed_column(v, 50), base_timestamp=0))
+                       for i, v in enumerate(values)])
+        producer.flush()
+        assert (producer.acked_records, producer.failed_records) == (300, 0), \
+            producer.first_error
+    got = _consume(conf, topic, 300)
+    assert sorted(set(got)) == values and len(got) == 300
+    # settings it cannot honour are refused by name, not dropped
+    with pytest.raises(ValueError, match="confluent-kafka"):
+        settings_from("1", {**extra, "ssl.keystore.location": "/x.p12"})

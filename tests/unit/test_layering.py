@@ -30,7 +30,8 @@ ALLOWED: dict[str, set[str] | None] = {
     "coordinator": {"protocol", "storage", "metadata", "replication", "network"},
     "security": {"protocol", "metadata"},
     "broker": _BELOW_BROKER,
-    "client": {"protocol"},
+    # the native client's TLS and SASL are network's client side (one ClientSecurity)
+    "client": {"protocol", "network"},
     "registry": _SERVICE,
     "connect": _SERVICE,
     "spark": _SERVICE,

@@ -3,18 +3,22 @@
 `cluster_state`: the brokers and the metadata quorum as `odradek cluster describe` shows them
 (the system tests read it too).
 
-Blocking, plaintext, one connection per call: the bootstrap addresses are tried in turn. The
-request goes to any broker; the broker forwards what only the active controller answers.
+Blocking, one connection per call: the bootstrap addresses are tried in turn. The request
+goes to any broker; the broker forwards what only the active controller answers. With a
+`security` (network.ClientSecurity: TLS, SASL PLAIN/SCRAM, the CLI's --command-config) the
+call goes through a network.Channel, the connection the nodes use among themselves.
 """
 
 from __future__ import annotations
 
+import asyncio
 import socket
 import struct
 import time
 from typing import Any
 
 from odradek.broker.entities import build
+from odradek.network import Channel, ChannelError
 from odradek.protocol.apis import response_header_version
 from odradek.protocol.errors import ErrorCode
 from odradek.protocol.headers import encode_request_header, response_body_offset
@@ -50,10 +54,31 @@ def _exact(sock: socket.socket, n: int) -> bytes:
     return bytes(buf)
 
 
+async def _secured(host: str, port: int, entity: Any, security: Any, timeout_s: float) -> Any:
+    ch = Channel(host, port, CLIENT_ID, MAX_FRAME, security)
+    try:
+        return await ch.request(entity, timeout_s)
+    finally:
+        await ch.close()
+
+
+def request(bootstrap: str, entity: Any, timeout_s: float = 30.0, security: Any = None) -> Any:
+    """Send a kio request entity over TLS/SASL as `security` says; the decoded response."""
+    errors = []
+    for host, port in _servers(bootstrap):
+        try:
+            return asyncio.run(_secured(host, port, entity, security, timeout_s))
+        except ChannelError as exc:
+            errors.append(f"{host}:{port}: {exc}")
+    raise CallFailed("; ".join(errors) or f"no address in {bootstrap!r}")
+
+
 def call(bootstrap: str, api_key: int, version: int, values: dict[str, Any],
-         timeout_s: float = 30.0) -> Any:
+         timeout_s: float = 30.0, security: Any = None) -> Any:
     """Send a request built from plain values; the decoded response entity."""
     entity = build(request_class(api_key, version), values)
+    if security is not None:
+        return request(bootstrap, entity, timeout_s, security)
     body = encode_request(entity)
     head = encode_request_header(api_key, version, 1, CLIENT_ID)
     errors = []
@@ -72,11 +97,12 @@ def call(bootstrap: str, api_key: int, version: int, values: dict[str, Any],
     raise CallFailed("; ".join(errors) or f"no address in {bootstrap!r}")
 
 
-def cluster_state(bootstrap: str, timeout: float = 10.0) -> dict[str, Any]:
+def cluster_state(bootstrap: str, timeout: float = 10.0, security: Any = None) -> dict[str, Any]:
     """Brokers (DescribeCluster v2, fenced ones included) and the quorum (DescribeQuorum)."""
     dc = call(bootstrap, DESCRIBE_CLUSTER, 2, {"include_cluster_authorized_operations": False,
                                                "endpoint_type": 1,
-                                               "include_fenced_brokers": True}, timeout)
+                                               "include_fenced_brokers": True}, timeout,
+              security)
     if int(dc.error_code) != 0:
         raise RuntimeError(f"DescribeCluster: {ErrorCode(int(dc.error_code)).name.upper()}")
     brokers = [{"id": int(b.broker_id), "host": b.host, "port": int(b.port), "rack": b.rack,
@@ -84,7 +110,8 @@ def cluster_state(bootstrap: str, timeout: float = 10.0) -> dict[str, Any]:
     state: dict[str, Any] = {"cluster_id": dc.cluster_id, "controller_id": int(dc.controller_id),
                              "brokers": sorted(brokers, key=lambda b: b["id"])}
     dq = call(bootstrap, DESCRIBE_QUORUM, 2, {"topics": [{
-        "topic_name": METADATA_TOPIC, "partitions": [{"partition_index": 0}]}]}, timeout)
+        "topic_name": METADATA_TOPIC, "partitions": [{"partition_index": 0}]}]}, timeout,
+        security)
     if int(dq.error_code) != 0 or not dq.topics or not dq.topics[0].partitions:
         state["quorum"] = {"error": ErrorCode(int(dq.error_code)).name.upper()}
         return state

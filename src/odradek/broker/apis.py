@@ -14,7 +14,8 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from odradek.broker.authz import charge_request_time, guarded
+from odradek.broker import envelope
+from odradek.broker.authz import charge_request_time, guarded, session_of
 from odradek.broker.context import BrokerContext
 from odradek.broker.forwarding import FORWARDED_APIS
 from odradek.broker.handlers import (
@@ -144,6 +145,9 @@ CONTROLLER_HANDLERS: dict[ApiKey, Handler] = {
     ApiKey.SASL_AUTHENTICATE: sasl.handle_authenticate,
     ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS: scram.handle_describe,
     ApiKey.ALTER_USER_SCRAM_CREDENTIALS: scram.handle_alter,
+    # issue 16: a broker's forwarded request with its client's principal (Dispatcher runs
+    # the inner request through this table: envelope.serve_envelope)
+    ApiKey.ENVELOPE: envelope.serve_envelope,
 }
 
 # the APIs whose coordinator writes their answer waits for (CoordinatorRuntime.durably)
@@ -156,7 +160,7 @@ COORDINATOR_WRITES = frozenset({
     ApiKey.ALTER_SHARE_GROUP_OFFSETS, ApiKey.DELETE_SHARE_GROUP_OFFSETS})
 
 # what a table entry's calls need beyond handler(ctx, header, frame)
-_PEER, _FORWARD, _DURABLE = 1, 2, 4
+_PEER, _FORWARD, _DURABLE, _ENVELOPE = 1, 2, 4, 8
 
 # handlers that also want the client's address (the CLIENT-HOST of group members)
 WANTS_PEER = frozenset({groups.handle_join_group, groups.handle_consumer_group_heartbeat,
@@ -166,7 +170,8 @@ WANTS_PEER = frozenset({groups.handle_join_group, groups.handle_consumer_group_h
 # the handler modules whose VERSIONS declare what HANDLERS routes
 HANDLER_MODULES = (acls, api_versions, cluster, configs, controller_apis, fetch, groups,
                    list_offsets, metadata, partitions, produce, quotas, raft, sasl, scram,
-                   share, share_admin, topic_partitions, topics, transactions, txn_markers)
+                   share, share_admin, topic_partitions, topics, transactions, txn_markers,
+                   envelope)
 # a Fetch on the controller listener is a metadata fetch: raft's versions, not fetch.py's
 _CONTROLLER_OVERRIDES = {ApiKey.FETCH: raft.METADATA_FETCH_VERSIONS}
 
@@ -209,7 +214,8 @@ class Dispatcher:
             handler = handlers[ApiKey(k)]
             kind = ((_PEER if handler in WANTS_PEER else 0)
                     | (_FORWARD if self.forward and k in FORWARDED_APIS else 0)
-                    | (_DURABLE if k in COORDINATOR_WRITES else 0))
+                    | (_DURABLE if k in COORDINATOR_WRITES else 0)
+                    | (_ENVELOPE if k == ApiKey.ENVELOPE else 0))
             self.table[k] = (lo, hi, handler, kind)
         # issue 16: with an authorizer or client quotas, handlers get the request's Session
         # on its header (and produce is charged against its quota before it runs)
@@ -247,6 +253,10 @@ class Dispatcher:
                     f"malformed request: {exc}; connection closed", conn.peer)
             raise Disconnect("") from None
 
+    def _inner(self, conn: Any, frame: memoryview, header: Any) -> Any:
+        """An enveloped request, its header carrying its client's Session already."""
+        return self(conn, frame, header, True)
+
     def _guarded(self, conn: Any, frame: memoryview, header: Any) -> Any:
         header = guarded(self.ctx, header, conn, frame)
         started = time.perf_counter()
@@ -258,7 +268,12 @@ class Dispatcher:
     def _special(self, kind: int, handler: Handler, header: Any, frame: memoryview,
                  conn: Any) -> Any:
         if kind & _FORWARD:
-            return self.ctx.link.forward(header, frame)
+            # with an authorizer the controller must judge the client, not this broker:
+            # the request goes in an Envelope with the client's principal (envelope.py)
+            return self.ctx.link.forward(header, frame,
+                                         session_of(header) if self.secured else None)
+        if kind & _ENVELOPE:
+            return envelope.serve_envelope(self.ctx, header, frame, conn, self._inner)
         coordinator = self.ctx.group_coordinator
         if kind & _DURABLE and coordinator is not None:
             # issue 14: answered once the coordinator's writes are in the ISR (acks=all)

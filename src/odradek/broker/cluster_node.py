@@ -33,7 +33,9 @@ from odradek.broker.config import (
     controller_listener_names,
     controller_listeners,
     inter_broker_listener_name,
+    inter_node_securities,
     listener_securities,
+    listener_security_protocol_id,
     roles_of,
     voters_of,
 )
@@ -62,7 +64,6 @@ log = logging.getLogger("odradek.node")
 TICK_S = 0.25  # the active controller's timer
 SHUTDOWN_TIMEOUT_S = 30.0  # longest a controlled shutdown waits for the controller
 INTERNAL_RF_GRACE_S = 15.0  # how long a new cluster waits for brokers before internal topics
-PLAINTEXT_ID = 0  # SecurityProtocol.PLAINTEXT
 
 
 def raft_config(config: Any) -> RaftConfig:
@@ -95,6 +96,7 @@ class ClusterNode:
         self.log_manager: LogManager | None = None
         self.coordinators: Any = None
         self.quorum: KRaftQuorum | None = None
+        self.peer_security: Any = None  # config.InterNodeSecurities
 
     @property
     def stopping(self) -> asyncio.Event:
@@ -136,6 +138,9 @@ class ClusterNode:
             cluster_id=self.meta.cluster_id, config=raft_config(config),
             snapshot_bytes=config.get_int("metadata.log.max.record.bytes.between.snapshots"),
             snapshot_interval_ms=config.get_int("metadata.log.max.snapshot.interval.ms"))
+        # the node's own connections to its peers, as their listeners are secured
+        self.peer_security = inter_node_securities(config)
+        quorum.channel_security = self.peer_security.controller
         publisher = MetadataPublisher(self.meta.cluster_id)
         publisher.attach(quorum)
         self.securities = listener_securities(config, lambda: publisher.image)
@@ -218,12 +223,15 @@ class ClusterNode:
                             publisher: MetadataPublisher, addresses: dict[int, tuple[str, int]],
                             loop: asyncio.AbstractEventLoop) -> None:
         config, node_id = self.config, self.node_id
-        self.channels = channels = Channels(f"broker-{node_id}", addresses.get)
+        peers = self.peer_security
+        self.channels = channels = Channels(f"broker-{node_id}", addresses.get,
+                                            security=peers.controller)
         link = ControllerLink(channels, lambda: quorum.leader_id, list(addresses), node_id)
         link.bind(loop)
         settings = LifecycleSettings(
             node_id=node_id, cluster_id=self.meta.cluster_id,
-            listeners=[(a.name, a.host, a.port, PLAINTEXT_ID) for a in base.advertised],
+            listeners=[(a.name, a.host, a.port, listener_security_protocol_id(config, a.name))
+                       for a in base.advertised],
             features=[(n, lo, hi) for n, (lo, hi) in SUPPORTED_FEATURES.items()],
             rack=config.get_str("broker.rack"),
             heartbeat_interval_ms=config.get_int("broker.heartbeat.interval.ms"))
@@ -257,13 +265,14 @@ class ClusterNode:
 
         # WriteTxnMarkers to the leaders on other brokers, over the inter-broker listener
         # (Kafka's TransactionMarkerChannelManager has its own network client too)
-        self.marker_channels = Channels(f"txn-markers-{node_id}", endpoint)
+        self.marker_channels = Channels(f"txn-markers-{node_id}", endpoint,
+                                        security=peers.inter_broker)
         self.log_manager = log_manager = LogManager(self.node.data_dir, log_config({}, config))
         self.rm = rm = ReplicaManager(
             log_manager, node_id, self.node.data_dir, self.node.topic_configs_for(remote),
             alter_partition=link.alter_partition, broker_endpoint=endpoint,
             config=ReplicationConfig.from_config(config),
-            broker_epoch=lambda: lifecycle.broker_epoch)
+            broker_epoch=lambda: lifecycle.broker_epoch, channel_security=peers.inter_broker)
         began = time.monotonic()
         image = publisher.image
 

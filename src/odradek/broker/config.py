@@ -12,6 +12,11 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from odradek.broker.inter_node_security import (
+    PROTOCOL_IDS,
+    InterNodeSecurityError,
+    node_client_security,
+)
 from odradek.broker.listener_security import (
     PLAINTEXT_LISTENER,
     ListenerSecurity,
@@ -20,6 +25,7 @@ from odradek.broker.listener_security import (
 )
 from odradek.metadata.config.broker_configs import BrokerConfig
 from odradek.metadata.config.log_config import log_config
+from odradek.network.client_security import ClientSecurity
 
 # Kafka's SecurityProtocol names, all served (issue 16); a listener whose ssl.* or sasl.*
 # settings cannot be honoured refuses the start (check_listener_security)
@@ -145,20 +151,9 @@ def check_listener_security(config: BrokerConfig) -> None:
     """Build each secured listener's TLS context and SASL settings once: a key store that
     does not load, an unknown mechanism, a bad mapping rule refuse the start here."""
     if has_quorum(config):
-        # the node's own clients (Raft, registration, forwarding, follower fetches) speak
-        # PLAINTEXT only so far: a secured controller or inter-broker listener would leave
-        # the cluster unable to talk to itself, so it is refused instead
-        internal = [*controller_listener_names(config)]
-        if "broker" in roles_of(config):
-            internal.append(inter_broker_listener_name(config))
-        for name in internal:
-            proto = listener_protocol(config, name)
-            if proto != "PLAINTEXT":
-                raise ConfigError(
-                    f"listener {name} is a controller or inter-broker listener with security "
-                    f"protocol {proto}: odradek's inter-node connections are PLAINTEXT only "
-                    "so far; keep that listener PLAINTEXT (on a private network) and secure "
-                    "the client listeners")
+        # the node's own clients (Raft, registration, forwarding, follower fetches) must be
+        # able to reach the controller and inter-broker listeners as they are secured
+        inter_node_securities(config)
     for lst in listeners_of(config):
         proto = listener_protocol(config, lst.name)
         if proto == "PLAINTEXT":
@@ -167,6 +162,36 @@ def check_listener_security(config: BrokerConfig) -> None:
             listener_security(config, lst.name, proto)
         except ValueError as exc:
             raise ConfigError(f"listener {lst.name} ({proto}): {exc}") from None
+
+
+@dataclass(frozen=True, slots=True)
+class InterNodeSecurities:
+    """How this node reaches its peers: their controller listener, and (a broker) their
+    inter-broker listener. None: PLAINTEXT."""
+
+    controller: ClientSecurity | None
+    inter_broker: ClientSecurity | None
+
+
+def inter_node_securities(config: BrokerConfig) -> InterNodeSecurities:
+    own = {lst.name for lst in listeners_of(config)}
+    try:
+        name = controller_listener_names(config)[0]
+        controller = node_client_security(config, name, listener_protocol(config, name),
+                                          controller=True, served_here=name in own)
+        inter = None
+        if "broker" in roles_of(config):
+            name = inter_broker_listener_name(config)
+            inter = node_client_security(config, name, listener_protocol(config, name),
+                                         controller=False, served_here=name in own)
+    except InterNodeSecurityError as exc:
+        raise ConfigError(str(exc)) from None
+    return InterNodeSecurities(controller, inter)
+
+
+def listener_security_protocol_id(config: BrokerConfig, name: str) -> int:
+    """The SecurityProtocol id a broker registration carries for its listener."""
+    return PROTOCOL_IDS[listener_protocol(config, name)]
 
 
 def listener_securities(config: BrokerConfig,
@@ -306,11 +331,27 @@ def broker_listeners(config: BrokerConfig) -> list[Listener]:
 
 
 def inter_broker_listener_name(config: BrokerConfig) -> str:
-    """inter.broker.listener.name; unset: PLAINTEXT when there is such a listener (Kafka's
-    security.inter.broker.protocol default), else the first broker listener."""
+    """inter.broker.listener.name, or the listener named after security.inter.broker.protocol
+    (Kafka's rules, one of the two); neither set: PLAINTEXT when there is such a listener
+    (that key's default), else the first broker listener."""
     explicit = config.get_str("inter.broker.listener.name")
     if explicit:
-        return explicit.strip().upper()
+        if config.is_set("security.inter.broker.protocol"):
+            raise ConfigError("Only one of inter.broker.listener.name and "
+                              "security.inter.broker.protocol should be set.")
+        name = explicit.strip().upper()
+        if name not in security_protocol_map(config):
+            raise ConfigError(f"Listener with name {name} defined in "
+                              "inter.broker.listener.name not found in "
+                              "listener.security.protocol.map.")
+        return name
+    if config.is_set("security.inter.broker.protocol"):
+        proto = (config.get_str("security.inter.broker.protocol") or "").strip().upper()
+        if proto not in SECURITY_PROTOCOLS:
+            raise ConfigError(f"Invalid value {proto} for configuration "
+                              "security.inter.broker.protocol: one of "
+                              f"{', '.join(SECURITY_PROTOCOLS)}")
+        return proto
     names = [lst.name for lst in broker_listeners(config)]
     if not names or "PLAINTEXT" in names:
         return "PLAINTEXT"

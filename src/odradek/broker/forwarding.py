@@ -78,8 +78,11 @@ class ControllerLink:
 
     # ---------------------------------------------------------------- raw forwarding
 
-    async def forward(self, header: Any, frame: memoryview) -> tuple[int, list[bytes]]:
-        """Send a client's request body as it is; the controller's response body back."""
+    async def forward(self, header: Any, frame: memoryview,
+                      session: Any = None) -> tuple[int, list[bytes]]:
+        """Send a client's request body as it is; the controller's response body back. With
+        the client's `session` (an authorizer is on) it goes in an Envelope, so the
+        controller judges the client, not this broker (envelope.py)."""
         body = bytes(frame[header.body_offset:])
         hv = response_header_version(header.api_key, header.api_version)
         deadline = time.monotonic() + self.timeout_s
@@ -87,14 +90,37 @@ class ControllerLink:
             target = await self.active_controller(deadline)
             try:
                 ch = self.channels.channel(target)
-                answer = await ch.call(header.api_key, header.api_version, body,
-                                       max(0.1, deadline - time.monotonic()))
+                timeout = max(0.1, deadline - time.monotonic())
+                if session is not None:
+                    answer = await self._enveloped(ch, frame, session, timeout)
+                    if answer is None:  # NOT_CONTROLLER: the next one
+                        await asyncio.sleep(_BACKOFF_S)
+                        continue
+                else:
+                    answer = await ch.call(header.api_key, header.api_version, body, timeout)
             except ChannelError as exc:
                 if time.monotonic() >= deadline:
                     raise KafkaError(ErrorCode.not_controller, str(exc)) from None
                 await asyncio.sleep(_BACKOFF_S)
                 continue
             return hv, [answer[response_body_offset(answer, hv):]]
+
+    async def _enveloped(self, ch: Any, frame: memoryview, session: Any,
+                         timeout: float) -> bytes | None:
+        from kio.schema.envelope.v0.request import EnvelopeRequest
+
+        from odradek.broker.envelope import address_bytes, encode_principal
+
+        response = await ch.request(EnvelopeRequest(
+            request_data=bytes(frame), request_principal=encode_principal(session.principal),
+            client_host_address=address_bytes(session.client_address)), timeout)
+        code = int(response.error_code)
+        if code == ErrorCode.not_controller:
+            return None
+        if code or response.response_data is None:
+            raise KafkaError(ErrorCode(code or ErrorCode.unknown_server_error),
+                             "the controller refused the forwarded request's envelope")
+        return bytes(response.response_data)
 
     # ---------------------------------------------------------------- requests
 

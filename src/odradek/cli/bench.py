@@ -8,12 +8,14 @@ at a time). The measuring itself lives in the `odradek.perf` package.
 from __future__ import annotations
 
 import time
+from pathlib import Path
 
 import typer
 
 from odradek.cli.common import (
     BootstrapOption,
     ClientConfigOption,
+    CommandConfigOption,
     client_overrides,
     describe_error,
     fail,
@@ -37,15 +39,19 @@ PartitionsOption = typer.Option(
     6, "--partitions", "-p", min=1, metavar="N", help="Create the topic with this many partitions when it is missing.")
 
 
-def ensure_topic(bootstrap: str, topic: str, partitions: int, timeout: float = 30.0) -> None:
+def ensure_topic(bootstrap: str, topic: str, partitions: int, timeout: float = 30.0,
+                 settings: dict[str, object] | None = None) -> None:
     """odradek.client.admin.ensure_topic, with the CLI's reachability check and error exit."""
     from confluent_kafka import KafkaException
 
     from odradek.client.admin import ensure_topic as create_missing
 
-    reach(bootstrap)
+    # only the connection's settings: -X also carries the perf tools' own knobs
+    secure = {k: v for k, v in (settings or {}).items()
+              if k.startswith(("security.", "ssl.", "sasl."))}
+    reach(bootstrap, secure)
     try:
-        create_missing(bootstrap, topic, partitions, timeout)
+        create_missing(bootstrap, topic, partitions, timeout, secure)
     except KafkaException as exc:
         fail(describe_error(exc))
 
@@ -72,20 +78,21 @@ def produce(
     client: str = typer.Option(
         CONFLUENT, "--client", metavar="CLIENT",
         help="confluent-kafka, or columnar: odradek's own Produce client building record "
-             "batches from numpy columns (PLAINTEXT only, needs numpy; -X batch.num.messages, "
-             "batch.size, max.in.flight, batches.per.request, compression.type, "
+             "batches from numpy columns (PLAINTEXT, SSL or SASL PLAIN/SCRAM; needs numpy; "
+             "-X batch.num.messages, batch.size, max.in.flight, batches.per.request, compression.type, "
              "enable.idempotence (needs --acks all), delivery.timeout.ms)."),
     bootstrap: str = BootstrapOption,
     client_config: list[str] = ClientConfigOption,
+    command_config: Path | None = CommandConfigOption,
 ) -> None:
     """Produce records as fast as the client goes (kafka-producer-perf-test)."""
     from odradek.perf import runs
 
-    overrides = client_overrides(client_config)
+    overrides = client_overrides(client_config, command_config)
     if client not in CLIENTS:
         fail(f"--client must be one of {', '.join(CLIENTS)}, not {client!r}")
     with kafka_errors():
-        ensure_topic(bootstrap, topic, partitions)
+        ensure_topic(bootstrap, topic, partitions, settings=overrides)
         try:
             if client == COLUMNAR:
                 result = runs.run_producer_columnar(bootstrap, topic, num_records, record_size,
@@ -117,7 +124,7 @@ def consume(
     client: str = typer.Option(
         CONFLUENT, "--client", metavar="CLIENT",
         help="confluent-kafka, or columnar: odradek's own Fetch client decoding record "
-             "batches into numpy columns (PLAINTEXT only, needs numpy)."),
+             "batches into numpy columns (PLAINTEXT, SSL or SASL PLAIN/SCRAM; needs numpy)."),
     librdkafka_defaults: bool = typer.Option(
         False, "--librdkafka-defaults",
         help="confluent-kafka only: use librdkafka's own defaults ("
@@ -125,11 +132,12 @@ def consume(
              + ") instead of the shipped settings, to show the difference; -X still wins."),
     bootstrap: str = BootstrapOption,
     client_config: list[str] = ClientConfigOption,
+    command_config: Path | None = CommandConfigOption,
 ) -> None:
     """Read a topic from the beginning as fast as the client goes (kafka-consumer-perf-test)."""
     from odradek.perf import runs
 
-    overrides = client_overrides(client_config)
+    overrides = client_overrides(client_config, command_config)
     if librdkafka_defaults:
         overrides = {**LIBRDKAFKA_DEFAULTS, **overrides}
     if client not in CLIENTS:
@@ -169,17 +177,18 @@ def e2e(
              "-X fetch.wait.max.ms: the consumer's long poll)."),
     bootstrap: str = BootstrapOption,
     client_config: list[str] = ClientConfigOption,
+    command_config: Path | None = CommandConfigOption,
 ) -> None:
     """End-to-end latency, produce call to consumer, at a fixed rate (EndToEndLatency)."""
     from odradek.perf import confluent
 
-    overrides = client_overrides(client_config)
+    overrides = client_overrides(client_config, command_config)
     if client not in CLIENTS:
         fail(f"--client must be one of {', '.join(CLIENTS)}, not {client!r}")
     # Only this run's records may be measured: a fresh topic unless the user names one.
     name = topic or f"odradek-e2e-{int(time.time() * 1000)}"
     with kafka_errors():
-        ensure_topic(bootstrap, name, partitions)
+        ensure_topic(bootstrap, name, partitions, settings=overrides)
         if client == COLUMNAR:
             from odradek.perf import e2e_columnar
 

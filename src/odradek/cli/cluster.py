@@ -18,7 +18,15 @@ from typing import Any
 
 import typer
 
-from odradek.cli.common import BootstrapOption, TimeoutOption, fail, usage
+from odradek.cli.common import (
+    BootstrapOption,
+    ClientConfigOption,
+    CommandConfigOption,
+    TimeoutOption,
+    fail,
+    native_security,
+    usage,
+)
 from odradek.cli.table import FormatOption, check_format, render_table
 
 app = typer.Typer(help="Run a local cluster, or describe a cluster's brokers and quorum.",
@@ -59,6 +67,8 @@ def describe(
     fmt: str = FormatOption,
     bootstrap: str = BootstrapOption,
     timeout: float = TimeoutOption,
+    client_config: list[str] = ClientConfigOption,
+    command_config: Path | None = CommandConfigOption,
 ) -> None:
     """Brokers (fenced or not, rack) and the metadata quorum: leader, epoch, high watermark,
     each voter's and observer's log end offset and lag (kafka-metadata-quorum describe
@@ -66,8 +76,9 @@ def describe(
     from odradek.broker.admin_calls import CallFailed, cluster_state
 
     check_format(fmt)
+    security = native_security(client_config, command_config)
     try:
-        state = cluster_state(bootstrap, timeout)
+        state = cluster_state(bootstrap, timeout, security)
     except CallFailed as exc:
         fail(f"cannot reach the cluster: {exc}")
     except (RuntimeError, ValueError) as exc:

@@ -185,6 +185,22 @@ def client_overrides(pairs: list[str], command_config: Path | None = None) -> di
     return overrides
 
 
+def native_security(client_config: list[str] | None = None,
+                    command_config: Path | None = None) -> Any:
+    """The TLS/SASL of -X and --command-config for the commands that send Kafka requests
+    themselves (no librdkafka): None for PLAINTEXT; settings they cannot honour are a usage
+    error naming why, never dropped."""
+    from odradek.client.connection import fetch_supports, security_of
+
+    overrides = {k: str(v) for k, v in client_overrides(client_config or [],
+                                                        command_config).items()}
+    if not fetch_supports(overrides):
+        usage("these security settings cannot be used by this command: it speaks TLS "
+              "(PEM files: ssl.ca.location, ssl.certificate.location, ssl.key.location) and "
+              "SASL PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512")
+    return security_of(overrides)
+
+
 def admin(bootstrap: str, client_config: list[str] | None = None,
           command_config: Path | None = None) -> Any:
     """An AdminClient after a reachability check; librdkafka's chatter silenced."""

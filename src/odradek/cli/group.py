@@ -13,6 +13,7 @@ import datetime
 import re
 import sys
 from dataclasses import dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn
 
 import typer
@@ -20,7 +21,9 @@ import typer
 from odradek.cli.common import (
     BootstrapOption,
     ClientConfigOption,
+    CommandConfigOption,
     TimeoutOption,
+    client_overrides,
     describe_error,
     fail,
     kafka_errors,
@@ -39,8 +42,9 @@ app = typer.Typer(help="List, describe, reset and delete consumer groups.", no_a
 INACTIVE_STATES = ("Empty", "Dead", "Unknown", "EMPTY", "DEAD", "UNKNOWN")
 
 
-def _admin(bootstrap: str, client_config: list[str]) -> AdminClient:
-    return connect_admin(bootstrap, client_config)
+def _admin(bootstrap: str, client_config: list[str],
+           command_config: Path | None = None) -> AdminClient:
+    return connect_admin(bootstrap, client_config, command_config)
 
 
 def _missing(group: str) -> NoReturn:
@@ -70,6 +74,7 @@ def list_groups(
     fmt: str = FormatOption,
     bootstrap: str = BootstrapOption,
     client_config: list[str] = ClientConfigOption,
+    command_config: Path | None = CommandConfigOption,
     timeout: float = TimeoutOption,
 ) -> None:
     """List the groups (GROUP TYPE STATE)."""
@@ -80,7 +85,7 @@ def list_groups(
             usage(f"unknown state {s!r}: use one of {', '.join(_STATES.values())}")
         wanted.add(s.lower())
     with kafka_errors():
-        admin = _admin(bootstrap, client_config)
+        admin = _admin(bootstrap, client_config, command_config)
         listing = result(admin.list_consumer_groups(request_timeout=timeout), timeout)
     rows = []
     for g in sorted(listing.valid, key=lambda g: g.group_id):
@@ -192,13 +197,14 @@ def describe(
     fmt: str = FormatOption,
     bootstrap: str = BootstrapOption,
     client_config: list[str] = ClientConfigOption,
+    command_config: Path | None = CommandConfigOption,
     timeout: float = TimeoutOption,
 ) -> None:
     from confluent_kafka.admin import OffsetSpec
 
     check_format(fmt)
     with kafka_errors():
-        admin = _admin(bootstrap, client_config)
+        admin = _admin(bootstrap, client_config, command_config)
         desc = _describe(admin, group, timeout)
         st = _state_name(desc.state)
         mem = _members(desc)
@@ -222,7 +228,9 @@ def describe(
         owner = {tp: m for m in mem for tp in m.partitions}
         tps = sorted(set(committed) | set(owner))
         ends = _offsets(admin, tps, OffsetSpec.latest(), timeout)
-        lag_info = node_lag(bootstrap, group, timeout) or {}
+        lag_info = node_lag(bootstrap, group, timeout, {
+            k: str(v) for k, v in client_overrides(client_config, command_config).items()
+        }) or {}
         statuses = {(r[0], r[1]): r for r in lag_info.get("partitions", [])}
     rows = []
     total = 0
@@ -332,6 +340,7 @@ def reset_offsets(
     fmt: str = FormatOption,
     bootstrap: str = BootstrapOption,
     client_config: list[str] = ClientConfigOption,
+    command_config: Path | None = CommandConfigOption,
     timeout: float = TimeoutOption,
 ) -> None:
     """Show (or with --execute apply) new committed offsets for a stopped group."""
@@ -355,7 +364,7 @@ def reset_offsets(
     except (ValueError, OSError) as exc:
         usage(str(exc))
     with kafka_errors():
-        admin = _admin(bootstrap, client_config)
+        admin = _admin(bootstrap, client_config, command_config)
         desc = _describe(admin, group, timeout)
         st = _state_name(desc.state)
         committed = _committed(admin, group, timeout)
@@ -434,12 +443,13 @@ def delete(
     group: list[str] = typer.Argument(..., metavar="GROUP...", help="Group(s) to delete."),
     bootstrap: str = BootstrapOption,
     client_config: list[str] = ClientConfigOption,
+    command_config: Path | None = CommandConfigOption,
     timeout: float = TimeoutOption,
 ) -> None:
     """Delete groups and their committed offsets (refused while they have members)."""
     failed = False
     with kafka_errors():
-        admin = _admin(bootstrap, client_config)
+        admin = _admin(bootstrap, client_config, command_config)
         futures = admin.delete_consumer_groups(group, request_timeout=timeout)
         for gid, fut in futures.items():
             try:

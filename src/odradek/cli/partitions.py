@@ -17,7 +17,15 @@ from typing import Any
 
 import typer
 
-from odradek.cli.common import BootstrapOption, TimeoutOption, fail, usage
+from odradek.cli.common import (
+    BootstrapOption,
+    ClientConfigOption,
+    CommandConfigOption,
+    TimeoutOption,
+    fail,
+    native_security,
+    usage,
+)
 
 app = typer.Typer(help="Move partition replicas and elect partition leaders.",
                   no_args_is_help=True)
@@ -65,11 +73,21 @@ def _error(code: int) -> str:
     return ErrorCode(code).name.upper()
 
 
+# the TLS/SASL of this run's -X / --command-config (set once by the command: a CLI run is
+# one command, and every request it sends goes the same way)
+_security: Any = None
+
+
+def _secure(client_config: list[str], command_config: Path | None) -> None:
+    global _security
+    _security = native_security(client_config, command_config)
+
+
 def _call(bootstrap: str, api: int, version: int, values: dict[str, Any], timeout: float) -> Any:
     from odradek.broker.admin_calls import CallFailed, call
 
     try:
-        return call(bootstrap, api, version, values, timeout)
+        return call(bootstrap, api, version, values, timeout, _security)
     except CallFailed as exc:
         fail(f"cannot reach the cluster: {exc}")
 
@@ -137,8 +155,11 @@ def reassign(
     wait: bool = typer.Option(False, "--wait", help="Start, then wait until all are done."),
     bootstrap: str = BootstrapOption,
     timeout: float = TimeoutOption,
+    client_config: list[str] = ClientConfigOption,
+    command_config: Path | None = CommandConfigOption,
 ) -> None:
     """Move partition replicas (kafka-reassign-partitions --execute / --verify)."""
+    _secure(client_config, command_config)
     try:
         plan = read_plan(plan_file)
     except ValueError as exc:
@@ -197,8 +218,11 @@ def elect_leaders(
                                      help='{"partitions": [{"topic": .., "partition": ..}]}'),
     bootstrap: str = BootstrapOption,
     timeout: float = TimeoutOption,
+    client_config: list[str] = ClientConfigOption,
+    command_config: Path | None = CommandConfigOption,
 ) -> None:
     """Elect partition leaders (kafka-leader-election)."""
+    _secure(client_config, command_config)
     kind = ELECTION_TYPES.get(election_type.lower())
     if kind is None:
         usage("--election-type must be preferred or unclean")

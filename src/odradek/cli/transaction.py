@@ -7,11 +7,20 @@ from __future__ import annotations
 import io
 import socket
 import struct
+from pathlib import Path
 from typing import Any
 
 import typer
 
-from odradek.cli.common import BootstrapOption, TimeoutOption, fail, reach
+from odradek.cli.common import (
+    BootstrapOption,
+    ClientConfigOption,
+    CommandConfigOption,
+    TimeoutOption,
+    fail,
+    native_security,
+    reach,
+)
 from odradek.cli.table import FormatOption, check_format, emit
 
 app = typer.Typer(help="List and describe transactions.", no_args_is_help=True)
@@ -37,13 +46,36 @@ def _recv_exact(sock: socket.socket, n: int) -> bytes:
     return bytes(out)
 
 
-def call(bootstrap: str, request: Any, response_cls: type | None, timeout: float) -> Any:
-    """One request to the first bootstrap server; the decoded response entity (the raw
-    response bytes when `response_cls` is None)."""
+async def _secured(host: str, port: int, request: Any, security: Any, timeout: float) -> bytes:
+    from odradek.network import Channel
+
+    ch = Channel(host, port, "odradek-transaction-cli", MAX_RESPONSE, security)
+    try:
+        frame = await ch.call(int(request.__api_key__), int(request.__version__),
+                              _encode(request), timeout)
+        return bytes(frame)
+    finally:
+        await ch.close()
+
+
+def call(bootstrap: str, request: Any, response_cls: type | None, timeout: float,
+         security: Any = None) -> Any:
+    """One request to the first bootstrap server (over TLS/SASL as `security` says); the
+    decoded response entity (the raw response bytes when `response_cls` is None)."""
+    import asyncio
+
     from kio.serial import entity_reader
     from kio.static.primitive import i16, i32
 
     host, _, port = bootstrap.split(",")[0].strip().rpartition(":")
+    if security is not None:
+        data = asyncio.run(_secured(host.strip("[]") or "localhost", int(port), request,
+                                    security, timeout))
+        if response_cls is None:
+            return data
+        _, used = entity_reader(response_cls.__header_schema__)(data, 0)
+        body, _ = entity_reader(response_cls)(data, used)
+        return body
     header_cls = request.__header_schema__
     header = header_cls(request_api_key=i16(request.__api_key__),
                         request_api_version=i16(request.__version__),
@@ -70,6 +102,8 @@ def list_(
     fmt: str = FormatOption,
     bootstrap: str = BootstrapOption,
     timeout: float = TimeoutOption,
+    client_config: list[str] = ClientConfigOption,
+    command_config: Path | None = CommandConfigOption,
 ) -> None:
     """Transactional ids with their producer id and state."""
     from kio.schema.list_transactions.v1 import request as lt1
@@ -77,11 +111,12 @@ def list_(
     from kio.static.primitive import i64
 
     check_format(fmt)
-    reach(bootstrap)
+    security = native_security(client_config, command_config)
+    reach(bootstrap, {"security.protocol": security.protocol} if security else None)
     try:
         r = call(bootstrap, lt1.ListTransactionsRequest(
             state_filters=tuple(state), producer_id_filters=(), duration_filter=i64(-1)),
-            lt1r.ListTransactionsResponse, timeout)
+            lt1r.ListTransactionsResponse, timeout, security)
     except (OSError, ValueError) as exc:
         fail(f"cannot list transactions at {bootstrap}: {exc}")
     if int(r.error_code):
@@ -97,6 +132,8 @@ def describe(
     fmt: str = FormatOption,
     bootstrap: str = BootstrapOption,
     timeout: float = TimeoutOption,
+    client_config: list[str] = ClientConfigOption,
+    command_config: Path | None = CommandConfigOption,
 ) -> None:
     """State, producer id/epoch, timeout and partitions of one transactional id."""
     from kio.schema.describe_transactions.v0 import request as dt0
@@ -104,10 +141,11 @@ def describe(
     from odradek.protocol.errors import ErrorCode, ProtocolError
 
     check_format(fmt)
-    reach(bootstrap)
+    security = native_security(client_config, command_config)
+    reach(bootstrap, {"security.protocol": security.protocol} if security else None)
     try:
         raw = call(bootstrap, dt0.DescribeTransactionsRequest(transactional_ids=(transactional_id,)),
-                   None, timeout)
+                   None, timeout, security)
         states = parse_describe_transactions(raw)
     except (OSError, ValueError, ProtocolError) as exc:
         fail(f"cannot describe transaction {transactional_id!r} at {bootstrap}: {exc}")

@@ -10,10 +10,11 @@ from odradek.client.factory import admin_client
 __all__ = ["ensure_topic"]
 
 
-def ensure_topic(bootstrap: str, topic: str, partitions: int, timeout: float = 30.0) -> None:
+def ensure_topic(bootstrap: str, topic: str, partitions: int, timeout: float = 30.0,
+                 settings: dict[str, object] | None = None) -> None:
     """Create `topic` with `partitions` partitions (replication factor 1) unless it exists.
-    Any other refusal raises the KafkaException."""
-    admin = admin_client(bootstrap)
+    Any other refusal raises the KafkaException. `settings`: librdkafka's (security)."""
+    admin = admin_client(bootstrap, settings) if settings else admin_client(bootstrap)
     futures = admin.create_topics([NewTopic(topic, num_partitions=partitions,
                                             replication_factor=1)],
                                   operation_timeout=timeout, request_timeout=timeout)

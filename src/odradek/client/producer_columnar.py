@@ -3,8 +3,9 @@
 The reverse of the columnar Fetch path (odradek.client.fetcher + columnar): batches come
 from odradek.client.batch_builder (no Python object per record) and go out over plain
 sockets as Produce v9 requests, several in flight per connection (max.in.flight), one
-connection per partition leader. Metadata v8 finds the leaders. Only PLAINTEXT without
-SASL, like the fetcher (see `fetcher.supports`).
+connection per partition leader. Metadata v8 finds the leaders. TLS and SASL PLAIN/SCRAM as
+the fetcher speaks them (client.secure_socket, `connection.fetch_supports`); over TLS the
+parts of a request are joined and encrypted in one write (an SSL socket has no sendmsg).
 
 Every partition's answer is read: error codes are counted per (partition, error) and the
 first one kept as text. With acks=0 the node sends no answer and closes the connection when
@@ -38,13 +39,14 @@ from __future__ import annotations
 
 import collections
 import socket
+import ssl
 import struct
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
-from odradek.client.connection import Connection, error_name
+from odradek.client.connection import Connection, error_name, security_of
 from odradek.client.metadata import LEADER_CHANGE, RETRY_BACKOFF_S, topic_leaders
 from odradek.protocol.primitives import Reader, encode_uvarint
 
@@ -118,11 +120,16 @@ def encode_produce_request(correlation_id: int, client_id: str, acks: int, timeo
 class _Connection(Connection):
     """The fetcher's blocking connection, sending many parts with one sendmsg."""
 
-    def __init__(self, host: str, port: int, client_id: str, timeout_s: float) -> None:
-        super().__init__(host, port, client_id, timeout_s, 16 << 20)
+    def __init__(self, host: str, port: int, client_id: str, timeout_s: float,
+                 security: Any = None) -> None:
+        super().__init__(host, port, client_id, timeout_s, 16 << 20, security)
         self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 4 << 20)
+        self.tls = isinstance(self.sock, ssl.SSLSocket)
 
     def send_parts(self, parts: list[bytes | bytearray | memoryview]) -> None:
+        if self.tls:  # encrypting copies the bytes anyway: one join, one write
+            self.sock.sendall(b"".join(parts))
+            return
         views = [memoryview(p) for p in parts if len(p)]
         while views:
             sent = self.sock.sendmsg(views)
@@ -177,6 +184,7 @@ class Settings:
     client_id: str = "odradek-columnar"
     enable_idempotence: bool = False  # librdkafka's default; needs acks=all
     delivery_timeout_ms: int = 120000
+    security: Any = None  # client.secure_socket.ClientSecurity; None: PLAINTEXT
 
 
 _CODECS = {"none": 0, "gzip": 1, "snappy": 2, "lz4": 3, "zstd": 4}
@@ -212,6 +220,9 @@ def settings_from(acks: str, extra: Mapping[str, str] | None) -> Settings:
     s.enable_idempotence = x.get("enable.idempotence", "false").strip().lower() == "true"
     s.delivery_timeout_ms = int(x.get("delivery.timeout.ms", x.get("message.timeout.ms",
                                                                     s.delivery_timeout_ms)))
+    # security.protocol, ssl.*, sasl.*: what the native connection honours, else ValueError
+    # (the caller checks connection.fetch_supports first and uses confluent-kafka instead)
+    s.security = security_of(x)
     if s.enable_idempotence and s.acks != -1:
         raise ValueError("enable.idempotence=true needs acks=all (as Kafka's producer says)")
     if s.max_in_flight < 1 or s.batch_num_messages < 1 or s.batch_size < 1:
@@ -220,10 +231,11 @@ def settings_from(acks: str, extra: Mapping[str, str] | None) -> Settings:
 
 
 def leaders_of(bootstrap: str, topic: str, client_id: str = "odradek-columnar",
-               timeout_s: float = 30.0) -> tuple[dict[int, tuple[str, int]], dict[int, int]]:
+               timeout_s: float = 30.0, security: Any = None,
+               ) -> tuple[dict[int, tuple[str, int]], dict[int, int]]:
     """(broker id -> (host, port), partition -> leader id) of `topic`. Raises ProduceError
     with the topic's error code (UNKNOWN_TOPIC_OR_PARTITION, ...)."""
-    found = topic_leaders(bootstrap, topic, client_id, timeout_s)
+    found = topic_leaders(bootstrap, topic, client_id, timeout_s, security)
     if found is None:
         raise ProduceError(UNKNOWN_TOPIC_OR_PARTITION, f"topic {topic}: not in the metadata")
     if found.error_code:
@@ -242,7 +254,7 @@ class ColumnarProducer:
         self.bootstrap = bootstrap
         self.timeout_s = self.settings.timeout_ms / 1000 + 10
         self.brokers, self.leaders = leaders_of(bootstrap, topic, self.settings.client_id,
-                                                   self.timeout_s)
+                                                   self.timeout_s, self.settings.security)
         self.partitions = sorted(self.leaders)
         self._conns: dict[int, _Connection] = {}
         self._inflight: dict[int, collections.deque[_InFlight]] = {}
@@ -278,7 +290,7 @@ class ColumnarProducer:
             for host, port in [*self.brokers.values()]:
                 try:
                     conn = Connection(host, port, self.settings.client_id, self.timeout_s,
-                                      1 << 20)
+                                      1 << 20, self.settings.security)
                 except OSError as exc:
                     last = str(exc)
                     continue
@@ -337,7 +349,8 @@ class ColumnarProducer:
         conn = self._conns.get(node)
         if conn is None:
             host, port = self.brokers[node]
-            conn = _Connection(host, port, self.settings.client_id, self.timeout_s)
+            conn = _Connection(host, port, self.settings.client_id, self.timeout_s,
+                               self.settings.security)
             self._conns[node] = conn
             self._inflight[node] = collections.deque()
         return conn
@@ -499,7 +512,7 @@ class ColumnarProducer:
             try:
                 self.brokers, self.leaders = leaders_of(self.bootstrap, self.topic,
                                                         self.settings.client_id,
-                                                        self.timeout_s)
+                                                        self.timeout_s, self.settings.security)
             except (OSError, ProduceError):
                 pass
             else:

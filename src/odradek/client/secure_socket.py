@@ -1,4 +1,5 @@
-"""TLS and SASL for odradek's native client connection (the fetcher's path).
+"""TLS and SASL for odradek's native client connection (the fetcher's path), over the same
+client side the node's own connections use (network.client_security).
 
 From librdkafka's setting names (what the Spark source and the CLI hand over):
 security.protocol SSL / SASL_PLAINTEXT / SASL_SSL, ssl.ca.location, ssl.certificate.location,
@@ -12,39 +13,30 @@ confluent-kafka instead, so no setting is ever dropped on the floor.
 
 from __future__ import annotations
 
-import base64
-import hashlib
-import hmac
-import os
 import socket
 import ssl
 from collections.abc import Mapping
-from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["NOT_HANDLED", "ClientSecurity"]
+from odradek.network.client_security import (
+    CLIENT_MECHANISMS,
+    SASL_AUTHENTICATE,
+    SASL_HANDSHAKE,
+    AuthenticationFailed,
+)
+from odradek.network.client_security import ClientSecurity as _Security
+
+__all__ = ["NOT_HANDLED", "AuthenticationFailed", "ClientSecurity"]
 
 _HANDLED = {"security.protocol", "sasl.mechanism", "sasl.mechanisms", "sasl.username",
             "sasl.password", "ssl.ca.location", "ssl.certificate.location",
             "ssl.key.location", "ssl.key.password", "ssl.endpoint.identification.algorithm"}
-_MECHANISMS = {"PLAIN": None, "SCRAM-SHA-256": "sha256", "SCRAM-SHA-512": "sha512"}
 NOT_HANDLED = object()
-SASL_HANDSHAKE, SASL_AUTHENTICATE = 17, 36
 
 
-class AuthenticationFailed(Exception):
-    """The broker refused the credentials (SASL_AUTHENTICATION_FAILED and the like). Not an
-    OSError on purpose: callers retry those (a leader moving), and retrying a wrong
-    password only delays the answer."""
-
-
-@dataclass(frozen=True)
-class ClientSecurity:
-    protocol: str
-    ssl_context: ssl.SSLContext | None
-    mechanism: str | None
-    username: str
-    password: str
+class ClientSecurity(_Security):
+    """network's ClientSecurity (the one the node's own connections use), read from
+    librdkafka's setting names and driven over a blocking socket."""
 
     def __repr__(self) -> str:  # the password stays out of logs and tracebacks
         return f"ClientSecurity({self.protocol}, {self.mechanism}, user={self.username!r})"
@@ -73,7 +65,7 @@ class ClientSecurity:
         if proto.startswith("SASL"):
             mechanism = str(client.get("sasl.mechanism", client.get("sasl.mechanisms",
                                                                     "GSSAPI"))).upper()
-            if mechanism not in _MECHANISMS:
+            if mechanism not in CLIENT_MECHANISMS:
                 return NOT_HANDLED
         return cls(proto, ctx, mechanism, str(client.get("sasl.username", "")),
                    str(client.get("sasl.password", "")))
@@ -85,7 +77,7 @@ class ClientSecurity:
 
     def authenticate(self, conn: Any) -> None:
         """SaslHandshake v1 then SaslAuthenticate v2 exchanges over `conn` (a Connection)."""
-        if self.mechanism is None:
+        if not self.sasl:
             return
         from kio.schema.sasl_authenticate.v2.request import SaslAuthenticateRequest
         from kio.schema.sasl_handshake.v1.request import SaslHandshakeRequest
@@ -101,33 +93,13 @@ class ClientSecurity:
         if int(shake.error_code):
             raise AuthenticationFailed(f"SASL mechanism {self.mechanism} refused "
                                        f"(enabled: {', '.join(shake.mechanisms)})")
-
-        def step(token: bytes) -> bytes:
+        steps = self.sasl_exchange()
+        token = next(steps)
+        while True:
             answer = call(SASL_AUTHENTICATE, 2, SaslAuthenticateRequest(auth_bytes=token))
             if int(answer.error_code):
                 raise AuthenticationFailed(answer.error_message or "authentication failed")
-            return bytes(answer.auth_bytes)
-
-        algo = _MECHANISMS[self.mechanism]
-        if algo is None:
-            step(f"\0{self.username}\0{self.password}".encode())
-            return
-        name = self.username.replace("=", "=3D").replace(",", "=2C")
-        nonce = base64.b64encode(os.urandom(24)).decode()
-        bare = f"n={name},r={nonce}"
-        first = step(f"n,,{bare}".encode()).decode()
-        attrs = dict(a.split("=", 1) for a in first.split(","))
-        if not attrs.get("r", "").startswith(nonce):
-            raise AuthenticationFailed("SCRAM: the server's nonce does not extend ours")
-        salted = hashlib.pbkdf2_hmac(algo, self.password.encode(),
-                                     base64.b64decode(attrs["s"]), int(attrs["i"]))
-        client_key = hmac.digest(salted, b"Client Key", algo)
-        without = f"c=biws,r={attrs['r']}"
-        auth = f"{bare},{first},{without}".encode()
-        signature = hmac.digest(hashlib.new(algo, client_key).digest(), auth, algo)
-        proof = base64.b64encode(bytes(a ^ b for a, b in zip(client_key, signature,
-                                                             strict=True))).decode()
-        final = step(f"{without},p={proof}".encode())
-        expected = hmac.digest(hmac.digest(salted, b"Server Key", algo), auth, algo)
-        if final != b"v=" + base64.b64encode(expected):
-            raise AuthenticationFailed("SCRAM: the server's signature is wrong")
+            try:
+                token = steps.send(bytes(answer.auth_bytes))
+            except StopIteration:
+                return

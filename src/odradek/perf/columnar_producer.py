@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any, TextIO
 
 from odradek.client.config import resolve_bootstrap
-from odradek.client.connection import error_name, supports
+from odradek.client.connection import error_name, fetch_supports
 from odradek.client.producer_columnar import (
     UNKNOWN_TOPIC_OR_PARTITION,
     ColumnarProducer,
@@ -86,8 +86,9 @@ def produce_columnar(bootstrap: str | None, topic: str, num_records: int, record
     from odradek.client.batch_builder import build_columnar_batch, fixed_column
 
     client = {"bootstrap.servers": resolve_bootstrap(bootstrap), **dict(extra or {})}
-    if not supports(client):
-        raise RuntimeError("the columnar client speaks PLAINTEXT only (no SASL/SSL settings)")
+    if not fetch_supports(client):
+        raise RuntimeError("the columnar client speaks PLAINTEXT, SSL (PEM files) and SASL "
+                           "PLAIN/SCRAM; these security settings need confluent-kafka")
     settings = settings_from(acks, extra)
     producer = ColumnarProducer(client["bootstrap.servers"], topic, settings)
     try:
@@ -152,15 +153,16 @@ def _window_line(out: TextIO, count: int, seconds: float, record_size: int,
 
 
 def wait_for_watermarks(bootstrap: str | None, topic: str, target: int,
-                        settle_s: float = 2.0, limit_s: float = 60.0) -> int:
+                        settle_s: float = 2.0, limit_s: float = 60.0,
+                        extra: Mapping[str, str] | None = None) -> int:
     """The topic's watermark sum once it reaches `target` or stops moving for settle_s
     (acks=0: the node may still be appending when the client has sent its last byte)."""
-    last = high_watermarks(bootstrap, topic)
+    last = high_watermarks(bootstrap, topic, extra)
     changed = start = time.monotonic()
     while last < target and time.monotonic() - changed < settle_s \
             and time.monotonic() - start < limit_s:
         time.sleep(0.1)
-        now = high_watermarks(bootstrap, topic)
+        now = high_watermarks(bootstrap, topic, extra)
         if now != last:
             last, changed = now, time.monotonic()
     return last
@@ -182,13 +184,13 @@ def report_columnar(result: ProducerResult, cpu_seconds: float, out: TextIO | No
 
 def finish_columnar(bootstrap: str | None, topic: str, before: int, runs: list[ColumnarRun],
                     record_size: int, acks: str, out: TextIO | None,
-                    processes: int) -> ProducerResult:
+                    processes: int, extra: Mapping[str, str] | None = None) -> ProducerResult:
     """Count, total and report the runs of one or more producer processes."""
     sent = sum(r.sent for r in runs)
     if acks_value(acks) == 0:
-        after = wait_for_watermarks(bootstrap, topic, before + sent)
+        after = wait_for_watermarks(bootstrap, topic, before + sent, extra=extra)
     else:
-        after = high_watermarks(bootstrap, topic)
+        after = high_watermarks(bootstrap, topic, extra)
     acknowledged = min(after - before, sent)
     start = min(r.start for r in runs)
     end = max(r.end for r in runs)

@@ -31,7 +31,7 @@ import random
 import string
 import sys
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from typing import Any, TextIO
 
 from confluent_kafka import (
@@ -113,9 +113,19 @@ def producer_config(bootstrap: str | None, acks: str = "1",
     return conf
 
 
-def high_watermarks(bootstrap: str | None, topic: str) -> int:
-    """The sum of the topic's high watermarks: records the node has acknowledged, ever."""
-    consumer = Consumer(consumer_settings(bootstrap, group_id="odradek-bench-watermarks",
+def security_only(extra: Mapping[str, object] | None) -> dict[str, object]:
+    """The connection's settings of a run's -X (security.protocol, ssl.*, sasl.*), without
+    the perf tools' own knobs."""
+    return {k: v for k, v in (extra or {}).items()
+            if k.startswith(("security.", "ssl.", "sasl."))}
+
+
+def high_watermarks(bootstrap: str | None, topic: str,
+                    extra: Mapping[str, object] | None = None) -> int:
+    """The sum of the topic's high watermarks: records the node has acknowledged, ever.
+    `extra`: the run's client settings (their security ones are used)."""
+    consumer = Consumer(consumer_settings(bootstrap, security_only(extra),
+                                          group_id="odradek-bench-watermarks",
                                           enable_auto_commit=False))
     try:
         meta = consumer.list_topics(topic, timeout=30).topics[topic]

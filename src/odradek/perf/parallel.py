@@ -112,7 +112,7 @@ def run_producers(bootstrap: str | None, topic: str, num_records: int, record_si
                   processes: int, columnar: bool = False) -> ProducerResult:
     """Producers in `processes` processes: confluent-kafka, or with `columnar` odradek's
     own columnar Produce client (odradek.client.producer_columnar)."""
-    before = high_watermarks(bootstrap, topic)
+    before = high_watermarks(bootstrap, topic, extra)
     pool = _Pool()
     rate = throughput / processes if throughput > 0 else throughput
     fn: Any = produce_records
@@ -130,12 +130,12 @@ def run_producers(bootstrap: str | None, topic: str, num_records: int, record_si
 
         runs_c = pool.collect(timeout=(max_seconds or 3600) + 300)
         return finish_columnar(bootstrap, topic, before, runs_c, record_size, acks, out,
-                               processes)
+                               processes, extra)
     start = time.monotonic()
     runs: list[ProduceRun] = pool.collect(timeout=(max_seconds or 3600) + 300)
     end = max(run.end for run in runs)
     sent = sum(run.sent for run in runs)
-    acknowledged = min(high_watermarks(bootstrap, topic) - before, sent)
+    acknowledged = min(high_watermarks(bootstrap, topic, extra) - before, sent)
     samples = [s for run in runs for s in run.samples]
     result = producer_result(acknowledged, end - start, record_size, samples)
     result.errors = sent - acknowledged

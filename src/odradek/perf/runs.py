@@ -39,12 +39,12 @@ def run_producer(bootstrap: str | None, topic: str, num_records: int, record_siz
 
         return run_producers(bootstrap, topic, num_records, record_size, acks, extra, out,
                              throughput, max_seconds, processes)
-    before = high_watermarks(bootstrap, topic)
+    before = high_watermarks(bootstrap, topic, extra)
     run = produce_records(bootstrap, topic, num_records, record_size, acks, extra, out,
                           throughput, max_seconds)
     # Watermarks count every producer's records: with others writing to the topic at the same
     # time the count is capped at what this run sent (and is then only an upper bound).
-    acknowledged = min(high_watermarks(bootstrap, topic) - before, run.sent)
+    acknowledged = min(high_watermarks(bootstrap, topic, extra) - before, run.sent)
     result = producer_result(acknowledged, run.end - run.start, record_size, run.samples)
     result.errors = run.sent - acknowledged
     report_producer(result, out, run.first_error)
@@ -102,7 +102,7 @@ def run_producer_columnar(bootstrap: str | None, topic: str, num_records: int, r
                              throughput, max_seconds, processes, columnar=True)
     from odradek.perf.columnar_producer import finish_columnar, produce_columnar
 
-    before = high_watermarks(bootstrap, topic)
+    before = high_watermarks(bootstrap, topic, extra)
     run = produce_columnar(bootstrap, topic, num_records, record_size, acks, extra, out,
                            throughput, max_seconds)
-    return finish_columnar(bootstrap, topic, before, [run], record_size, acks, out, 1)
+    return finish_columnar(bootstrap, topic, before, [run], record_size, acks, out, 1, extra)

@@ -94,7 +94,8 @@ class ReplicaManager(FetchReading):
                  broker_endpoint: Callable[[int], tuple[str, int] | None] | None = None,
                  config: ReplicationConfig | None = None,
                  broker_epoch: Callable[[], int] | None = None,
-                 clock: Callable[[], int] = _now_ms, isr_expiration: bool = True) -> None:
+                 clock: Callable[[], int] = _now_ms, isr_expiration: bool = True,
+                 channel_security: Any = None) -> None:
         """`log_config_for(topic) -> LogConfig` reads the topic's configs from the image.
 
         For a cluster: `channels` (odradek.network.Channels to the other brokers' inter-broker
@@ -127,7 +128,9 @@ class ReplicaManager(FetchReading):
         self._own_channels = channels is None and broker_endpoint is not None
         if self._own_channels:
             from odradek.network.channel import Channels
-            channels = Channels(f"odradek-replica-{node_id}", broker_endpoint)
+            # over the inter-broker listener as it is secured (network.ClientSecurity)
+            channels = Channels(f"odradek-replica-{node_id}", broker_endpoint,
+                                security=channel_security)
         self.channels = channels
         self.broker_endpoint = broker_endpoint
         self.fetchers = ReplicaFetcherManager(node_id, channels, self.config,

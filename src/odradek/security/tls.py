@@ -23,7 +23,8 @@ from typing import Any
 
 from odradek.security.principal_rules import PrincipalMapper
 
-__all__ = ["PrincipalMapper", "TlsConfigError", "listener_value", "peer_dn", "server_context"]
+__all__ = ["PrincipalMapper", "TlsConfigError", "client_context", "listener_value", "peer_dn",
+           "server_context"]
 
 _VERSIONS = {"TLSv1": ssl.TLSVersion.TLSv1, "TLSv1.1": ssl.TLSVersion.TLSv1_1,
              "TLSv1.2": ssl.TLSVersion.TLSv1_2, "TLSv1.3": ssl.TLSVersion.TLSv1_3}
@@ -234,6 +235,34 @@ def server_context(config: Any, listener: str) -> ssl.SSLContext:
                              "checked against")
     # no resumption tickets: each connection proves its certificate again
     ctx.options |= ssl.OP_NO_TICKET
+    return ctx
+
+
+def client_context(config: Any, listener: str) -> ssl.SSLContext:
+    """The TLS context this node connects to a peer's `listener` with (inter-broker or
+    controller), from that listener's ssl.* settings as Kafka's node clients take them: the
+    trust store checks the peer's certificate (none configured: the system's CAs), the key
+    store is this node's own certificate (sent when the peer asks, as under
+    ssl.client.auth=required), ssl.endpoint.identification.algorithm=https checks the
+    peer's host name against it (empty: not)."""
+
+    def get(key: str) -> Any:
+        return listener_value(config, listener, key)
+
+    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+    protocols = _list(get("ssl.enabled.protocols"))
+    _protocols(ctx, protocols)
+    _ciphers(ctx, _list(get("ssl.cipher.suites")), protocols)
+    if not _load_truststore(ctx, get):
+        ctx.load_default_certs(ssl.Purpose.SERVER_AUTH)
+    if _str(get("ssl.keystore.location")) or _str(get("ssl.keystore.key")):
+        _load_keystore(ctx, get)
+    algorithm = (_str(get("ssl.endpoint.identification.algorithm")) or "").strip().lower()
+    if algorithm not in ("https", ""):
+        raise TlsConfigError(f"ssl.endpoint.identification.algorithm={algorithm}: https or "
+                             "empty (no host name check)")
+    ctx.check_hostname = algorithm == "https"
+    ctx.verify_mode = ssl.CERT_REQUIRED
     return ctx
 
 

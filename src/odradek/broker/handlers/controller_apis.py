@@ -58,6 +58,16 @@ async def _run(ctx: Any, operation: str, *args: Any) -> Any:
     return await asyncio.to_thread(getattr(controller, operation), *args)
 
 
+def _need(ctx: Any, header: Any, op: Op) -> None:
+    """Kafka's ControllerApis checks: ClusterAction for what only the cluster's own nodes
+    send (registration, heartbeats, AlterPartition, producer id blocks), Alter to unregister
+    a broker; CLUSTER_AUTHORIZATION_FAILED otherwise."""
+    if not cluster_allowed(ctx, header, op):
+        raise KafkaError(ErrorCode.cluster_authorization_failed,
+                         f"the principal lacks {op.name.title().replace('_', '')} on the "
+                         "cluster")
+
+
 def _error(exc: KafkaError) -> tuple[ErrorCode, str | None]:
     return ErrorCode(exc.code), exc.message or None
 
@@ -86,6 +96,7 @@ def handle_broker_registration(ctx: Any, header: Any, frame: memoryview) -> Any:
 async def _broker_registration(ctx: Any, header: Any, request: BrokerRegistrationRequest
                                ) -> Response:
     try:
+        _need(ctx, header, Op.CLUSTER_ACTION)
         reply = await _run(ctx, "register_broker", request)
     except KafkaError as exc:
         return respond(header, {"throttle_time": 0, "error_code": exc.code, "broker_epoch": -1})
@@ -104,6 +115,7 @@ def handle_broker_heartbeat(ctx: Any, header: Any, frame: memoryview) -> Any:
 
 async def _broker_heartbeat(ctx: Any, header: Any, request: BrokerHeartbeatRequest) -> Response:
     try:
+        _need(ctx, header, Op.CLUSTER_ACTION)
         reply = await _run(ctx, "broker_heartbeat", request)
     except KafkaError as exc:
         return respond(header, {"throttle_time": 0, "error_code": exc.code,
@@ -121,6 +133,7 @@ def handle_unregister_broker(ctx: Any, header: Any, frame: memoryview) -> Any:
 
 async def _unregister_broker(ctx: Any, header: Any, broker_id: int) -> Response:
     try:
+        _need(ctx, header, Op.ALTER)
         await _run(ctx, "unregister_broker", broker_id)
     except KafkaError as exc:
         code, message = _error(exc)
@@ -137,6 +150,7 @@ def handle_allocate_producer_ids(ctx: Any, header: Any, frame: memoryview) -> An
 async def _allocate_producer_ids(ctx: Any, header: Any, broker_id: int,
                                  broker_epoch: int) -> Response:
     try:
+        _need(ctx, header, Op.CLUSTER_ACTION)
         first, size = await _run(ctx, "allocate_producer_ids", broker_id,
                                  broker_epoch)
     except KafkaError as exc:
@@ -168,6 +182,7 @@ def handle_alter_partition(ctx: Any, header: Any, frame: memoryview) -> Any:
 async def _alter_partition(ctx: Any, header: Any, broker_id: int, broker_epoch: int,
                            items: list[AlterPartitionItem]) -> Response:
     try:
+        _need(ctx, header, Op.CLUSTER_ACTION)
         results = await _run(ctx, "alter_partition", broker_id, broker_epoch,
                              items, header.api_version)
     except KafkaError as exc:

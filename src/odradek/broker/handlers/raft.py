@@ -2,7 +2,8 @@
 FetchSnapshot, DescribeQuorum, and a Fetch of `__cluster_metadata` (`handle_metadata_fetch`,
 which the Fetch handler calls when the request names the metadata topic).
 
-Each decodes the request, checks what the quorum does not (cluster id, the one partition
+Each needs ClusterAction on the cluster (DescribeQuorum: Describe), as Kafka's
+ControllerApis, then decodes the request, checks what the quorum does not (cluster id, the one partition
 `__cluster_metadata-0`, the voter addressed: `metadata.raft.wire`) and hands the message to
 the node's quorum (`ctx.quorum`, a `KRaftQuorum`), whose answer it encodes for the request's
 version. A Fetch may wait there: the leader's long poll.
@@ -13,8 +14,10 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
+from odradek.broker.authz import cluster_allowed
 from odradek.broker.handlers.common import Response, decode, respond
 from odradek.broker.refusals import note
+from odradek.metadata.acls import AclOperation
 from odradek.metadata.raft.wire import (
     METADATA_TOPIC,
     METADATA_TOPIC_ID,
@@ -60,6 +63,10 @@ def _values(x: Any) -> Any:
 async def _raft(ctx: Any, header: Any, req: Any) -> Response:
     quorum = ctx.quorum
     try:
+        # issue 16: only the cluster's own nodes (ClusterAction, as Kafka's ControllerApis)
+        if not cluster_allowed(ctx, header, AclOperation.CLUSTER_ACTION):
+            raise WireError(ErrorCode.cluster_authorization_failed,
+                            "the principal lacks ClusterAction on the cluster")
         src, body = request_body(req, quorum.node_id, quorum.cluster_id)
     except WireError as err:
         note(header, int(err.code), str(err))
@@ -113,7 +120,10 @@ def handle_describe_quorum(ctx: Any, header: Any, frame: memoryview) -> Response
     code = ErrorCode.none
     message = None
     asked = [(t.topic_name, int(p.partition_index)) for t in req.topics for p in t.partitions]
-    if asked != [(METADATA_TOPIC, 0)]:
+    if not cluster_allowed(ctx, header, AclOperation.DESCRIBE):
+        code = ErrorCode.cluster_authorization_failed
+        message = "the principal lacks Describe on the cluster"
+    elif asked != [(METADATA_TOPIC, 0)]:
         code, message = ErrorCode.unknown_topic_or_partition, "only __cluster_metadata-0"
     elif not d.is_leader:
         code, message = ErrorCode.not_leader_or_follower, "this node is not the quorum leader"

@@ -17,8 +17,10 @@ from __future__ import annotations
 
 from typing import Any
 
+from odradek.broker.authz import cluster_allowed
 from odradek.broker.handlers.common import Response, decode, respond
 from odradek.coordinator.offsets_topic import TOPIC as OFFSETS_TOPIC
+from odradek.metadata.acls import AclOperation
 from odradek.protocol.apis import ApiKey, ApiVersionRange
 from odradek.protocol.errors import ErrorCode
 from odradek.replication.markers import MarkerAppend, append_marker
@@ -33,6 +35,15 @@ VERSIONS = (ApiVersionRange(ApiKey.WRITE_TXN_MARKERS, 1, 1),)
 
 def handle_write_txn_markers(ctx: Any, header: Any, frame: memoryview) -> Any:
     req = decode(header, frame)
+    if not cluster_allowed(ctx, header, AclOperation.CLUSTER_ACTION):
+        # issue 16: only a transaction coordinator (a broker: ClusterAction) writes markers;
+        # every partition answers CLUSTER_AUTHORIZATION_FAILED, as Kafka's error response
+        return respond(header, {"markers": [
+            {"producer_id": int(m.producer_id), "topics": [
+                {"name": t.name, "partitions": [
+                    {"partition_index": int(p), "error_code": E.cluster_authorization_failed}
+                    for p in t.partition_indexes]} for t in m.topics]}
+            for m in req.markers]})
     rm = ctx.replica_manager
     # (producer id, commit, [(topic, partition, append)]) in request order
     done: list[tuple[int, bool, list[tuple[str, int, MarkerAppend]]]] = []

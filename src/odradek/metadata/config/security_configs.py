@@ -45,6 +45,9 @@ SECURITY_DEFS: list[ConfigDef] = [
        "Rules mapping a client certificate's distinguished name to a principal name."),
     _d("sasl.enabled.mechanisms", LST, ["GSSAPI"], "SASL mechanisms served on SASL listeners "
        "(PLAIN, SCRAM-SHA-256, SCRAM-SHA-512, OAUTHBEARER)."),
+    _d("security.inter.broker.protocol", S, "PLAINTEXT", "The security protocol between "
+       "brokers (its listener is the one of that name); only one of this and "
+       "inter.broker.listener.name may be set."),
     _d("sasl.mechanism.inter.broker.protocol", S, "GSSAPI",
        "The SASL mechanism this node uses towards other brokers."),
     _d("sasl.mechanism.controller.protocol", S, "GSSAPI",

@@ -124,6 +124,9 @@ class KRaftQuorum(Quorum):
         self._wake: asyncio.Event | None = None
         self._calls: set[asyncio.Future[None]] = set()
         self.channels: Channels | None = None
+        # how the voters' controller listener is reached (network.ClientSecurity; None:
+        # PLAINTEXT), set by the node before start
+        self.channel_security: Any = None
         self._lock = threading.RLock()  # the synchronous mode (no loop) only
         self._closed = False
         self._after()
@@ -168,7 +171,8 @@ class KRaftQuorum(Quorum):
         self._loop = asyncio.get_running_loop()
         self._wake = asyncio.Event()
         if set(self.voter_addresses) != {self.node_id}:
-            self.channels = Channels(f"raft-{self.node_id}", self.voter_addresses.get)
+            self.channels = Channels(f"raft-{self.node_id}", self.voter_addresses.get,
+                                     security=self.channel_security)
         self._task = asyncio.ensure_future(self._run())
 
     async def stop(self) -> None:

@@ -1,6 +1,9 @@
 """PLAIN (RFC 4616), server side: `[authzid] NUL authcid NUL password`, checked against the
 user's stored SCRAM credential (the password is run through the credential's salt and
-iterations and compared with its StoredKey), so one `odradek user create` serves both."""
+iterations and compared with its StoredKey), so one `odradek user create` serves both; and,
+as Kafka's PlainServerCallbackHandler, against the `user_<name>` entries of the listener's
+PlainLoginModule JAAS config (security.sasl.jaas), which a user there is checked against
+only."""
 
 from __future__ import annotations
 
@@ -38,8 +41,10 @@ class PlainServer:
     name = "PLAIN"
 
     def __init__(self,
-                 credentials: Callable[[str], list[tuple[str, ScramCredential]]]) -> None:
+                 credentials: Callable[[str], list[tuple[str, ScramCredential]]],
+                 jaas_users: dict[str, str] | None = None) -> None:
         self._credentials = credentials
+        self._jaas_users = jaas_users or {}
         self.complete = False
         self.username: str | None = None
         self.expires_at: float | None = None
@@ -51,6 +56,13 @@ class PlainServer:
         if authzid and authzid != username:
             raise SaslFailure("Authentication failed: Client requested an authorization id "
                               "that is different from username")
+        expected = self._jaas_users.get(username)
+        if expected is not None:
+            if hmac.compare_digest(expected.encode(), password.encode()):
+                self.complete = True
+                self.username = username
+                return b""
+            raise SaslFailure(_FAILED)
         for mechanism, cred in self._credentials(username):
             stored, _ = salted_keys(mechanism, password, cred.salt, cred.iterations)
             if hmac.compare_digest(stored, cred.stored_key):

@@ -8,6 +8,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from odradek.security.sasl.jaas import listener_jaas
 from odradek.security.sasl.mechanism import SaslMechanism
 from odradek.security.sasl.plain import PlainServer
 from odradek.security.sasl.scram import MECHANISMS, ScramCredential, ScramServer
@@ -30,6 +31,7 @@ class SaslServerConfig:
     reauth_ms: int = 0
     credentials: Credentials = _no_credentials
     oauth: Any = None  # security.sasl.oauthbearer.TokenValidator when OAUTHBEARER is on
+    plain_users: dict[str, str] = field(default_factory=dict, repr=False)  # JAAS user_<name>
     extra: dict[str, Any] = field(default_factory=dict)
 
     def new_mechanism(self, name: str) -> SaslMechanism:
@@ -39,7 +41,7 @@ class SaslServerConfig:
             def all_of(user: str) -> list[tuple[str, ScramCredential]]:
                 found = [(m, self.credentials(user, m)) for m in MECHANISMS]
                 return [(m, c) for m, c in found if c is not None]
-            return PlainServer(all_of)
+            return PlainServer(all_of, self.plain_users)
         if name == "OAUTHBEARER":
             from odradek.security.sasl.oauthbearer import OAuthBearerServer
 
@@ -67,4 +69,9 @@ def sasl_server_config(config: Any, listener: str,
         from odradek.security.sasl.oauthbearer import validator_from_config
 
         oauth = validator_from_config(config, listener)
-    return SaslServerConfig(names, reauth, credentials or _no_credentials, oauth)
+    plain_users: dict[str, str] = {}
+    if "PLAIN" in names:
+        entry = listener_jaas(config, listener, "PLAIN")
+        plain_users = entry.plain_users() if entry is not None else {}
+    return SaslServerConfig(names, reauth, credentials or _no_credentials, oauth,
+                            plain_users=plain_users)
