@@ -561,7 +561,22 @@ class BrokerConfig:
         return defn.default, None, ConfigSource.DEFAULT_CONFIG
 
     def __repr__(self) -> str:
-        return f"BrokerConfig(values={self.values!r}, dynamic={self.dynamic!r})"
+        # a repr reaches logs and tracebacks: passwords and JAAS entries stay out, as Kafka
+        # prints "[hidden]" for them
+        return (f"BrokerConfig(values={_masked(self.values)!r}, "
+                f"dynamic={_masked(self.dynamic)!r})")
+
+
+def _secret(name: str) -> bool:
+    defn = BROKER_CONFIGS.get(name)
+    if defn is not None and defn.sensitive:
+        return True
+    low = name.lower()  # listener-prefixed keys (listener.name.<l>.<key>) are not in the table
+    return "password" in low or low.endswith("jaas.config") or "secret" in low
+
+
+def _masked(values: Mapping[str, str]) -> dict[str, str]:
+    return {k: "[hidden]" if _secret(k) else v for k, v in values.items()}
 
 
 def _scaled(value: Any, multiplier: int) -> Any:
