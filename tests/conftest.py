@@ -2,6 +2,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -14,7 +15,7 @@ def pytest_configure(config: pytest.Config) -> None:
 
 
 def xdist_group_of(nodeid: str) -> str:
-    """The unit `make test` hands to one xdist worker (`--dist loadgroup`): a module, so its
+    """The unit `make test` hands to one xdist worker: a module, so its
     module-scoped node or cluster is started once; every Spark test together, so they share
     one SparkSession and its node; every Jepsen short run together, so they share one
     namespaced cluster (tests/system/jepsen/testing.py)."""
@@ -26,9 +27,17 @@ def xdist_group_of(nodeid: str) -> str:
     return path
 
 
-def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    for item in items:
-        item.add_marker(pytest.mark.xdist_group(xdist_group_of(item.nodeid)))
+def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
+    """xdist's loadscope scheduling over our own units (xdist_group_of). Not xdist_group marks
+    and `--dist loadgroup`: pytest 9 keeps a node's id in `_id`, and xdist 3.8 still writes the
+    group into `_nodeid`, so the marks were silently ignored."""
+    from xdist.scheduler import LoadScopeScheduling
+
+    class UnitScheduling(LoadScopeScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            return xdist_group_of(nodeid)
+
+    return UnitScheduling(config, log)
 
 
 @pytest.fixture
