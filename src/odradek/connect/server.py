@@ -9,17 +9,15 @@ The worker's settings are Kafka's distributed-worker names (`group.id`,
 
 from __future__ import annotations
 
-import contextlib
 import logging
-import signal
 import tempfile
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from pathlib import Path
-from urllib.parse import urlsplit
 
 from odradek.connect import converters, records
 from odradek.connect.store import Topics
 from odradek.connect.worker import SessionFactory
+from odradek.service.http import parse_http_listener, serve_http
 
 log = logging.getLogger(__name__)
 
@@ -47,10 +45,7 @@ REFUSED = {
 
 def parse_listener(listener: str) -> tuple[str, int]:
     """`http://host:port` -> (host, port). Only plain HTTP for now."""
-    parts = urlsplit(listener.strip())
-    if parts.scheme != "http" or not parts.hostname or parts.port is None:
-        raise ValueError(f"a listener is http://host:port, got {listener!r}")
-    return parts.hostname, parts.port
+    return parse_http_listener(listener)
 
 
 def read_properties(path: Path) -> dict[str, str]:
@@ -92,10 +87,6 @@ def topics_of(config: Mapping[str, str]) -> Topics:
 
 def run(bootstrap: str, session: SessionFactory, listeners: str = "http://127.0.0.1:8083",
         config: Mapping[str, str] | None = None, state_dir: Path | None = None) -> int:
-    import asyncio
-
-    import uvicorn
-
     from odradek.connect.app import build_app
     from odradek.connect.catalog import default_plugins
     from odradek.connect.group import GroupMember
@@ -128,31 +119,10 @@ def run(bootstrap: str, session: SessionFactory, listeners: str = "http://127.0.
     worker.start()
     member.start()
     app = build_app(Herder(store, plugins, bootstrap, worker.wake))
-
-    class _Server(uvicorn.Server):
-        # Our own signal handling: uvicorn's re-raises SIGTERM after shutdown, before the
-        # queries are stopped and their last offsets written.
-        @contextlib.contextmanager
-        def capture_signals(self) -> Iterator[None]:
-            yield
-
-    servers = [_Server(uvicorn.Config(app, host=h, port=p, log_level="warning",
-                                      access_log=False, lifespan="off"))
-               for h, p in endpoints]
-
-    def stop(signum: int, frame: object) -> None:
-        for server in servers:
-            server.should_exit = True
-
-    async def serve_all() -> None:
-        await asyncio.gather(*(server.serve() for server in servers))
-
-    signal.signal(signal.SIGTERM, stop)
-    signal.signal(signal.SIGINT, stop)
     try:
         print(f"connect worker {worker_id} serving on {listeners} over {bootstrap} "
               f"(group.id={settings['group.id']})", flush=True)
-        asyncio.run(serve_all())
+        serve_http(app, endpoints)
     finally:
         member.close()  # leaves the group: the others take its connectors at once
         worker.close()
