@@ -121,9 +121,13 @@ def handle_describe_quorum(ctx: Any, header: Any, frame: memoryview) -> Response
     message = None
     asked = [(t.topic_name, int(p.partition_index)) for t in req.topics for p in t.partitions]
     if not cluster_allowed(ctx, header, AclOperation.DESCRIBE):
-        code = ErrorCode.cluster_authorization_failed
+        # Kafka's ControllerApis throws before reading the quorum: its error response has
+        # the code at the top level and no topics (DescribeQuorumRequest.getErrorResponse)
         message = "the principal lacks Describe on the cluster"
-    elif asked != [(METADATA_TOPIC, 0)]:
+        note(header, int(ErrorCode.cluster_authorization_failed), message)
+        return respond(header, {"error_code": ErrorCode.cluster_authorization_failed,
+                                "error_message": message, "topics": [], "nodes": []})
+    if asked != [(METADATA_TOPIC, 0)]:
         code, message = ErrorCode.unknown_topic_or_partition, "only __cluster_metadata-0"
     elif not d.is_leader:
         code, message = ErrorCode.not_leader_or_follower, "this node is not the quorum leader"
