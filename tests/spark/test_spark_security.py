@@ -28,6 +28,7 @@ from tests.spark.support import create_topic, produce, read_all
 AUTHORIZER = "org.apache.kafka.metadata.authorizer.StandardAuthorizer"
 GRANTED = ("sec-in", "sec-out")  # alice's topics; "sec-other" is not hers
 N = 60
+JKS_REFUSED = r"kafka\.ssl\.truststore\.location: a JKS trust store"
 
 
 @pytest.fixture(scope="module")
@@ -104,7 +105,7 @@ def test_acls_hold_for_the_source(spark: SparkSession, secured: SecuredNode) -> 
 @pytest.mark.parametrize("path", ["native", "librdkafka"])
 def test_wrong_password_fails_with_authentication_error(spark: SparkSession, secured: SecuredNode,
                                                         path: str) -> None:
-    with pytest.raises(Exception, match="(?i)authentication") as failed:
+    with pytest.raises(Exception, match=r"(?i)authentication") as failed:
         _read(spark, java_options(secured, "wrong"), "sec-in", path).collect()
     assert "alice" in str(failed.value) or "SCRAM" in str(failed.value) \
         or "credentials" in str(failed.value)
@@ -113,8 +114,8 @@ def test_wrong_password_fails_with_authentication_error(spark: SparkSession, sec
 def test_jks_truststore_refused_by_name(spark: SparkSession, secured: SecuredNode) -> None:
     options = {**java_options(secured), "kafka.ssl.truststore.type": "JKS",
                "kafka.ssl.truststore.location": "/etc/ssl/truststore.jks"}
-    with pytest.raises(Exception, match="kafka.ssl.truststore.location: a JKS trust store"):
+    with pytest.raises(Exception, match=JKS_REFUSED):
         _read(spark, options, "sec-in", "native").collect()
-    with pytest.raises(Exception, match="kafka.ssl.truststore.location: a JKS trust store"):
+    with pytest.raises(Exception, match=JKS_REFUSED):
         spark.createDataFrame([(b"v",)], "value binary").write.format("odradek") \
             .options(**options).option("topic", "sec-out").mode("append").save()
