@@ -70,13 +70,14 @@ def settings_for(tmp: Path, ports: dict[str, int], ca: CertAuthority, server: Is
     }
 
 
-def start_secured(tmp: Path) -> SecuredNode:
+def start_secured(tmp: Path, extra: dict[str, str] | None = None) -> SecuredNode:
+    """`extra` settings go on top (an authorizer, say) for tests that need more."""
     ca = CertAuthority(tmp / "ca")
     server = ca.issue("localhost", server=True)
     client = ca.issue("alice-client", unit="Engineering")
     issuer = JwtIssuer(tmp)
     ports = {name: free_port() for name in ("PLAINTEXT", "MTLS", "SASL_SSL", "SASL_PLAINTEXT")}
-    settings = settings_for(tmp, ports, ca, server, issuer)
+    settings = {**settings_for(tmp, ports, ca, server, issuer), **(extra or {})}
     data = tmp / "data"
     sets = [arg for k, v in settings.items() for arg in ("--set", f"{k}={v}")]
     scram = [arg for user, pw in USERS.items() for mech in ("SCRAM-SHA-256", "SCRAM-SHA-512")

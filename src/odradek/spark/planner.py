@@ -12,7 +12,7 @@ import time
 from collections.abc import Iterable, Mapping
 
 from confluent_kafka import IsolationLevel, KafkaError, KafkaException, TopicPartition
-from confluent_kafka.admin import AdminClient, OffsetSpec
+from confluent_kafka.admin import AdminClient, ClusterMetadata, OffsetSpec
 
 from odradek.spark.options import EARLIEST, LATEST, OptionError, Subscription
 from odradek.spark.options import OffsetSpec as StartSpec
@@ -45,6 +45,10 @@ class Planner:
         conf: dict[str, object] = {k: v for k, v in client.items()
                                    if not k.startswith(_CONSUMER_ONLY)}
         conf["logger"] = LOG
+        # librdkafka reports refused credentials or a failed TLS handshake only through
+        # error_cb; without it a wrong password looks like a 30 s transport timeout
+        self._refused: KafkaError | None = None
+        conf["error_cb"] = self._on_error
         self._admin = AdminClient(conf)
         self._timeout = timeout_s
         self._isolation = (IsolationLevel.READ_UNCOMMITTED
@@ -54,13 +58,31 @@ class Planner:
         """The partitions the subscription reads now, sorted; an assign is taken as given."""
         if sub.kind == "assign":
             return list(sub.assigned)
-        meta = self._admin.list_topics(timeout=self._timeout)
+        meta = self._metadata()
         out: list[TP] = []
         for name, topic in meta.topics.items():
             if topic.error is not None or name.startswith("__") or not sub.matches(name):
                 continue
             out.extend((name, p) for p in topic.partitions)
         return sorted(out)
+
+    def _on_error(self, err: KafkaError) -> None:
+        if err.code() in (KafkaError._AUTHENTICATION, KafkaError._SSL):
+            self._refused = err
+
+    def _metadata(self) -> ClusterMetadata:
+        """list_topics in short waits, serving error_cb between them, so refused credentials
+        fail the query at once with librdkafka's own message rather than a timeout."""
+        deadline = time.monotonic() + self._timeout
+        while True:
+            try:
+                return self._admin.list_topics(timeout=min(1.0, self._timeout))
+            except KafkaException:
+                self._admin.poll(0)
+                if self._refused is not None:
+                    raise KafkaException(self._refused) from None
+                if time.monotonic() >= deadline:
+                    raise
 
     def _list(self, specs: Mapping[TP, OffsetSpec], *, skip_unready: bool = False) -> dict[TP, int]:
         """ListOffsets; a partition whose leader is not ready yet (a topic just created) is
