@@ -45,7 +45,7 @@ run: setup
 
 test: setup-test
 	$(BIN)/ruff check src tests bench examples
-	$(BIN)/python -m pytest -p no:cacheprovider -n 2 --dist loadscope --durations=30 tests
+	$(BIN)/python -m pytest -p no:cacheprovider -n 2 --dist loadscope --no-loadscope-reorder --durations=30 tests
 
 lint: setup-test
 	$(BIN)/ruff check src tests bench examples

@@ -15,7 +15,8 @@ def pytest_configure(config: pytest.Config) -> None:
 
 
 def xdist_group_of(nodeid: str) -> str:
-    """The unit `make test` hands to one xdist worker: a module, so its
+    """The unit `make test` hands to one xdist worker, in collection order (integration, spark,
+    system, then the many short unit modules, which even out the end): a module, so its
     module-scoped node or cluster is started once; every Spark test together, so they share
     one SparkSession and its node; every Jepsen short run together, so they share one
     namespaced cluster (tests/system/jepsen/testing.py)."""
