@@ -55,7 +55,7 @@ def test_scram_users_and_acls(tmp_path: Path) -> None:
     try:
         admin = AdminClient({"bootstrap.servers": node.bootstrap})
         for f in admin.create_topics([NewTopic(t, 1, 1) for t in ("s-ok", "s-no")]).values():
-            f.result(30)
+            f.result(120)
         info = ScramCredentialInfo(ScramMechanism.SCRAM_SHA_256, 4096)
         for f in admin.alter_user_scram_credentials([
                 UserScramCredentialUpsertion(u, info, f"{u}-secret".encode())
