@@ -292,7 +292,7 @@ def test_confluent_fails_exactly_the_keyless_records(node: BrokerProcess) -> Non
     # _INVALID_DIFFERENT_RECORD (not appended: the batch is refused whole, as in Kafka)
     topic = "compact-record-errors"
     create_topic(node.bootstrap, topic, 1, COMPACT)
-    p = Producer({"bootstrap.servers": node.bootstrap, "linger.ms": 500, "retries": 0,
+    p = Producer({"bootstrap.servers": node.bootstrap, "linger.ms": 30_000, "retries": 0,
                   "batch.num.messages": 1000})
     results: dict[int, KafkaError | None] = {}
     for i in range(100):
@@ -314,7 +314,7 @@ def test_kafka_python_fails_exactly_the_keyless_records(node: BrokerProcess) -> 
     from kafka.errors import KafkaError as KPError
     topic = "compact-record-errors-kp"
     create_topic(node.bootstrap, topic, 1, COMPACT)
-    p = KafkaProducer(bootstrap_servers=node.bootstrap, linger_ms=500, retries=0,
+    p = KafkaProducer(bootstrap_servers=node.bootstrap, linger_ms=30_000, retries=0,
                       batch_size=1 << 20)
     try:
         futures = [p.send(topic, partition=0, key=None if i % 10 == 2 else b"k%d" % i,

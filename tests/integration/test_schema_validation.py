@@ -38,7 +38,7 @@ def _create(bootstrap: str, topic: str, configs: dict[str, str]) -> None:
 
 def _produce(bootstrap: str, topic: str, items: list[tuple[bytes | None, bytes | None]],
              ) -> list[KafkaError | None]:
-    p = Producer({"bootstrap.servers": bootstrap, "linger.ms": 200, "retries": 0,
+    p = Producer({"bootstrap.servers": bootstrap, "linger.ms": 30_000, "retries": 0,
                   "batch.num.messages": 1000})
     results: dict[int, KafkaError | None] = {}
     for i, (key, value) in enumerate(items):

@@ -478,7 +478,7 @@ _FUZZ_TOPIC: uuid.UUID | None = None
 def test_record_limit_acquire_mode(node: BrokerProcess) -> None:
     """ShareFetch v2's record-limit mode: max_records is strict even inside a batch."""
     _setup(node, "sq-lim", "sg-lim", 1, 0)
-    p = Producer({"bootstrap.servers": node.bootstrap, "linger.ms": 200})
+    p = Producer({"bootstrap.servers": node.bootstrap, "linger.ms": 30_000})
     for i in range(5):  # one batch of five
         p.produce("sq-lim", str(i).encode(), partition=0)
     assert p.flush(30) == 0
