@@ -82,7 +82,7 @@ def high_watermark(node: BrokerProcess, topic: str, partition: int = 0) -> int:
     c = Consumer({"bootstrap.servers": node.bootstrap, "group.id": "unused",
                   "enable.auto.commit": False})
     try:
-        return int(c.get_watermark_offsets(TopicPartition(topic, partition), timeout=10)[1])
+        return int(c.get_watermark_offsets(TopicPartition(topic, partition), timeout=30)[1])
     finally:
         c.close()
 

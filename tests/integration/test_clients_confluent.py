@@ -92,7 +92,7 @@ def test_round_trip(node: BrokerProcess, codec: str) -> None:
     try:
         for p in range(PARTITIONS):
             count = sum(1 for part, _ in delivered.values() if part == p)
-            assert consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=10) == (0, count)
+            assert consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=30) == (0, count)
     finally:
         consumer.close()
     consumed = consume_all(node.bootstrap, topic, N)

@@ -345,7 +345,7 @@ def test_consumer_offsets_stay_bounded_under_steady_commits(tmp_path_factory: py
         try:
             for i in range(4_000):  # ~100 B of __consumer_offsets per commit: ~25 segments
                 c.commit(offsets=[TopicPartition("committed", 0, i)], asynchronous=False)
-            assert c.committed([TopicPartition("committed", 0)], timeout=10)[0].offset == 3_999
+            assert c.committed([TopicPartition("committed", 0)], timeout=30)[0].offset == 3_999
         finally:
             c.close()
         # compaction keeps one record per key (group, partition) beyond the active segment

@@ -37,7 +37,7 @@ def committed_total(bootstrap: str, group: str, topic: str) -> int:
     """The group's committed offsets summed over the 6 partitions (read by a non-member)."""
     c = Consumer({"bootstrap.servers": bootstrap, "group.id": group, "enable.auto.commit": False})
     try:
-        parts = c.committed([TopicPartition(topic, p) for p in range(6)], timeout=10)
+        parts = c.committed([TopicPartition(topic, p) for p in range(6)], timeout=30)
     finally:
         c.close()
     return sum(max(tp.offset, 0) for tp in parts)

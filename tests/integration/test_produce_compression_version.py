@@ -53,7 +53,7 @@ def end_offset(node: BrokerProcess) -> int:
     c = Consumer({"bootstrap.servers": node.bootstrap, "group.id": "unused",
                   "enable.auto.commit": False})
     try:
-        return int(c.get_watermark_offsets(TopicPartition(TOPIC, 0), timeout=10)[1])
+        return int(c.get_watermark_offsets(TopicPartition(TOPIC, 0), timeout=30)[1])
     finally:
         c.close()
 

@@ -65,7 +65,7 @@ def produce(bootstrap: str, topic: str, n: int, size: int = 200, timestamp: int 
 def watermarks(bootstrap: str, topic: str) -> tuple[int, int]:
     c = Consumer({"bootstrap.servers": bootstrap, "group.id": "wm"})
     try:
-        return c.get_watermark_offsets(TopicPartition(topic, 0), timeout=10)
+        return c.get_watermark_offsets(TopicPartition(topic, 0), timeout=30)
     finally:
         c.close()
 
@@ -177,7 +177,7 @@ def test_kafka_python_consumer_below_log_start_resets(node: BrokerProcess) -> No
 def _describe(bootstrap: str, topic: str) -> dict[str, ConfigEntry]:
     admin = AdminClient({"bootstrap.servers": bootstrap})
     res = ConfigResource(ResourceType.TOPIC, topic)
-    return admin.describe_configs([res])[res].result(15)
+    return admin.describe_configs([res])[res].result(60)
 
 
 def _cli(node: BrokerProcess, *args: str) -> subprocess.CompletedProcess[str]:
@@ -221,10 +221,10 @@ def test_bad_config_refused_at_creation(node: BrokerProcess, configs: dict[str, 
     name = "bad-create-" + "-".join(f"{k}-{v}" for k, v in configs.items())
     fut = admin.create_topics([NewTopic(name, 1, 1, config=configs)])[name]
     with pytest.raises(KafkaException) as exc:
-        fut.result(15)
+        fut.result(60)
     err = exc.value.args[0]
     assert err.code() == KafkaError.INVALID_CONFIG and key in err.str()
-    assert name not in admin.list_topics(timeout=10).topics
+    assert name not in admin.list_topics(timeout=30).topics
 
 
 @pytest.mark.parametrize(("configs", "key"), BAD)
@@ -239,7 +239,7 @@ def test_bad_config_refused_on_alter_nothing_half_applied(
                 for k, v in configs.items()]
     res = ConfigResource(ResourceType.TOPIC, topic, incremental_configs=entries)
     with pytest.raises(KafkaException) as exc:
-        admin.incremental_alter_configs([res])[res].result(15)
+        admin.incremental_alter_configs([res])[res].result(60)
     err = exc.value.args[0]
     assert err.code() == KafkaError.INVALID_CONFIG and key in err.str()
     described = _describe(node.bootstrap, topic)

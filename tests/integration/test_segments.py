@@ -88,7 +88,7 @@ def test_consume_from_beginning_across_segments(node: BrokerProcess) -> None:
             assert [o for o, _, _ in got[p]] == list(range(N)), f"partition {p}: offsets"
             assert [v for _, v, _ in got[p]] == [value(p, i) for i in range(N)]
             assert [t for _, _, t in got[p]] == [timestamp(p, i) for i in range(N)]
-            assert c.get_watermark_offsets(TopicPartition(TOPIC, p), timeout=10) == (0, N)
+            assert c.get_watermark_offsets(TopicPartition(TOPIC, p), timeout=30) == (0, N)
     finally:
         c.close()
 
@@ -119,7 +119,7 @@ def test_offsets_for_times_confluent(node: BrokerProcess) -> None:
     try:
         for p in range(PARTITIONS):
             for t in targets(p):
-                (r,) = c.offsets_for_times([TopicPartition(TOPIC, p, t)], timeout=10)
+                (r,) = c.offsets_for_times([TopicPartition(TOPIC, p, t)], timeout=30)
                 assert r.error is None, r.error
                 assert r.offset == first_offset_at_or_after(p, t), (p, t - T0, r.offset)
     finally:

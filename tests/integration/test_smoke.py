@@ -15,7 +15,7 @@ def _create_topic(bootstrap: str, name: str, partitions: int) -> None:
     admin = AdminClient({"bootstrap.servers": bootstrap})
     futures = admin.create_topics([NewTopic(name, num_partitions=partitions, replication_factor=1)])
     futures[name].result(timeout=30)
-    md = admin.list_topics(name, timeout=10)
+    md = admin.list_topics(name, timeout=30)
     assert len(md.topics[name].partitions) == partitions
 
 

@@ -122,7 +122,7 @@ def test_zombie_is_fenced(broker: BrokerProcess) -> None:
     old = txn_producer(b, "t-zombie")
     old.begin_transaction()
     old.produce("tx-z", b"zombie-1", partition=0)
-    old.flush(10)
+    assert old.flush(60) == 0
     new = txn_producer(b, "t-zombie")  # fences the old instance, aborting its transaction
     new.begin_transaction()
     new.produce("tx-z", b"live-1", partition=0)
@@ -145,7 +145,7 @@ def test_timeout_aborts_and_lso_advances(tmp_path: Path) -> None:
         p.begin_transaction()
         for i in range(5):
             p.produce("tx-t", f"stuck-{i}".encode(), partition=0)
-        p.flush(10)
+        assert p.flush(60) == 0
         stuck_lso = lso_of(b, "tx-t", 0)
         assert stuck_lso == 0
         deadline = time.monotonic() + 30
@@ -169,7 +169,7 @@ def test_node_restart_mid_transaction(tmp_path: Path, crash: bool) -> None:
         p.begin_transaction()
         for i in range(20):
             p.produce("tx-r", f"r-{i}".encode(), partition=i % PARTS)
-        p.flush(10)
+        assert p.flush(60) == 0
         if crash:
             node.kill9()
             node.start()

@@ -26,7 +26,7 @@ def test_transaction_cli_and_lso(broker: BrokerProcess) -> None:
     p.begin_transaction()
     for i in range(4):
         p.produce("cli-tx", b"v%d" % i, partition=0)
-    p.flush(10)
+    assert p.flush(60) == 0
 
     listed = cli(broker, "transaction", "list")
     assert listed.returncode == 0, listed.stderr

@@ -24,7 +24,7 @@ def test_internal_topics_cannot_be_deleted(broker: BrokerProcess) -> None:
     p.commit_transaction(30)
     c = Consumer({"bootstrap.servers": b, "group.id": "keep-group", "enable.auto.commit": False})
     c.commit(offsets=[TopicPartition("plain-doomed", 0, 1)], asynchronous=False)
-    before = admin.list_topics(timeout=10).topics
+    before = admin.list_topics(timeout=30).topics
     assert all(t in before for t in INTERNAL)
 
     futures = admin.delete_topics([*INTERNAL, "plain-doomed"], operation_timeout=30)
@@ -37,12 +37,12 @@ def test_internal_topics_cannot_be_deleted(broker: BrokerProcess) -> None:
         assert any("refused DELETE_TOPICS" in x and name in x for x in broker.log().splitlines())
     futures["plain-doomed"].result(30)  # an ordinary topic in the same request goes
 
-    after = admin.list_topics(timeout=10).topics
+    after = admin.list_topics(timeout=30).topics
     for name in INTERNAL:
         assert name in after and len(after[name].partitions) == len(before[name].partitions)
     assert "plain-doomed" not in after
     # the coordinators still answer from their topics
-    [tp] = c.committed([TopicPartition("plain-doomed", 0)], timeout=10)
+    [tp] = c.committed([TopicPartition("plain-doomed", 0)], timeout=30)
     assert tp.offset == 1
     c.close()
     p.begin_transaction()

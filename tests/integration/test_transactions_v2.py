@@ -70,7 +70,7 @@ def ends(bootstrap: str, topic: str, partitions: int) -> list[int]:
 
     c = Consumer({"bootstrap.servers": bootstrap, "group.id": "ends-probe"})
     try:
-        return [c.get_watermark_offsets(TopicPartition(topic, p), timeout=10, cached=False)[1]
+        return [c.get_watermark_offsets(TopicPartition(topic, p), timeout=30, cached=False)[1]
                 for p in range(partitions)]
     finally:
         c.close()

@@ -116,7 +116,7 @@ def test_streaming_restart_after_retention_deleted_unread_records(spark: SparkSe
     deadline = time.monotonic() + 120
     log_start = 0
     while log_start <= 20 and time.monotonic() < deadline:
-        log_start = consumer.get_watermark_offsets(TopicPartition(topic, 0), timeout=10)[0]
+        log_start = consumer.get_watermark_offsets(TopicPartition(topic, 0), timeout=30)[0]
         time.sleep(0.5)
     consumer.close()
     # Kafka's time retention rolls and deletes an expired active segment too

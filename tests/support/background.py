@@ -30,7 +30,7 @@ def wait_for_topic(bootstrap: str, name: str, partitions: int, timeout: float = 
     admin = AdminClient({"bootstrap.servers": bootstrap})
     deadline = time.monotonic() + timeout
     while True:
-        md = admin.list_topics(name, timeout=10)
+        md = admin.list_topics(name, timeout=30)
         t = md.topics.get(name)
         if t is not None and t.error is None and len(t.partitions) == partitions and all(
                 p.leader >= 0 for p in t.partitions.values()):

@@ -66,7 +66,7 @@ def commit(consumer: Consumer, positions: dict[int, int], cluster: Cluster) -> N
 
 
 def group_coordinator(admin: AdminClient, group: str) -> int:
-    description = admin.describe_consumer_groups([group])[group].result(10)
+    description = admin.describe_consumer_groups([group])[group].result(60)
     return int(description.coordinator.id)
 
 
@@ -134,7 +134,7 @@ def test_transactional_loop_continues_across_kill_of_its_transaction_coordinator
         # after an abort the inputs of the transaction are read again from the committed
         # offsets (what Kafka's consume-transform-produce recipe does)
         assignment = consumer.assignment()
-        for tp in consumer.committed(assignment, timeout=10):
+        for tp in consumer.committed(assignment, timeout=30):
             consumer.seek(TopicPartition(tp.topic, tp.partition,
                                          tp.offset if tp.offset >= 0 else 0))
 
@@ -296,7 +296,7 @@ def _end_offsets(bootstrap: str) -> dict[int, int]:
     try:
         out: dict[int, Any] = {}
         for p in range(PARTITIONS):
-            _, high = c.get_watermark_offsets(TopicPartition(TOPIC, p), timeout=10)
+            _, high = c.get_watermark_offsets(TopicPartition(TOPIC, p), timeout=30)
             out[p] = high
         return out
     finally:

@@ -57,7 +57,7 @@ class Secured:
 
     def metadata(self, topic: str | None = None) -> Any:
         # polled while nodes restart: their refused connections are expected, not logged
-        return AdminClient(self.client(log_level=0)).list_topics(topic, timeout=10)
+        return AdminClient(self.client(log_level=0)).list_topics(topic, timeout=30)
 
     def create(self, topic: str, user: str = "admin", partitions: int = 1, rf: int = 1,
                **configs: str) -> None:

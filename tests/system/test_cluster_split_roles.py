@@ -61,7 +61,7 @@ def log_end(cluster: Cluster, node_id: int, topic: str) -> int:
 def high_watermark(bootstrap: str, topic: str) -> int:
     c = Consumer({"bootstrap.servers": bootstrap, "group.id": "hw"})
     try:
-        return int(c.get_watermark_offsets(TopicPartition(topic, 0), timeout=10)[1])
+        return int(c.get_watermark_offsets(TopicPartition(topic, 0), timeout=30)[1])
     finally:
         c.close()
 

@@ -99,7 +99,7 @@ def transform_loop(cluster: Cluster, tid: str, group: str, src: str, dst: str,
 
     def rewind() -> None:
         assignment = consumer.assignment()
-        for tp in consumer.committed(assignment, timeout=10):
+        for tp in consumer.committed(assignment, timeout=30):
             consumer.seek(TopicPartition(tp.topic, tp.partition, max(tp.offset, 0)))
 
     def abort() -> bool:
@@ -282,6 +282,6 @@ def test_write_txn_markers_bad_input(cluster: Cluster) -> None:
 def end_offset(cluster: Cluster, topic: str) -> int:
     c = Consumer({"bootstrap.servers": cluster.bootstrap_of(), "group.id": "mk-probe"})
     try:
-        return int(c.get_watermark_offsets(TopicPartition(topic, 0), timeout=10)[1])
+        return int(c.get_watermark_offsets(TopicPartition(topic, 0), timeout=30)[1])
     finally:
         c.close()

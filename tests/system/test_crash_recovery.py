@@ -75,7 +75,7 @@ def read_everything(bootstrap: str) -> dict[int, list[tuple[int, int]]]:
     c = Consumer({"bootstrap.servers": bootstrap, "group.id": "unused", "enable.auto.commit": False})
     out: dict[int, list[tuple[int, int]]] = {p: [] for p in range(PARTITIONS)}
     try:
-        highs = {p: c.get_watermark_offsets(TopicPartition(TOPIC, p), timeout=10)
+        highs = {p: c.get_watermark_offsets(TopicPartition(TOPIC, p), timeout=30)
                  for p in range(PARTITIONS)}
         c.assign([TopicPartition(TOPIC, p, OFFSET_BEGINNING) for p in range(PARTITIONS)])
         want = sum(h for _, h in highs.values())

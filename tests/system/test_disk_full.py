@@ -143,7 +143,7 @@ def read_back(bootstrap: str, acked: dict[int, int], topic: str = TOPIC) -> int:
     c = Consumer({"bootstrap.servers": bootstrap, "group.id": "disk-full-check",
                   "enable.auto.commit": False})
     try:
-        _, high = c.get_watermark_offsets(TopicPartition(topic, 0), timeout=10)
+        _, high = c.get_watermark_offsets(TopicPartition(topic, 0), timeout=30)
         c.assign([TopicPartition(topic, 0, OFFSET_BEGINNING)])
         by_offset: dict[int, bytes] = {}
         deadline = time.monotonic() + 120

@@ -107,7 +107,7 @@ def test_create_topics_past_the_budget_is_refused_and_creates_nothing(tmp_path: 
         with pytest.raises(KafkaException) as info2:
             fs2["grows"].result(30)
         assert info2.value.args[0].code() == POLICY_VIOLATION
-        md = admin.list_topics(timeout=10)
+        md = admin.list_topics(timeout=30)
         assert "too-many" not in md.topics
         assert len(md.topics["grows"].partitions) == 1
         data = tmp_path / "data"

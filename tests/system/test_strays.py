@@ -33,7 +33,7 @@ def produce(bootstrap: str, topic: str, values: list[bytes]) -> None:
 def read_all(bootstrap: str, topic: str) -> list[bytes]:
     c = Consumer({"bootstrap.servers": bootstrap, "group.id": "reader", "enable.auto.commit": False})
     try:
-        _, high = c.get_watermark_offsets(TopicPartition(topic, 0), timeout=10)
+        _, high = c.get_watermark_offsets(TopicPartition(topic, 0), timeout=30)
         c.assign([TopicPartition(topic, 0, OFFSET_BEGINNING)])
         out: list[bytes] = []
         deadline = time.monotonic() + 60
