@@ -20,6 +20,7 @@ from typing import Any, TypeVar
 from odradek.protocol.errors import ErrorCode, InvalidRecord, KafkaError, ProtocolError
 from odradek.protocol.produce import MAX_PRODUCE_VERSION
 from odradek.protocol.records import BatchHeader
+from odradek.replication.alter_log_dirs import ReplicaAlterLogDirsManager
 from odradek.replication.config import (
     RACK_AWARE_SELECTOR,
     AlterPartitionItem,
@@ -144,6 +145,8 @@ class ReplicaManager(FetchReading):
         self._alters: set[asyncio.Task[None]] = set()
         self._hw_at_load: dict[tuple[str, int], int] = {}
         self._ineligible: set[int] = set()
+        # replicas moving between this node's log directories (AlterReplicaLogDirs)
+        self.alter_log_dirs = ReplicaAlterLogDirsManager(self)
 
     # --- lookups ---------------------------------------------------------
 
@@ -309,6 +312,7 @@ class ReplicaManager(FetchReading):
                 await self._isr_task
             self._isr_task = None
         await self.fetchers.shutdown()
+        await self.alter_log_dirs.stop()
         for task in list(self._alters):
             task.cancel()
         if self._own_channels and self.channels is not None:
@@ -549,11 +553,17 @@ class ReplicaManager(FetchReading):
         lm = self.log_manager
         logs = lm.logs
         state = {k: (lg.log_end_offset, lg.log_start_offset) for k, lg in logs.items()}
+        futures = getattr(lm, "futures", {})
+        for (topic, index), lg in futures.items():
+            state[(f"{topic} (future)", index)] = (lg.log_end_offset, lg.log_start_offset)
         if state != self._checkpointed_logs or any(
                 lg.recovery_point != lg.log_end_offset for lg in logs.values()):
             for lg in logs.values():
-                if lg.recovery_point < lg.log_end_offset:
-                    lg.flush()  # fsyncs without the GIL
+                if lg.recovery_point < lg.log_end_offset and not lg.dir_state.offline:
+                    try:
+                        lg.flush()  # fsyncs without the GIL
+                    except KafkaError:
+                        pass  # its directory is offline now (and said so); not the others
                     time.sleep(0)  # and let the loop in between logs
             lm.checkpoint()  # flushes whatever was appended meanwhile
             self._checkpointed_logs = state
