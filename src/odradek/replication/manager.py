@@ -198,7 +198,16 @@ class ReplicaManager(FetchReading):
             if existing is not None and getattr(existing, "topic_id", w.topic_id) not in (None, w.topic_id):
                 self.log_manager.delete(w.topic, w.partition)
                 existing = None
-            the_log = existing or self.log_manager.create(w.topic, w.partition, w.topic_id, config)
+            try:
+                the_log = existing or self.log_manager.create(w.topic, w.partition, w.topic_id,
+                                                              config)
+            except KafkaError as exc:
+                if exc.code != ErrorCode.kafka_storage_error:
+                    raise
+                # a log directory is offline: this partition's log may be on it (JBOD);
+                # not hosted until it is back (a later metadata change tries again)
+                log.warning("%s-%d is not hosted: %s", w.topic, w.partition, exc.message)
+                continue
             opened.append((w, the_log))
         return opened
 

@@ -202,8 +202,16 @@ class LogManager:
         counts: dict[Path, int] = {}
         for lg in (*self._logs.values(), *self._futures.values()):
             counts[lg.dir.parent] = counts.get(lg.dir.parent, 0) + 1
+        offline = self.offline_dirs()
+        if offline:
+            # Kafka refuses too: the partition's log may be in the offline directory, and a
+            # fresh one here would become a second copy once it is back
+            raise KafkaError(ErrorCode.kafka_storage_error,
+                             f"cannot create a log for {key[0]}-{key[1]}: log director"
+                             f"{'y' if len(offline) == 1 else 'ies'} "
+                             f"{', '.join(map(str, sorted(offline)))} offline")
         try:
-            return choose_log_dir(self.log_dirs, counts, self.offline_dirs(),
+            return choose_log_dir(self.log_dirs, counts, offline,
                                   self._preferred.pop(key, None))
         except NoOnlineLogDir as exc:
             raise KafkaError(ErrorCode.kafka_storage_error, str(exc)) from None
