@@ -25,6 +25,7 @@ from __future__ import annotations
 import logging
 import os
 import shutil
+import stat
 import threading
 import time
 import uuid
@@ -500,13 +501,27 @@ class LogManager:
             for directory, logs in by_dir.items():
                 if not self.is_online(directory):
                     continue
-                try:
-                    write_offsets(directory / RECOVERY_POINT_CHECKPOINT,
-                                  {k: v.recovery_point for k, v in logs.items()})
-                    write_offsets(directory / LOG_START_OFFSET_CHECKPOINT,
-                                  {k: v.log_start_offset for k, v in logs.items()})
-                except OSError as exc:
-                    self.dir_failed(directory, "writing its checkpoints", exc)
+                written = write_offsets(directory / RECOVERY_POINT_CHECKPOINT,
+                                        {k: v.recovery_point for k, v in logs.items()})
+                written &= write_offsets(directory / LOG_START_OFFSET_CHECKPOINT,
+                                         {k: v.log_start_offset for k, v in logs.items()})
+                if not written:
+                    self._check_dir(directory)
+
+    def _check_dir(self, directory: Path) -> None:
+        """A checkpoint write failed (and was logged). A full disk keeps the directory
+        online (produces are refused until space is back, log_dir_failure); a directory
+        that is gone, unreadable or no longer a directory goes offline, as Kafka takes a
+        directory whose checkpoint raised an IOException."""
+        try:
+            st = os.stat(directory)
+            os.listdir(directory)
+        except OSError as exc:
+            self.dir_failed(directory, "writing its checkpoints", exc)
+            return
+        if not stat.S_ISDIR(st.st_mode):
+            self.dir_failed(directory, "writing its checkpoints",
+                            NotADirectoryError(f"{directory} is not a directory"))
 
     def close(self) -> None:
         """Flush, checkpoint and close every log (a clean shutdown: the next load scans nothing)."""
@@ -573,7 +588,7 @@ class LogManager:
                 self.cleaner.abort(current)
             # the epochs the current log knows but no batch carried yet (a leader's new
             # epoch before its first append)
-            for epoch, start in current.epochs.entries():
+            for epoch, start in current.epochs.entries:
                 if future.epochs.start_offset_of(epoch) is None and start <= future.log_end_offset:
                     future.epochs.assign(epoch, start)
             if current.log_start_offset > future.log_start_offset:
