@@ -22,6 +22,7 @@ from confluent_kafka.admin import AdminClient, NewTopic
 from kafka import KafkaAdminClient, KafkaProducer
 from kafka.errors import KafkaStorageError
 
+from tests.support import metrics
 from tests.support.broker import BrokerProcess
 
 STORAGE_ERROR = 56
@@ -112,7 +113,7 @@ def test_partitions_spread_over_the_directories(node: BrokerProcess,
                       "the 6 partitions in DescribeLogDirs")
     view = log_dirs(admin)
     assert sorted(view) == sorted(dirs)
-    for path, d in view.items():
+    for d in view.values():
         assert d["error"] == 0 and d["total"] > 0 and 0 <= d["usable"] <= d["total"]
     # each new log went to the directory with the fewest logs: the counts stay level
     after = {path: len(d["parts"]) for path, d in view.items()}
@@ -260,3 +261,10 @@ def test_a_failed_directory_takes_only_its_partitions_offline(
         c.close()
     assert node.alive()
     assert "is offline" in node.log() and victim in node.log()
+    samples = metrics.scrape(node.admin_url)
+    assert metrics.value(samples, "kafka_log_logmanager_offlinelogdirectorycount") == 1
+    assert metrics.value(samples, "kafka_log_logmanager_logdirectoryoffline",
+                         logdirectory=str(node.dirs[2])) == 1  # type: ignore[attr-defined]
+    assert metrics.value(samples, "kafka_log_logmanager_logdirectoryoffline",
+                         logdirectory=str(node.dirs[1])) == 0  # type: ignore[attr-defined]
+    assert metrics.value(samples, "kafka_server_replicamanager_offlinereplicacount") >= len(lost)

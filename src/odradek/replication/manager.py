@@ -145,6 +145,7 @@ class ReplicaManager(FetchReading):
         self._alters: set[asyncio.Task[None]] = set()
         self._hw_at_load: dict[tuple[str, int], int] = {}
         self._ineligible: set[int] = set()
+        self._loading = False
         # replicas moving between this node's log directories (AlterReplicaLogDirs)
         self.alter_log_dirs = ReplicaAlterLogDirsManager(self)
 
@@ -199,8 +200,12 @@ class ReplicaManager(FetchReading):
                 self.log_manager.delete(w.topic, w.partition)
                 existing = None
             try:
+                # Kafka's isNew: a partition just created (never changed since) has no log
+                # anywhere yet, so an offline directory cannot hold one; at start every
+                # partition may have its log on a directory that is offline now
+                is_new = not self._loading and w.partition_epoch == 0
                 the_log = existing or self.log_manager.create(w.topic, w.partition, w.topic_id,
-                                                              config)
+                                                              config, is_new=is_new)
             except KafkaError as exc:
                 if exc.code != ErrorCode.kafka_storage_error:
                     raise
@@ -336,6 +341,13 @@ class ReplicaManager(FetchReading):
     def load(self, image: Any) -> None:
         """At start, before serving: recover every log and host the image's partitions."""
         self.log_manager.load(self._log_config_for)
+        self._loading = True
+        try:
+            self._load_partitions(image)
+        finally:
+            self._loading = False
+
+    def _load_partitions(self, image: Any) -> None:
         self._hw_at_load = self.read_hw_checkpoint()
         self._note_brokers(image)
         create, drop, update = self._plan(image)

@@ -199,12 +199,12 @@ class LogManager:
         with self._lock:
             self._preferred[(topic, partition)] = directory
 
-    def _next_dir(self, key: tuple[str, int]) -> Path:
+    def _next_dir(self, key: tuple[str, int], is_new: bool = True) -> Path:
         counts: dict[Path, int] = {}
         for lg in (*self._logs.values(), *self._futures.values()):
             counts[lg.dir.parent] = counts.get(lg.dir.parent, 0) + 1
         offline = self.offline_dirs()
-        if offline:
+        if offline and not is_new:
             # Kafka refuses too: the partition's log may be in the offline directory, and a
             # fresh one here would become a second copy once it is back
             raise KafkaError(ErrorCode.kafka_storage_error,
@@ -352,8 +352,11 @@ class LogManager:
         partition: int,
         topic_id: uuid.UUID | None = None,
         config: LogConfig | None = None,
+        is_new: bool = True,
     ) -> Log:
-        """The log of (topic, partition), created when absent (Kafka's getOrCreateLog)."""
+        """The log of (topic, partition), created when absent (Kafka's getOrCreateLog).
+        `is_new`: the partition was just created, so no offline directory can hold its log;
+        otherwise no log is created while a directory is offline (KAFKA_STORAGE_ERROR)."""
         with self._lock:
             existing = self._logs.get((topic, partition))
             if existing is not None:
@@ -362,7 +365,7 @@ class LogManager:
                 if topic_id is not None:
                     existing.assign_topic_id(topic_id)
                 return existing
-            path = self._next_dir((topic, partition)) / log_dir_name(topic, partition)
+            path = self._next_dir((topic, partition), is_new) / log_dir_name(topic, partition)
             # Issue 22: three fsyncs a partition (partition.metadata, its directory, the data
             # directory) made creating 20,000 partitions take minutes. As Kafka does since
             # 3.0.1 (partition.metadata written at creation, made durable by the next flush),

@@ -204,8 +204,10 @@ def test_a_failed_directory_goes_offline_alone(tmp_path: Path) -> None:
     assert err.value.code == ErrorCode.kafka_storage_error
     append_values(keep, [b"still"])  # the other directory serves on
     assert [v for _, v in read_all(keep)]
-    # no new log while a directory is offline (the partition's log may be on it)
+    # no log for a partition that existed before while a directory is offline (its log
+    # may be on it); a partition just created goes to an online directory (Kafka's isNew)
     with pytest.raises(KafkaError) as err:
-        lm.create("u", 0, uuid.uuid4())
+        lm.create("u", 0, uuid.uuid4(), is_new=False)
     assert err.value.code == ErrorCode.kafka_storage_error
+    assert lm.create("v", 0, uuid.uuid4()).dir.parent == d[0]
     lm.close()

@@ -81,6 +81,9 @@ def handle_describe_log_dirs(ctx: Any, header: Any, frame: memoryview) -> Respon
 
 def _alter_one(rm: Any, destination: Any, path: str, topic: str, index: int) -> ErrorCode:
     lm = rm.log_manager
+    if len(f"{topic}-{index}.{'0' * 32}-future") > 255:
+        # Kafka: the future log's directory name would not fit (KAFKA-4893)
+        return ErrorCode.invalid_topic_exception
     if destination is None:
         return ErrorCode.log_dir_not_found
     if channel_for(destination).offline:
