@@ -93,10 +93,10 @@ def watch_log_dirs(dirs: list[Path], config: BrokerConfig,
     floor = config.get_int("log.dir.free.space.min.bytes")
 
     def failed(directory: Path, why: str) -> None:
-        if os.path.realpath(directory) == os.path.realpath(dirs[0]):
-            stop_node(f"the data directory {directory} (metadata log) failed")
-        elif all(channel_for(d).offline for d in dirs):
+        if all(channel_for(d).offline for d in dirs):
             stop_node("no log directory is online")
+        elif os.path.realpath(directory) == os.path.realpath(dirs[0]):
+            stop_node(f"the data directory {directory} (metadata log) failed")
         else:
             log.error("log directory %s is offline (%s): only its partitions are offline; "
                       "the node serves those of the other directories", directory, why)
