@@ -43,7 +43,7 @@ from odradek.broker.context import BrokerContext
 from odradek.broker.forwarding import ControllerLink, RemoteController
 from odradek.broker.handlers import admin
 from odradek.broker.lifecycle import BrokerLifecycle, LifecycleSettings
-from odradek.broker.log_dirs import directory_ids
+from odradek.broker.log_dirs import MOVE_RATE, directory_ids
 from odradek.broker.schema_validation import SchemaValidation, registry_urls
 from odradek.broker.server import LISTEN_BACKLOG, Server
 from odradek.broker.startup import StartRefused
@@ -273,11 +273,13 @@ class ClusterNode:
                                         security=peers.inter_broker)
         self.log_manager = log_manager = LogManager(self.node.data_dir, log_config({}, config),
                                                     log_dirs=self.node.log_dirs[1:])
+        topic_configs = self.node.topic_configs_for(remote)
         self.rm = rm = ReplicaManager(
-            log_manager, node_id, self.node.data_dir, self.node.topic_configs_for(remote),
+            log_manager, node_id, self.node.data_dir, topic_configs,
             alter_partition=link.alter_partition, broker_endpoint=endpoint,
             config=ReplicationConfig.from_config(config),
             broker_epoch=lambda: lifecycle.broker_epoch, channel_security=peers.inter_broker)
+        rm.alter_log_dirs.rate = lambda: topic_configs.broker_setting(MOVE_RATE)
         began = time.monotonic()
         image = publisher.image
 

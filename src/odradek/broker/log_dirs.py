@@ -32,7 +32,10 @@ from odradek.storage.log_dir_failure import channel_for
 
 log = logging.getLogger("odradek.node")
 
-__all__ = ["directory_ids", "log_dirs_of", "prepare_log_dirs", "stop_watching", "watch_log_dirs"]
+# the io quota of replica moves between log directories (dynamic: read at every chunk)
+MOVE_RATE = "replica.alter.log.dirs.io.max.bytes.per.second"
+
+__all__ = ["MOVE_RATE", "directory_ids", "log_dirs_of", "prepare_log_dirs", "stop_watching", "watch_log_dirs"]
 
 
 def log_dirs_of(data_dir: Path, config: BrokerConfig) -> list[Path]:

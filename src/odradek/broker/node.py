@@ -42,6 +42,7 @@ from odradek.broker.config import (
 from odradek.broker.context import BrokerContext
 from odradek.broker.handlers import admin
 from odradek.broker.log_dirs import (
+    MOVE_RATE,
     directory_ids,
     log_dirs_of,
     prepare_log_dirs,
@@ -135,16 +136,25 @@ class _TopicConfigs:
         self._broker: Any = None
         self._by_topic: dict[str, Any] = {}
 
-    def __call__(self, topic: str) -> Any:
+    def _follow(self) -> None:
         image = self.controller.image
         if image is not self._image:
             self._image, self._broker = image, self.controller.broker_config
             self._by_topic = {}
+
+    def broker_setting(self, name: str) -> int:
+        """An int broker config with the dynamic ones on top, as of the current image."""
+        self._follow()
+        return int(self._broker.get_int(name))
+
+    def __call__(self, topic: str) -> Any:
+        self._follow()
         # per topic too: every metadata change re-applies the config of every hosted
         # partition (20,000 log_config() calls on the loop per CreateTopics, issue 22)
         config = self._by_topic.get(topic)
         if config is None:
-            config = self._by_topic[topic] = log_config(image.topic_configs(topic), self._broker)
+            config = self._by_topic[topic] = log_config(self._image.topic_configs(topic),
+                                                        self._broker)
         return config
 
 
@@ -255,6 +265,7 @@ class Node:
         log_manager = LogManager(self.data_dir, log_config({}, config),
                                  log_dirs=self.log_dirs[1:])
         rm = ReplicaManager(log_manager, node_id, self.data_dir, topic_configs)
+        rm.alter_log_dirs.rate = lambda: topic_configs.broker_setting(MOVE_RATE)
         view.log_manager = log_manager
         began = time.monotonic()
         try:

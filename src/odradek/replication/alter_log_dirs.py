@@ -14,12 +14,25 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import threading
+import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from odradek.protocol.records import validate_batches
 from odradek.storage.log import OffsetOutOfRange
-from odradek.storage.log_move import Copy, LogMove, MoveState, RestartAt, Step, Swap, TruncateFuture
+from odradek.storage.log_move import (
+    UNLIMITED,
+    Copy,
+    IoThrottle,
+    LogMove,
+    MoveState,
+    RestartAt,
+    Step,
+    Swap,
+    TruncateFuture,
+)
 
 log = logging.getLogger(__name__)
 
@@ -39,6 +52,11 @@ class ReplicaAlterLogDirsManager:
         self.rm = replica_manager
         self.moves: dict[tuple[str, int], LogMove] = {}
         self._tasks: dict[tuple[str, int], asyncio.Task[None]] = {}
+        # replica.alter.log.dirs.io.max.bytes.per.second, read at every chunk (dynamic);
+        # the node sets it from its config
+        self.rate: Callable[[], int] = lambda: UNLIMITED
+        self._throttle = IoThrottle()
+        self._throttle_lock = threading.Lock()
 
     @property
     def log_manager(self) -> Any:
@@ -103,12 +121,16 @@ class ReplicaAlterLogDirsManager:
             while True:
                 if self.rm.partitions.get(key) is not part:
                     break
-                step = await asyncio.to_thread(self._advance, part, move, THREAD_STEPS)
+                step, pause = await asyncio.to_thread(self._advance, part, move, THREAD_STEPS,
+                                                      True)
+                if pause > 0:
+                    await asyncio.sleep(pause)  # the io quota (cancellable, unlike a thread)
+                    continue
                 if isinstance(step, Swap):
                     # on the loop from here: nothing appends until the swap is done
                     if self.rm.partitions.get(key) is not part:
                         break
-                    if isinstance(self._advance(part, move, LOOP_STEPS), Swap):
+                    if isinstance(self._advance(part, move, LOOP_STEPS)[0], Swap):
                         new = self.log_manager.swap_future(part.topic, part.index)
                         part.log = new
                         move.done()
@@ -131,11 +153,15 @@ class ReplicaAlterLogDirsManager:
                 log.warning("removing the copy of %s-%d failed: %s", part.topic, part.index,
                             exc2)
 
-    def _advance(self, part: Any, move: LogMove, max_steps: int) -> Step:
-        """Up to `max_steps` steps of the move; returns the last step (Swap: caught up)."""
+    def _advance(self, part: Any, move: LogMove, max_steps: int,
+                 throttled: bool = False) -> tuple[Step, float]:
+        """Up to `max_steps` steps of the move; returns the last step (Swap: caught up) and
+        how long the io quota asks to pause (`throttled`: the worker thread's turns; the
+        loop's last few chunks before a swap are not held back)."""
         lm = self.log_manager
         key = (part.topic, part.index)
         step: Step = Copy(0)
+        rate = self.rate() if throttled else UNLIMITED
         for _ in range(max_steps):
             current = part.log
             future = lm.futures.get(key)
@@ -145,14 +171,22 @@ class ReplicaAlterLogDirsManager:
                                   future.log_start_offset, future.log_end_offset,
                                   current.take_truncation())
             if isinstance(step, Swap):
-                return step
+                return step, 0.0
             if isinstance(step, TruncateFuture):
                 future.truncate_to(step.offset)
             elif isinstance(step, RestartAt):
                 restart_move(current, future, move, step.offset)
             else:
-                copy_chunk(current, future, step.offset)
-        return step
+                if rate <= 0:
+                    with self._throttle_lock:
+                        return step, self._throttle.delay(time.monotonic(), 0, rate)
+                copied = copy_chunk(current, future, step.offset, min(CHUNK_BYTES, rate))
+                if rate < UNLIMITED:
+                    with self._throttle_lock:
+                        pause = self._throttle.delay(time.monotonic(), copied, rate)
+                    if pause > 0:
+                        return step, pause
+        return step, 0.0
 
 
 def restart_move(current: Any, future: Any, move: LogMove, offset: int) -> None:
@@ -172,12 +206,12 @@ def restart_move(current: Any, future: Any, move: LogMove, offset: int) -> None:
     move.restarted(base, offset)
 
 
-def copy_chunk(current: Any, future: Any, offset: int) -> int:
+def copy_chunk(current: Any, future: Any, offset: int, max_bytes: int = CHUNK_BYTES) -> int:
     """Copy whole batches of `current` from `offset` (the future's end) into `future`, as
-    they are. Returns the bytes copied."""
+    they are (at most `max_bytes` but at least one batch). Returns the bytes copied."""
     start = max(offset, current.log_start_offset)
     try:
-        read = current.read(start, CHUNK_BYTES, min_one_batch=True)
+        read = current.read(start, max_bytes, min_one_batch=True)
     except OffsetOutOfRange:
         return 0  # retention moved the start: the next step restarts the copy
     if read.region is None:

@@ -18,7 +18,12 @@ import enum
 from dataclasses import dataclass
 from pathlib import Path
 
-__all__ = ["Copy", "LogMove", "MoveState", "RestartAt", "Step", "Swap", "TruncateFuture"]
+__all__ = [
+    "UNLIMITED", "Copy", "IoThrottle", "LogMove", "MoveState", "RestartAt", "Step", "Swap",
+    "TruncateFuture",
+]
+
+UNLIMITED = 2**63 - 1
 
 
 class MoveState(enum.Enum):
@@ -114,3 +119,28 @@ class LogMove:
     def failed(self, reason: str) -> None:
         self.state = MoveState.FAILED
         self.reason = reason
+
+
+class IoThrottle:
+    """`replica.alter.log.dirs.io.max.bytes.per.second`: one budget for every move of the
+    node (Kafka's quota for its alter-log-dirs threads). Fed each chunk copied, says how
+    long to pause so that the bytes copied within the window stay under the rate."""
+
+    def __init__(self, window_s: float = 1.0) -> None:
+        self.window_s = window_s
+        self._start: float | None = None
+        self._bytes = 0
+
+    def delay(self, now: float, copied: int, rate: int) -> float:
+        """Seconds to wait after copying `copied` bytes at time `now` (seconds)."""
+        if rate >= UNLIMITED:
+            self._start, self._bytes = None, 0
+            return 0.0
+        if rate <= 0:
+            return self.window_s  # held: copy nothing, look again later
+        if self._start is None or now - self._start >= max(self.window_s,
+                                                             self._bytes / rate):
+            self._start, self._bytes = now, 0
+        self._bytes += copied
+        return max(0.0, self._bytes / rate - (now - self._start))
+

@@ -15,7 +15,15 @@ from odradek.replication.alter_log_dirs import copy_chunk
 from odradek.storage.checkpoints import read_offsets
 from odradek.storage.log_dir_failure import channel_for
 from odradek.storage.log_manager import DuplicateLogDirs, LogManager
-from odradek.storage.log_move import Copy, LogMove, MoveState, RestartAt, Swap, TruncateFuture
+from odradek.storage.log_move import (
+    Copy,
+    IoThrottle,
+    LogMove,
+    MoveState,
+    RestartAt,
+    Swap,
+    TruncateFuture,
+)
 from odradek.storage.log_placement import NoOnlineLogDir, choose_log_dir
 from tests.unit.storage.support import append_values, read_all, small_config
 
@@ -211,3 +219,20 @@ def test_a_failed_directory_goes_offline_alone(tmp_path: Path) -> None:
     assert err.value.code == ErrorCode.kafka_storage_error
     assert lm.create("v", 0, uuid.uuid4()).dir.parent == d[0]
     lm.close()
+
+
+# ----------------------------------------------------------------- the io quota
+
+
+def test_the_io_quota_paces_moves_to_its_rate() -> None:
+    throttle = IoThrottle(window_s=1.0)
+    unlimited = 2**63 - 1
+    assert throttle.delay(0.0, 10_000_000, unlimited) == 0.0
+    # 1 MB/s: 2 MB copied at once waits 2 s
+    assert throttle.delay(10.0, 2_000_000, 1_000_000) == pytest.approx(2.0)
+    # after the wait, the next chunk starts a new budget
+    assert throttle.delay(12.0, 500_000, 1_000_000) == pytest.approx(0.5)
+    # within one budget, chunks add up
+    assert throttle.delay(12.2, 500_000, 1_000_000) == pytest.approx(0.8)
+    # 0 holds the moves: nothing copied, look again after a window
+    assert throttle.delay(20.0, 0, 0) == 1.0

@@ -291,6 +291,9 @@ _NODE_BROKER_DEFS = [
        "Bytes a follower fetches per partition."),
     _b("replica.lag.time.max.ms", L, 30_000, None,
        "A follower this far behind leaves the ISR."),
+    _b("replica.alter.log.dirs.io.max.bytes.per.second", L, LONG_MAX, at_least(0),
+       "The most bytes a second copied by replicas moving between this node's log "
+       "directories (AlterReplicaLogDirs), all moves together; 0 holds them.", dynamic=True),
     *_REPLICATION_DEFS,
     *_KRAFT_DEFS,
     *AUTHZ_CONFIG_DEFS,
