@@ -296,3 +296,42 @@ def test_a_failed_directory_takes_only_its_partitions_offline(
     assert metrics.value(samples, "kafka_log_logmanager_logdirectoryoffline",
                          logdirectory=str(node.dirs[1])) == 0  # type: ignore[attr-defined]
     assert metrics.value(samples, "kafka_server_replicamanager_offlinereplicacount") >= len(lost)
+
+
+def test_a_restart_with_the_failed_directory_serves_the_others(
+        node: BrokerProcess, admin: KafkaAdminClient) -> None:
+    topic = "failing"
+    victim = os.path.abspath(node.dirs[2])  # type: ignore[attr-defined]
+    placed_before = {p: d for p, d in where(admin, topic).items()}
+    kept = sorted(placed_before)
+    lost = sorted(set(range(6)) - set(kept))
+    assert lost
+    node.stop()
+    node.start(timeout=120)  # the directory is still a file: recovery reads the others
+    admin = KafkaAdminClient(bootstrap_servers=node.bootstrap, request_timeout_ms=30000)
+    try:
+        _after_restart(node, admin, topic, victim, placed_before, kept, lost)
+    finally:
+        admin.close()
+
+
+def _after_restart(node: BrokerProcess, admin: KafkaAdminClient, topic: str, victim: str,
+                   placed_before: dict[int, str], kept: list[int], lost: list[int]) -> None:
+    assert placed_before == {p: d for p, d in where(admin, topic).items()}
+    assert log_dirs(admin)[victim]["error"] == STORAGE_ERROR
+    producer = KafkaProducer(bootstrap_servers=node.bootstrap, acks=1, retries=0,
+                             request_timeout_ms=30000)
+    try:
+        for p in lost:  # not hosted while their directory is offline (Kafka's offline replicas)
+            with pytest.raises(KafkaStorageError):
+                producer.send(topic, b"again", partition=p).get(60)
+        for p in kept:
+            producer.send(topic, b"again", partition=p).get(60)
+    finally:
+        producer.close()
+    # a new topic goes to the online directories (Kafka's isNew: no log of it can be offline)
+    create(node, "fresh", 2)
+    placed = wait_for(lambda: len(where(admin, "fresh")) == 2 and where(admin, "fresh"),
+                      "the new topic's partitions")
+    assert victim not in placed.values()
+    assert "unusable at start" in node.log() or "is offline" in node.log()

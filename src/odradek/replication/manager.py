@@ -146,6 +146,10 @@ class ReplicaManager(FetchReading):
         self._hw_at_load: dict[tuple[str, int], int] = {}
         self._ineligible: set[int] = set()
         self._loading = False
+        # partitions of the image this node cannot host while a log directory is offline
+        # (their log may be on it): they answer KAFKA_STORAGE_ERROR, as Kafka's offline
+        # partitions do
+        self.offline_partitions: set[tuple[str, int]] = set()
         # replicas moving between this node's log directories (AlterReplicaLogDirs)
         self.alter_log_dirs = ReplicaAlterLogDirsManager(self)
 
@@ -212,7 +216,9 @@ class ReplicaManager(FetchReading):
                 # a log directory is offline: this partition's log may be on it (JBOD);
                 # not hosted until it is back (a later metadata change tries again)
                 log.warning("%s-%d is not hosted: %s", w.topic, w.partition, exc.message)
+                self.offline_partitions.add((w.topic, w.partition))
                 continue
+            self.offline_partitions.discard((w.topic, w.partition))
             opened.append((w, the_log))
         return opened
 
@@ -401,7 +407,7 @@ class ReplicaManager(FetchReading):
         version does (`single_batch=False`: as produce v0-v2, several batches)."""
         part = self.partitions.get((topic, partition))
         if part is None:
-            return AppendResult(ErrorCode.unknown_topic_or_partition,
+            return AppendResult(self.missing_partition_error(topic, partition),
                                 message=f"{topic}-{partition} is not hosted here")
         version = MAX_PRODUCE_VERSION if single_batch else _MULTI_BATCH_PRODUCE_VERSION
         return self.append_to(part, records, acks, version)
