@@ -171,6 +171,10 @@ class ReplicaAlterLogDirsManager:
                                   future.log_start_offset, future.log_end_offset,
                                   current.take_truncation())
             if isinstance(step, Swap):
+                if throttled:
+                    # here on the worker thread, the fsyncs of what was copied; the swap on
+                    # the loop then flushes only the last few chunks
+                    future.flush()
                 return step, 0.0
             if isinstance(step, TruncateFuture):
                 future.truncate_to(step.offset)

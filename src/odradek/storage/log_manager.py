@@ -612,10 +612,13 @@ class LogManager:
                            log_start_offset=future.log_start_offset,
                            topic_id=current.topic_id, allow_gaps=current._allow_gaps)
             self._logs[key] = new
-            shutil.rmtree(doomed, ignore_errors=True)
-            log.info("%s-%d moved from %s to %s (log end offset %d)", topic, partition,
-                     doomed.parent, target.parent, new.log_end_offset)
-            return new
+        # the old copy's files go on another thread: the swap runs on the event loop (a crash
+        # meanwhile leaves a `-delete` directory, which the next start removes)
+        threading.Thread(target=shutil.rmtree, args=(doomed, True), daemon=True,
+                         name=f"delete {doomed.name}").start()
+        log.info("%s-%d moved from %s to %s (log end offset %d)", topic, partition,
+                 doomed.parent, target.parent, new.log_end_offset)
+        return new
 
     def logs_and_futures(self) -> Iterable[tuple[tuple[str, int], Log, bool]]:
         """(key, log, is_future) of every log, current and future."""
