@@ -41,6 +41,7 @@ CHUNK_BYTES = 1 << 20
 # (blocking appends meanwhile) before it gives the rest back to the thread
 THREAD_STEPS = 64
 LOOP_STEPS = 4
+SWAP_RETRY_S = 0.01
 
 
 class MoveAborted(Exception):
@@ -131,10 +132,14 @@ class ReplicaAlterLogDirsManager:
                     if self.rm.partitions.get(key) is not part:
                         break
                     if isinstance(self._advance(part, move, LOOP_STEPS)[0], Swap):
-                        new = self.log_manager.swap_future(part.topic, part.index)
-                        part.log = new
-                        move.done()
-                        return
+                        new = self.log_manager.swap_future(part.topic, part.index,
+                                                           blocking=False)
+                        if new is not None:
+                            part.log = new
+                            move.done()
+                            return
+                        await asyncio.sleep(SWAP_RETRY_S)  # a checkpoint holds the manager
+                        continue
                 await asyncio.sleep(0)
             move.failed("the partition left this node")
             self.log_manager.abort_future(*key)

@@ -187,11 +187,12 @@ class LogManager:
                 return d
         return None
 
+    # list(...) copies in one step: worker threads add and remove logs meanwhile
     def logs_in(self, directory: Path) -> dict[tuple[str, int], Log]:
-        return {k: lg for k, lg in self._logs.items() if lg.dir.parent == directory}
+        return {k: lg for k, lg in list(self._logs.items()) if lg.dir.parent == directory}
 
     def futures_in(self, directory: Path) -> dict[tuple[str, int], Log]:
-        return {k: lg for k, lg in self._futures.items() if lg.dir.parent == directory}
+        return {k: lg for k, lg in list(self._futures.items()) if lg.dir.parent == directory}
 
     def set_preferred_dir(self, topic: str, partition: int, directory: Path) -> None:
         """Place (topic, partition) in `directory` when it is created here (Kafka's
@@ -576,15 +577,19 @@ class LogManager:
         if self.is_online(future.dir.parent):
             shutil.rmtree(future.dir, ignore_errors=True)
 
-    def swap_future(self, topic: str, partition: int) -> Log:
+    def swap_future(self, topic: str, partition: int, blocking: bool = True) -> Log | None:
         """Replace the current log of (topic, partition) by its future log, which must hold
         every offset the current log holds (the caller checked, where no append can land
         in between). As Kafka: the future is renamed into place first, then the current
         log is renamed `-delete` and removed (its fds stay open for reads in flight). A
         crash between the two renames leaves the partition in two directories, which the
-        next start refuses. Returns the new current log."""
+        next start refuses. Returns the new current log; None, having done nothing, when
+        not `blocking` and the manager is busy (a checkpoint's fsyncs on another thread: the
+        event loop does not wait for them)."""
         key = (topic, partition)
-        with self._lock:
+        if not self._lock.acquire(blocking=blocking):
+            return None
+        try:
             future = self._futures.pop(key)
             current = self._logs[key]
             if self.cleaner is not None:
@@ -612,6 +617,8 @@ class LogManager:
                            log_start_offset=future.log_start_offset,
                            topic_id=current.topic_id, allow_gaps=current._allow_gaps)
             self._logs[key] = new
+        finally:
+            self._lock.release()
         # the old copy's files go on another thread: the swap runs on the event loop (a crash
         # meanwhile leaves a `-delete` directory, which the next start removes)
         threading.Thread(target=shutil.rmtree, args=(doomed, True), daemon=True,
