@@ -27,6 +27,7 @@ from odradek.broker.handlers import (
     fetch,
     groups,
     list_offsets,
+    log_dirs,
     metadata,
     partitions,
     produce,
@@ -64,7 +65,8 @@ HANDLERS: dict[ApiKey, Handler] = {
     ApiKey.OFFSET_FOR_LEADER_EPOCH: partitions.handle_offset_for_leader_epoch,
     ApiKey.DESCRIBE_CONFIGS: configs.handle_describe_configs,
     ApiKey.ALTER_CONFIGS: configs.handle_alter_configs,
-    ApiKey.DESCRIBE_LOG_DIRS: cluster.handle_describe_log_dirs,
+    ApiKey.DESCRIBE_LOG_DIRS: log_dirs.handle_describe_log_dirs,
+    ApiKey.ALTER_REPLICA_LOG_DIRS: log_dirs.handle_alter_replica_log_dirs,
     ApiKey.CREATE_PARTITIONS: topics.handle_create_partitions,
     ApiKey.INCREMENTAL_ALTER_CONFIGS: configs.handle_incremental_alter_configs,
     ApiKey.DESCRIBE_CLUSTER: cluster.handle_describe_cluster,
@@ -169,7 +171,7 @@ WANTS_PEER = frozenset({groups.handle_join_group, groups.handle_consumer_group_h
 
 # the handler modules whose VERSIONS declare what HANDLERS routes
 HANDLER_MODULES = (acls, api_versions, cluster, configs, controller_apis, fetch, groups,
-                   list_offsets, metadata, partitions, produce, quotas, raft, sasl, scram,
+                   list_offsets, log_dirs, metadata, partitions, produce, quotas, raft, sasl, scram,
                    share, share_admin, topic_partitions, topics, transactions, txn_markers,
                    envelope)
 # a Fetch on the controller listener is a metadata fetch: raft's versions, not fetch.py's

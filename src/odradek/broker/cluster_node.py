@@ -43,6 +43,7 @@ from odradek.broker.context import BrokerContext
 from odradek.broker.forwarding import ControllerLink, RemoteController
 from odradek.broker.handlers import admin
 from odradek.broker.lifecycle import BrokerLifecycle, LifecycleSettings
+from odradek.broker.log_dirs import MOVE_RATE, directory_ids
 from odradek.broker.schema_validation import SchemaValidation, registry_urls
 from odradek.broker.server import LISTEN_BACKLOG, Server
 from odradek.broker.startup import StartRefused
@@ -234,7 +235,10 @@ class ClusterNode:
                        for a in base.advertised],
             features=[(n, lo, hi) for n, (lo, hi) in SUPPORTED_FEATURES.items()],
             rack=config.get_str("broker.rack"),
-            heartbeat_interval_ms=config.get_int("broker.heartbeat.interval.ms"))
+            heartbeat_interval_ms=config.get_int("broker.heartbeat.interval.ms"),
+            log_dirs=directory_ids(self.node.log_dir_ids),
+            offline_log_dirs=lambda: directory_ids(
+                {d: i for d, i in self.node.log_dir_ids.items() if channel_for(d).offline}))
         self.lifecycle = lifecycle = BrokerLifecycle(
             settings, channels, lambda: quorum.leader_id, list(addresses),
             lambda: publisher.offset)
@@ -267,12 +271,15 @@ class ClusterNode:
         # (Kafka's TransactionMarkerChannelManager has its own network client too)
         self.marker_channels = Channels(f"txn-markers-{node_id}", endpoint,
                                         security=peers.inter_broker)
-        self.log_manager = log_manager = LogManager(self.node.data_dir, log_config({}, config))
+        self.log_manager = log_manager = LogManager(self.node.data_dir, log_config({}, config),
+                                                    log_dirs=self.node.log_dirs[1:])
+        topic_configs = self.node.topic_configs_for(remote)
         self.rm = rm = ReplicaManager(
-            log_manager, node_id, self.node.data_dir, self.node.topic_configs_for(remote),
+            log_manager, node_id, self.node.data_dir, topic_configs,
             alter_partition=link.alter_partition, broker_endpoint=endpoint,
             config=ReplicationConfig.from_config(config),
             broker_epoch=lambda: lifecycle.broker_epoch, channel_security=peers.inter_broker)
+        rm.alter_log_dirs.rate = lambda: topic_configs.broker_setting(MOVE_RATE)
         began = time.monotonic()
         image = publisher.image
 
@@ -287,6 +294,7 @@ class ClusterNode:
                 asyncio.set_event_loop(None)
 
         await asyncio.to_thread(load)
+        rm.alter_log_dirs.resume()
         log.info("logs loaded in %.2f s (metadata at offset %d)", time.monotonic() - began,
                  publisher.offset)
         self.node.start_cleaner(rm, log_manager)

@@ -48,6 +48,10 @@ class LifecycleSettings:
     heartbeat_interval_ms: int = 2000
     request_timeout_s: float = 5.0
     incarnation_id: uuid.UUID = field(default_factory=uuid.uuid4)
+    # the log directories' ids (registration), and those offline now (every heartbeat):
+    # Kafka 3.7+'s JBOD reporting
+    log_dirs: list[uuid.UUID] = field(default_factory=list)
+    offline_log_dirs: Callable[[], list[uuid.UUID]] = field(default=lambda: [])
 
 
 class BrokerLifecycle:
@@ -145,7 +149,8 @@ class BrokerLifecycle:
                           for n, h, p, sp in s.listeners],
             "features": [{"name": n, "min_supported_version": lo, "max_supported_version": hi}
                          for n, lo, hi in s.features],
-            "rack": s.rack, "is_migrating_zk_broker": False, "log_dirs": (),
+            "rack": s.rack, "is_migrating_zk_broker": False,
+            "log_dirs": tuple(s.log_dirs),
             "previous_broker_epoch": -1})
         target = self._target()
         try:
@@ -175,7 +180,7 @@ class BrokerLifecycle:
             "current_metadata_offset": max(-1, int(self.metadata_offset())),
             "want_fence": not self.ready_to_unfence and not self.want_shut_down,
             "want_shut_down": self.want_shut_down,
-            "offline_log_dirs": ()})
+            "offline_log_dirs": tuple(s.offline_log_dirs())})
         target = self._target()
         began = time.monotonic()
         try:

@@ -41,6 +41,14 @@ from odradek.broker.config import (
 )
 from odradek.broker.context import BrokerContext
 from odradek.broker.handlers import admin
+from odradek.broker.log_dirs import (
+    MOVE_RATE,
+    directory_ids,
+    log_dirs_of,
+    prepare_log_dirs,
+    stop_watching,
+    watch_log_dirs,
+)
 from odradek.broker.logging_setup import log_levels, logs_to_stderr, setup_logging
 from odradek.broker.node_admin import NodeAdmin
 from odradek.broker.schema_validation import SchemaValidation, registry_urls
@@ -69,7 +77,7 @@ from odradek.replication.manager import ReplicaManager
 from odradek.storage.cleaner.log_cleaner import CleanerConfig
 from odradek.storage.file_pool import DEFAULT_POOL, fds_needed, raise_fd_limit
 from odradek.storage.log_dir_failure import channel_for
-from odradek.storage.log_manager import LogManager
+from odradek.storage.log_manager import DuplicateLogDirs, LogManager
 
 log = logging.getLogger("odradek.node")
 
@@ -128,16 +136,25 @@ class _TopicConfigs:
         self._broker: Any = None
         self._by_topic: dict[str, Any] = {}
 
-    def __call__(self, topic: str) -> Any:
+    def _follow(self) -> None:
         image = self.controller.image
         if image is not self._image:
             self._image, self._broker = image, self.controller.broker_config
             self._by_topic = {}
+
+    def broker_setting(self, name: str) -> int:
+        """An int broker config with the dynamic ones on top, as of the current image."""
+        self._follow()
+        return int(self._broker.get_int(name))
+
+    def __call__(self, topic: str) -> Any:
+        self._follow()
         # per topic too: every metadata change re-applies the config of every hosted
         # partition (20,000 log_config() calls on the loop per CreateTopics, issue 22)
         config = self._by_topic.get(topic)
         if config is None:
-            config = self._by_topic[topic] = log_config(image.topic_configs(topic), self._broker)
+            config = self._by_topic[topic] = log_config(self._image.topic_configs(topic),
+                                                        self._broker)
         return config
 
 
@@ -161,6 +178,10 @@ class Node:
         # when the caller did not (a node started from Python)
         self.prepared = prepared
         self.started = False
+        # the log directories (broker.log_dirs): the data dir first, then `log.dirs`
+        self.log_dirs: list[Path] = [self.data_dir]
+        self.log_dir_channels: list[Any] = []
+        self.log_dir_ids: dict[Path, str] = {}
         # services beside the node (the Schema Registry of `odradek serve`): started once it
         # serves clients, stopped when it ends
         self.services: list[NodeService] = []
@@ -191,6 +212,12 @@ class Node:
         view = self.admin.view
         meta = identity_of(self.data_dir, config)
         view.cluster_id = meta.cluster_id
+        self.log_dirs = log_dirs_of(self.data_dir, config)
+        # held here: a failed directory's channel must outlive its logs (channel_for is weak)
+        self.log_dir_channels = [channel_for(d) for d in self.log_dirs]
+        self.log_dir_ids = prepare_log_dirs(self.log_dirs, meta)
+        if len(self.log_dirs) > 1:
+            log.info("log directories: %s", ", ".join(map(str, self.log_dirs)))
         log.info("node %d of cluster %s, data in %s", node_id, meta.cluster_id, self.data_dir)
         # issue 22: fds are a budget; the soft limit goes up to the hard one before any is used
         was, soft, hard = raise_fd_limit()
@@ -219,7 +246,8 @@ class Node:
                                 read_bootstrap_checkpoint(self.data_dir) or [])
         await asyncio.to_thread(
             controller.register_broker,
-            [(a.name, a.host, a.port, 0) for a in advertised], config.get_str("broker.rack"))
+            [(a.name, a.host, a.port, 0) for a in advertised], config.get_str("broker.rack"),
+            log_dirs=directory_ids(self.log_dir_ids))
         log.info("metadata replayed: %d topics; registered with %s",
                  len(controller.image.topics_by_name),
                  ", ".join(f"{a.name}://{a.host}:{a.port}" for a in advertised))
@@ -230,16 +258,23 @@ class Node:
             log.warning("file descriptors: %d partitions, log.open.files.max and max.connections "
                         "need up to %d, over the limit of %d", partitions, needed, soft)
         topic_configs = _TopicConfigs(controller)
-        # issue 22: one data dir, so its failure stops the node (a restart recovers from disk)
+        # the data dir's failure (or the last log dir's) stops the node (a restart recovers
+        # from disk); another log dir's takes only its partitions offline (issue 20, JBOD)
         dir_state = channel_for(self.data_dir)
-        dir_state.min_free_bytes = config.get_int("log.dir.free.space.min.bytes")
-        dir_state.add_offline_listener(lambda d, why: loop.call_soon_threadsafe(self._dir_failed))
-        dir_state.start_monitor()
-        log_manager = LogManager(self.data_dir, log_config({}, config))
+        self._watch_data_dir(loop)
+        log_manager = LogManager(self.data_dir, log_config({}, config),
+                                 log_dirs=self.log_dirs[1:])
         rm = ReplicaManager(log_manager, node_id, self.data_dir, topic_configs)
+        rm.alter_log_dirs.rate = lambda: topic_configs.broker_setting(MOVE_RATE)
         view.log_manager = log_manager
         began = time.monotonic()
-        await asyncio.to_thread(rm.load, controller.image)
+        try:
+            await asyncio.to_thread(rm.load, controller.image)
+        except DuplicateLogDirs as exc:
+            await quorum.stop()
+            await asyncio.to_thread(quorum.close)
+            raise StartRefused(str(exc)) from None
+        rm.alter_log_dirs.resume()
         log.info("logs loaded in %.2f s", time.monotonic() - began)
         if config.get_bool("log.cleaner.enable"):
             def last_stable_offset(the_log: Any) -> int | None:
@@ -314,7 +349,7 @@ class Node:
         with contextlib.suppress(asyncio.CancelledError):
             await periodic
         await self._close(rm, log_manager, quorum)
-        dir_state.stop_monitor()
+        stop_watching(self.log_dirs)
         log.info("node %d stopped", node_id)
         return 1 if dir_state.offline else 0
 
@@ -349,22 +384,20 @@ class Node:
         log_manager.start_cleaner(cleaner_config(self.config), upper_bound=last_stable_offset)
 
     def _watch_data_dir(self, loop: asyncio.AbstractEventLoop) -> None:
-        dir_state = channel_for(self.data_dir)
-        dir_state.min_free_bytes = self.config.get_int("log.dir.free.space.min.bytes")
-        dir_state.add_offline_listener(
-            lambda d, why: loop.call_soon_threadsafe(self._dir_failed))
-        dir_state.start_monitor()
+        watch_log_dirs(self.log_dirs, self.config,
+                       lambda why: loop.call_soon_threadsafe(self._dir_failed, why))
 
     async def close_logs(self, rm: ReplicaManager, log_manager: LogManager) -> None:
+        await rm.alter_log_dirs.stop()  # moves resume at the next start
         try:
             await asyncio.to_thread(rm.checkpoint)
         except Exception:
             log.exception("final checkpoint failed")
         await asyncio.to_thread(log_manager.close)
-        channel_for(self.data_dir).stop_monitor()
+        stop_watching(self.log_dirs)
 
-    def _dir_failed(self) -> None:
-        log.error("no log directory is online: stopping (exit 1); restart to recover from disk")
+    def _dir_failed(self, why: str = "no log directory is online") -> None:
+        log.error("%s: stopping (exit 1); restart to recover from disk", why)
         self.stopping.set()
 
     def _on_signal(self, sig: signal.Signals) -> None:
@@ -420,6 +453,7 @@ class Node:
                     log.exception("retention failed")
 
     async def _close(self, rm: ReplicaManager, log_manager: LogManager, quorum: Any) -> None:
+        await rm.alter_log_dirs.stop()  # moves resume at the next start
         try:
             await asyncio.to_thread(rm.checkpoint)
         except Exception:

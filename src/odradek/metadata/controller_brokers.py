@@ -160,12 +160,13 @@ class BrokerControl:
     # ---------------------------------------------------------------- registration
 
     def register_broker(self, request: Any = None, rack: str | None = None,
-                        now_ms: int | None = None) -> Any:
+                        now_ms: int | None = None,
+                        log_dirs: Sequence[uuid.UUID] = ()) -> Any:
         """BrokerRegistration: returns a BrokerRegistrationReply. Called with endpoints (or
         nothing) instead of a request, registers this node and unfences it at once (the
         single-node start: one node has nobody to catch up with) and returns its epoch."""
         if not isinstance(request, BrokerRegistrationRequest):
-            return self.register_local_broker(request, rack)
+            return self.register_local_broker(request, rack, log_dirs=log_dirs)
         now = self._now(now_ms)
         with self._lock:
             self._require_active()

@@ -93,6 +93,8 @@ class BrokerRegistration:
     in_controlled_shutdown: bool = False
     # (name, min supported, max supported) as the broker registered them
     features: tuple[tuple[str, int, int], ...] = ()
+    # the ids of its log directories (Kafka 3.7+ JBOD: meta.properties' directory.id)
+    log_dirs: tuple[uuid.UUID, ...] = ()
 
     @property
     def active(self) -> bool:
@@ -306,6 +308,7 @@ class MetadataDelta:
             in_controlled_shutdown=r.in_controlled_shutdown,
             features=tuple((f.name, f.min_supported_version, f.max_supported_version)
                            for f in r.features),
+            log_dirs=tuple(r.log_dirs),
         )
         self.changed_brokers.add(r.broker_id)
 
@@ -481,7 +484,8 @@ def image_to_records(image: MetadataImage) -> list[MetadataRecord]:
             broker_id=b.broker_id, incarnation_id=b.incarnation_id, broker_epoch=b.epoch,
             end_points=list(b.endpoints),
             features=[BrokerFeature(n, lo, hi) for n, lo, hi in b.features],
-            rack=b.rack, fenced=b.fenced, in_controlled_shutdown=b.in_controlled_shutdown))
+            rack=b.rack, fenced=b.fenced, in_controlled_shutdown=b.in_controlled_shutdown,
+            log_dirs=list(b.log_dirs)))
     live = set(image.topics_by_id)
     for topic_id in sorted(image.removed_topic_ids - live):
         # a deletion finished before the snapshot: its name is gone, its id must stay known

@@ -6,5 +6,6 @@ in `reading`: consumers, and followers whose fetches move the ISR and HW); `part
 holds one log with its role, leader epoch, ISR, follower states, high watermark and last stable
 offset; `follower.FollowerFetchState` is a follower's truncation and fetch logic (sans-I/O) and
 `fetcher` its asyncio replica fetchers; `purgatory` parks the requests that wait (DelayedFetch,
-DelayedProduce); `fetch_params` is what a fetch asks for; `config` the replica.* settings and
+DelayedProduce); `alter_log_dirs` moves replicas between this node's log directories
+(AlterReplicaLogDirs); `fetch_params` is what a fetch asks for; `config` the replica.* settings and
 the AlterPartition item/result the node's controller round trip takes and gives."""

@@ -20,6 +20,7 @@ from typing import Any, TypeVar
 from odradek.protocol.errors import ErrorCode, InvalidRecord, KafkaError, ProtocolError
 from odradek.protocol.produce import MAX_PRODUCE_VERSION
 from odradek.protocol.records import BatchHeader
+from odradek.replication.alter_log_dirs import ReplicaAlterLogDirsManager
 from odradek.replication.config import (
     RACK_AWARE_SELECTOR,
     AlterPartitionItem,
@@ -144,6 +145,13 @@ class ReplicaManager(FetchReading):
         self._alters: set[asyncio.Task[None]] = set()
         self._hw_at_load: dict[tuple[str, int], int] = {}
         self._ineligible: set[int] = set()
+        self._loading = False
+        # partitions of the image this node cannot host while a log directory is offline
+        # (their log may be on it): they answer KAFKA_STORAGE_ERROR, as Kafka's offline
+        # partitions do
+        self.offline_partitions: set[tuple[str, int]] = set()
+        # replicas moving between this node's log directories (AlterReplicaLogDirs)
+        self.alter_log_dirs = ReplicaAlterLogDirsManager(self)
 
     # --- lookups ---------------------------------------------------------
 
@@ -195,7 +203,22 @@ class ReplicaManager(FetchReading):
             if existing is not None and getattr(existing, "topic_id", w.topic_id) not in (None, w.topic_id):
                 self.log_manager.delete(w.topic, w.partition)
                 existing = None
-            the_log = existing or self.log_manager.create(w.topic, w.partition, w.topic_id, config)
+            try:
+                # Kafka's isNew: a partition just created (never changed since) has no log
+                # anywhere yet, so an offline directory cannot hold one; at start every
+                # partition may have its log on a directory that is offline now
+                is_new = not self._loading and w.partition_epoch == 0
+                the_log = existing or self.log_manager.create(w.topic, w.partition, w.topic_id,
+                                                              config, is_new=is_new)
+            except KafkaError as exc:
+                if exc.code != ErrorCode.kafka_storage_error:
+                    raise
+                # a log directory is offline: this partition's log may be on it (JBOD);
+                # not hosted until it is back (a later metadata change tries again)
+                log.warning("%s-%d is not hosted: %s", w.topic, w.partition, exc.message)
+                self.offline_partitions.add((w.topic, w.partition))
+                continue
+            self.offline_partitions.discard((w.topic, w.partition))
             opened.append((w, the_log))
         return opened
 
@@ -309,6 +332,7 @@ class ReplicaManager(FetchReading):
                 await self._isr_task
             self._isr_task = None
         await self.fetchers.shutdown()
+        await self.alter_log_dirs.stop()
         for task in list(self._alters):
             task.cancel()
         if self._own_channels and self.channels is not None:
@@ -323,6 +347,13 @@ class ReplicaManager(FetchReading):
     def load(self, image: Any) -> None:
         """At start, before serving: recover every log and host the image's partitions."""
         self.log_manager.load(self._log_config_for)
+        self._loading = True
+        try:
+            self._load_partitions(image)
+        finally:
+            self._loading = False
+
+    def _load_partitions(self, image: Any) -> None:
         self._hw_at_load = self.read_hw_checkpoint()
         self._note_brokers(image)
         create, drop, update = self._plan(image)
@@ -376,7 +407,7 @@ class ReplicaManager(FetchReading):
         version does (`single_batch=False`: as produce v0-v2, several batches)."""
         part = self.partitions.get((topic, partition))
         if part is None:
-            return AppendResult(ErrorCode.unknown_topic_or_partition,
+            return AppendResult(self.missing_partition_error(topic, partition),
                                 message=f"{topic}-{partition} is not hosted here")
         version = MAX_PRODUCE_VERSION if single_batch else _MULTI_BATCH_PRODUCE_VERSION
         return self.append_to(part, records, acks, version)
@@ -549,11 +580,17 @@ class ReplicaManager(FetchReading):
         lm = self.log_manager
         logs = lm.logs
         state = {k: (lg.log_end_offset, lg.log_start_offset) for k, lg in logs.items()}
+        futures = getattr(lm, "futures", {})
+        for (topic, index), lg in futures.items():
+            state[(f"{topic} (future)", index)] = (lg.log_end_offset, lg.log_start_offset)
         if state != self._checkpointed_logs or any(
                 lg.recovery_point != lg.log_end_offset for lg in logs.values()):
             for lg in logs.values():
-                if lg.recovery_point < lg.log_end_offset:
-                    lg.flush()  # fsyncs without the GIL
+                if lg.recovery_point < lg.log_end_offset and not lg.dir_state.offline:
+                    try:
+                        lg.flush()  # fsyncs without the GIL
+                    except KafkaError:
+                        pass  # its directory is offline now (and said so); not the others
                     time.sleep(0)  # and let the loop in between logs
             lm.checkpoint()  # flushes whatever was appended meanwhile
             self._checkpointed_logs = state

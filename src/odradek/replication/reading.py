@@ -29,6 +29,14 @@ class FetchReading:
     racks: dict[int, str | None]
     _rack_aware: bool
     clock: Callable[[], int]
+    offline_partitions: set[tuple[str, int]]
+
+    def missing_partition_error(self, topic: str | None, partition: int) -> ErrorCode:
+        """The error for a partition not hosted here: KAFKA_STORAGE_ERROR when its log may
+        be on an offline log directory (JBOD), else UNKNOWN_TOPIC_OR_PARTITION."""
+        if (topic, partition) in getattr(self, "offline_partitions", ()):
+            return ErrorCode.kafka_storage_error
+        return ErrorCode.unknown_topic_or_partition
 
     def _read_from_log(self, params: FetchParams, topics: list[FetchTopic]
                        ) -> tuple[list[FetchTopicResult], int, bool, dict[Partition, int]]:
@@ -54,7 +62,7 @@ class FetchReading:
                 part = partitions.get((name, index)) if name is not None else None
                 if part is None:
                     code = (ErrorCode.unknown_topic_id if params.topic_ids and name is None
-                            else ErrorCode.unknown_topic_or_partition)
+                            else self.missing_partition_error(name, index))
                     results.append(FetchPartitionResponse(index, code, -1, -1, -1, None, -1,
                                                           None))
                     errors = True

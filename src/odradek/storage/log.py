@@ -27,6 +27,7 @@ from odradek.storage.checkpoints import fsync_dir
 from odradek.storage.config import LogConfig
 from odradek.storage.epochs import LeaderEpochCache
 from odradek.storage.log_dir import (
+    parse_future_dir_name,
     parse_log_dir_name,
     read_partition_metadata,
     write_partition_metadata,
@@ -76,7 +77,7 @@ def _now_ms() -> int:
 class Log(SegmentLoading, Retention, TimestampLookup):
     def __init__(self, directory: Path, config: LogConfig) -> None:
         self._dir = directory
-        parsed = parse_log_dir_name(directory.name)
+        parsed = parse_log_dir_name(directory.name) or parse_future_dir_name(directory.name)
         self._topic, self._partition = parsed if parsed is not None else (directory.name, 0)
         self.config = config
         self._topic_id: uuid.UUID | None = None
@@ -91,6 +92,9 @@ class Log(SegmentLoading, Retention, TimestampLookup):
         self._retired: list[tuple[int, Segment]] = []
         self._closed = False
         self._abandoned = False
+        # the lowest offset this log was cut back to since a replica move last asked
+        # (`take_truncation`): its copy in another directory must be cut back as well
+        self._cut_to: int | None = None
         self.epochs = LeaderEpochCache(None, lambda: self._leo)
         # idempotent/transactional producers of this partition (issue 6)
         self.producer_state = ProducerStateManager(directory)
@@ -452,6 +456,7 @@ class Log(SegmentLoading, Retention, TimestampLookup):
         """Remove everything at or after `offset` (a follower diverged, or a leader epoch moved)."""
         if offset >= self._leo:
             return
+        self._note_cut(offset)
         if offset < self._log_start_offset:
             self._truncate_fully_and_start_at(offset)
             return
@@ -472,7 +477,17 @@ class Log(SegmentLoading, Retention, TimestampLookup):
         starts above this log's end)."""
         self._truncate_fully_and_start_at(offset)
 
+    def _note_cut(self, offset: int) -> None:
+        self._cut_to = offset if self._cut_to is None else min(self._cut_to, offset)
+
+    def take_truncation(self) -> int | None:
+        """The lowest offset this log was truncated to since the last call (None: none)."""
+        with self.lock:
+            cut, self._cut_to = self._cut_to, None
+            return cut
+
     def _truncate_fully_and_start_at(self, offset: int) -> None:
+        self._note_cut(min(offset, self._leo))
         for seg in self._segments:
             self._retire(seg)
         seg = Segment(self._dir, offset, self.config, _now_ms())

@@ -14,10 +14,13 @@ from pathlib import Path
 from odradek.storage.checkpoints import atomic_write
 
 __all__ = [
+    "FUTURE_SUFFIX",
     "PARTITION_METADATA",
     "decode_topic_id",
     "encode_topic_id",
+    "future_dir_name",
     "log_dir_name",
+    "parse_future_dir_name",
     "parse_log_dir_name",
     "read_partition_metadata",
     "scan_log_dir",
@@ -31,6 +34,10 @@ _LOG_FILE = re.compile(r"^(\d{20})\.log$")
 # (a producer snapshot is named by an offset, not by a segment: never an orphan)
 _INDEX_FILE = re.compile(r"^(\d{20})\.(index|timeindex|txnindex)$")
 _DIR_NAME = re.compile(r"^(.+)-(\d+)$")
+# Kafka 3.x names a replica being moved to another log directory (AlterReplicaLogDirs)
+# `<topic>-<partition>.<uuid hex>-future` while it is copied
+FUTURE_SUFFIX = "-future"
+_FUTURE_NAME = re.compile(r"^(.+)-(\d+)\.([0-9a-f]{32})-future$")
 _LEFTOVER_SUFFIXES = (".tmp", ".cleaned", ".swap", ".deleted")
 
 
@@ -44,6 +51,19 @@ def parse_log_dir_name(name: str) -> tuple[str, int] | None:
 
 def log_dir_name(topic: str, partition: int) -> str:
     return f"{topic}-{partition}"
+
+
+def future_dir_name(topic: str, partition: int) -> str:
+    """`<topic>-<partition>.<uuid hex>-future`: where a moving replica is copied to."""
+    return f"{topic}-{partition}.{uuid.uuid4().hex}{FUTURE_SUFFIX}"
+
+
+def parse_future_dir_name(name: str) -> tuple[str, int] | None:
+    """`<topic>-<partition>.<hex>-future` -> (topic, partition); None for anything else."""
+    m = _FUTURE_NAME.match(name)
+    if m is None:
+        return None
+    return m.group(1), int(m.group(2))
 
 
 def encode_topic_id(topic_id: uuid.UUID) -> str:

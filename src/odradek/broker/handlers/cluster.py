@@ -1,8 +1,7 @@
-"""DescribeCluster and DescribeLogDirs."""
+"""DescribeCluster (DescribeLogDirs: log_dirs.py)."""
 
 from __future__ import annotations
 
-import os
 from typing import Any
 
 from odradek.broker import authz
@@ -18,7 +17,6 @@ BROKERS_ENDPOINT = 1
 
 VERSIONS = (
     ApiVersionRange(ApiKey.DESCRIBE_CLUSTER, 0, 2),  # v2: include_fenced_brokers (KIP-1073)
-    ApiVersionRange(ApiKey.DESCRIBE_LOG_DIRS, 1, 4),  # v0: removed in Kafka 4, not in kio
 )
 
 
@@ -48,32 +46,3 @@ def handle_describe_cluster(ctx: Any, header: Any, frame: memoryview) -> Respons
         "endpoint_type": endpoint_type, "cluster_id": ctx.cluster_id,
         "controller_id": ctx.controller_id, "brokers": brokers,
         "cluster_authorized_operations": cluster_ops})
-
-
-def handle_describe_log_dirs(ctx: Any, header: Any, frame: memoryview) -> Response:
-    req = decode(header, frame)
-    if not authz.cluster_allowed(ctx, header, AclOperation.DESCRIBE):
-        return respond(header, {"throttle_time": 0,
-                                "error_code": ErrorCode.cluster_authorization_failed,
-                                "results": []})
-    rm = ctx.replica_manager
-    wanted = None
-    if req.topics is not None:
-        wanted = {(t.topic, int(p)) for t in req.topics for p in t.partitions}
-    by_topic: dict[str, list[dict[str, Any]]] = {}
-    for (topic, index), part in sorted(rm.partitions.items()):
-        if wanted is not None and (topic, index) not in wanted:
-            continue
-        by_topic.setdefault(topic, []).append({
-            "partition_index": index, "partition_size": int(part.log.size_bytes),
-            "offset_lag": 0, "is_future_key": False})
-    try:
-        st = os.statvfs(ctx.log_dir)
-        total, usable = st.f_blocks * st.f_frsize, st.f_bavail * st.f_frsize
-    except OSError:
-        total = usable = -1
-    result = {"error_code": ErrorCode.none, "log_dir": str(ctx.log_dir.resolve()),
-              "topics": [{"name": name, "partitions": parts} for name, parts in by_topic.items()],
-              "total_bytes": total, "usable_bytes": usable}
-    return respond(header, {"throttle_time": 0, "error_code": ErrorCode.none,
-                            "results": [result]})

@@ -146,7 +146,7 @@ def _produce(ctx: Any, header: Any, req: Any, refused: dict[tuple[str, int], Err
                 continue
             part = rm.get(name, index)
             if part is None:
-                code = (ErrorCode.unknown_topic_or_partition if valid_topic_name(name)
+                code = (rm.missing_partition_error(name, index) if valid_topic_name(name)
                         else ErrorCode.invalid_topic_exception)
                 out.append(PartitionResult(index, code, -1))
                 failed = True

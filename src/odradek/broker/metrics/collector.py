@@ -178,7 +178,9 @@ class NodeCollector(Collector):
             elif isr == min_isr:
                 at_min += 1
         log_dir = self.view.ctx.log_dir
-        offline = len(parts) if channel_for(log_dir).offline else 0
+        # per replica: with several log directories (JBOD) one failing takes only its own
+        offline = sum(1 for part in parts if part.log.dir_state.offline)
+        yield from _log_dir_health(rm.log_manager)
         try:
             disk = shutil.disk_usage(log_dir)
             yield _gauge("odradek_log_dir_free_bytes",
@@ -278,3 +280,18 @@ def _gauge(name: str, doc: str, value: float) -> GaugeMetricFamily:
 
 def _counter(name: str, doc: str, value: float) -> CounterMetricFamily:
     return CounterMetricFamily(name, doc, value=value)
+
+
+def _log_dir_health(log_manager: Any) -> Iterator[Metric]:
+    """Kafka's LogManager gauges: OfflineLogDirectoryCount, and LogDirectoryOffline per
+    directory (1 offline, 0 online)."""
+    dirs = list(getattr(log_manager, "log_dirs", []))
+    offline = [d for d in dirs if channel_for(d).offline]
+    yield _gauge("kafka_log_logmanager_offlinelogdirectorycount",
+                 "Log directories offline (failed)", len(offline))
+    family = GaugeMetricFamily("kafka_log_logmanager_logdirectoryoffline",
+                               "1 when the log directory is offline", labels=["logdirectory"])
+    for d in dirs:
+        family.add_metric([str(d)], 1 if d in offline else 0)
+    yield family
+

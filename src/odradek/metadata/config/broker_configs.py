@@ -258,7 +258,11 @@ _NODE_BROKER_DEFS = [
     _b("broker.rack", S, None, None, "The rack of this node."),
     _b("log.dir", S, "/tmp/kafka-logs", None,
        "Directory of the logs (used when log.dirs is unset)."),
-    _b("log.dirs", S, None, None, "Directories of the logs; the first one is used."),
+    _b("log.dirs", S, None, None,
+       "Directories of the logs (JBOD), comma-separated. The data directory (--data-dir, "
+       "which holds the metadata log) is always the first; new partitions go to the "
+       "directory with the fewest; a failed directory takes only its own partitions "
+       "offline."),
     _b("metadata.log.dir", S, None, None, "Directory of the metadata log; defaults to log.dirs."),
     _b("num.partitions", I, 1, at_least(1), "Default partition count of new topics."),
     _b("default.replication.factor", I, 1, None, "Default replication factor of new topics."),
@@ -287,6 +291,9 @@ _NODE_BROKER_DEFS = [
        "Bytes a follower fetches per partition."),
     _b("replica.lag.time.max.ms", L, 30_000, None,
        "A follower this far behind leaves the ISR."),
+    _b("replica.alter.log.dirs.io.max.bytes.per.second", L, LONG_MAX, at_least(0),
+       "The most bytes a second copied by replicas moving between this node's log "
+       "directories (AlterReplicaLogDirs), all moves together; 0 holds them.", dynamic=True),
     *_REPLICATION_DEFS,
     *_KRAFT_DEFS,
     *AUTHZ_CONFIG_DEFS,
