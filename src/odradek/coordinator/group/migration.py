@@ -162,9 +162,11 @@ def classic_to_consumer(g: ClassicGroup, state_timestamp_ms: int) -> ConsumerGro
     last assignment as current and target assignment. Raises MalformedProtocol."""
     out = ConsumerGroup(g.group_id, group_epoch=g.generation, assignment_epoch=g.generation,
                         state_timestamp_ms=state_timestamp_ms)
-    proto = g.protocol_name or ""
     for m in g.members.values():
-        sub = parse_subscription(m.metadata_for(proto))
+        # a group still in its first rebalance has no protocol yet: each member's first
+        raw = (m.metadata_for(g.protocol_name) if g.protocol_name
+               else (m.protocols[0][1] if m.protocols else b""))
+        sub = parse_subscription(raw)
         assigned = parse_assignment(m.assignment)
         cm = ConsumerMember(m.member_id, m.group_instance_id, sub.rack_id, m.client_id,
                             m.client_host, list(sub.topics), None, m.rebalance_timeout_ms)
