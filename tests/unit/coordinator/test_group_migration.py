@@ -9,6 +9,8 @@ from __future__ import annotations
 import asyncio
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from odradek.coordinator.group.classic import ClassicGroup, GroupState
 from odradek.coordinator.group.consumer import ConsumerGroup
@@ -25,7 +27,7 @@ from odradek.coordinator.offsets_topic import (
     decode_value,
     encode_value,
 )
-from odradek.protocol.errors import ErrorCode
+from odradek.protocol.errors import ErrorCode, ProtocolError
 from odradek.protocol.primitives import Writer
 from tests.unit.coordinator.support import Node
 from tests.unit.coordinator.test_classic import form_group, join_req
@@ -262,3 +264,60 @@ def test_classic_join_errors_and_session_expiry_downgrade(tmp_path):
 
     asyncio.run(run())
     node.close()
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.binary(max_size=200))
+def test_embedded_protocol_parsers_take_any_bytes(data):
+    # a client's subscription or assignment bytes: parsed, or refused as malformed
+    for parse in (parse_subscription, parse_assignment):
+        try:
+            parse(data)
+        except MalformedProtocol:
+            pass
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.binary(max_size=120))
+def test_member_metadata_with_any_tagged_section_decodes_or_is_refused(tail):
+    raw = encode_value(CONSUMER_GROUP_MEMBER_METADATA_KEY, {
+        "client_id": "c", "client_host": "h", "subscribed_topic_names": ["t"]})[:-1] + tail
+    try:
+        decode_value(CONSUMER_GROUP_MEMBER_METADATA_KEY, raw)
+    except ProtocolError:
+        pass
+
+
+def test_upgrade_during_the_first_rebalance_sends_waiters_back(tmp_path):
+    node = make(tmp_path)
+    coord = node.coordinator
+    coord.config.initial_rebalance_delay_ms = 60_000  # the classic join stays pending
+
+    async def run():
+        first = await coord.join_group(join_req())
+        waiting = asyncio.ensure_future(coord.join_group(join_req(member=first.member_id)))
+        await asyncio.sleep(0)
+        assert not waiting.done()
+        r = hb(coord)
+        assert r.error == E.none and isinstance(coord.groups["g"], ConsumerGroup)
+        answer = await waiting
+        assert answer.error == E.rebalance_in_progress
+        # the classic member rejoins the consumer group and is answered at once
+        again, s = await classic_rejoin(coord, first.member_id)
+        assert again.generation_id == coord.groups["g"].members[first.member_id].member_epoch
+        assert s.error == E.none
+
+    asyncio.run(run())
+    node.close()
+
+
+def test_migration_policy_config_is_validated():
+    from odradek.metadata.config.config_def import ConfigError
+    from odradek.metadata.config.group_configs import GROUP_COORDINATOR_BROKER_DEFS
+
+    d = next(d for d in GROUP_COORDINATOR_BROKER_DEFS
+             if d.name == "group.consumer.migration.policy")
+    assert d.default == "bidirectional"
+    d.validator(d.name, "Downgrade")
+    with pytest.raises(ConfigError):
+        d.validator(d.name, "sideways")
