@@ -321,3 +321,30 @@ def test_migration_policy_config_is_validated():
     d.validator(d.name, "Downgrade")
     with pytest.raises(ConfigError):
         d.validator(d.name, "sideways")
+
+
+def test_classic_static_member_replacing_the_last_consumer_member_downgrades(tmp_path):
+    node = make(tmp_path)
+    coord = node.coordinator
+
+    async def run():
+        results, _ = await form_group(coord, 1)
+        cid = results[0].member_id
+        a = coord.consumer_group_heartbeat("g", "", 0, "inst-1", None, 30_000, ["t"], None,
+                                           None, "kip848", "/h")
+        assert a.error == E.none and isinstance(coord.groups["g"], ConsumerGroup)
+        # the static member comes back speaking the classic protocol (a client downgraded)
+        r = await coord.join_group(join_req(instance="inst-1"))
+        assert r.error == E.none
+        g = coord.groups["g"]
+        assert isinstance(g, ClassicGroup) and g.state is GroupState.STABLE
+        assert set(g.members) == {cid, r.member_id} and a.member_id not in g.members
+        assert g.static_members == {"inst-1": r.member_id}
+        s = await coord.sync_group("g", r.generation_id, r.member_id, "inst-1", "consumer",
+                                   "range", {})
+        assert s.error == E.none
+        again = reload(node).groups["g"]
+        assert isinstance(again, ClassicGroup) and set(again.members) == set(g.members)
+
+    asyncio.run(run())
+    node.close()

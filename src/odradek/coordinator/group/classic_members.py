@@ -40,6 +40,7 @@ from odradek.coordinator.group.migration import (
     consumer_to_classic,
     encode_assignment,
     may_downgrade,
+    may_downgrade_replacing,
     metadata_version,
     parse_subscription,
     upgrade_refusal,
@@ -139,6 +140,26 @@ class ClassicMembers:
                                          f"classic.")
         return True
 
+    def _downgrade_replaced(self, g: ConsumerGroup, joined_id: str) -> ClassicGroup | None:
+        """The classic static member `joined_id` replaced the last member of the consumer
+        protocol: the group becomes a Stable classic group, the newcomer holding what the
+        member it replaced was assigned; no rebalance (Kafka does none either)."""
+        try:
+            classic = consumer_to_classic(g, "", now_ms())
+        except MalformedProtocol as exc:
+            log.warning("cannot downgrade consumer group %r: %s", g.group_id, exc)
+            return None
+        records = [*self._consumer_tombstones(g), self._group_record(classic)]
+        if self.store.append(g.group_id, records) != E.none:
+            return None  # it stays a consumer group; a later change may downgrade it
+        self.groups[g.group_id] = classic
+        for cm in classic.members.values():
+            self.wake_at(g.group_id, cm.deadline_ms)
+        log.info("static member %s replaced the last consumer-protocol member of group %r: "
+                 "downgraded it to a classic group (generation %d)", joined_id, g.group_id,
+                 classic.generation)
+        return classic
+
     # ------------------------------------------------------------ JoinGroup
 
     def classic_join_consumer_group(self, g: ConsumerGroup, req: JoinRequest) -> JoinResult:
@@ -160,12 +181,14 @@ class ClassicMembers:
             if req.require_known_member_id and not req.group_instance_id:
                 return JoinResult(E.member_id_required, member_id)
         records: Records = []
+        downgrade = False
         if req.group_instance_id:
             other = next((o for o in g.members.values()
                           if o.instance_id == req.group_instance_id), None)
             if other is not None and other.member_id != member_id:
                 if req.member_id:
                     return JoinResult(E.fenced_instance_id, req.member_id)
+                downgrade = may_downgrade_replacing(self.migration_policy, g, other.member_id)
                 # a static member restarted: the new incarnation takes its place
                 member = self._replace_static(g, other, member_id, records)
         new = member is None
@@ -213,6 +236,11 @@ class ClassicMembers:
             return JoinResult(err, member_id)
         member.deadline_ms = mono + req.session_timeout_ms
         self.wake_at(g.group_id, member.deadline_ms)
+        if downgrade:
+            classic = self._downgrade_replaced(g, member_id)
+            if classic is not None:
+                return JoinResult(E.none, member_id, classic.generation, PROTOCOL_TYPE,
+                                  classic.protocol_name, "", [])
         log.info("classic member %s joined consumer group %r (member epoch %d)", member_id,
                  g.group_id, member.member_epoch)
         return JoinResult(E.none, member_id, member.member_epoch, PROTOCOL_TYPE,

@@ -157,6 +157,14 @@ def may_downgrade(policy: MigrationPolicy, g: ConsumerGroup, leaving_id: str) ->
     return g.all_classic_except(leaving_id) and len(g.members) > 1 and policy.downgrade
 
 
+def may_downgrade_replacing(policy: MigrationPolicy, g: ConsumerGroup, replaced_id: str
+                            ) -> bool:
+    """A classic static member takes the place of `replaced_id`, the last member of the
+    consumer protocol: the group becomes classic with the newcomer in its place (Kafka's
+    validateOnlineDowngradeWithReplacedMemberId)."""
+    return g.all_classic_except(replaced_id) and policy.downgrade
+
+
 def classic_to_consumer(g: ClassicGroup, state_timestamp_ms: int) -> ConsumerGroup:
     """Kafka's ConsumerGroup.fromClassicGroup: members at the generation as epoch, their
     last assignment as current and target assignment. Raises MalformedProtocol."""
