@@ -348,3 +348,25 @@ def test_classic_static_member_replacing_the_last_consumer_member_downgrades(tmp
 
     asyncio.run(run())
     node.close()
+
+
+def test_refused_join_after_the_upgrade_leaves_the_classic_group(tmp_path):
+    node = make(tmp_path)
+    coord = node.coordinator
+
+    async def run():
+        r = await coord.join_group(join_req(instance="inst-x"))
+        assert r.error == E.none
+        await coord.sync_group("g", r.generation_id, r.member_id, "inst-x", "consumer",
+                               "range", {r.member_id: encode_assignment(0, {"t": {0}})})
+        # a consumer-protocol member with the same instance id while it is still in use
+        a = coord.consumer_group_heartbeat("g", "", 0, "inst-x", None, 30_000, ["t"], None,
+                                           None, "kip848", "/h")
+        assert a.error == E.unreleased_instance_id
+        g = coord.groups["g"]
+        assert isinstance(g, ClassicGroup) and set(g.members) == {r.member_id}
+        assert isinstance(reload(node).groups["g"], ClassicGroup)
+        assert coord.heartbeat("g", r.generation_id, r.member_id, "inst-x") == E.none
+
+    asyncio.run(run())
+    node.close()

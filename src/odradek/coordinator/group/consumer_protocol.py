@@ -144,6 +144,9 @@ class ConsumerProtocol:
                 other = next((o for o in g.members.values() if o.instance_id == instance_id),
                              None)
                 if other is not None and not other.static_left:
+                    if records and last_written is not None:
+                        # a conversion not written: the group stays as it was
+                        self.groups[group_id] = last_written
                     return HeartbeatResult(E.unreleased_instance_id,
                                            f"Static member {other.member_id} with instance id "
                                            f"{instance_id} is not released yet.")
