@@ -135,8 +135,9 @@ def test_zombie_is_fenced(broker: BrokerProcess) -> None:
 
 
 def test_timeout_aborts_and_lso_advances(tmp_path: Path) -> None:
+    # the cleanup sweep every hour: only the transaction's own deadline can abort it here
     node = BrokerProcess(tmp_path / "data", settings={
-        "transaction.abort.timed.out.transaction.cleanup.interval.ms": "200"})
+        "transaction.abort.timed.out.transaction.cleanup.interval.ms": "3600000"})
     node.start()
     try:
         b = node.bootstrap
@@ -154,6 +155,9 @@ def test_timeout_aborts_and_lso_advances(tmp_path: Path) -> None:
         assert lso_of(b, "tx-t", 0) == 6  # 5 records and the abort marker
         assert read(b, ["tx-t"], True) == []
         assert len(read(b, ["tx-t"], False)) == 5
+        # the producer's epoch was bumped by the abort: its commit is refused
+        with pytest.raises(KafkaException):
+            p.commit_transaction(30)
     finally:
         node.stop()
 

@@ -52,7 +52,8 @@ def partition_for(group_id: str, partitions: int) -> int:
 # a tiny schema walker
 
 # field types: "i8" "i16" "i32" "i64" "str" "nstr" "bytes" "uuid" "[i32]" "[str]",
-# or a nested schema (list of fields) for an array of structs
+# a nested schema (list of fields) for an array of structs, or ("tagged", tag, schema) for
+# an optional struct carried as a tagged field of a flexible version (None when absent)
 Field = tuple[str, Any]
 
 _TP: list[Field] = [("topic_id", "uuid"), ("partitions", "[i32]")]
@@ -68,6 +69,11 @@ _MEMBER_V3: list[Field] = [
     ("member_id", "str"), ("group_instance_id", "nstr"), ("client_id", "str"),
     ("client_host", "str"), ("rebalance_timeout", "i32"), ("session_timeout", "i32"),
     ("subscription", "bytes"), ("assignment", "bytes")]
+# a classic-protocol member of a KIP-848 group (KIP-848's online migration): its JoinGroup
+# session timeout and protocols, tag 0 of ConsumerGroupMemberMetadataValue
+_CLASSIC_MEMBER: list[Field] = [
+    ("session_timeout_ms", "i32"),
+    ("supported_protocols", [("name", "str"), ("metadata", "bytes")])]
 _GROUP_HEAD: list[Field] = [
     ("protocol_type", "str"), ("generation", "i32"), ("protocol", "nstr"), ("leader", "nstr")]
 
@@ -97,7 +103,8 @@ VALUE_SCHEMAS: dict[int, dict[int, tuple[list[Field], bool]]] = {
     CONSUMER_GROUP_MEMBER_METADATA_KEY: {0: ([
         ("instance_id", "nstr"), ("rack_id", "nstr"), ("client_id", "str"), ("client_host", "str"),
         ("subscribed_topic_names", "[str]"), ("subscribed_topic_regex", "nstr"),
-        ("server_assignor", "nstr"), ("rebalance_timeout_ms", "i32")], True)},
+        ("server_assignor", "nstr"), ("rebalance_timeout_ms", "i32"),
+        ("classic_member_metadata", ("tagged", 0, _CLASSIC_MEMBER))], True)},
     CONSUMER_GROUP_TARGET_ASSIGNMENT_METADATA_KEY: {0: ([("assignment_epoch", "i32")], True)},
     CONSUMER_GROUP_TARGET_ASSIGNMENT_MEMBER_KEY: {0: ([("topic_partitions", _TP)], True)},
     CONSUMER_GROUP_CURRENT_MEMBER_ASSIGNMENT_KEY: {0: ([
@@ -128,9 +135,15 @@ KEY_SCHEMAS: dict[int, list[Field]] = {
 
 
 def _write(w: Writer, schema: list[Field], values: dict[str, Any], flexible: bool) -> None:
+    tagged: dict[int, bytes] = {}
     for name, kind in schema:
         v = values.get(name)
-        if isinstance(kind, list):
+        if isinstance(kind, tuple):
+            if flexible and v is not None:
+                sub = Writer()
+                _write(sub, kind[2], v, True)
+                tagged[kind[1]] = sub.getvalue()
+        elif isinstance(kind, list):
             items = v or []
             if flexible:
                 w.write_compact_array_len(len(items))
@@ -168,13 +181,17 @@ def _write(w: Writer, schema: list[Field], values: dict[str, Any], flexible: boo
         else:  # pragma: no cover - schema tables are static
             raise AssertionError(kind)
     if flexible:
-        w.write_tagged_fields()
+        w.write_tagged_fields(tagged)
 
 
 def _read(r: Reader, schema: list[Field], flexible: bool) -> dict[str, Any]:
     out: dict[str, Any] = {}
+    tagged: dict[int, tuple[str, list[Field]]] = {}
     for name, kind in schema:
-        if isinstance(kind, list) or kind in ("[i32]", "[str]"):
+        if isinstance(kind, tuple):
+            tagged[kind[1]] = (name, kind[2])
+            out[name] = None
+        elif isinstance(kind, list) or kind in ("[i32]", "[str]"):
             n = r.compact_array_len() if flexible else r.array_len()
             items: list[Any] = []
             for _ in range(n or 0):
@@ -202,7 +219,13 @@ def _read(r: Reader, schema: list[Field], flexible: bool) -> dict[str, Any]:
         elif kind == "bytes":
             out[name] = bytes(r.compact_bytes() if flexible else r.bytes_())
     if flexible:
-        r.skip_tagged_fields()
+        if not tagged:
+            r.skip_tagged_fields()
+        else:
+            for tag, raw in r.tagged_fields().items():
+                if tag in tagged:  # unknown tags are a newer writer's: skipped
+                    name, sub = tagged[tag]
+                    out[name] = _read(Reader(raw), sub, True)
     return out
 
 

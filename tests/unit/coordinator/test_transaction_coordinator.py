@@ -173,3 +173,41 @@ def test_transactional_offsets_follow_their_markers_across_restart(tmp_path: Pat
     assert {tp: v.offset for tp, v in again.coordinator.offsets.get("g").items()} == {
         ("data", 1): 7, ("data", 0): 9}
     again.close()
+
+
+def test_timeout_fires_at_its_deadline_not_on_the_sweep(tmp_path: Path) -> None:
+    """transaction.timeout.ms is a deadline of the coordinator's DeadlineTimer: armed when
+    the transaction begins, fired at start + timeout with no cleanup sweep running."""
+    from odradek.coordinator.deadlines import DeadlineTimer
+
+    node, tc = make(tmp_path)
+    clock = [0.0]
+    armed: list[float] = []
+
+    class Handle:
+        def cancel(self) -> None:
+            pass
+
+    def call_later(delay_s: float, fire: object) -> Handle:
+        armed.append(clock[0] + delay_s * 1000)
+        return Handle()
+
+    tc.deadlines = DeadlineTimer(lambda: clock[0], call_later, tc._expire_due)
+    tc.deadlines.start()
+    r = tc.init_producer_id("t-dl", 5000)
+    pid, epoch = r.producer_id, r.producer_epoch
+    assert tc.add_partitions("t-dl", pid, epoch, [("data", 0)]) == {("data", 0): E.none}
+    start = tc.txns["t-dl"].start_ms
+    assert tc.deadlines.armed_at == start + 5001
+    # early: nothing is due
+    clock[0] = start + 4000
+    tc.deadlines.fire()
+    assert tc.txns["t-dl"].state == TxnState.ONGOING
+    # at the deadline: aborted with a bumped epoch, the old producer fenced
+    clock[0] = start + 5001
+    tc.deadlines.fire()
+    assert tc.txns["t-dl"].state == TxnState.COMPLETE_ABORT
+    assert tc.txns["t-dl"].producer_epoch == epoch + 1
+    assert tc.add_partitions("t-dl", pid, epoch, [("data", 0)]) == {("data", 0): E.producer_fenced}
+    assert tc.deadlines.armed_at is None
+    node.close()

@@ -547,7 +547,7 @@ def handle_consumer_group_describe(ctx: Any, header: Any, frame: memoryview) -> 
                            "client_id": m.client_id, "client_host": m.client_host,
                            "subscribed_topic_names": list(m.subscribed_topic_names),
                            "subscribed_topic_regex": m.subscribed_topic_regex,
-                           "member_type": 1,
+                           "member_type": 0 if m.classic is not None else 1,
                            "assignment": {"topic_partitions": _named(coord, m.assigned)},
                            "target_assignment": {"topic_partitions": _named(
                                coord, g.target.get(m.member_id, {}))}}

@@ -40,6 +40,8 @@ class GroupConfig:
     consumer_session_timeout_ms: int = 45_000
     consumer_heartbeat_interval_ms: int = 5_000
     consumer_assignors: list[str] = field(default_factory=lambda: ["uniform", "range"])
+    # group.consumer.migration.policy (KIP-848's online upgrade and downgrade)
+    migration_policy: str = "bidirectional"
 
     @classmethod
     def from_broker_config(cls, config: Any) -> GroupConfig:
@@ -68,6 +70,8 @@ class GroupConfig:
             consumer_session_timeout_ms=get("group.consumer.session.timeout.ms", 45_000),
             consumer_heartbeat_interval_ms=get("group.consumer.heartbeat.interval.ms", 5_000),
             consumer_assignors=assignors,
+            migration_policy=str(getattr(config, "values", {}).get(
+                "group.consumer.migration.policy") or "bidirectional"),
         )
 
 

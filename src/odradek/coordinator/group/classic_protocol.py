@@ -46,6 +46,11 @@ class ClassicProtocol:
     coordinator_error: Callable[[str], ErrorCode]
     call_later: Callable[..., Any]
     wake_at: Callable[[str, float], None]
+    # classic_members.py: classic members of KIP-848 groups
+    classic_join_consumer_group: Callable[[ConsumerGroup, JoinRequest], JoinResult]
+    classic_sync_consumer_group: Callable[..., SyncResult]
+    classic_heartbeat_consumer_group: Callable[..., ErrorCode]
+    classic_leave_consumer_group: Callable[..., list[tuple[str, str | None, ErrorCode]]]
 
     def _classic(self, group_id: str) -> ClassicGroup | None:
         g = self.groups.get(group_id)
@@ -84,7 +89,8 @@ class ClassicProtocol:
         existing = self.groups.get(req.group_id)
         if isinstance(existing, ConsumerGroup):
             if existing.members:
-                return JoinResult(E.inconsistent_group_protocol, req.member_id)
+                # a classic member joins a consumer group (KIP-848's online migration)
+                return self.classic_join_consumer_group(existing, req)
             # an empty consumer group becomes a classic one (its offsets stay)
             self._delete_group_records(existing)
             existing = None
@@ -336,6 +342,10 @@ class ClassicProtocol:
                          assignments: dict[str, bytes]) -> SyncResult:
         if (cerr := self.coordinator_error(group_id)) != E.none:
             return SyncResult(cerr)
+        g = self.groups.get(group_id)
+        if isinstance(g, ConsumerGroup):
+            return self.classic_sync_consumer_group(g, generation, member_id, instance_id,
+                                                    protocol_type, protocol_name)
         group = self._classic(group_id)
         if group is None:
             return SyncResult(E.unknown_member_id)
@@ -383,6 +393,9 @@ class ClassicProtocol:
                   instance_id: str | None) -> ErrorCode:
         if (cerr := self.coordinator_error(group_id)) != E.none:
             return cerr
+        g = self.groups.get(group_id)
+        if isinstance(g, ConsumerGroup):
+            return self.classic_heartbeat_consumer_group(g, generation, member_id, instance_id)
         group = self._classic(group_id)
         if group is None:
             return E.unknown_member_id
@@ -408,7 +421,7 @@ class ClassicProtocol:
             return cerr, []
         group = self.groups.get(group_id)
         if isinstance(group, ConsumerGroup):
-            return E.none, [(mid, iid, E.unknown_member_id) for mid, iid in members]
+            return E.none, self.classic_leave_consumer_group(group, members)
         if group is None:
             return E.none, [(mid, iid, E.unknown_member_id) for mid, iid in members]
         if group.state is GroupState.DEAD:

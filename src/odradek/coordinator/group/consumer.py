@@ -19,6 +19,14 @@ TopicSet = dict[str, set[int]]
 
 
 @dataclass(slots=True)
+class ClassicMemberMeta:
+    """What a member that joined with JoinGroup (the classic protocol) keeps in a KIP-848
+    group: its session timeout and the protocols it offered (the records' tag 0)."""
+    session_timeout_ms: int
+    protocols: list[tuple[str, bytes]]
+
+
+@dataclass(slots=True)
 class ConsumerMember:
     member_id: str
     instance_id: str | None = None
@@ -40,6 +48,12 @@ class ConsumerMember:
     last_sent: dict[str, list[int]] | None = None
     # a static member that sent epoch -2: kept until its session runs out
     static_left: bool = False
+    # set for a member that speaks JoinGroup/SyncGroup/Heartbeat (online migration)
+    classic: ClassicMemberMeta | None = None
+
+    @property
+    def uses_classic(self) -> bool:
+        return self.classic is not None
 
     @property
     def state(self) -> str:
@@ -145,6 +159,25 @@ class ConsumerGroup:
         if member is not None:
             self.target.pop(member_id, None)
         return member
+
+    def classic_count(self) -> int:
+        return sum(1 for m in self.members.values() if m.classic is not None)
+
+    def all_classic_except(self, member_id: str) -> bool:
+        """Every member but `member_id` (one of the consumer protocol) is classic: Kafka's
+        allMembersUseClassicProtocolExcept, the test for a downgrade."""
+        m = self.members.get(member_id)
+        return (m is not None and m.classic is None
+                and self.classic_count() == len(self.members) - 1)
+
+    def supports_classic(self, protocol_type: str, names: set[str]) -> bool:
+        """Can a JoinGroup with these protocols join (Kafka's supportsClassicProtocols)?"""
+        if protocol_type != "consumer" or not names:
+            return False
+        classic = [m.classic for m in self.members.values() if m.classic is not None]
+        if not classic:
+            return True
+        return any(all(n in {p for p, _ in c.protocols} for c in classic) for n in names)
 
     def owned_count(self) -> int:
         return sum(_count(m.assigned) for m in self.members.values())

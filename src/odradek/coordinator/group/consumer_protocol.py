@@ -91,26 +91,33 @@ class ConsumerProtocol:
                                    f"ServerAssignor {server_assignor} is not supported. Supported "
                                    f"assignors: {', '.join(self.config.consumer_assignors)}.")
         g = self.groups.get(group_id)
+        records: list[tuple[bytes, bytes | None]] = []
         # Kafka's CoordinatorRuntime reverts a group to its last written state when the
-        # records of a heartbeat cannot be appended: keep that state to put back
-        last_written = copy.deepcopy(g)
+        # records of a heartbeat cannot be appended: keep that state to put back (a classic
+        # group is not changed by its upgrade, only replaced: it is its own last state)
+        last_written = g if isinstance(g, ClassicGroup) else copy.deepcopy(g)
         if isinstance(g, ClassicGroup):
             if g.members:
-                return HeartbeatResult(E.group_id_not_found,
-                                       f"Group {group_id} is not a consumer group.")
-            if member_epoch != 0:
-                return HeartbeatResult(E.unknown_member_id)
-            # an empty classic group (offsets only) becomes a consumer group
-            self.store.append(group_id, [(ot.encode_key(ot.RecordKey(
-                ot.GROUP_METADATA_KEY, group_id)), None)])
-            g = None
+                if member_epoch != 0:
+                    return HeartbeatResult(E.group_id_not_found,
+                                           f"Group {group_id} is not a consumer group.")
+                upgraded = self._upgrade(g, records)
+                if isinstance(upgraded, HeartbeatResult):
+                    return upgraded
+                g = upgraded
+            else:
+                if member_epoch != 0:
+                    return HeartbeatResult(E.unknown_member_id)
+                # an empty classic group (offsets only) becomes a consumer group
+                records.append((ot.encode_key(ot.RecordKey(ot.GROUP_METADATA_KEY, group_id)),
+                                None))
+                g = None
         if g is None:
             if member_epoch != 0:
                 return HeartbeatResult(E.unknown_member_id,
                                        f"Member {member_id} is not a member of group {group_id}.")
             g = ConsumerGroup(group_id, state_timestamp_ms=now_ms())
             self.groups[group_id] = g
-        records: list[tuple[bytes, bytes | None]] = []
         mono = mono_ms()
         if member_epoch == -2 and g.members.get(member_id) is not None \
                 and g.members[member_id].instance_id:
@@ -125,9 +132,9 @@ class ConsumerProtocol:
             return HeartbeatResult(E.none, None, member_id, member_epoch, 0)
         if member_epoch in (-1, -2):
             m = g.members.get(member_id)
-            if m is None:
+            if m is None or m.classic is not None:
                 return HeartbeatResult(E.unknown_member_id)
-            self._consumer_remove(g, m, records, "left")
+            self._fence_member(g, m, records, "left")
             self.store.append(group_id, records)
             return HeartbeatResult(E.none, None, member_id, member_epoch, 0)
         member = g.members.get(member_id) if member_id else None
@@ -137,6 +144,9 @@ class ConsumerProtocol:
                 other = next((o for o in g.members.values() if o.instance_id == instance_id),
                              None)
                 if other is not None and not other.static_left:
+                    if records and last_written is not None:
+                        # a conversion not written: the group stays as it was
+                        self.groups[group_id] = last_written
                     return HeartbeatResult(E.unreleased_instance_id,
                                            f"Static member {other.member_id} with instance id "
                                            f"{instance_id} is not released yet.")
@@ -203,22 +213,7 @@ class ConsumerProtocol:
         counts = self._partition_counts(g.subscribed_topics())
         if counts != g.topic_partitions and g.group_epoch == g.assignment_epoch:
             g.bump()
-        if g.group_epoch > g.assignment_epoch:
-            g.compute_target(counts)
-            records.append((ot.encode_key(ot.RecordKey(ot.CONSUMER_GROUP_METADATA_KEY, group_id)),
-                            ot.encode_value(ot.CONSUMER_GROUP_METADATA_KEY,
-                                            {"epoch": g.group_epoch})))
-            for mid, tps in g.target.items():
-                records.append((ot.encode_key(ot.RecordKey(
-                    ot.CONSUMER_GROUP_TARGET_ASSIGNMENT_MEMBER_KEY, group_id, member_id=mid)),
-                    ot.encode_value(ot.CONSUMER_GROUP_TARGET_ASSIGNMENT_MEMBER_KEY,
-                                    {"topic_partitions": self._by_topic_id(tps)})))
-            records.append((ot.encode_key(ot.RecordKey(
-                ot.CONSUMER_GROUP_TARGET_ASSIGNMENT_METADATA_KEY, group_id)),
-                ot.encode_value(ot.CONSUMER_GROUP_TARGET_ASSIGNMENT_METADATA_KEY,
-                                {"assignment_epoch": g.assignment_epoch})))
-            log.info("consumer group %r: new target assignment at epoch %d", group_id,
-                     g.group_epoch)
+        self._maybe_new_target(g, counts, records)
         before = (member.member_epoch, {t: set(p) for t, p in member.assigned.items()},
                   bool(member.pending_revocation))
         g.reconcile(member, owned)
@@ -241,6 +236,34 @@ class ConsumerProtocol:
         if send is not None:
             member.last_sent = assignment
         return HeartbeatResult(E.none, None, member.member_id, member.member_epoch, interval, send)
+
+    def _maybe_new_target(self, g: ConsumerGroup, counts: dict[str, int],
+                          records: list[tuple[bytes, bytes | None]]) -> None:
+        """A new target assignment when the group epoch moved past the assignment's."""
+        if g.group_epoch <= g.assignment_epoch:
+            return
+        g.compute_target(counts)
+        records.append(self._epoch_record(g))
+        records.extend(self._target_records(g))
+        log.info("consumer group %r: new target assignment at epoch %d", g.group_id,
+                 g.group_epoch)
+
+    def _epoch_record(self, g: ConsumerGroup) -> tuple[bytes, bytes | None]:
+        return (ot.encode_key(ot.RecordKey(ot.CONSUMER_GROUP_METADATA_KEY, g.group_id)),
+                ot.encode_value(ot.CONSUMER_GROUP_METADATA_KEY, {"epoch": g.group_epoch}))
+
+    def _target_records(self, g: ConsumerGroup) -> list[tuple[bytes, bytes | None]]:
+        out: list[tuple[bytes, bytes | None]] = []
+        for mid, tps in g.target.items():
+            out.append((ot.encode_key(ot.RecordKey(
+                ot.CONSUMER_GROUP_TARGET_ASSIGNMENT_MEMBER_KEY, g.group_id, member_id=mid)),
+                ot.encode_value(ot.CONSUMER_GROUP_TARGET_ASSIGNMENT_MEMBER_KEY,
+                                {"topic_partitions": self._by_topic_id(tps)})))
+        out.append((ot.encode_key(ot.RecordKey(
+            ot.CONSUMER_GROUP_TARGET_ASSIGNMENT_METADATA_KEY, g.group_id)),
+            ot.encode_value(ot.CONSUMER_GROUP_TARGET_ASSIGNMENT_METADATA_KEY,
+                            {"assignment_epoch": g.assignment_epoch})))
+        return out
 
     def _replace_static(self, g: ConsumerGroup, old: ConsumerMember, new_id: str,
                         records: list[tuple[bytes, bytes | None]]) -> ConsumerMember:
@@ -297,7 +320,11 @@ class ConsumerProtocol:
                     "subscribed_topic_names": m.subscribed_topic_names,
                     "subscribed_topic_regex": m.subscribed_topic_regex,
                     "server_assignor": m.server_assignor,
-                    "rebalance_timeout_ms": m.rebalance_timeout_ms}))
+                    "rebalance_timeout_ms": m.rebalance_timeout_ms,
+                    "classic_member_metadata": None if m.classic is None else {
+                        "session_timeout_ms": m.classic.session_timeout_ms,
+                        "supported_protocols": [{"name": n, "metadata": b}
+                                                for n, b in m.classic.protocols]}}))
 
     def _current_assignment_record(self, g: ConsumerGroup,
                                    m: ConsumerMember) -> tuple[bytes, bytes | None]:
@@ -335,9 +362,12 @@ class ConsumerProtocol:
             revoke_late = m.revoke_deadline_ms is not None and mono >= m.revoke_deadline_ms
             if expired or revoke_late:
                 records: list[tuple[bytes, bytes | None]] = []
-                self._consumer_remove(g, m, records, "timed out (session) in" if expired
-                                      else "did not revoke its partitions in time in")
+                downgraded = self._fence_member(
+                    g, m, records, "timed out (session) in" if expired
+                    else "did not revoke its partitions in time in")
                 self.store.append(g.group_id, records)
+                if downgraded:
+                    return
 
     def _delete_group_records(self, g: ConsumerGroup) -> None:
         self.store.append(g.group_id, self._consumer_tombstones(g))

@@ -8,6 +8,8 @@ its timers. The work is split along Kafka's seams, one mixin per module:
 - loader.py — replaying a partition into groups and offsets;
 - classic_protocol.py — JoinGroup/SyncGroup/Heartbeat/LeaveGroup and rebalances;
 - consumer_protocol.py — KIP-848 ConsumerGroupHeartbeat;
+- classic_members.py — classic members in KIP-848 groups and the online conversions
+  between the protocols (rules in migration.py);
 - offset_manager.py — offset commits, fetches, deletion, expiry, transactional offsets, lag.
 
 This module holds what they share: ownership, life, sweeps and the admin requests.
@@ -40,6 +42,7 @@ from odradek.coordinator.group.api import (
 )
 from odradek.coordinator.group.assignors import ASSIGNORS
 from odradek.coordinator.group.classic import ClassicGroup, GroupState
+from odradek.coordinator.group.classic_members import ClassicMembers
 from odradek.coordinator.group.classic_protocol import ClassicProtocol
 from odradek.coordinator.group.consumer import ConsumerGroup
 from odradek.coordinator.group.consumer_protocol import ConsumerProtocol
@@ -59,7 +62,8 @@ EXPIRY_JOB = "group-offsets-expiry"
 DEADLINE_KEY = ("group-deadlines", ot.TOPIC)  # never a partition's key: no unload cancels it
 
 
-class GroupCoordinator(GroupLoader, ClassicProtocol, ConsumerProtocol, OffsetManager):
+class GroupCoordinator(GroupLoader, ClassicProtocol, ConsumerProtocol, ClassicMembers,
+                       OffsetManager):
     def __init__(self, replica_manager: Any, config: GroupConfig, topics: TopicLookup,
                  topic_names: Callable[[uuid.UUID], str | None],
                  all_topics: Callable[[], Iterable[str]] | None = None,
@@ -207,13 +211,19 @@ class GroupCoordinator(GroupLoader, ClassicProtocol, ConsumerProtocol, OffsetMan
 
     @staticmethod
     def _fail_waiters(g: ClassicGroup) -> None:
+        GroupCoordinator._fail_waiters_with(g, E.not_coordinator)
+
+    @staticmethod
+    def _fail_waiters_with(g: ClassicGroup, code: ErrorCode) -> None:
+        """Answer every waiting JoinGroup and SyncGroup of `g` with `code`."""
         if g.join_timer is not None:
             g.join_timer.cancel()
+            g.join_timer = None
         for m in g.members.values():
             if m.awaiting_join:
-                m.join_waiter.set_result(JoinResult(E.not_coordinator, m.member_id))
+                m.join_waiter.set_result(JoinResult(code, m.member_id))
             if m.awaiting_sync:
-                m.sync_waiter.set_result(SyncResult(E.not_coordinator))
+                m.sync_waiter.set_result(SyncResult(code))
 
     def sweep(self, mono: float) -> None:
         """Expire the sessions (and revocation deadlines) that ran out by `mono`."""

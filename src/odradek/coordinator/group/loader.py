@@ -12,7 +12,7 @@ from typing import Any
 from odradek.coordinator import offsets_topic as ot
 from odradek.coordinator.group.api import Group, GroupConfig, mono_ms
 from odradek.coordinator.group.classic import ClassicGroup, ClassicMember, GroupState
-from odradek.coordinator.group.consumer import ConsumerGroup, ConsumerMember
+from odradek.coordinator.group.consumer import ClassicMemberMeta, ConsumerGroup, ConsumerMember
 from odradek.coordinator.group.offsets import CommittedOffset, OffsetStore
 from odradek.coordinator.group.store import OffsetsTopicStore
 
@@ -137,6 +137,11 @@ class GroupLoader:
             m.resolved_topics = sorted(set(m.subscribed_topic_names)
                                        | self._matching(m.subscribed_topic_regex))
             m.deadline_ms = deadline
+            classic = v.get("classic_member_metadata")
+            if classic is not None:
+                m.classic = ClassicMemberMeta(classic["session_timeout_ms"], [
+                    (p["name"], bytes(p["metadata"])) for p in classic["supported_protocols"]])
+                m.deadline_ms = mono_ms() + m.classic.session_timeout_ms
             cur = current.get(mid)
             if cur is not None:
                 m.member_epoch = cur["member_epoch"]

@@ -131,6 +131,14 @@ class OffsetManager:
             member = group.members.get(member_id)
             if member is None:
                 return E.unknown_member_id
+            if member.classic is not None:
+                # a classic member commits with its generation (its member epoch), as in a
+                # classic group; the commit keeps its session alive
+                if generation != member.member_epoch:
+                    return E.illegal_generation
+                member.deadline_ms = mono_ms() + member.classic.session_timeout_ms
+                self.wake_at(group_id, member.deadline_ms)
+                return E.none
             if generation != member.member_epoch:
                 return E.stale_member_epoch if kip848_errors else E.illegal_generation
             return E.none

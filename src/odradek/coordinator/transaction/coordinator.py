@@ -29,6 +29,7 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
+from odradek.coordinator.deadlines import DeadlineTimer
 from odradek.coordinator.group.offset_manager import encode_offset_record
 from odradek.coordinator.offsets_topic import TOPIC as OFFSETS_TOPIC
 from odradek.coordinator.offsets_topic import partition_for as group_partition
@@ -55,6 +56,8 @@ E = ErrorCode
 MAX_EPOCH = 32767
 S = TxnState
 TIMEOUT_JOB = "txn-timeouts"
+# the deadline timer's own scheduler key: never a partition's, so no unload cancels it
+DEADLINE_KEY = ("txn-deadlines", TOPIC)
 # how soon a CompleteCommit/CompleteAbort write that failed is tried again
 COMPLETE_RETRY_S = 0.1
 _PREPARED = (S.PREPARE_COMMIT, S.PREPARE_ABORT)
@@ -114,6 +117,9 @@ class TransactionCoordinator:
         self.runtime = runtime
         self.partition_exists = partition_exists or (lambda t, p: replica_manager.get(t, p) is not None)
         self.txns: dict[str, TxnMetadata] = {}
+        # transaction.timeout.ms of each Ongoing transaction fires at its deadline (wall-clock
+        # ms, as start_ms is persisted), not on the cleanup interval's grid
+        self.deadlines = DeadlineTimer(now_ms, self._deadline_timer, self._expire_due)
         self._epochs: dict[int, TxnMetadata] | None = None  # producer id -> txn, a cache
         # where each partition's marker goes: its leader in the metadata image (a cluster), or
         # this node's own view of the partitions it hosts (default)
@@ -164,10 +170,18 @@ class TransactionCoordinator:
 
     def partition_loaded(self, partition: int) -> None:
         self.recover(partition)
+        for m in self.txns.values():
+            if self.partition_of(m.transactional_id) == partition:
+                self._arm_timeout(m)
 
     def start(self) -> None:
-        """transaction.abort.timed.out.transaction.cleanup.interval.ms: abort transactions
-        past their timeout and expire idle transactional ids."""
+        """Arm the transaction deadlines; and every
+        transaction.abort.timed.out.transaction.cleanup.interval.ms retry completions that
+        failed, expire idle transactional ids, and abort any timed-out transaction the
+        deadline timer has not (a backstop)."""
+        self.deadlines.start()
+        for m in self.txns.values():
+            self._arm_timeout(m)
         self.runtime.scheduler.every(TIMEOUT_JOB,
                                      max(0.05, self.config.abort_check_interval_ms / 1000),
                                      self._sweep)
@@ -175,11 +189,34 @@ class TransactionCoordinator:
 
     async def stop(self) -> None:
         self.runtime.scheduler.cancel_job(TIMEOUT_JOB)
+        self.deadlines.stop()
         await self.markers.stop()
 
     def _sweep(self) -> None:
         self.abort_timed_out()
         self.expire_ids()
+
+    def _deadline_timer(self, delay_s: float, fire: Callable[[], None]) -> Any:
+        return self.runtime.scheduler.call_later(DEADLINE_KEY, delay_s, fire)
+
+    def _arm_timeout(self, m: TxnMetadata) -> None:
+        # Kafka aborts once `start + timeout < now`: the first whole ms past it
+        if m.state == S.ONGOING and m.start_ms >= 0:
+            self.deadlines.add(m.transactional_id, m.start_ms + m.timeout_ms + 1)
+
+    def _expire_due(self, tids: list[Any], now: float) -> None:
+        """The deadline timer's work: abort the due transactions still Ongoing and past
+        their timeout; one that ended and began again is armed for its new deadline."""
+        for tid in tids:
+            m = self.txns.get(tid)
+            if m is None or m.state != S.ONGOING or m.start_ms < 0:
+                continue
+            if self.coordinator_error(tid) != E.none:
+                continue  # unloaded or loading: its next coordinator arms it
+            if now - m.start_ms > m.timeout_ms:
+                self._abort_timed_out(m)
+            else:
+                self._arm_timeout(m)
 
     def generate_producer_id(self) -> int:
         """A fresh producer id (idempotent producers get one with epoch 0)."""
@@ -361,6 +398,7 @@ class TransactionCoordinator:
             if err != E.none:
                 _restore(m, previous)  # the partitions are not in the transaction
                 return dict.fromkeys(partitions, err)
+            self._arm_timeout(m)
         for tp in partitions:
             self._verify(tp, m.producer_id, m.producer_epoch)
         return dict.fromkeys(partitions, E.none)
@@ -565,11 +603,17 @@ class TransactionCoordinator:
                     and self.coordinator_error(m.transactional_id) == E.none):
                 self._complete(m, m.state == S.PREPARE_COMMIT)  # a completion that failed
             if m.state == S.ONGOING and m.start_ms >= 0 and now - m.start_ms > m.timeout_ms:
-                log.info("aborting transaction %r (producer %d): transaction.timeout.ms %d passed",
-                         m.transactional_id, m.producer_id, m.timeout_ms)
-                self._abort_with_bump(m)
+                self._abort_timed_out(m)
                 n += 1
         return n
+
+    def _abort_timed_out(self, m: TxnMetadata) -> None:
+        log.info("aborting transaction %r (producer %d): transaction.timeout.ms %d passed",
+                 m.transactional_id, m.producer_id, m.timeout_ms)
+        if self._abort_with_bump(m) != E.none:
+            # the PrepareAbort write failed: the cleanup sweep tries again
+            log.warning("aborting timed-out transaction %r failed; retried by the sweep",
+                        m.transactional_id)
 
     def expire_ids(self, now: int | None = None) -> int:
         now = now_ms() if now is None else now

@@ -54,6 +54,16 @@ def _d(name: str, ctype: ConfigType, default: Any, validator: Validator | None,
     return ConfigDef(name, ctype, default, validator, doc)
 
 
+MIGRATION_POLICIES = ("bidirectional", "upgrade", "downgrade", "disabled")
+
+
+def _migration_policy(name: str, value: Any) -> None:
+    # Kafka's CaseInsensitiveValidString
+    if value is not None and str(value).lower() not in MIGRATION_POLICIES:
+        raise ConfigError(f"Invalid value {value} for configuration {name}: String must be one "
+                          f"of (case insensitive): {', '.join(p.upper() for p in MIGRATION_POLICIES)}")
+
+
 # The broker side (GroupCoordinatorConfig, ShareGroupConfig): defaults and bounds for every
 # group. Read-only, as in Kafka.
 GROUP_COORDINATOR_BROKER_DEFS = [
@@ -72,6 +82,11 @@ GROUP_COORDINATOR_BROKER_DEFS = [
     _d("group.consumer.assignors", LST, ["uniform", "range"], None,
        "The server-side assignors as a list of names (uniform, range; Kafka's class names "
        "are accepted too). The first one is the default."),
+    _d("group.consumer.migration.policy", S, "bidirectional", _migration_policy,
+       "Converting a non-empty classic group whose members use the consumer embedded "
+       "protocol to a consumer group (KIP-848) when a member of the consumer protocol joins, "
+       "and back when the last one leaves: bidirectional (both), upgrade, downgrade, or "
+       "disabled (neither). Empty groups convert either way whatever this says."),
     _d("group.share.session.timeout.ms", I, 45_000, at_least(1),
        "The timeout to detect client failures when using the share group protocol."
        + _SHARE_ONLY),
