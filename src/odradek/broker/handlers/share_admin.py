@@ -142,7 +142,7 @@ async def _alter(ctx: Any, header: Any, req: Any) -> Response:
             elif not allowed(ctx, header, Op.READ, RT.TOPIC, t.topic_name):
                 code = E.topic_authorization_failed
             else:
-                code = admin.alter_start_offset(coord, ShareKey(req.group_id, info[0], idx),
+                code = await admin.alter_start_offset(coord, ShareKey(req.group_id, info[0], idx),
                                                 int(p.start_offset))
             parts.append({"partition_index": idx, "error_code": code, "error_message": None})
         responses.append({"topic_name": t.topic_name,
@@ -180,7 +180,7 @@ async def _delete(ctx: Any, header: Any, req: Any) -> Response:
         elif not allowed(ctx, header, Op.READ, RT.TOPIC, t.topic_name):
             code = E.topic_authorization_failed
         else:
-            code = admin.delete_offsets(coord, req.group_id, info[0])
+            code = await admin.delete_offsets(coord, req.group_id, info[0])
         responses.append({"topic_name": t.topic_name, "topic_id": info[0] if info else None,
                           "error_code": code, "error_message": None})
     return respond(header, {"throttle_time": 0, "error_code": E.none, "error_message": None,
