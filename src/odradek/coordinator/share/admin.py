@@ -68,6 +68,25 @@ def start_offset(coord: ShareCoordinator, key: ShareKey, high_watermark: int | N
     return StartOffset(start, lag)
 
 
+async def start_offset_anywhere(coord: ShareCoordinator, key: ShareKey, part: object,
+                                timeout_s: float = 5.0) -> StartOffset:
+    """The start offset and lag of a share-partition whose state may be coordinated on
+    another node (ReadShareGroupStateSummary through the persister). `part` is the
+    topic-partition when this node leads it (the lag needs its high watermark), else None.
+    A share-partition in memory here (this node leads it) answers from memory."""
+    hw = None if part is None else int(part.high_watermark)  # type: ignore[attr-defined]
+    if part is not None and coord.loaded(key, part):
+        return start_offset(coord, key, hw)
+    got = await coord.persister.summary(key, timeout_s=timeout_s)
+    if got.error != E.none:
+        return StartOffset(-1, -1, got.error)
+    if got.start_offset < 0:
+        return StartOffset(-1, -1)
+    done = max(0, got.delivery_complete_count)
+    lag = -1 if hw is None else max(0, hw - got.start_offset - done)
+    return StartOffset(got.start_offset, lag)
+
+
 def _empty_or(coord: ShareCoordinator, group_id: str) -> ErrorCode:
     g = coord.groups.get(group_id)
     return E.non_empty_group if g is not None and g.members else E.none

@@ -140,7 +140,8 @@ class SharePersister:
 
         return await self._call(key, local, entity, _error_only)
 
-    async def summary(self, key: ShareKey, leader_epoch: int = -1) -> Answer:
+    async def summary(self, key: ShareKey, leader_epoch: int = -1,
+                      timeout_s: float | None = None) -> Answer:
         def local() -> Answer:
             return self.store.summary(key, leader_epoch)
 
@@ -158,14 +159,15 @@ class SharePersister:
                           start_offset=int(p.start_offset),
                           delivery_complete_count=int(p.delivery_complete_count))
 
-        return await self._call(key, local, entity, parse)
+        return await self._call(key, local, entity, parse, timeout_s)
 
     # ------------------------------------------------------------------ routing
 
     async def _call(self, key: ShareKey, local: Callable[[], Answer],
-                    entity: Callable[[], Any], parse: Callable[[Any], Answer]) -> Answer:
+                    entity: Callable[[], Any], parse: Callable[[Any], Answer],
+                    timeout_s: float | None = None) -> Answer:
         loop = asyncio.get_running_loop()
-        deadline = loop.time() + self.timeout_s
+        deadline = loop.time() + (self.timeout_s if timeout_s is None else timeout_s)
         attempt = 0
         while True:
             answer = await self._once(key, local, entity, parse)
