@@ -11,6 +11,8 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from odradek.broker.server import Connection, Server
 from odradek.coordinator.runtime import CoordinatorRuntime
@@ -174,3 +176,37 @@ def test_find_coordinator_share_key(broker: Broker) -> None:
     r = _send(broker, admin, ApiKey.FIND_COORDINATOR, 5, _key_request(
         ShareKey("g", tid, 0).coordinator_key()))
     assert r.coordinators[0].error_code == E.invalid_request
+
+
+_I64 = st.integers(-(2**63), 2**63 - 1)
+_I32 = st.integers(-(2**31), 2**31 - 1)
+_SMALL = st.integers(-3, 60)
+_BATCH = st.tuples(st.one_of(_SMALL, _I64), st.one_of(_SMALL, _I64),
+                   st.integers(-128, 127), st.integers(-(2**15), 2**15 - 1))
+_KNOWN = {E.none, E.invalid_request, E.fenced_leader_epoch, E.fenced_state_epoch,
+          E.unknown_topic_or_partition, E.not_coordinator}
+
+
+@settings(max_examples=60, deadline=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(partition=st.one_of(st.integers(-2, 3), _I32), leader_epoch=st.one_of(_SMALL, _I32),
+       state_epoch=st.one_of(_SMALL, _I32), start=st.one_of(_SMALL, _I64),
+       batches=st.lists(_BATCH, max_size=5))
+def test_any_write_gets_a_kafka_code_and_the_state_stays_readable(
+        broker: Broker, partition: int, leader_epoch: int, state_epoch: int, start: int,
+        batches: list[tuple[int, int, int, int]]) -> None:
+    tid = _tid(broker)
+    r = _one(_send(broker, "User:ANONYMOUS", ApiKey.WRITE_SHARE_GROUP_STATE, 1,
+                   _write(tid, partition, leader_epoch, start, batches, state_epoch)))
+    assert r.error_code in _KNOWN, r
+    if 0 <= partition < 2:
+        # an admin's summary neither fences nor records an epoch: the fuzz goes on writing
+        got = _one(_send(broker, "User:ANONYMOUS", ApiKey.READ_SHARE_GROUP_STATE_SUMMARY, 1,
+                         _read(tid, partition, -1)))
+        assert got.error_code == E.none, got
+        snap = broker.ctx.share_coordinator.snapshots.get(ShareKey("g", tid, partition))
+        if snap is not None:
+            assert got.start_offset == snap.start_offset >= 0
+            for b in snap.batches:
+                assert int(b.state) in (0, 2, 4) and snap.start_offset <= b.first_offset
+                assert b.first_offset <= b.last_offset and b.delivery_count >= 0
