@@ -66,6 +66,7 @@ from kio.schema.share_group_heartbeat.v1.request import ShareGroupHeartbeatReque
 from kio.static.primitive import i8, i32, i32Timedelta, i64
 
 from odradek.protocol.errors import ErrorCode as E
+from tests.integration.cli_support import odradek, ok
 from tests.support.broker import BrokerProcess
 from tests.support.wire import Conn
 
@@ -502,3 +503,67 @@ def test_record_limit_acquire_mode(node: BrokerProcess) -> None:
             epoch += 1
             got = _acquired(r)
         assert got == [(0, 1, 1)]
+
+
+# ---------------------------------------------------------------- odradek group --type share
+
+
+def _rows(out: str) -> list[list[str]]:
+    return [ln.split() for ln in out.splitlines()
+            if ln.strip() and not ln.startswith(("GROUP", "Share group", "(plan"))]
+
+
+def test_cli_lists_describes_and_resets_share_groups(node: BrokerProcess) -> None:
+    """`odradek group list/describe/reset-offsets --type share`, as kafka-share-groups: a
+    reset is refused while the group has a member, and once it is empty the start offsets
+    move back and the records come again."""
+    _setup(node, "sq-cli", "sg-cli", 2, 10)
+    b = node.bootstrap
+    c = _consumer(node, "sg-cli", "sq-cli", explicit=True)
+    got: list[bytes] = []
+    try:
+        deadline = time.monotonic() + DEADLINE_S
+        while len(got) < 10:
+            if time.monotonic() > deadline:
+                pytest.fail(f"got {got}")
+            for m in _poll(c):
+                got.append(m.value())
+                c.acknowledge(m, AcknowledgeType.ACCEPT)
+            c.commit_sync()
+        # (each command is a subprocess: a few, to keep the test cheap)
+        assert ["sg-cli", "share", "Stable"] in _rows(ok("group", "list", "--type", "share",
+                                                         bootstrap=b))
+        [member] = _rows(ok("group", "describe", "sg-cli", "--type", "share", "--members",
+                            bootstrap=b))
+        assert member[0] == "sg-cli" and member[4] == "2"
+        refused = odradek("group", "reset-offsets", "sg-cli", "--type", "share",
+                          "--all-topics", "--to-earliest", "--execute", bootstrap=b)
+        assert refused.returncode != 0 and "is not empty" in refused.stderr, refused
+    finally:
+        c.close()
+
+    # the member leaves with close()
+    deadline = time.monotonic() + DEADLINE_S
+    while (state := _rows(ok("group", "describe", "sg-cli", "--type", "share", "--state",
+                             bootstrap=b))[0])[-2:] != ["Empty", "0"]:
+        if time.monotonic() > deadline:
+            pytest.fail(f"the group did not become empty: {state}")
+        time.sleep(0.2)
+    ok("group", "reset-offsets", "sg-cli", "--type", "share", "--topic", "sq-cli:1",
+       "--to-offset", "3", "--execute", bootstrap=b)
+    # partition 0 untouched: every record done, no lag; partition 1 back at 3, 2 to go
+    offsets = _rows(ok("group", "describe", "sg-cli", "--type", "share", bootstrap=b))
+    assert [(r[2], r[4], r[5]) for r in offsets] == [("0", "5", "0"), ("1", "3", "2")]
+    c = _consumer(node, "sg-cli", "sq-cli")
+    again: list[bytes] = []
+    try:
+        deadline = time.monotonic() + DEADLINE_S
+        while len(again) < 2:
+            if time.monotonic() > deadline:
+                pytest.fail(f"after the reset got {again}")
+            again.extend(m.value() for m in _poll(c))
+        c.commit_sync()
+    finally:
+        c.close()
+    # partition 1 holds 1, 3, 5, 7, 9 at offsets 0-4: from offset 3 come 7 and 9
+    assert sorted(again) == [b"7", b"9"]

@@ -37,6 +37,7 @@ from odradek.broker.handlers import (
     scram,
     share,
     share_admin,
+    share_state,
     topic_partitions,
     topics,
     transactions,
@@ -91,6 +92,12 @@ HANDLERS: dict[ApiKey, Handler] = {
     ApiKey.DESCRIBE_SHARE_GROUP_OFFSETS: share_admin.handle_describe_offsets,
     ApiKey.ALTER_SHARE_GROUP_OFFSETS: share_admin.handle_alter_offsets,
     ApiKey.DELETE_SHARE_GROUP_OFFSETS: share_admin.handle_delete_offsets,
+    # the share-group state persister RPCs, node to node (ClusterAction)
+    ApiKey.INITIALIZE_SHARE_GROUP_STATE: share_state.handle_initialize,
+    ApiKey.READ_SHARE_GROUP_STATE: share_state.handle_read,
+    ApiKey.WRITE_SHARE_GROUP_STATE: share_state.handle_write,
+    ApiKey.DELETE_SHARE_GROUP_STATE: share_state.handle_delete,
+    ApiKey.READ_SHARE_GROUP_STATE_SUMMARY: share_state.handle_summary,
     ApiKey.INIT_PRODUCER_ID: transactions.handle_init_producer_id,
     ApiKey.ADD_PARTITIONS_TO_TXN: transactions.handle_add_partitions_to_txn,
     ApiKey.ADD_OFFSETS_TO_TXN: transactions.handle_add_offsets_to_txn,
@@ -172,8 +179,8 @@ WANTS_PEER = frozenset({groups.handle_join_group, groups.handle_consumer_group_h
 # the handler modules whose VERSIONS declare what HANDLERS routes
 HANDLER_MODULES = (acls, api_versions, cluster, configs, controller_apis, fetch, groups,
                    list_offsets, log_dirs, metadata, partitions, produce, quotas, raft, sasl, scram,
-                   share, share_admin, topic_partitions, topics, transactions, txn_markers,
-                   envelope)
+                   share, share_admin, share_state, topic_partitions, topics, transactions,
+                   txn_markers, envelope)
 # a Fetch on the controller listener is a metadata fetch: raft's versions, not fetch.py's
 _CONTROLLER_OVERRIDES = {ApiKey.FETCH: raft.METADATA_FETCH_VERSIONS}
 

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any, NoReturn
 
 import typer
 
+from odradek.cli import group_share
 from odradek.cli.common import (
     BootstrapOption,
     ClientConfigOption,
@@ -27,6 +28,7 @@ from odradek.cli.common import (
     describe_error,
     fail,
     kafka_errors,
+    native_security,
     result,
     usage,
 )
@@ -66,11 +68,49 @@ _STATES = {s.lower(): s for s in ("Empty", "Stable", "PreparingRebalance",
                                    "CompletingRebalance", "Dead", "Assigning", "Reconciling")}
 
 
+_TYPES = ("classic", "consumer", "share")
+TypeOption = typer.Option(None, "--type", metavar="TYPE",
+                          help="The group type: share for share groups (KIP-932), as "
+                               "kafka-share-groups does.")
+
+
+def _check_type(group_type: str | None) -> bool:
+    """Whether the command is for a share group (--type share)."""
+    if group_type is not None and group_type.lower() not in _TYPES:
+        usage(f"unknown group type {group_type!r}: use one of {', '.join(_TYPES)}")
+    return group_type is not None and group_type.lower() == "share"
+
+
+def _share(bootstrap: str, client_config: list[str], command_config: Path | None,
+           timeout: float) -> group_share.ShareGroups:
+    return group_share.ShareGroups(bootstrap, timeout,
+                                   native_security(client_config, command_config))
+
+
+def _share_rows(bootstrap: str, client_config: list[str], command_config: Path | None,
+                timeout: float, states: set[str], types: set[str]) -> list[tuple[str, str]]:
+    from odradek.client.connection import fetch_supports
+
+    if types and "share" not in types:
+        return []
+    overrides = {k: str(v) for k, v in client_overrides(client_config, command_config).items()}
+    if not types and not fetch_supports(overrides):
+        # a plain `group list` under security settings only librdkafka speaks: the share
+        # groups (which need this tool's own requests) are left out, and it says so
+        print("Note: share groups are not listed (--type share needs TLS with PEM files or "
+              "SASL PLAIN/SCRAM).", file=sys.stderr)
+        return []
+    return _share(bootstrap, client_config, command_config, timeout).list(states)
+
+
 @app.command("list")
 def list_groups(
     state: list[str] = typer.Option([], "--state", metavar="STATE",
                                     help="Only groups in this state (repeatable): "
                                          + ", ".join(_STATES.values()) + "."),
+    group_type: list[str] = typer.Option([], "--type", metavar="TYPE",
+                                         help="Only groups of this type (repeatable): "
+                                              + ", ".join(_TYPES) + "."),
     fmt: str = FormatOption,
     bootstrap: str = BootstrapOption,
     client_config: list[str] = ClientConfigOption,
@@ -84,16 +124,25 @@ def list_groups(
         if s.lower() not in _STATES:
             usage(f"unknown state {s!r}: use one of {', '.join(_STATES.values())}")
         wanted.add(s.lower())
+    types = {t.lower() for t in group_type}
+    for t in types:
+        _check_type(t)
     with kafka_errors():
         admin = _admin(bootstrap, client_config, command_config)
         listing = result(admin.list_consumer_groups(request_timeout=timeout), timeout)
+        # librdkafka knows no share type (it calls them UNKNOWN): ListGroups v5 names them
+        shares = _share_rows(bootstrap, client_config, command_config, timeout, wanted,
+                             types)
+    share_ids = {g for g, _ in shares}
     rows = []
     for g in sorted(listing.valid, key=lambda g: g.group_id):
         st = _state_name(g.state)
-        if wanted and st.lower() not in wanted:
+        if g.group_id in share_ids or (wanted and st.lower() not in wanted):
             continue
         gtype = getattr(getattr(g, "type", None), "name", "CLASSIC").lower()
         rows.append([g.group_id, gtype if gtype != "unknown" else "classic", st])
+    rows = sorted([r for r in rows if not types or r[1] in types]
+                  + [[g, "share", st] for g, st in shares])
     for err in listing.errors:
         print(f"Error: {describe_error(err)}", file=sys.stderr)
     emit(["GROUP", "TYPE", "STATE"], rows, fmt)
@@ -194,6 +243,7 @@ def describe(
     group: str = typer.Argument(..., help="The group."),
     members: bool = typer.Option(False, "--members", help="One line per member."),
     state: bool = typer.Option(False, "--state", help="The group's state and coordinator."),
+    group_type: str | None = TypeOption,
     fmt: str = FormatOption,
     bootstrap: str = BootstrapOption,
     client_config: list[str] = ClientConfigOption,
@@ -203,6 +253,10 @@ def describe(
     from confluent_kafka.admin import OffsetSpec
 
     check_format(fmt)
+    if _check_type(group_type):
+        group_share.describe_command(_share(bootstrap, client_config, command_config,
+                                            timeout), group, members, state, fmt)
+        return
     with kafka_errors():
         admin = _admin(bootstrap, client_config, command_config)
         desc = _describe(admin, group, timeout)
@@ -337,6 +391,7 @@ def reset_offsets(
                                          help="To the offsets in a CSV file of "
                                               "TOPIC,PARTITION,OFFSET lines."),
     execute: bool = typer.Option(False, "--execute", help="Apply the plan (default: show it)."),
+    group_type: str | None = TypeOption,
     fmt: str = FormatOption,
     bootstrap: str = BootstrapOption,
     client_config: list[str] = ClientConfigOption,
@@ -363,17 +418,29 @@ def reset_offsets(
               if by_duration else None)
     except (ValueError, OSError) as exc:
         usage(str(exc))
+    share = _check_type(group_type)
+    if share and shift_by is not None:
+        usage("--shift-by moves committed offsets: a share group has start offsets (use "
+              "--to-offset)")
     with kafka_errors():
         admin = _admin(bootstrap, client_config, command_config)
-        desc = _describe(admin, group, timeout)
-        st = _state_name(desc.state)
-        committed = _committed(admin, group, timeout)
-        if st == "Dead" and not committed:
-            _missing(group)
-        if desc.members or st not in ("Empty", "Dead", "Unknown"):
-            fail(f"Assignments can only be reset if the group '{group}' is inactive, but the "
-                 f"current state is {st}.")
-        tps = _target_partitions(admin, specs, all_topics, committed, file_plan, timeout)
+        if share:
+            sg = _share(bootstrap, client_config, command_config, timeout)
+            where = group_share.check_inactive(sg, group)
+            committed: dict[tuple[str, int], int] = {}
+            tps = (sorted(file_plan) if file_plan is not None and not specs else
+                   group_share.reset_targets(sg, group, where, specs, all_topics,
+                                             admin.list_topics(timeout=timeout).topics))
+        else:
+            desc = _describe(admin, group, timeout)
+            st = _state_name(desc.state)
+            committed = _committed(admin, group, timeout)
+            if st == "Dead" and not committed:
+                _missing(group)
+            if desc.members or st not in ("Empty", "Dead", "Unknown"):
+                fail(f"Assignments can only be reset if the group '{group}' is inactive, "
+                     f"but the current state is {st}.")
+            tps = _target_partitions(admin, specs, all_topics, committed, file_plan, timeout)
         earliest = _offsets(admin, tps, OffsetSpec.earliest(), timeout)
         latest = _offsets(admin, tps, OffsetSpec.latest(), timeout)
         plan: dict[tuple[str, int], int] = {}
@@ -397,7 +464,9 @@ def reset_offsets(
                     new = hi
             # Kafka clamps a reset into the log's range
             plan[tp] = min(max(new, lo), hi)
-        if execute:
+        if execute and share:
+            group_share.apply_reset(sg, group, where, plan)
+        elif execute:
             res = admin.alter_consumer_group_offsets([ConsumerGroupTopicPartitions(
                 group, [TopicPartition(t, p, o) for (t, p), o in sorted(plan.items())])],
                 request_timeout=timeout)

@@ -228,6 +228,16 @@ class CoordinatorRuntime:
         self.rm = replica_manager
         self.scheduler = Scheduler()
         self._topics: dict[str, _TopicState] = {}
+        # topic -> (on loaded, on unloaded) callbacks of a second coordinator keeping state
+        # in another's topic (share-group membership in __consumer_offsets)
+        self._watchers: dict[str, list[tuple[Callable[[int], None],
+                                             Callable[[int], None]]]] = {}
+
+    def watch(self, topic: str, loaded: Callable[[int], None],
+              unloaded: Callable[[int], None]) -> None:
+        """Call `loaded(p)` on the loop once a partition of `topic` is owned after a
+        leadership change, `unloaded(p)` when it is dropped."""
+        self._watchers.setdefault(topic, []).append((loaded, unloaded))
 
     def register(self, topic: str, num_partitions: int, shard: CoordinatorShard) -> None:
         """`shard` coordinates the keys of `topic`, hashed over `num_partitions`."""
@@ -296,6 +306,8 @@ class CoordinatorRuntime:
             st.loading.discard(p)
             self.scheduler.cancel_all((topic, p))
             st.shard.unload_partition(p)
+            for _, unloaded in self._watchers.get(topic, ()):
+                unloaded(p)
 
     async def on_become_leader(self, topic: str, partition: int, epoch: int) -> bool:
         """This node leads the partition from `epoch`: replay it (in a thread), then serve
@@ -315,6 +327,8 @@ class CoordinatorRuntime:
         log.debug("loaded %s-%d (epoch %d): %d records in %.2f s", topic, partition, epoch,
                  count, time.monotonic() - began)
         st.shard.partition_loaded(partition)
+        for loaded, _ in self._watchers.get(topic, ()):
+            loaded(partition)
         return True
 
     async def on_resign(self, topic: str, partition: int, epoch: int | None = None) -> bool:

@@ -21,6 +21,7 @@ from odradek.coordinator.runtime import (
     internal_topic_spec,
 )
 from odradek.coordinator.share.coordinator import ShareCoordinator, create_state_topic
+from odradek.coordinator.share.persister import SharePersister
 from odradek.coordinator.share.state_log import TOPIC as SHARE_STATE_TOPIC
 from odradek.coordinator.transaction.coordinator import TransactionCoordinator, TxnConfig
 from odradek.coordinator.transaction.producer_ids import BLOCK_SIZE, ProducerIdManager
@@ -60,7 +61,7 @@ async def start_coordinators(config: Any, controller: Any, replica_manager: Any,
     txn = await _start_transaction(runtime, config, controller, replica_manager, node_id,
                                    group, create_topics, live_brokers, marker_channels)
     share = _start_share(runtime, config, controller, create_topics, live_brokers,
-                         group.store.num_partitions)
+                         group.store.num_partitions, node_id, marker_channels)
     if SHARE_STATE_TOPIC in controller.image.topics_by_name:
         # a node that served share groups: their state, then their membership (the
         # share-group records of __consumer_offsets, which the group coordinator skips)
@@ -76,9 +77,11 @@ async def start_coordinators(config: Any, controller: Any, replica_manager: Any,
 
 def _start_share(runtime: CoordinatorRuntime, config: Any, controller: Any,
                  create_topics: CreateTopics, live_brokers: int,
-                 offsets_partitions: int) -> ShareCoordinator:
+                 offsets_partitions: int, node_id: int, channels: Any) -> ShareCoordinator:
     """The share coordinator (KIP-932); `__share_group_state` is created when the first
-    share group appears (ShareCoordinator.ensure_ready)."""
+    share group appears (ShareCoordinator.ensure_ready). Its persister reaches the share
+    coordinators on other nodes over `channels` (the inter-broker ones the transaction
+    markers use; None on a single node)."""
     def lookup(name: str) -> tuple[uuid.UUID, int] | None:
         t = controller.image.topics_by_name.get(name)
         return None if t is None else (t.topic_id, len(t.partitions))
@@ -87,11 +90,19 @@ def _start_share(runtime: CoordinatorRuntime, config: Any, controller: Any,
         t = controller.image.topics_by_id.get(topic_id)
         return None if t is None else t.name
 
-    return ShareCoordinator(
+    def state_leader(partition: int) -> int | None:
+        t = controller.image.topics_by_name.get(SHARE_STATE_TOPIC)
+        p = None if t is None else t.partitions.get(partition)
+        return None if p is None else int(p.leader)
+
+    share = ShareCoordinator(
         runtime, config, lookup, name_of,
         lambda group_id: controller.image.configs.get((RESOURCE_GROUP, group_id), {}),
         lambda: create_state_topic(runtime, config, lambda: controller.image, create_topics,
                                    lambda: live_brokers), offsets_partitions)
+    share.persister = SharePersister(share.store, node_id, state_leader, channels)
+    share.follow_membership()
+    return share
 
 
 async def _start_group(runtime: CoordinatorRuntime, config: Any, controller: Any,

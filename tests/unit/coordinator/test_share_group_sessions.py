@@ -113,10 +113,12 @@ def test_share_session_epochs():
 def test_snapshot_record_round_trip():
     key = ShareKey("group-é", T1, 7)
     snap = ShareSnapshot(0, 100, (StateBatch(100, 104, RecordState.AVAILABLE, 2),
-                                  StateBatch(105, 105, RecordState.ARCHIVED, 5)), 123)
+                                  StateBatch(105, 105, RecordState.ARCHIVED, 5)), 123, 9)
     assert decode_key(encode_key(key)) == key
     assert decode_value(encode_value(snap)) == snap
-    assert key.coordinator_key() == f"group-é:{T1}:7"
+    # Kafka's SharePartitionKey: the topic id as Kafka's Uuid.toString (url-safe base64)
+    fixed = ShareKey("g", uuid.UUID("7d4af586-1103-4a6f-96b7-cfd95b946d87"), 7)
+    assert fixed.coordinator_key() == "g:fUr1hhEDSm-Wt8_ZW5Rthw:7"
 
 
 @given(st.binary(max_size=200))

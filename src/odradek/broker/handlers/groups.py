@@ -16,7 +16,7 @@ from typing import Any
 
 from odradek.broker.authz import allowed, authorized_operations
 from odradek.broker.entities import ms
-from odradek.broker.handlers import admin, share_admin
+from odradek.broker.handlers import admin, share_admin, share_state
 from odradek.broker.handlers.common import Response, decode, respond
 from odradek.coordinator.group.classic import ClassicGroup, GroupState
 from odradek.coordinator.group.consumer import ConsumerGroup
@@ -61,8 +61,8 @@ def _host(peer: str | None) -> str:
 # group.protocol=consumer.
 VERSIONS = (
     # v6 (Kafka 4.0) adds the share key type (KIP-932), for brokers' share-state
-    # persisters: refused with INVALID_REQUEST (see _find_one); group and transaction keys
-    # are answered as in v5
+    # persisters (share_state.find_share_coordinator); group and transaction keys are
+    # answered as in v5
     ApiVersionRange(ApiKey.FIND_COORDINATOR, 0, 6),
     ApiVersionRange(ApiKey.JOIN_GROUP, 0, 9),
     ApiVersionRange(ApiKey.SYNC_GROUP, 0, 5),
@@ -104,6 +104,8 @@ def _authorized_find(ctx: Any, header: Any, key_type: int, key: str) -> dict[str
             ctx, header, Op.DESCRIBE, rt, key):
         return {"key": key, "node_id": -1, "host": "", "port": -1, "error_code": code,
                 "error_message": None}
+    if key_type == SHARE_KEY:  # issue 20: a share-state persister's lookup (share_state.py)
+        return share_state.find_share_coordinator(ctx, header, key)
     return _find_one(ctx, key_type, key)
 
 
@@ -126,12 +128,6 @@ def _find_one(ctx: Any, key_type: int, key: str) -> dict[str, Any]:
         if not tc.is_coordinator_for(key):  # issue 14: the leader of its partition, elsewhere
             return admin.coordinator_at(ctx, "__transaction_state", tc.partition_of(key),
                                         key) or err(E.coordinator_not_available)
-    elif key_type == SHARE_KEY:
-        # clients find a share group's coordinator with the group key; the share key is
-        # for brokers' share-state persisters, whose RPCs (Read/WriteShareGroupState) are
-        # not served: each node keeps the state of the share-partitions it leads
-        return err(E.invalid_request, "the share-state RPCs (KIP-932's persister) are not "
-                                      "served by this node")
     elif key_type != GROUP_KEY:
         return err(E.invalid_request, f"unknown key type {key_type}")
     elif not key:

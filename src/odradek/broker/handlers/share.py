@@ -146,9 +146,9 @@ def _acks(batches: Any) -> list[AckBatch]:
                      tuple(int(t) for t in b.acknowledge_types)) for b in batches]
 
 
-def _acknowledge(ctx: Any, group_id: str, member_id: str, topic_id: uuid.UUID,
-                 partition: int, batches: list[AckBatch], renew: bool
-                 ) -> tuple[ErrorCode, str | None]:
+async def _acknowledge(ctx: Any, group_id: str, member_id: str, topic_id: uuid.UUID,
+                       partition: int, batches: list[AckBatch], renew: bool
+                       ) -> tuple[ErrorCode, str | None]:
     coord = _coord(ctx)
     name = coord.topic_name(topic_id)
     if name is None:
@@ -157,9 +157,11 @@ def _acknowledge(ctx: Any, group_id: str, member_id: str, topic_id: uuid.UUID,
     if part is None or not part.is_leader:
         return E.not_leader_or_follower, None
     key = ShareKey(group_id, topic_id, partition)
-    code = coord.owns(key)
+    code = await coord.load(key, part)
     if code != E.none:
         return code, None
+    if not part.is_leader or not coord.loaded(key, part):
+        return E.not_leader_or_follower, None  # leadership moved while the state was read
     sp = coord.share_partition(key, part)
     try:
         sp.acknowledge(member_id, batches, time.time() * 1000, renew_allowed=renew)
@@ -212,16 +214,16 @@ async def _acknowledge_request(ctx: Any, header: Any, req: Any) -> Response:
     for t in req.topics:
         parts = []
         for p in t.partitions:
-            code, message = _acknowledge(ctx, req.group_id, req.member_id, t.topic_id,
-                                         int(p.partition_index),
-                                         _acks(p.acknowledgement_batches), renew)
+            code, message = await _acknowledge(ctx, req.group_id, req.member_id, t.topic_id,
+                                               int(p.partition_index),
+                                               _acks(p.acknowledgement_batches), renew)
             parts.append({"partition_index": p.partition_index, "error_code": code,
                           "error_message": message,
                           "current_leader": _leader(ctx, t.topic_id, p.partition_index)})
         responses.append({"topic_id": t.topic_id, "partitions": parts})
     if closing:
         _release(ctx, req.group_id, req.member_id)
-    code = coord.persist_changed(None if closing else [
+    code = await coord.persist_changed(None if closing else [
         ShareKey(req.group_id, t.topic_id, int(p.partition_index))
         for t in req.topics for p in t.partitions])
     coord.notify_released()
@@ -275,8 +277,9 @@ async def _fetch(ctx: Any, header: Any, req: Any) -> Response:
     for t in req.topics:
         for p in t.partitions:
             if p.acknowledgement_batches:
-                code, message = _acknowledge(ctx, gid, mid, t.topic_id, int(p.partition_index),
-                                             _acks(p.acknowledgement_batches), renew)
+                code, message = await _acknowledge(ctx, gid, mid, t.topic_id,
+                                                   int(p.partition_index),
+                                                   _acks(p.acknowledgement_batches), renew)
                 rows[(t.topic_id, int(p.partition_index))] = _row(
                     ctx, t.topic_id, int(p.partition_index), ack=(code, message))
     if closing:
@@ -293,15 +296,16 @@ async def _fetch(ctx: Any, header: Any, req: Any) -> Response:
         # v2: 0 batch-optimized (whole batches, max_records may be passed), 1 record-limit
         record_limit = int(getattr(req, "share_acquire_mode", 0)) == RECORD_LIMIT_MODE
         while True:
+            load_errors = await _load_all(ctx, gid, targets)
             got = _acquire_all(ctx, gid, mid, targets, allowed_topics, max_records,
-                               int(req.max_bytes), rows, record_limit)
+                               int(req.max_bytes), rows, load_errors, record_limit)
             # records, or an error a client must act on (a moved leader...), answer at once
             failed = any(r["error_code"] != E.none for r in rows.values())
             if got or failed or time.monotonic() >= deadline or not targets:
                 break
             await _wait_for_data(ctx, coord, targets, deadline)
-    code = coord.persist_changed(None if closing else
-                                 [ShareKey(gid, tid, p) for tid, p in session.partitions])
+    code = await coord.persist_changed(None if closing else
+                                       [ShareKey(gid, tid, p) for tid, p in session.partitions])
     if code != E.none:
         return top(code)
     by_topic: dict[uuid.UUID, list[dict[str, Any]]] = {}
@@ -331,7 +335,7 @@ def _row(ctx: Any, topic_id: uuid.UUID, partition: int,
 def _acquire_all(ctx: Any, gid: str, mid: str, targets: list[tuple[uuid.UUID, int]],
                  allowed_topics: set[uuid.UUID], max_records: int, max_bytes: int,
                  rows: dict[tuple[uuid.UUID, int], dict[str, Any]],
-                 record_limit: bool = False) -> int:
+                 load_errors: dict[ShareKey, ErrorCode], record_limit: bool = False) -> int:
     """Acquire from every partition of the session; how many records were acquired."""
     coord = _coord(ctx)
     total = 0
@@ -354,9 +358,9 @@ def _acquire_all(ctx: Any, gid: str, mid: str, targets: list[tuple[uuid.UUID, in
             row["error_code"] = E.not_leader_or_follower
             continue
         key = ShareKey(gid, tid, p)
-        code = coord.owns(key)
-        if code != E.none:
-            row["error_code"] = code
+        if not coord.loaded(key, part):
+            # its state could not be read from its share coordinator (the error it gave)
+            row["error_code"] = load_errors.get(key, E.coordinator_not_available)
             continue
         if total >= max_records or budget <= 0:
             continue
@@ -395,6 +399,25 @@ def _acquire_all(ctx: Any, gid: str, mid: str, targets: list[tuple[uuid.UUID, in
         total += sum(r.last_offset - r.first_offset + 1 for r in got)
         coord.arm(time.time() * 1000 + sp.lock_duration_ms)
     return total
+
+
+async def _load_all(ctx: Any, gid: str, targets: list[tuple[uuid.UUID, int]]
+                    ) -> dict[ShareKey, ErrorCode]:
+    """Read the state of every share-partition of the session this node leads and has not
+    in memory (from its share coordinator, here or on another node); the errors."""
+    coord = _coord(ctx)
+    keys = []
+    for tid, p in targets:
+        name = coord.topic_name(tid)
+        part = ctx.replica_manager.get(name, p) if name else None
+        if part is not None and part.is_leader:
+            key = ShareKey(gid, tid, p)
+            if not coord.loaded(key, part):
+                keys.append((key, part))
+    if not keys:
+        return {}
+    codes = await asyncio.gather(*(coord.load(k, part) for k, part in keys))
+    return {k: c for (k, _), c in zip(keys, codes, strict=True) if c != E.none}
 
 
 def _deliverable(headers: list[tuple[Any, Any]], aborted: list[tuple[int, int]]

@@ -11,7 +11,7 @@ from odradek.broker.authz import allowed
 from odradek.broker.handlers.common import Response, decode, respond
 from odradek.coordinator.share import admin
 from odradek.coordinator.share.coordinator import ShareCoordinator
-from odradek.coordinator.share.state_log import ShareKey
+from odradek.coordinator.share.state_log import TOPIC, ShareKey
 from odradek.metadata.acls import AclOperation as Op
 from odradek.metadata.acls import ResourceType as RT
 from odradek.protocol.apis import ApiKey, ApiVersionRange
@@ -64,9 +64,21 @@ def delete(ctx: Any, group_id: str) -> ErrorCode:
 # ------------------------------------------------------------------ DescribeShareGroupOffsets
 
 
-def handle_describe_offsets(ctx: Any, header: Any, frame: memoryview) -> Response:
+def handle_describe_offsets(ctx: Any, header: Any, frame: memoryview) -> Any:
     req = decode(header, frame)
+    return _describe_offsets(ctx, header, req)
+
+
+def _led(ctx: Any, topic: str, partition: int) -> Any:
+    part = ctx.replica_manager.get(topic, partition)
+    return part if part is not None and part.is_leader else None
+
+
+async def _describe_offsets(ctx: Any, header: Any, req: Any) -> Response:
     coord = _coord(ctx)
+    # the state of a share-partition lives at its share coordinator, maybe on another node:
+    # the persister asks it (once this node knows __share_group_state)
+    ready = coord.topics(TOPIC) is not None and await coord.ensure_ready() == E.none
     groups = []
     for g in req.groups:
         gid = g.group_id
@@ -77,11 +89,19 @@ def handle_describe_offsets(ctx: Any, header: Any, frame: memoryview) -> Respons
             groups.append(row)
             continue
         wanted: dict[str, list[int] | None] = {}
-        if g.topics is None:  # every share-partition the group has state for
+        if g.topics is None:
+            # every share-partition the group has state for here, and every partition of
+            # the topics its members subscribe to (their state may be on other nodes)
             for key in admin.keys_of(coord, gid):
                 name = coord.topic_name(key.topic_id)
                 if name is not None:
                     wanted.setdefault(name, []).append(key.partition)  # type: ignore[union-attr]
+            group = coord.groups.get(gid)
+            for name in sorted(group.subscribed_topics() if group is not None else ()):
+                info = coord.topics(name)
+                if info is not None:
+                    wanted.setdefault(name, []).extend(range(info[1]))  # type: ignore[union-attr]
+            wanted = {n: sorted(set(ps or [])) for n, ps in wanted.items()}
         else:
             wanted = {t.topic_name: [int(p) for p in t.partitions] for t in g.topics}
         for name, parts in sorted(wanted.items()):
@@ -100,7 +120,9 @@ def handle_describe_offsets(ctx: Any, header: Any, frame: memoryview) -> Respons
                     out.append({"partition_index": p, "start_offset": -1, "leader_epoch": -1,
                                 "lag": -1, "error_code": E.unknown_topic_or_partition})
                     continue
-                so = admin.start_offset(coord, ShareKey(gid, tid, p), _hw(ctx, name, p))
+                key = ShareKey(gid, tid, p)
+                so = (await admin.start_offset_anywhere(coord, key, _led(ctx, name, p))
+                      if ready else admin.start_offset(coord, key, _hw(ctx, name, p)))
                 out.append({"partition_index": p, "start_offset": so.start_offset,
                             "leader_epoch": _leader_epoch(ctx, name, p), "lag": so.lag,
                             "error_code": so.error})
@@ -142,7 +164,7 @@ async def _alter(ctx: Any, header: Any, req: Any) -> Response:
             elif not allowed(ctx, header, Op.READ, RT.TOPIC, t.topic_name):
                 code = E.topic_authorization_failed
             else:
-                code = admin.alter_start_offset(coord, ShareKey(req.group_id, info[0], idx),
+                code = await admin.alter_start_offset(coord, ShareKey(req.group_id, info[0], idx),
                                                 int(p.start_offset))
             parts.append({"partition_index": idx, "error_code": code, "error_message": None})
         responses.append({"topic_name": t.topic_name,
@@ -180,7 +202,7 @@ async def _delete(ctx: Any, header: Any, req: Any) -> Response:
         elif not allowed(ctx, header, Op.READ, RT.TOPIC, t.topic_name):
             code = E.topic_authorization_failed
         else:
-            code = admin.delete_offsets(coord, req.group_id, info[0])
+            code = await admin.delete_offsets(coord, req.group_id, info[0])
         responses.append({"topic_name": t.topic_name, "topic_id": info[0] if info else None,
                           "error_code": code, "error_message": None})
     return respond(header, {"throttle_time": 0, "error_code": E.none, "error_message": None,

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from odradek.coordinator.share import group_records as gr
 from odradek.coordinator.share.coordinator import ShareCoordinator
 from odradek.coordinator.share.partition import DONE
-from odradek.coordinator.share.state_log import ShareKey, ShareSnapshot
+from odradek.coordinator.share.state_log import ShareKey
 from odradek.protocol.errors import ErrorCode
 
 E = ErrorCode
@@ -68,43 +68,66 @@ def start_offset(coord: ShareCoordinator, key: ShareKey, high_watermark: int | N
     return StartOffset(start, lag)
 
 
+async def start_offset_anywhere(coord: ShareCoordinator, key: ShareKey, part: object,
+                                timeout_s: float = 5.0) -> StartOffset:
+    """The start offset and lag of a share-partition whose state may be coordinated on
+    another node (ReadShareGroupStateSummary through the persister). `part` is the
+    topic-partition when this node leads it (the lag needs its high watermark), else None.
+    A share-partition in memory here (this node leads it) answers from memory."""
+    hw = None if part is None else int(part.high_watermark)  # type: ignore[attr-defined]
+    if part is not None and coord.loaded(key, part):
+        return start_offset(coord, key, hw)
+    got = await coord.persister.summary(key, timeout_s=timeout_s)
+    if got.error != E.none:
+        return StartOffset(-1, -1, got.error)
+    if got.start_offset < 0:
+        return StartOffset(-1, -1)
+    done = max(0, got.delivery_complete_count)
+    lag = -1 if hw is None else max(0, hw - got.start_offset - done)
+    return StartOffset(got.start_offset, lag)
+
+
 def _empty_or(coord: ShareCoordinator, group_id: str) -> ErrorCode:
     g = coord.groups.get(group_id)
     return E.non_empty_group if g is not None and g.members else E.none
 
 
-def alter_start_offset(coord: ShareCoordinator, key: ShareKey, offset: int) -> ErrorCode:
-    """Start the share-partition afresh at `offset` (AlterShareGroupOffsets)."""
+async def alter_start_offset(coord: ShareCoordinator, key: ShareKey, offset: int
+                             ) -> ErrorCode:
+    """Start the share-partition afresh at `offset` (AlterShareGroupOffsets): its share
+    coordinator initializes it with the next state epoch, wherever it is."""
     if (code := _empty_or(coord, key.group_id)) != E.none:
         return code
     if offset < 0:
         return E.invalid_request
-    if (code := coord.owns(key)) != E.none:
-        return code
-    coord.partitions.pop(key, None)
-    coord.written_version.pop(key, None)
-    return coord.write_snapshot(key, ShareSnapshot(0, offset, ()))
+    return (await coord.reset_state(key, offset)).error
 
 
-def delete_offsets(coord: ShareCoordinator, group_id: str, topic_id: object) -> ErrorCode:
+async def delete_offsets(coord: ShareCoordinator, group_id: str, topic_id: object
+                         ) -> ErrorCode:
     """Forget the group's state on every partition of a topic (DeleteShareGroupOffsets)."""
     if (code := _empty_or(coord, group_id)) != E.none:
         return code
     for key in sorted(keys_of(coord, group_id), key=lambda k: k.partition):
-        if key.topic_id == topic_id and (code := coord.delete_state(key)) != E.none:
+        if key.topic_id == topic_id and (code := await coord.delete_state(key)) != E.none:
             return code
     return E.none
 
 
 def delete_group(coord: ShareCoordinator, group_id: str) -> ErrorCode:
-    """DeleteGroups of a share group: only an empty one; its state goes with it."""
+    """DeleteGroups of a share group: only an empty one; its state goes with it (the state
+    this node coordinates: DeleteGroups answers at once, so it does not wait on other
+    nodes' share coordinators)."""
     if group_id not in group_ids(coord):
         return E.group_id_not_found
     if (code := _empty_or(coord, group_id)) != E.none:
         return code
     for key in keys_of(coord, group_id):
-        if (code := coord.delete_state(key)) != E.none:
-            return code
+        if coord.store.owns(key) == E.none:
+            got = coord.store.delete(key)
+            if got.error != E.none:
+                return got.error
+        coord.forget(key)
     if coord.groups.pop(group_id, None) is not None:
         coord.append_offsets_records(group_id, gr.group_tombstone(group_id))
     return E.none

@@ -1,27 +1,29 @@
 """The share coordinator of one node: share groups' membership, the share-partitions this
-node leads for them, their share sessions, and the share-partition state persisted in
-`__share_group_state` (the persister, Kafka's ShareCoordinator with its snapshot records).
+node leads for them (Kafka's SharePartitionManager), their share sessions, and the
+share-partition state of the `__share_group_state` partitions this node leads (the store,
+Kafka's ShareCoordinatorShard: state_store.py).
 
-Every share-partition's state is written as one snapshot record, keyed by (group, topic
-id, partition), to the partition of `__share_group_state` its key hashes to, whenever the
-state changed (acquire, acknowledge, lock timeout, a member leaving); the compacted topic
-keeps the last one. On load (the runtime replays the partitions this node leads) the
-snapshots are read back and a share-partition resumes from its own on first use. The
-topic is created when the first share group appears, so a node that never serves one does
-not carry its 50 partitions.
+A share-partition is served by the leader of its topic-partition. Its state lives at the
+share coordinator of its key, the leader of the `__share_group_state` partition the key
+hashes to, which may be another node: the share-partition leader reads the state when it
+first serves the share-partition (or when its leader epoch changed) and writes a snapshot
+of its window whenever the state changed (acquire, acknowledge, lock timeout, a member
+leaving), through the persister (persister.py), which calls the store here or sends the
+persister RPCs to the node that serves the key. Writes of one share-partition go one at a
+time, each with the window as it is when it is sent, so an older window never lands after
+a newer one. The topic is created when the first share group appears, so a node that never
+serves one does not carry its 50 partitions; a node that finds it in the metadata registers
+it then.
 
-What is not persisted, stated plainly: share-group membership (Kafka writes it to
-`__consumer_offsets`); members re-join after a coordinator restart, as they do after a
-session timeout. A share-partition is served by the leader of its topic-partition and its
-state lives on the leader of its `__share_group_state` partition: both must be this node
-(always so on a single node; in a cluster a share fetch for a partition whose state
-partition is led elsewhere gets COORDINATOR_NOT_AVAILABLE, as the inter-broker
-Read/WriteShareGroupState persister is not built).
+Share-group membership is written to `__consumer_offsets` (Kafka's share-group records) by
+the group's coordinator and read back when this node becomes the leader of the group's
+partition (at start and on a later leadership move), and dropped when it resigns.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import logging
 import re
 import time
@@ -40,18 +42,15 @@ from odradek.coordinator.runtime import (
 from odradek.coordinator.share import group_records as gr
 from odradek.coordinator.share.group import HeartbeatAnswer, ShareGroup, TopicLookup
 from odradek.coordinator.share.partition import SharePartition
+from odradek.coordinator.share.persister import SharePersister
 from odradek.coordinator.share.sessions import ShareSessionCache
-from odradek.coordinator.share.state_log import (
-    TOPIC,
-    ShareKey,
-    ShareSnapshot,
-    decode_key,
-    decode_value,
-    encode_key,
-    encode_value,
+from odradek.coordinator.share.state_log import TOPIC, ShareKey, ShareSnapshot
+from odradek.coordinator.share.state_store import (
+    UNINITIALIZED_START_OFFSET,
+    Answer,
+    ShareStateStore,
 )
 from odradek.protocol.errors import ErrorCode, ProtocolError
-from odradek.protocol.records import decode_records
 
 log = logging.getLogger(__name__)
 E = ErrorCode
@@ -88,10 +87,23 @@ class ShareCoordinator:
         self._create_topic = create_topic  # async: create __share_group_state, its count
         # __consumer_offsets' partition count: membership records go to the group's partition
         self.offsets_partitions = offsets_partitions
-        self.num_partitions = 0  # of __share_group_state; 0 until it exists here
         self.groups: dict[str, ShareGroup] = {}
         self.partitions: dict[ShareKey, SharePartition] = {}
-        self.snapshots: dict[ShareKey, ShareSnapshot] = {}
+        # key -> (state epoch, leader epoch) the share-partition was read with
+        self.epochs: dict[ShareKey, tuple[int, int]] = {}
+        self._loading: dict[ShareKey, asyncio.Future[ErrorCode]] = {}
+        self._write_locks: dict[ShareKey, asyncio.Lock] = {}
+        self._tasks: set[asyncio.Task[Any]] = set()
+
+        def partition_exists(topic_id: uuid.UUID, partition: int) -> bool:
+            name = topic_name(topic_id)
+            info = None if name is None else topics(name)
+            return info is not None and 0 <= partition < info[1]
+
+        self.store = ShareStateStore(runtime, partition_exists)
+        # the node's persister (startup wires the inter-broker channels in a cluster)
+        self.persister = SharePersister(self.store, int(getattr(runtime.rm, "node_id", -1)),
+                                        lambda p: None)
         self.sessions = ShareSessionCache(self._int("group.share.max.share.sessions", 2000))
         # key -> SharePartition.version last written
         self.written_version: dict[ShareKey, int] = {}
@@ -129,18 +141,31 @@ class ShareCoordinator:
 
     # ------------------------------------------------------------------ readiness
 
+    @property
+    def num_partitions(self) -> int:
+        return self.store.num_partitions
+
+    @property
+    def snapshots(self) -> dict[ShareKey, ShareSnapshot]:
+        """The persisted state of the keys this node coordinates."""
+        return self.store.snapshots
+
     async def ensure_ready(self) -> ErrorCode:
-        """Create and load `__share_group_state` on first use; COORDINATOR_NOT_AVAILABLE
-        while it cannot be."""
-        if self.num_partitions:
+        """Know `__share_group_state` (register it, and load what this node leads, when the
+        metadata has it; create it on first use otherwise); COORDINATOR_NOT_AVAILABLE while
+        it cannot be."""
+        if self.store.num_partitions:
             return E.none
         async with self._ready_lock:
-            if not self.num_partitions:
-                if self._create_topic is None:
+            if not self.store.num_partitions:
+                info = self.topics(TOPIC)
+                if info is not None:
+                    n = info[1]
+                elif self._create_topic is None:
                     return E.coordinator_not_available
-                n = await self._create_topic()
-                self.runtime.register(TOPIC, n, self)
-                self.num_partitions = n
+                else:
+                    n = await self._create_topic()
+                self.store.register(n)
                 await self.runtime.follow_leadership()
                 self.start()
         return E.none
@@ -148,51 +173,20 @@ class ShareCoordinator:
     def load_existing(self, n: int) -> int:
         """At startup, when the topic exists: register and replay what this node leads.
         Blocking (runs in a thread)."""
-        self.runtime.register(TOPIC, n, self)
-        self.num_partitions = n
+        self.store.register(n)
         return self.runtime.load(TOPIC, self.runtime.led_partitions(TOPIC))
 
     def start(self) -> None:
         """Arm the deadline timer (on the event loop, after `load_existing`)."""
         self._rearm()
 
-    # ------------------------------------------------------------------ CoordinatorShard
-
-    def replay_partition(self, partition: int) -> int:
-        count = 0
-        for header, batch in self.runtime.replay(TOPIC, partition):
-            if header.attributes & 0x20:  # control batch
-                continue
-            for rec in decode_records(header, batch):
-                if rec.key is None:
-                    continue
-                try:
-                    key = decode_key(rec.key)
-                    if rec.value is None:
-                        self.snapshots.pop(key, None)
-                    else:
-                        self.snapshots[key] = decode_value(rec.value)
-                except ProtocolError as e:
-                    log.warning("skipping a bad record of %s-%d: %s", TOPIC, partition, e)
-                    continue
-                count += 1
-        return count
-
-    def unload_partition(self, partition: int) -> None:
-        for d in (self.snapshots, self.partitions):
-            for key in [k for k in d if self.state_partition(k) == partition]:
-                del d[key]  # type: ignore[attr-defined]
-
-    def partition_loaded(self, partition: int) -> None:
-        pass
-
     def state_partition(self, key: ShareKey) -> int:
-        return partition_for(key.coordinator_key(), self.num_partitions)
+        return self.store.state_partition(key)
 
     def owns(self, key: ShareKey) -> ErrorCode:
-        if not self.num_partitions:
-            return E.coordinator_not_available
-        code = self.runtime.error_for(TOPIC, self.state_partition(key))
+        """Whether this node coordinates the key's state (COORDINATOR_NOT_AVAILABLE if not:
+        an admin path that needs the state here)."""
+        code = self.store.owns(key)
         return E.coordinator_not_available if code == E.not_coordinator else code
 
     # ------------------------------------------------------------------ membership
@@ -253,12 +247,13 @@ class ShareCoordinator:
             log.warning("share group %s: membership records not written: %s", group_id,
                         ErrorCode(result.error).name)
 
-    def load_membership(self) -> int:
-        """Restore share groups from the `__consumer_offsets` partitions this node leads
-        (their membership records); how many records. Blocking."""
+    def load_membership(self, partitions: Iterable[int] | None = None) -> int:
+        """Restore share groups from `__consumer_offsets` partitions this node leads (their
+        membership records; default every one led); how many records. Blocking."""
         restored: dict[str, gr.RestoredGroup] = {}
         count = 0
-        for p in sorted(self.runtime.led_partitions(OFFSETS_TOPIC)):
+        ps = self.runtime.led_partitions(OFFSETS_TOPIC) if partitions is None else partitions
+        for p in sorted(ps):
             for key, value in gr.records_of(self.runtime.replay(OFFSETS_TOPIC, p)):
                 try:
                     count += gr.apply(restored, key, value)
@@ -271,32 +266,106 @@ class ShareCoordinator:
             self.groups[g.group_id] = g
         return count
 
+    def follow_membership(self) -> None:
+        """Reload share groups when this node becomes the leader of their
+        `__consumer_offsets` partition after start, and drop them when it resigns."""
+        self.runtime.watch(OFFSETS_TOPIC, self._offsets_loaded, self._offsets_unloaded)
+
+    def _offsets_loaded(self, partition: int) -> None:
+        async def reload() -> None:
+            try:
+                n = await asyncio.to_thread(self.load_membership, [partition])
+            except Exception:
+                log.exception("reloading share groups of %s-%d failed", OFFSETS_TOPIC,
+                              partition)
+                return
+            if n:
+                log.info("share groups of %s-%d reloaded (%d records)", OFFSETS_TOPIC,
+                         partition, n)
+                self._rearm()
+
+        task = asyncio.get_running_loop().create_task(reload(), context=contextvars.Context())
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    def _offsets_unloaded(self, partition: int) -> None:
+        for gid in [g for g in self.groups
+                    if partition_for(g, self.offsets_partitions) == partition]:
+            del self.groups[gid]
+
     # ------------------------------------------------------------------ share-partitions
 
-    def share_partition(self, key: ShareKey, part: Any) -> SharePartition:
-        """The share-partition of a group on a topic-partition this node leads (`part`):
-        from its persisted snapshot, else started where share.auto.offset.reset says."""
-        sp = self.partitions.get(key)
+    def _new_partition(self, key: ShareKey, start: int) -> SharePartition:
+        return SharePartition(
+            start, delivery_count_limit=self._group_int(
+                key.group_id, "share.delivery.count.limit",
+                "group.share.delivery.count.limit", 5),
+            max_record_locks=self._group_int(
+                key.group_id, "share.partition.max.record.locks",
+                "group.share.partition.max.record.locks", 2000),
+            lock_duration_ms=self.lock_duration_ms(key.group_id))
+
+    def loaded(self, key: ShareKey, part: Any) -> bool:
+        """Whether the share-partition is in memory for the partition's current leader
+        epoch (a leadership that moved away and back reads the state again)."""
+        got = self.epochs.get(key)
+        return key in self.partitions and got is not None and got[1] == int(part.leader_epoch)
+
+    async def load(self, key: ShareKey, part: Any) -> ErrorCode:
+        """Read the share-partition's state from its share coordinator (once per leader
+        epoch of the topic-partition `part` this node leads), or start it where
+        share.auto.offset.reset says when it has none."""
+        if self.loaded(key, part):
+            return E.none
+        pending = self._loading.get(key)
+        if pending is not None:
+            return await asyncio.shield(pending)
+        fut: asyncio.Future[ErrorCode] = asyncio.get_running_loop().create_future()
+        self._loading[key] = fut
+        try:
+            code = await self._read(key, part)
+        except BaseException:
+            fut.set_result(E.coordinator_not_available)
+            raise
+        finally:
+            self._loading.pop(key, None)
+        if not fut.done():
+            fut.set_result(code)
+        return code
+
+    async def _read(self, key: ShareKey, part: Any) -> ErrorCode:
+        epoch = int(part.leader_epoch)
+        got = await self.persister.read(key, epoch)
+        if got.error != E.none:
+            log.info("share-partition %s: state not read: %s %s", key,
+                     ErrorCode(got.error).name, got.message or "")
+            return got.error
         log_start, hw = part.log_start_offset, part.high_watermark
-        if sp is None:
-            sp = SharePartition(
-                log_start, delivery_count_limit=self._group_int(
-                    key.group_id, "share.delivery.count.limit",
-                    "group.share.delivery.count.limit", 5),
-                max_record_locks=self._group_int(
-                    key.group_id, "share.partition.max.record.locks",
-                    "group.share.partition.max.record.locks", 2000),
-                lock_duration_ms=self.lock_duration_ms(key.group_id))
-            snap = self.snapshots.get(key)
-            if snap is not None:
-                sp.restore(snap.start_offset, snap.batches)
-            else:
-                sp.reset(self._initial_offset(key.group_id, part, log_start, hw))
-                sp.version = 1  # the start offset chosen is state to write
-            self.partitions[key] = sp
+        if got.start_offset == UNINITIALIZED_START_OFFSET:
+            sp = self._new_partition(key, log_start)
+            sp.reset(self._initial_offset(key.group_id, part, log_start, hw))
+            sp.version = 1  # the start offset chosen is state to write
+        else:
+            sp = self._new_partition(key, max(0, got.start_offset))
+            sp.restore(got.start_offset, got.batches)
+        self.partitions[key] = sp
+        self.epochs[key] = (got.state_epoch, epoch)
+        self.written_version.pop(key, None)
+        return E.none
+
+    def share_partition(self, key: ShareKey, part: Any) -> SharePartition:
+        """The loaded share-partition of a group on a topic-partition this node leads
+        (`part`; `load` first)."""
+        sp = self.partitions[key]
         sp.lock_duration_ms = self.lock_duration_ms(key.group_id)
-        sp.move_start(log_start)
+        sp.move_start(part.log_start_offset)
         return sp
+
+    def forget(self, key: ShareKey) -> None:
+        """Drop the share-partition from memory: the next use reads its state again."""
+        self.partitions.pop(key, None)
+        self.epochs.pop(key, None)
+        self.written_version.pop(key, None)
 
     def _initial_offset(self, group_id: str, part: Any, log_start: int, hw: int) -> int:
         reset = self._auto_offset_reset(group_id)
@@ -311,51 +380,68 @@ class ShareCoordinator:
             return min(int(found[0]), hw) if found is not None else hw
         return hw  # latest
 
-    def persist_changed(self, keys: Iterable[ShareKey] | None = None) -> ErrorCode:
+    async def persist_changed(self, keys: Iterable[ShareKey] | None = None) -> ErrorCode:
         """Write a snapshot of every share-partition (of `keys`, the ones a request touched;
-        default all) whose state changed since its last."""
+        default all) whose state changed since its last; the worst error."""
         worst = E.none
-        for key in self.partitions if keys is None else keys:
+        for key in list(self.partitions if keys is None else keys):
             sp = self.partitions.get(key)
             if sp is None or self.written_version.get(key) == sp.version:
                 continue
-            code = self.persist(key, sp)
+            code = await self.persist(key)
             if code != E.none:
                 worst = code
         return worst
 
-    def persist(self, key: ShareKey, sp: SharePartition) -> ErrorCode:
-        start, batches = sp.snapshot()
-        code = self.write_snapshot(key, ShareSnapshot(0, start, tuple(batches),
-                                                      int(time.time() * 1000)))
-        if code == E.none:
-            self.written_version[key] = sp.version
-        return code
+    async def persist(self, key: ShareKey) -> ErrorCode:
+        lock = self._write_locks.setdefault(key, asyncio.Lock())
+        async with lock:
+            sp = self.partitions.get(key)
+            epochs = self.epochs.get(key)
+            if sp is None or epochs is None:
+                return E.none  # forgotten meanwhile (fenced, or reset by an admin)
+            version = sp.version
+            if self.written_version.get(key) == version:
+                return E.none  # a write that waited on the lock wrote it already
+            start, batches = sp.snapshot()
+            got = await self.persister.write(key, epochs[0], epochs[1], start, tuple(batches))
+            if got.error == E.none:
+                if self.partitions.get(key) is sp:
+                    self.written_version[key] = version
+            elif got.error in (E.fenced_state_epoch, E.fenced_leader_epoch):
+                # an admin moved the start offset, or another leader took over: this window
+                # is stale; the next use reads the state again
+                log.info("share-partition %s: write fenced (%s); reading it again", key,
+                         ErrorCode(got.error).name)
+                if self.partitions.get(key) is sp:
+                    self.forget(key)
+            return got.error
 
-    def write_snapshot(self, key: ShareKey, snap: ShareSnapshot) -> ErrorCode:
-        return self._write(key, snap)
+    def persist_later(self) -> None:
+        """Persist what changed in a task of its own (a timer's sweep): its writes are no
+        request's writes."""
+        task = asyncio.get_running_loop().create_task(self.persist_changed(),
+                                                      context=contextvars.Context())
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
 
-    def delete_state(self, key: ShareKey) -> ErrorCode:
+    async def reset_state(self, key: ShareKey, offset: int) -> Answer:
+        """An admin's new start offset: InitializeShareGroupState with the next state epoch
+        (fencing every leader's older window), and the share-partition read again here."""
+        now = await self.persister.summary(key)
+        if now.error != E.none:
+            return now
+        got = await self.persister.initialize(key, now.state_epoch + 1, offset)
+        if got.error == E.none:
+            self.forget(key)
+        return got
+
+    async def delete_state(self, key: ShareKey) -> ErrorCode:
         """A tombstone for the share-partition's state (it starts afresh on next use)."""
-        code = self._write(key, None)
-        if code == E.none:
-            self.partitions.pop(key, None)
-            self.written_version.pop(key, None)
-        return code
-
-    def _write(self, key: ShareKey, snap: ShareSnapshot | None) -> ErrorCode:
-        if self.owns(key) != E.none:
-            return E.coordinator_not_available
-        value = None if snap is None else encode_value(snap)
-        result = self.runtime.append(TOPIC, self.state_partition(key),
-                                     [(encode_key(key), value)])
-        if result.error != E.none:
-            return ErrorCode(result.error)
-        if snap is None:
-            self.snapshots.pop(key, None)
-        else:
-            self.snapshots[key] = snap
-        return E.none
+        got = await self.persister.delete(key)
+        if got.error == E.none:
+            self.forget(key)
+        return got.error
 
     # ------------------------------------------------------------------ timers
 
@@ -410,7 +496,7 @@ class ShareCoordinator:
             deadline = sp.next_lock_deadline()
             if deadline is not None and deadline <= now:
                 released += sp.expire_locks(now)
-        self.persist_changed()
+        self.persist_later()
         if released:
             self.notify_released()
 

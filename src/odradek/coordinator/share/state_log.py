@@ -10,6 +10,7 @@ value version 0) in classic fixed-width encoding; only odradek reads it back.
 
 from __future__ import annotations
 
+import base64
 import struct
 import uuid
 from dataclasses import dataclass
@@ -35,8 +36,11 @@ class ShareKey:
     partition: int
 
     def coordinator_key(self) -> str:
-        """FindCoordinator's key for the share coordinator (key type 2)."""
-        return f"{self.group_id}:{self.topic_id}:{self.partition}"
+        """FindCoordinator's key for the share coordinator (key type 2), as Kafka's
+        SharePartitionKey writes it (the topic id in Kafka's Uuid form: url-safe base64
+        without padding), so the key hashes to Kafka's `__share_group_state` partition."""
+        tid = base64.urlsafe_b64encode(self.topic_id.bytes).decode().rstrip("=")
+        return f"{self.group_id}:{tid}:{self.partition}"
 
 
 @dataclass(frozen=True, slots=True)
@@ -45,6 +49,8 @@ class ShareSnapshot:
     start_offset: int
     batches: tuple[StateBatch, ...]
     write_timestamp: int = 0
+    # the share-partition leader's epoch that wrote it (-1: an admin's Initialize)
+    leader_epoch: int = -1
 
 
 def encode_key(key: ShareKey) -> bytes:
@@ -70,7 +76,7 @@ def decode_key(buf: bytes) -> ShareKey:
 
 
 def encode_value(snap: ShareSnapshot) -> bytes:
-    parts = [_VALUE_HEAD.pack(SNAPSHOT_VALUE_VERSION, 0, snap.state_epoch, -1,
+    parts = [_VALUE_HEAD.pack(SNAPSHOT_VALUE_VERSION, 0, snap.state_epoch, snap.leader_epoch,
                               snap.start_offset, snap.write_timestamp, snap.write_timestamp,
                               len(snap.batches))]
     parts.extend(_BATCH.pack(b.first_offset, b.last_offset, int(b.state), b.delivery_count)
@@ -80,7 +86,8 @@ def encode_value(snap: ShareSnapshot) -> bytes:
 
 def decode_value(buf: bytes) -> ShareSnapshot:
     try:
-        version, _, state_epoch, _, start, _, written, n = _VALUE_HEAD.unpack_from(buf, 0)
+        version, _, state_epoch, leader_epoch, start, _, written, n = _VALUE_HEAD.unpack_from(
+            buf, 0)
         if version != SNAPSHOT_VALUE_VERSION:
             raise ProtocolError(f"unknown share state value version {version}")
         if n < 0 or _VALUE_HEAD.size + n * _BATCH.size != len(buf):
@@ -95,4 +102,4 @@ def decode_value(buf: bytes) -> ShareSnapshot:
         raise ProtocolError(f"bad share state value: {e}") from e
     if start < 0:
         raise ProtocolError(f"bad share-partition start offset {start}")
-    return ShareSnapshot(state_epoch, start, tuple(batches), written)
+    return ShareSnapshot(state_epoch, start, tuple(batches), written, leader_epoch)
