@@ -1,14 +1,20 @@
-"""Issue 19: `odradek connect serve` against a real node: Kafka Connect's REST API (status
-codes and error bodies), its three topics in Kafka's record formats, and connectors running
-as Spark queries that move data end to end (FileStreamSource -> topic -> FileStreamSink and
-the Parquet lake sink), resuming from connect-offsets after a pause and a restart.
+"""Issue 19: a Connect worker against a real node: Kafka Connect's REST API (status codes and
+error bodies), its three topics in Kafka's record formats, and connectors running as Spark
+queries that move data end to end (FileStreamSource -> topic -> FileStreamSink and the
+Parquet lake sink), resuming from connect-offsets after a pause and a restart.
 
-One node and one worker (one SparkSession inside it) for the whole module.
+One node for the whole module, running its worker itself (`connect.listeners`: one
+SparkSession inside that child); a second worker (`odradek connect serve`) joins the group
+over the node's SASL_PLAINTEXT listener with --command-config.
 """
 
 from __future__ import annotations
 
 import json
+import os
+import signal
+import socket
+import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -16,8 +22,8 @@ from typing import Any
 import pytest
 
 from tests.integration.cli_support import odradek, ok
-from tests.integration.connect_support import ConnectProcess, wait_for
-from tests.support.broker import BrokerProcess
+from tests.integration.connect_support import ConnectApi, ConnectProcess, NodeWorker, wait_for
+from tests.support.broker import ODRADEK, BrokerProcess, free_port
 
 pytestmark = pytest.mark.timeout(900)  # Spark starting on a loaded 2-core machine
 
@@ -27,15 +33,46 @@ SINK = "org.apache.kafka.connect.file.FileStreamSinkConnector"
 GROUP_TIMEOUTS = ["--set", "session.timeout.ms=6000", "--set", "heartbeat.interval.ms=1000"]
 
 
+SASL_USER, SASL_PASSWORD = "connect", "connect-secret"
+JAAS = ('org.apache.kafka.common.security.plain.PlainLoginModule required '
+        f'username="{SASL_USER}" password="{SASL_PASSWORD}";')
+
+
 @pytest.fixture(scope="module")
-def connect(shared_broker: BrokerProcess,
-            tmp_path_factory: pytest.TempPathFactory) -> Iterator[ConnectProcess]:
-    worker = ConnectProcess(shared_broker.bootstrap, tmp_path_factory.mktemp("connect"),
-                            extra=GROUP_TIMEOUTS).start()
+def worker_port() -> int:
+    return free_port()
+
+
+@pytest.fixture(scope="module")
+def sasl_port() -> int:
+    return free_port()
+
+
+@pytest.fixture(scope="module")
+def shared_broker(tmp_path_factory: pytest.TempPathFactory, worker_port: int,
+                  sasl_port: int) -> Iterator[BrokerProcess]:
+    """The module's node: PLAINTEXT and SASL_PLAINTEXT (PLAIN) listeners, and a Connect
+    worker of its own on `connect.listeners`."""
+    data = tmp_path_factory.mktemp("connect-node") / "data"
+    port = free_port()
+    node = BrokerProcess(data, port=port, settings={
+        "listeners": f"PLAINTEXT://127.0.0.1:{port},SASL_PLAINTEXT://127.0.0.1:{sasl_port}",
+        "sasl.enabled.mechanisms": "PLAIN",
+        "listener.name.sasl_plaintext.plain.sasl.jaas.config":
+            "org.apache.kafka.common.security.plain.PlainLoginModule required "
+            f'user_{SASL_USER}="{SASL_PASSWORD}";',
+        "connect.listeners": f"http://127.0.0.1:{worker_port}",
+        "connect.spark.master": "local[1]"})
+    node.start(timeout=120)
     try:
-        yield worker
+        yield node
     finally:
-        worker.stop()
+        node.stop()
+
+
+@pytest.fixture(scope="module")
+def connect(shared_broker: BrokerProcess, worker_port: int) -> NodeWorker:
+    return NodeWorker(shared_broker, worker_port).start()
 
 
 def read_topic(bootstrap: str, topic: str) -> list[tuple[bytes | None, bytes | None]]:
@@ -77,7 +114,7 @@ def latest(records: list[tuple[bytes | None, bytes | None]]) -> dict[str, Any]:
     return view
 
 
-def state_of(connect: ConnectProcess, name: str) -> tuple[str, list[str]] | None:
+def state_of(connect: ConnectApi, name: str) -> tuple[str, list[str]] | None:
     code, body = connect.call("GET", f"/connectors/{name}/status")
     if code != 200:
         return None
@@ -89,7 +126,7 @@ def lines(path: Path) -> list[str]:
 
 
 # ---- the REST API without running anything ---------------------------------------------------
-def test_root_plugins_and_validation(connect: ConnectProcess) -> None:
+def test_root_plugins_and_validation(connect: NodeWorker) -> None:
     code, root = connect.call("GET", "/")
     assert code == 200 and root["version"] and root["kafka_cluster_id"]
     code, plugins = connect.call("GET", "/connector-plugins")
@@ -121,7 +158,7 @@ def test_root_plugins_and_validation(connect: ConnectProcess) -> None:
     assert code == 400 and body["error_code"] == 400
 
 
-def test_errors_have_connects_shape(connect: ConnectProcess, tmp_path: Path) -> None:
+def test_errors_have_connects_shape(connect: NodeWorker, tmp_path: Path) -> None:
     for method, path in (("GET", "/connectors/nope"), ("GET", "/connectors/nope/config"),
                          ("GET", "/connectors/nope/status"), ("GET", "/connectors/nope/tasks"),
                          ("GET", "/connectors/nope/offsets"), ("PUT", "/connectors/nope/pause"),
@@ -160,7 +197,7 @@ def test_errors_have_connects_shape(connect: ConnectProcess, tmp_path: Path) -> 
     assert connect.call("GET", "/")[0] == 200
 
 
-def test_stopped_connector_offsets_kip875(connect: ConnectProcess, tmp_path: Path,
+def test_stopped_connector_offsets_kip875(connect: NodeWorker, tmp_path: Path,
                                           shared_broker: BrokerProcess) -> None:
     """Created STOPPED, nothing runs; its offsets are written and reset through the API and
     land in connect-offsets in Kafka's shape; the config topic holds Kafka's records."""
@@ -218,7 +255,7 @@ def test_stopped_connector_offsets_kip875(connect: ConnectProcess, tmp_path: Pat
 
 
 # ---- connectors moving data through Spark ----------------------------------------------------
-def test_file_source_to_file_and_parquet_sinks(connect: ConnectProcess, tmp_path: Path,
+def test_file_source_to_file_and_parquet_sinks(connect: NodeWorker, tmp_path: Path,
                                                shared_broker: BrokerProcess) -> None:
     source, sink, lake = tmp_path / "test.txt", tmp_path / "test.sink.txt", tmp_path / "lake"
     source.write_text("zero\none\ntwo\n")
@@ -307,8 +344,8 @@ def test_file_source_to_file_and_parquet_sinks(connect: ConnectProcess, tmp_path
 
 
 # ---- several workers in one group ------------------------------------------------------------
-def test_two_workers_share_connectors_and_take_over(connect: ConnectProcess, tmp_path: Path,
-                                                    shared_broker: BrokerProcess) -> None:
+def test_two_workers_share_connectors_and_take_over(connect: NodeWorker, tmp_path: Path,
+                                                    sasl_port: int) -> None:
     """A second worker in the group gets connectors through JoinGroup/SyncGroup; killed with
     SIGKILL, its connectors come back to the first once its session lapses. Connectors are
     created STOPPED: their owner reports them (status worker_id) without starting Spark."""
@@ -331,7 +368,14 @@ def test_two_workers_share_connectors_and_take_over(connect: ConnectProcess, tmp
     first = f"127.0.0.1:{connect.port}"
     wait_for("the first worker owning all", lambda: set(owners().values()) == {first},
              log=connect.log)
-    second = ConnectProcess(shared_broker.bootstrap, tmp_path, extra=GROUP_TIMEOUTS).start()
+    # The second worker reaches the node only through its SASL listener, with Kafka's client
+    # settings in a --command-config file: its topics' clients and its group connection
+    # authenticate (a plaintext client there would be refused).
+    settings = tmp_path / "client.properties"
+    settings.write_text(f"security.protocol=SASL_PLAINTEXT\nsasl.mechanism=PLAIN\n"
+                        f"sasl.jaas.config={JAAS}\n")
+    second = ConnectProcess(f"127.0.0.1:{sasl_port}", tmp_path,
+                            extra=[*GROUP_TIMEOUTS, "--command-config", str(settings)]).start()
     try:
         other = f"127.0.0.1:{second.port}"
 
@@ -353,3 +397,62 @@ def test_two_workers_share_connectors_and_take_over(connect: ConnectProcess, tmp
         second.stop()
     for name in names:
         assert connect.call("DELETE", f"/connectors/{name}") == (204, None)
+
+
+# ---- the node's worker (connect.listeners) ---------------------------------------------------
+def test_the_nodes_worker_is_restarted_when_it_dies(connect: NodeWorker, tmp_path: Path) -> None:
+    """kill -9 of the worker child: the node starts another on the same listener, which
+    reads its state back from the topics."""
+    code, _ = connect.call("POST", "/connectors", {"name": "kept", "initial_state": "STOPPED",
+                                                   "config": {"connector.class": "FileStreamSink",
+                                                              "file": str(tmp_path / "k"),
+                                                              "topics": "quick"}})
+    assert code == 201
+    wait_for("kept STOPPED", lambda: state_of(connect, "kept") == ("STOPPED", []),
+             log=connect.log)
+    first = connect.pids()
+    assert len(first) == 1
+    os.kill(first[0], signal.SIGKILL)
+    wait_for("a second worker child", lambda: len(connect.pids()) == 2, log=connect.log)
+    wait_for("the new worker answering with the connector",
+             lambda: connect.answers() and connect.call("GET", "/connectors") == (200, ["kept"]),
+             log=connect.log)
+    wait_for("kept STOPPED on the new worker",
+             lambda: state_of(connect, "kept") == ("STOPPED", []), log=connect.log)
+    assert connect.call("DELETE", "/connectors/kept") == (204, None)
+
+
+def test_unusable_settings_refuse_the_start(tmp_path: Path) -> None:
+    """A connect.listeners port in use, a bad listener, a bad connect.config.file: the node
+    refuses to start in one line; `connect serve` refuses settings its clients cannot
+    honour."""
+    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+
+    def serve(*sets: str) -> subprocess.CompletedProcess[str]:
+        args = [a for item in ("schema.registry.listeners=", "console.listeners=",
+                               f"listeners=PLAINTEXT://127.0.0.1:{free_port()}", *sets)
+                for a in ("--set", item)]
+        return subprocess.run([*ODRADEK, "serve", "--data-dir", str(tmp_path / "d"), *args],
+                              capture_output=True, text=True, timeout=60, env=env)
+
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen(1)
+        result = serve(f"connect.listeners=http://127.0.0.1:{taken.getsockname()[1]}")
+    assert result.returncode == 2, result.stderr
+    assert len(result.stderr.strip().splitlines()) == 1, result.stderr
+    assert "connect.listeners" in result.stderr and "in use" in result.stderr
+    result = serve("connect.listeners=https://127.0.0.1:1")
+    assert result.returncode == 2 and "connect.listeners" in result.stderr, result.stderr
+    props = tmp_path / "worker.properties"
+    props.write_text("value.converter=com.example.NoSuchConverter\n")
+    result = serve(f"connect.listeners=http://127.0.0.1:{free_port()}",
+                   f"connect.config.file={props}")
+    assert result.returncode == 2, result.stderr
+    assert "connect.config.file" in result.stderr and "NoSuchConverter" in result.stderr
+
+    refused = subprocess.run([*ODRADEK, "connect", "serve", "-b", "127.0.0.1:1",
+                              "-X", "security.protocol=SASL_SSL",
+                              "-X", "sasl.mechanism=GSSAPI"],
+                             capture_output=True, text=True, timeout=60, env=env)
+    assert refused.returncode == 2 and "SASL PLAIN, SCRAM" in refused.stderr, refused.stderr
