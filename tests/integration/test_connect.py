@@ -15,6 +15,7 @@ import os
 import signal
 import socket
 import subprocess
+import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -24,6 +25,7 @@ import pytest
 from tests.integration.cli_support import odradek, ok
 from tests.integration.connect_support import ConnectApi, ConnectProcess, NodeWorker, wait_for
 from tests.support.broker import ODRADEK, BrokerProcess, free_port
+from tests.support.postgres import PostgresServer, running_postgres
 
 pytestmark = pytest.mark.timeout(900)  # Spark starting on a loaded 2-core machine
 
@@ -49,10 +51,15 @@ def sasl_port() -> int:
 
 
 @pytest.fixture(scope="module")
+def registry_url() -> str:
+    return f"http://127.0.0.1:{free_port()}"
+
+
+@pytest.fixture(scope="module")
 def shared_broker(tmp_path_factory: pytest.TempPathFactory, worker_port: int,
-                  sasl_port: int) -> Iterator[BrokerProcess]:
-    """The module's node: PLAINTEXT and SASL_PLAINTEXT (PLAIN) listeners, and a Connect
-    worker of its own on `connect.listeners`."""
+                  sasl_port: int, registry_url: str) -> Iterator[BrokerProcess]:
+    """The module's node: PLAINTEXT and SASL_PLAINTEXT (PLAIN) listeners, its Schema
+    Registry, and a Connect worker of its own on `connect.listeners`."""
     data = tmp_path_factory.mktemp("connect-node") / "data"
     port = free_port()
     node = BrokerProcess(data, port=port, settings={
@@ -62,6 +69,7 @@ def shared_broker(tmp_path_factory: pytest.TempPathFactory, worker_port: int,
             "org.apache.kafka.common.security.plain.PlainLoginModule required "
             f'user_{SASL_USER}="{SASL_PASSWORD}";',
         "connect.listeners": f"http://127.0.0.1:{worker_port}",
+        "schema.registry.listeners": registry_url,
         "connect.spark.master": "local[1]"})
     node.start(timeout=120)
     try:
@@ -132,7 +140,8 @@ def test_root_plugins_and_validation(connect: NodeWorker) -> None:
     code, plugins = connect.call("GET", "/connector-plugins")
     assert code == 200
     assert {p["class"]: p["type"] for p in plugins} == {
-        SOURCE: "source", SINK: "sink", "odradek.connect.lake.LakeSinkConnector": "sink"}
+        SOURCE: "source", SINK: "sink", "odradek.connect.lake.LakeSinkConnector": "sink",
+        "io.confluent.connect.jdbc.JdbcSinkConnector": "sink"}
     code, defs = connect.call("GET", "/connector-plugins/FileStreamSource/config")
     assert code == 200 and {"file", "topic", "batch.size", "tasks.max"} <= {d["name"] for d in defs}
 
@@ -184,6 +193,15 @@ def test_errors_have_connects_shape(connect: NodeWorker, tmp_path: Path) -> None
     assert code == 400 and body["message"] == ("Connector name configuration (b) doesn't match "
                                                "connector name in the URL (a)")
     assert connect.call("GET", "/connectors/bad")[0] == 404
+    code, body = connect.call("POST", "/connectors", {"name": "bad", "config": {
+        "connector.class": "FileStreamSink", "file": "/x", "topics": "t",
+        "value.converter": "com.example.NoSuchConverter"}})
+    assert (code, body) == (400, {"error_code": 400, "message": (
+        "Connector configuration is invalid and contains the following 1 error(s):\n"
+        "value.converter: Invalid value com.example.NoSuchConverter for configuration "
+        "value.converter: Class com.example.NoSuchConverter could not be found.\n"
+        "You can also find the above list of errors at the endpoint "
+        "`/connector-plugins/{connectorType}/config/validate`")})
     # Bodies of the wrong shape are refused with 400, and the worker stays up.
     for method, path, raw in (("POST", "/connectors", b"[1]"),
                               ("POST", "/connectors", b'{"name": "x", "config": "text"}'),
@@ -343,6 +361,184 @@ def test_file_source_to_file_and_parquet_sinks(connect: NodeWorker, tmp_path: Pa
         assert connect.call("DELETE", f"/connectors/{name}") == (204, None)
 
 
+# ---- converters, transforms and the dead letter queue ----------------------------------------
+def test_avro_transforms_and_dead_letter_queue(connect: NodeWorker, tmp_path: Path,
+                                               shared_broker: BrokerProcess,
+                                               registry_url: str) -> None:
+    """A FileStreamSource whose lines are hoisted into a struct, given a field and written
+    as Avro through the node's registry; a FileStreamSink reading them back with the Avro
+    converter through a chain (Filter on tombstones, MaskField, InsertField, ReplaceField);
+    a record that is not Avro goes to the DLQ with its headers and Kafka's context headers,
+    and the connector keeps running."""
+    T = "org.apache.kafka.connect.transforms."
+    source, sink = tmp_path / "orders.txt", tmp_path / "orders.sink.txt"
+    source.write_text("foo\nbar\n")
+    avro = {"value.converter": "io.confluent.connect.avro.AvroConverter",
+            "value.converter.schema.registry.url": registry_url}
+    code, body = connect.call("POST", "/connectors", {"name": "orders-src", "config": {
+        "connector.class": "FileStreamSource", "file": str(source), "topic": "orders", **avro,
+        "transforms": "MakeMap,InsertSource",
+        "transforms.MakeMap.type": T + "HoistField$Value", "transforms.MakeMap.field": "line",
+        "transforms.InsertSource.type": T + "InsertField$Value",
+        "transforms.InsertSource.static.field": "origin",
+        "transforms.InsertSource.static.value": "file"}})
+    assert code == 201, body
+    code, body = connect.call("POST", "/connectors", {"name": "orders-sink", "config": {
+        "connector.class": "FileStreamSink", "file": str(sink), "topics": "orders", **avro,
+        "key.converter": "org.apache.kafka.connect.storage.StringConverter",
+        "errors.tolerance": "all", "errors.deadletterqueue.topic.name": "orders-dlq",
+        "errors.deadletterqueue.topic.replication.factor": "1",
+        "errors.deadletterqueue.context.headers.enable": "true", "errors.log.enable": "true",
+        "transforms": "dropDeletes,mask,where,rename",
+        "transforms.dropDeletes.type": T + "Filter",
+        "transforms.dropDeletes.predicate": "isTombstone",
+        "transforms.mask.type": T + "MaskField$Value", "transforms.mask.fields": "origin",
+        "transforms.mask.replacement": "****",
+        "transforms.where.type": T + "InsertField$Value",
+        "transforms.where.topic.field": "topic", "transforms.where.offset.field": "offset",
+        "transforms.rename.type": T + "ReplaceField$Value",
+        "transforms.rename.renames": "line:text",
+        "predicates": "isTombstone",
+        "predicates.isTombstone.type": T + "predicates.RecordIsTombstone"}})
+    assert code == 201, body
+
+    def sunk() -> list[dict[str, Any]]:
+        return [json.loads(line) for line in lines(sink)]
+
+    expect = [{"text": "foo", "origin": "****", "topic": "orders", "offset": 0},
+              {"text": "bar", "origin": "****", "topic": "orders", "offset": 1}]
+    wait_for("the Avro records through the chain", lambda: sunk() == expect, timeout=300,
+             log=connect.log)
+    with urllib.request.urlopen(f"{registry_url}/subjects", timeout=30) as resp:
+        assert "orders-value" in json.loads(resp.read())
+
+    from odradek.client import producer
+
+    p = producer(shared_broker.bootstrap)
+    p.produce("orders", key=b"k", value=b"not avro", headers=[("trace", b"t-1")])
+    p.produce("orders", key=b"gone", value=None)  # a tombstone: filtered, not an error
+    assert p.flush(30) == 0
+    with source.open("a") as out:
+        out.write("baz\n")
+    wait_for("a record after the bad one", lambda: sunk() == [
+        *expect, {"text": "baz", "origin": "****", "topic": "orders", "offset": 4}],
+        log=connect.log)
+    assert state_of(connect, "orders-sink") == ("RUNNING", ["RUNNING"])
+
+    from confluent_kafka import TopicPartition
+
+    from odradek.client import consumer
+
+    c = consumer(shared_broker.bootstrap)
+    try:
+        c.assign([TopicPartition("orders-dlq", 0, 0)])
+        msg = wait_for("the dead letter", lambda: c.poll(1), log=connect.log)
+    finally:
+        c.close()
+    assert (msg.key(), msg.value()) == (b"k", b"not avro")
+    headers = dict(msg.headers())
+    assert headers["trace"] == b"t-1"
+    assert {k: headers[k] for k in (
+        "__connect.errors.topic", "__connect.errors.partition", "__connect.errors.offset",
+        "__connect.errors.connector.name", "__connect.errors.task.id",
+        "__connect.errors.stage", "__connect.errors.class.name",
+        "__connect.errors.exception.class.name", "__connect.errors.exception.message")} == {
+        "__connect.errors.topic": b"orders", "__connect.errors.partition": b"0",
+        "__connect.errors.offset": b"2", "__connect.errors.connector.name": b"orders-sink",
+        "__connect.errors.task.id": b"0", "__connect.errors.stage": b"VALUE_CONVERTER",
+        "__connect.errors.class.name": b"io.confluent.connect.avro.AvroConverter",
+        "__connect.errors.exception.class.name":
+            b"org.apache.kafka.connect.errors.DataException",
+        "__connect.errors.exception.message": b"Unknown magic byte!"}
+    assert b"Unknown magic byte!" in headers["__connect.errors.exception.stacktrace"]
+    for name in ("orders-src", "orders-sink"):
+        assert connect.call("DELETE", f"/connectors/{name}") == (204, None)
+
+
+# ---- the JDBC sink into PostgreSQL -----------------------------------------------------------
+@pytest.fixture(scope="module")
+def postgres() -> Iterator[PostgresServer]:
+    with running_postgres() as server:
+        yield server
+
+
+def json_record(schema: dict[str, Any], payload: Any) -> bytes | None:
+    """What JsonConverter with schemas writes (the worker's default converter)."""
+    if payload is None:
+        return None
+    return json.dumps({"schema": schema, "payload": payload}).encode()
+
+
+def test_jdbc_sink_upserts_and_deletes_into_postgres(connect: NodeWorker,
+                                                     shared_broker: BrokerProcess,
+                                                     postgres: PostgresServer) -> None:
+    """Confluent's JdbcSinkConnector config, word for word: upserts keyed by the record key,
+    tombstones deleting rows, the table created from the value's schema."""
+    import psycopg
+
+    dsn = postgres.create_database("connect_sink")
+    key_schema = {"type": "struct", "optional": False,
+                  "fields": [{"type": "int32", "optional": False, "field": "id"}]}
+    value_schema = {"type": "struct", "optional": False, "name": "customer", "fields": [
+        {"type": "int32", "optional": False, "field": "id"},
+        {"type": "string", "optional": False, "field": "name"},
+        {"type": "string", "optional": True, "field": "email"},
+        {"type": "bytes", "optional": True, "field": "balance",
+         "name": "org.apache.kafka.connect.data.Decimal", "version": 1,
+         "parameters": {"scale": "2"}}]}
+    changes = [(1, {"id": 1, "name": "ann", "email": None, "balance": "AMg="}),  # 2.00
+               (2, {"id": 2, "name": "bob", "email": "b@x", "balance": None}),
+               (3, {"id": 3, "name": "cy", "email": None, "balance": None}),
+               (2, {"id": 2, "name": "bobby", "email": "b@y", "balance": None}),
+               (3, None),
+               (4, {"id": 4, "name": "dee", "email": None, "balance": None})]
+    from odradek.client import producer
+
+    p = producer(shared_broker.bootstrap)
+    for key, value in changes:
+        p.produce("customers", key=json_record(key_schema, {"id": key}),
+                  value=json_record(value_schema, value))
+    assert p.flush(30) == 0
+    code, body = connect.call("POST", "/connectors", {"name": "jdbc", "config": {
+        "connector.class": "io.confluent.connect.jdbc.JdbcSinkConnector", "tasks.max": "1",
+        "topics": "customers",
+        "connection.url": f"jdbc:postgresql://127.0.0.1:{postgres.port}/connect_sink",
+        "connection.user": "postgres", "insert.mode": "upsert", "pk.mode": "record_key",
+        "pk.fields": "id", "delete.enabled": "true", "auto.create": "true",
+        "table.name.format": "kafka_${topic}"}})
+    assert code == 201, body
+
+    def table() -> list[tuple[Any, ...]] | None:
+        try:
+            with psycopg.connect(dsn) as conn:
+                return conn.execute('SELECT id, name, email, balance FROM "kafka_customers" '
+                                    "ORDER BY id").fetchall()
+        except psycopg.errors.UndefinedTable:
+            return None
+
+    import decimal
+
+    want = [(1, "ann", None, decimal.Decimal("2.00")), (2, "bobby", "b@y", None),
+            (4, "dee", None, None)]
+    wait_for("the table equal to the changes", lambda: table() == want, timeout=300,
+             log=connect.log)
+    with psycopg.connect(dsn) as conn:
+        columns = conn.execute(
+            "SELECT column_name, data_type, is_nullable FROM information_schema.columns "
+            "WHERE table_name = 'kafka_customers' ORDER BY ordinal_position").fetchall()
+    assert columns == [("id", "integer", "NO"), ("name", "text", "NO"),
+                       ("email", "text", "YES"), ("balance", "numeric", "YES")]
+    assert state_of(connect, "jdbc") == ("RUNNING", ["RUNNING"])
+    # bad configs refused with the connector's own words
+    code, body = connect.call("PUT", "/connector-plugins/JdbcSink/config/validate", {
+        "connector.class": "JdbcSink", "name": "x", "topics": "t", "delete.enabled": "true",
+        "connection.url": "jdbc:mysql://h/db"})
+    errors = {c["value"]["name"]: c["value"]["errors"] for c in body["configs"]}
+    assert errors["delete.enabled"] == ["Deletes are only supported for pk.mode record_key"]
+    assert "only jdbc:postgresql://" in errors["connection.url"][0]
+    assert connect.call("DELETE", "/connectors/jdbc") == (204, None)
+
+
 # ---- several workers in one group ------------------------------------------------------------
 def test_two_workers_share_connectors_and_take_over(connect: NodeWorker, tmp_path: Path,
                                                     sasl_port: int) -> None:
@@ -423,7 +619,7 @@ def test_the_nodes_worker_is_restarted_when_it_dies(connect: NodeWorker, tmp_pat
 
 
 def test_unusable_settings_refuse_the_start(tmp_path: Path) -> None:
-    """A connect.listeners port in use, a bad listener, a bad connect.config.file: the node
+    """A connect.listeners port in use, a bad connect.config.file: the node
     refuses to start in one line; `connect serve` refuses settings its clients cannot
     honour."""
     env = {**os.environ, "PYTHONUNBUFFERED": "1"}
@@ -442,8 +638,6 @@ def test_unusable_settings_refuse_the_start(tmp_path: Path) -> None:
     assert result.returncode == 2, result.stderr
     assert len(result.stderr.strip().splitlines()) == 1, result.stderr
     assert "connect.listeners" in result.stderr and "in use" in result.stderr
-    result = serve("connect.listeners=https://127.0.0.1:1")
-    assert result.returncode == 2 and "connect.listeners" in result.stderr, result.stderr
     props = tmp_path / "worker.properties"
     props.write_text("value.converter=com.example.NoSuchConverter\n")
     result = serve(f"connect.listeners=http://127.0.0.1:{free_port()}",
