@@ -9,11 +9,11 @@ connect-distributed.properties), its Spark master from `connect.spark.master`.
 from __future__ import annotations
 
 import sys
-from collections.abc import Callable
 from pathlib import Path
 
+from odradek.broker.node import NodeService
 from odradek.broker.startup import StartRefused
-from odradek.cli.node_services import RegistryService
+from odradek.cli.node_services import RegistryService, _listeners, node_services
 from odradek.metadata.config.broker_configs import BrokerConfig
 
 CONNECT_CONFIG = "connect.listeners"
@@ -38,13 +38,24 @@ class ConnectService(RegistryService):
         return cmd
 
 
-def connect_service(config: BrokerConfig, log_file: Path | None,
-                    listeners_of: Callable[[BrokerConfig, str, str], list[str]]
-                    ) -> ConnectService | None:
+def serve_services(config: BrokerConfig, log_file: Path | None) -> list[NodeService]:
+    """`odradek serve`'s child services: node_services' (registry, console), then the
+    Connect worker when connect.listeners asks for one."""
+    services = node_services(config, log_file)
+    try:
+        connect = connect_service(config, log_file)
+    except StartRefused:
+        for service in services:
+            service.stop()
+        raise
+    return [*services, connect] if connect is not None else services
+
+
+def connect_service(config: BrokerConfig, log_file: Path | None) -> ConnectService | None:
     """The worker `connect.listeners` asks for (None when empty); its properties file is
     read and checked here, so a bad one refuses the node's start rather than failing the
     child over and over."""
-    listeners = listeners_of(config, CONNECT_CONFIG, "Connect worker")
+    listeners = _listeners(config, CONNECT_CONFIG, "Connect worker")
     if not listeners:
         return None
     from odradek.connect.server import read_properties, worker_config

@@ -62,11 +62,6 @@ def node_services(config: BrokerConfig, log_file: Path | None) -> list[NodeServi
             services.append(ConsoleService(console, log_file, registry[:1],
                                            [a.strip() for a in (config.get_str("admin.listeners")
                                                                  or "").split(",") if a.strip()][:1]))
-        from odradek.cli.connect_service import connect_service
-
-        connect = connect_service(config, log_file, _listeners)  # connect.listeners
-        if connect is not None:
-            services.append(connect)
     except StartRefused:
         for service in services:
             service.stop()
