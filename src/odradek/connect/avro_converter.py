@@ -130,14 +130,21 @@ class AvroConverter:
         with self._lock:
             cached = self._readers.get(schema_id)
         if cached is None:
-            avro = json.loads(self.registry.schema(schema_id))
-            cached = (fastavro.parse_schema(avro), from_avro_schema(avro))
+            text = self.registry.schema(schema_id)
+            try:
+                avro = json.loads(text)
+                cached = (fastavro.parse_schema(avro), from_avro_schema(avro))
+            except DataError:
+                raise
+            except Exception as exc:  # a schema the registry holds but Avro cannot parse
+                raise DataError(f"Error retrieving Avro schema for id {schema_id}: {exc}") \
+                    from None
             with self._lock:
                 self._readers[schema_id] = cached
         parsed, schema = cached
         try:
             value = fastavro.schemaless_reader(io.BytesIO(raw[5:]), parsed, None)
-        except (EOFError, ValueError, IndexError) as exc:
+        except Exception as exc:  # truncated or foreign bytes: any reader error is bad data
             raise DataError(f"Error deserializing Avro message for id {schema_id}: {exc}") \
                 from None
         return schema, from_avro_value(schema, value)

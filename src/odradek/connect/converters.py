@@ -218,9 +218,12 @@ def value_from_json(schema: Schema | None, obj: Any) -> Any:
         if name == data.TIMESTAMP:
             return data.EPOCH + dt.timedelta(milliseconds=int(obj))
         if kind in data.INTEGER_BITS:
-            if not isinstance(obj, int) or isinstance(obj, bool):
+            if not isinstance(obj, int | float) or isinstance(obj, bool):
                 raise DataError(f"Invalid type for {kind}: {type(obj).__name__}")
-            return obj
+            # Jackson's numberValue().byteValue()/shortValue()/...: Java's narrowing
+            bits = data.INTEGER_BITS[kind]
+            number = int(obj) & ((1 << bits) - 1)
+            return number - (1 << bits) if number >= 1 << (bits - 1) else number
         if kind in ("FLOAT32", "FLOAT64"):
             if not isinstance(obj, int | float) or isinstance(obj, bool):
                 raise DataError(f"Invalid type for {kind}: {type(obj).__name__}")

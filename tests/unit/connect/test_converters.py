@@ -13,7 +13,7 @@ import json
 
 import fastavro
 import pytest
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from odradek.connect import avro_converter, converters, data
@@ -77,6 +77,9 @@ def test_json_errors_are_kafkas() -> None:
     with pytest.raises(DataError):
         JSON.from_connect("t", Schema("INT8"), 300)
     assert JSON.to_connect("t", b'{"schema":null,"payload":{"a":1}}') == (None, {"a": 1})
+    # Kafka narrows numbers as Java does (Jackson's byteValue(), intValue()...)
+    assert JSON.to_connect("t", b'{"schema":{"type":"int8"},"payload":300}')[1] == 44
+    assert JSON.to_connect("t", b'{"schema":{"type":"int32"},"payload":2.9}')[1] == 2
     assert JSON.to_connect("t", None) == (None, None) and JSON.from_connect("t", None, None) is None
     assert PLAIN.to_connect("t", b'{"a":[1]}') == (None, {"a": [1]})
     assert PLAIN.from_connect("t", None, {"a": b"\x00"}) == b'{"a":"AA=="}'
@@ -147,3 +150,27 @@ def test_json_converter_refuses_or_reads_any_bytes(raw: bytes) -> None:
             conv.to_connect("t", raw)
         except DataError:
             pass
+
+
+JSONISH = st.recursive(
+    st.none() | st.booleans() | st.integers(-2**70, 2**70) | st.floats(allow_nan=False) |
+    st.sampled_from(["int8", "int32", "int64", "float", "double", "string", "bytes",
+                     "boolean", "array", "map", "struct", "AAE=", "x"]),
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(
+        st.sampled_from(["type", "fields", "field", "items", "keys", "values", "optional",
+                         "name", "parameters", "default", "scale", "version"]),
+        inner, max_size=5), max_leaves=12)
+
+
+@settings(max_examples=300)
+@given(JSONISH, JSONISH)
+def test_json_envelopes_of_any_shape_are_read_or_refused(schema: object,
+                                                         payload: object) -> None:
+    """Fuzzed envelopes: a value that round-trips, or a DataError; nothing else escapes."""
+    raw = json.dumps({"schema": schema, "payload": payload}).encode()
+    try:
+        got_schema, value = JSON.to_connect("t", raw)
+    except DataError:
+        return
+    again = JSON.to_connect("t", JSON.from_connect("t", got_schema, value))
+    assert again == (got_schema, value)
