@@ -619,9 +619,9 @@ def test_the_nodes_worker_is_restarted_when_it_dies(connect: NodeWorker, tmp_pat
 
 
 def test_unusable_settings_refuse_the_start(tmp_path: Path) -> None:
-    """A connect.listeners port in use, a bad connect.config.file: the node
-    refuses to start in one line; `connect serve` refuses settings its clients cannot
-    honour."""
+    """A connect.listeners port in use: the node refuses to start in one line (the other
+    refusals: tests/unit/cli/test_connect_service.py); `connect serve` refuses security
+    settings its clients cannot honour."""
     env = {**os.environ, "PYTHONUNBUFFERED": "1"}
 
     def serve(*sets: str) -> subprocess.CompletedProcess[str]:
@@ -638,12 +638,6 @@ def test_unusable_settings_refuse_the_start(tmp_path: Path) -> None:
     assert result.returncode == 2, result.stderr
     assert len(result.stderr.strip().splitlines()) == 1, result.stderr
     assert "connect.listeners" in result.stderr and "in use" in result.stderr
-    props = tmp_path / "worker.properties"
-    props.write_text("value.converter=com.example.NoSuchConverter\n")
-    result = serve(f"connect.listeners=http://127.0.0.1:{free_port()}",
-                   f"connect.config.file={props}")
-    assert result.returncode == 2, result.stderr
-    assert "connect.config.file" in result.stderr and "NoSuchConverter" in result.stderr
 
     refused = subprocess.run([*ODRADEK, "connect", "serve", "-b", "127.0.0.1:1",
                               "-X", "security.protocol=SASL_SSL",
