@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import re
 import subprocess
 import sys
 import time
@@ -16,12 +17,67 @@ from typing import Any, TypeVar
 
 import pytest
 
-from tests.support.broker import free_port
+from tests.support.broker import BrokerProcess, free_port
 
 T = TypeVar("T")
 
 
-class ConnectProcess:
+class ConnectApi:
+    """Calls to a worker's REST API."""
+
+    port: int
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def log(self) -> str:
+        return ""
+
+    def call(self, method: str, path: str, body: Any = None,
+             raw: bytes | None = None) -> tuple[int, Any]:
+        data = raw if raw is not None else (None if body is None else json.dumps(body).encode())
+        req = urllib.request.Request(self.url + path, data=data, method=method,
+                                     headers={"Content-Type": "application/json",
+                                              "Accept": "application/json"})
+        try:
+            with urllib.request.urlopen(req, timeout=60) as resp:
+                text = resp.read()
+                return resp.status, json.loads(text) if text else None
+        except urllib.error.HTTPError as exc:
+            text = exc.read()
+            try:
+                return exc.code, json.loads(text)
+            except ValueError:
+                return exc.code, text.decode(errors="replace")
+
+    def answers(self) -> bool:
+        with contextlib.suppress(OSError, urllib.error.URLError):
+            return self.call("GET", "/")[0] == 200
+        return False
+
+
+class NodeWorker(ConnectApi):
+    """The worker an `odradek serve` node runs as its child (`connect.listeners`)."""
+
+    def __init__(self, node: BrokerProcess, port: int) -> None:
+        self.node = node
+        self.port = port
+
+    def log(self) -> str:
+        return self.node.log()
+
+    def pids(self) -> list[int]:
+        """The worker children the node started, in order (node_services logs each)."""
+        return [int(p) for p in re.findall(r"the Connect worker on \S+ \(pid (\d+)\)",
+                                           self.node.log_path.read_text(errors="replace"))]
+
+    def start(self, timeout: float = 120.0) -> NodeWorker:
+        wait_for("the node's Connect worker", self.answers, timeout, self.log)
+        return self
+
+
+class ConnectProcess(ConnectApi):
     def __init__(self, bootstrap: str, workdir: Path, extra: list[str] | None = None) -> None:
         self.bootstrap = bootstrap
         self.port = free_port()
@@ -29,10 +85,6 @@ class ConnectProcess:
         self.log_path = workdir / f"connect-{self.port}.log"
         self.extra = extra or []
         self.proc: subprocess.Popen[bytes] | None = None
-
-    @property
-    def url(self) -> str:
-        return f"http://127.0.0.1:{self.port}"
 
     def start(self, timeout: float = 120.0) -> ConnectProcess:
         log = open(self.log_path, "ab")  # noqa: SIM115 - handed to the child process
@@ -63,23 +115,6 @@ class ConnectProcess:
             except subprocess.TimeoutExpired:
                 self.proc.kill()
                 self.proc.wait()
-
-    def call(self, method: str, path: str, body: Any = None,
-             raw: bytes | None = None) -> tuple[int, Any]:
-        data = raw if raw is not None else (None if body is None else json.dumps(body).encode())
-        req = urllib.request.Request(self.url + path, data=data, method=method,
-                                     headers={"Content-Type": "application/json",
-                                              "Accept": "application/json"})
-        try:
-            with urllib.request.urlopen(req, timeout=60) as resp:
-                text = resp.read()
-                return resp.status, json.loads(text) if text else None
-        except urllib.error.HTTPError as exc:
-            text = exc.read()
-            try:
-                return exc.code, json.loads(text)
-            except ValueError:
-                return exc.code, text.decode(errors="replace")
 
 
 def wait_for(what: str, probe: Callable[[], T | None], timeout: float = 180.0,

@@ -1,14 +1,21 @@
-"""Issue 19: `odradek connect serve` against a real node: Kafka Connect's REST API (status
-codes and error bodies), its three topics in Kafka's record formats, and connectors running
-as Spark queries that move data end to end (FileStreamSource -> topic -> FileStreamSink and
-the Parquet lake sink), resuming from connect-offsets after a pause and a restart.
+"""Issue 19: a Connect worker against a real node: Kafka Connect's REST API (status codes and
+error bodies), its three topics in Kafka's record formats, and connectors running as Spark
+queries that move data end to end (FileStreamSource -> topic -> FileStreamSink and the
+Parquet lake sink), resuming from connect-offsets after a pause and a restart.
 
-One node and one worker (one SparkSession inside it) for the whole module.
+One node for the whole module, running its worker itself (`connect.listeners`: one
+SparkSession inside that child); a second worker (`odradek connect serve`) joins the group
+over the node's SASL_PLAINTEXT listener with --command-config.
 """
 
 from __future__ import annotations
 
 import json
+import os
+import signal
+import socket
+import subprocess
+import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -16,8 +23,9 @@ from typing import Any
 import pytest
 
 from tests.integration.cli_support import odradek, ok
-from tests.integration.connect_support import ConnectProcess, wait_for
-from tests.support.broker import BrokerProcess
+from tests.integration.connect_support import ConnectApi, ConnectProcess, NodeWorker, wait_for
+from tests.support.broker import ODRADEK, BrokerProcess, free_port
+from tests.support.postgres import PostgresServer, running_postgres
 
 pytestmark = pytest.mark.timeout(900)  # Spark starting on a loaded 2-core machine
 
@@ -27,15 +35,52 @@ SINK = "org.apache.kafka.connect.file.FileStreamSinkConnector"
 GROUP_TIMEOUTS = ["--set", "session.timeout.ms=6000", "--set", "heartbeat.interval.ms=1000"]
 
 
+SASL_USER, SASL_PASSWORD = "connect", "connect-secret"
+JAAS = ('org.apache.kafka.common.security.plain.PlainLoginModule required '
+        f'username="{SASL_USER}" password="{SASL_PASSWORD}";')
+
+
 @pytest.fixture(scope="module")
-def connect(shared_broker: BrokerProcess,
-            tmp_path_factory: pytest.TempPathFactory) -> Iterator[ConnectProcess]:
-    worker = ConnectProcess(shared_broker.bootstrap, tmp_path_factory.mktemp("connect"),
-                            extra=GROUP_TIMEOUTS).start()
+def worker_port() -> int:
+    return free_port()
+
+
+@pytest.fixture(scope="module")
+def sasl_port() -> int:
+    return free_port()
+
+
+@pytest.fixture(scope="module")
+def registry_url() -> str:
+    return f"http://127.0.0.1:{free_port()}"
+
+
+@pytest.fixture(scope="module")
+def shared_broker(tmp_path_factory: pytest.TempPathFactory, worker_port: int,
+                  sasl_port: int, registry_url: str) -> Iterator[BrokerProcess]:
+    """The module's node: PLAINTEXT and SASL_PLAINTEXT (PLAIN) listeners, its Schema
+    Registry, and a Connect worker of its own on `connect.listeners`."""
+    data = tmp_path_factory.mktemp("connect-node") / "data"
+    port = free_port()
+    node = BrokerProcess(data, port=port, settings={
+        "listeners": f"PLAINTEXT://127.0.0.1:{port},SASL_PLAINTEXT://127.0.0.1:{sasl_port}",
+        "sasl.enabled.mechanisms": "PLAIN",
+        "listener.name.sasl_plaintext.plain.sasl.jaas.config":
+            "org.apache.kafka.common.security.plain.PlainLoginModule required "
+            f'user_{SASL_USER}="{SASL_PASSWORD}";',
+        "connect.listeners": f"http://127.0.0.1:{worker_port}",
+        "schema.registry.listeners": registry_url,
+        "connect.spark.master": "local[1]"})
+    node.start(timeout=120)
     try:
-        yield worker
+        yield node
     finally:
-        worker.stop()
+        node.stop()
+
+
+@pytest.fixture(scope="module")
+def connect(shared_broker: BrokerProcess, worker_port: int) -> NodeWorker:
+    return NodeWorker(shared_broker, worker_port).start()
 
 
 def read_topic(bootstrap: str, topic: str) -> list[tuple[bytes | None, bytes | None]]:
@@ -77,7 +122,7 @@ def latest(records: list[tuple[bytes | None, bytes | None]]) -> dict[str, Any]:
     return view
 
 
-def state_of(connect: ConnectProcess, name: str) -> tuple[str, list[str]] | None:
+def state_of(connect: ConnectApi, name: str) -> tuple[str, list[str]] | None:
     code, body = connect.call("GET", f"/connectors/{name}/status")
     if code != 200:
         return None
@@ -89,13 +134,14 @@ def lines(path: Path) -> list[str]:
 
 
 # ---- the REST API without running anything ---------------------------------------------------
-def test_root_plugins_and_validation(connect: ConnectProcess) -> None:
+def test_root_plugins_and_validation(connect: NodeWorker) -> None:
     code, root = connect.call("GET", "/")
     assert code == 200 and root["version"] and root["kafka_cluster_id"]
     code, plugins = connect.call("GET", "/connector-plugins")
     assert code == 200
     assert {p["class"]: p["type"] for p in plugins} == {
-        SOURCE: "source", SINK: "sink", "odradek.connect.lake.LakeSinkConnector": "sink"}
+        SOURCE: "source", SINK: "sink", "odradek.connect.lake.LakeSinkConnector": "sink",
+        "io.confluent.connect.jdbc.JdbcSinkConnector": "sink"}
     code, defs = connect.call("GET", "/connector-plugins/FileStreamSource/config")
     assert code == 200 and {"file", "topic", "batch.size", "tasks.max"} <= {d["name"] for d in defs}
 
@@ -121,7 +167,7 @@ def test_root_plugins_and_validation(connect: ConnectProcess) -> None:
     assert code == 400 and body["error_code"] == 400
 
 
-def test_errors_have_connects_shape(connect: ConnectProcess, tmp_path: Path) -> None:
+def test_errors_have_connects_shape(connect: NodeWorker, tmp_path: Path) -> None:
     for method, path in (("GET", "/connectors/nope"), ("GET", "/connectors/nope/config"),
                          ("GET", "/connectors/nope/status"), ("GET", "/connectors/nope/tasks"),
                          ("GET", "/connectors/nope/offsets"), ("PUT", "/connectors/nope/pause"),
@@ -147,6 +193,15 @@ def test_errors_have_connects_shape(connect: ConnectProcess, tmp_path: Path) -> 
     assert code == 400 and body["message"] == ("Connector name configuration (b) doesn't match "
                                                "connector name in the URL (a)")
     assert connect.call("GET", "/connectors/bad")[0] == 404
+    code, body = connect.call("POST", "/connectors", {"name": "bad", "config": {
+        "connector.class": "FileStreamSink", "file": "/x", "topics": "t",
+        "value.converter": "com.example.NoSuchConverter"}})
+    assert (code, body) == (400, {"error_code": 400, "message": (
+        "Connector configuration is invalid and contains the following 1 error(s):\n"
+        "value.converter: Invalid value com.example.NoSuchConverter for configuration "
+        "value.converter: Class com.example.NoSuchConverter could not be found.\n"
+        "You can also find the above list of errors at the endpoint "
+        "`/connector-plugins/{connectorType}/config/validate`")})
     # Bodies of the wrong shape are refused with 400, and the worker stays up.
     for method, path, raw in (("POST", "/connectors", b"[1]"),
                               ("POST", "/connectors", b'{"name": "x", "config": "text"}'),
@@ -160,7 +215,7 @@ def test_errors_have_connects_shape(connect: ConnectProcess, tmp_path: Path) -> 
     assert connect.call("GET", "/")[0] == 200
 
 
-def test_stopped_connector_offsets_kip875(connect: ConnectProcess, tmp_path: Path,
+def test_stopped_connector_offsets_kip875(connect: NodeWorker, tmp_path: Path,
                                           shared_broker: BrokerProcess) -> None:
     """Created STOPPED, nothing runs; its offsets are written and reset through the API and
     land in connect-offsets in Kafka's shape; the config topic holds Kafka's records."""
@@ -218,7 +273,7 @@ def test_stopped_connector_offsets_kip875(connect: ConnectProcess, tmp_path: Pat
 
 
 # ---- connectors moving data through Spark ----------------------------------------------------
-def test_file_source_to_file_and_parquet_sinks(connect: ConnectProcess, tmp_path: Path,
+def test_file_source_to_file_and_parquet_sinks(connect: NodeWorker, tmp_path: Path,
                                                shared_broker: BrokerProcess) -> None:
     source, sink, lake = tmp_path / "test.txt", tmp_path / "test.sink.txt", tmp_path / "lake"
     source.write_text("zero\none\ntwo\n")
@@ -306,9 +361,187 @@ def test_file_source_to_file_and_parquet_sinks(connect: ConnectProcess, tmp_path
         assert connect.call("DELETE", f"/connectors/{name}") == (204, None)
 
 
+# ---- converters, transforms and the dead letter queue ----------------------------------------
+def test_avro_transforms_and_dead_letter_queue(connect: NodeWorker, tmp_path: Path,
+                                               shared_broker: BrokerProcess,
+                                               registry_url: str) -> None:
+    """A FileStreamSource whose lines are hoisted into a struct, given a field and written
+    as Avro through the node's registry; a FileStreamSink reading them back with the Avro
+    converter through a chain (Filter on tombstones, MaskField, InsertField, ReplaceField);
+    a record that is not Avro goes to the DLQ with its headers and Kafka's context headers,
+    and the connector keeps running."""
+    T = "org.apache.kafka.connect.transforms."
+    source, sink = tmp_path / "orders.txt", tmp_path / "orders.sink.txt"
+    source.write_text("foo\nbar\n")
+    avro = {"value.converter": "io.confluent.connect.avro.AvroConverter",
+            "value.converter.schema.registry.url": registry_url}
+    code, body = connect.call("POST", "/connectors", {"name": "orders-src", "config": {
+        "connector.class": "FileStreamSource", "file": str(source), "topic": "orders", **avro,
+        "transforms": "MakeMap,InsertSource",
+        "transforms.MakeMap.type": T + "HoistField$Value", "transforms.MakeMap.field": "line",
+        "transforms.InsertSource.type": T + "InsertField$Value",
+        "transforms.InsertSource.static.field": "origin",
+        "transforms.InsertSource.static.value": "file"}})
+    assert code == 201, body
+    code, body = connect.call("POST", "/connectors", {"name": "orders-sink", "config": {
+        "connector.class": "FileStreamSink", "file": str(sink), "topics": "orders", **avro,
+        "key.converter": "org.apache.kafka.connect.storage.StringConverter",
+        "errors.tolerance": "all", "errors.deadletterqueue.topic.name": "orders-dlq",
+        "errors.deadletterqueue.topic.replication.factor": "1",
+        "errors.deadletterqueue.context.headers.enable": "true", "errors.log.enable": "true",
+        "transforms": "dropDeletes,mask,where,rename",
+        "transforms.dropDeletes.type": T + "Filter",
+        "transforms.dropDeletes.predicate": "isTombstone",
+        "transforms.mask.type": T + "MaskField$Value", "transforms.mask.fields": "origin",
+        "transforms.mask.replacement": "****",
+        "transforms.where.type": T + "InsertField$Value",
+        "transforms.where.topic.field": "topic", "transforms.where.offset.field": "offset",
+        "transforms.rename.type": T + "ReplaceField$Value",
+        "transforms.rename.renames": "line:text",
+        "predicates": "isTombstone",
+        "predicates.isTombstone.type": T + "predicates.RecordIsTombstone"}})
+    assert code == 201, body
+
+    def sunk() -> list[dict[str, Any]]:
+        return [json.loads(line) for line in lines(sink)]
+
+    expect = [{"text": "foo", "origin": "****", "topic": "orders", "offset": 0},
+              {"text": "bar", "origin": "****", "topic": "orders", "offset": 1}]
+    wait_for("the Avro records through the chain", lambda: sunk() == expect, timeout=300,
+             log=connect.log)
+    with urllib.request.urlopen(f"{registry_url}/subjects", timeout=30) as resp:
+        assert "orders-value" in json.loads(resp.read())
+
+    from odradek.client import producer
+
+    p = producer(shared_broker.bootstrap)
+    p.produce("orders", key=b"k", value=b"not avro", headers=[("trace", b"t-1")])
+    p.produce("orders", key=b"gone", value=None)  # a tombstone: filtered, not an error
+    assert p.flush(30) == 0
+    with source.open("a") as out:
+        out.write("baz\n")
+    wait_for("a record after the bad one", lambda: sunk() == [
+        *expect, {"text": "baz", "origin": "****", "topic": "orders", "offset": 4}],
+        log=connect.log)
+    assert state_of(connect, "orders-sink") == ("RUNNING", ["RUNNING"])
+
+    from confluent_kafka import TopicPartition
+
+    from odradek.client import consumer
+
+    c = consumer(shared_broker.bootstrap)
+    try:
+        c.assign([TopicPartition("orders-dlq", 0, 0)])
+        msg = wait_for("the dead letter", lambda: c.poll(1), log=connect.log)
+    finally:
+        c.close()
+    assert (msg.key(), msg.value()) == (b"k", b"not avro")
+    headers = dict(msg.headers())
+    assert headers["trace"] == b"t-1"
+    assert {k: headers[k] for k in (
+        "__connect.errors.topic", "__connect.errors.partition", "__connect.errors.offset",
+        "__connect.errors.connector.name", "__connect.errors.task.id",
+        "__connect.errors.stage", "__connect.errors.class.name",
+        "__connect.errors.exception.class.name", "__connect.errors.exception.message")} == {
+        "__connect.errors.topic": b"orders", "__connect.errors.partition": b"0",
+        "__connect.errors.offset": b"2", "__connect.errors.connector.name": b"orders-sink",
+        "__connect.errors.task.id": b"0", "__connect.errors.stage": b"VALUE_CONVERTER",
+        "__connect.errors.class.name": b"io.confluent.connect.avro.AvroConverter",
+        "__connect.errors.exception.class.name":
+            b"org.apache.kafka.connect.errors.DataException",
+        "__connect.errors.exception.message": b"Unknown magic byte!"}
+    assert b"Unknown magic byte!" in headers["__connect.errors.exception.stacktrace"]
+    for name in ("orders-src", "orders-sink"):
+        assert connect.call("DELETE", f"/connectors/{name}") == (204, None)
+
+
+# ---- the JDBC sink into PostgreSQL -----------------------------------------------------------
+@pytest.fixture(scope="module")
+def postgres() -> Iterator[PostgresServer]:
+    with running_postgres() as server:
+        yield server
+
+
+def json_record(schema: dict[str, Any], payload: Any) -> bytes | None:
+    """What JsonConverter with schemas writes (the worker's default converter)."""
+    if payload is None:
+        return None
+    return json.dumps({"schema": schema, "payload": payload}).encode()
+
+
+def test_jdbc_sink_upserts_and_deletes_into_postgres(connect: NodeWorker,
+                                                     shared_broker: BrokerProcess,
+                                                     postgres: PostgresServer) -> None:
+    """Confluent's JdbcSinkConnector config, word for word: upserts keyed by the record key,
+    tombstones deleting rows, the table created from the value's schema."""
+    import psycopg
+
+    dsn = postgres.create_database("connect_sink")
+    key_schema = {"type": "struct", "optional": False,
+                  "fields": [{"type": "int32", "optional": False, "field": "id"}]}
+    value_schema = {"type": "struct", "optional": False, "name": "customer", "fields": [
+        {"type": "int32", "optional": False, "field": "id"},
+        {"type": "string", "optional": False, "field": "name"},
+        {"type": "string", "optional": True, "field": "email"},
+        {"type": "bytes", "optional": True, "field": "balance",
+         "name": "org.apache.kafka.connect.data.Decimal", "version": 1,
+         "parameters": {"scale": "2"}}]}
+    changes = [(1, {"id": 1, "name": "ann", "email": None, "balance": "AMg="}),  # 2.00
+               (2, {"id": 2, "name": "bob", "email": "b@x", "balance": None}),
+               (3, {"id": 3, "name": "cy", "email": None, "balance": None}),
+               (2, {"id": 2, "name": "bobby", "email": "b@y", "balance": None}),
+               (3, None),
+               (4, {"id": 4, "name": "dee", "email": None, "balance": None})]
+    from odradek.client import producer
+
+    p = producer(shared_broker.bootstrap)
+    for key, value in changes:
+        p.produce("customers", key=json_record(key_schema, {"id": key}),
+                  value=json_record(value_schema, value))
+    assert p.flush(30) == 0
+    code, body = connect.call("POST", "/connectors", {"name": "jdbc", "config": {
+        "connector.class": "io.confluent.connect.jdbc.JdbcSinkConnector", "tasks.max": "1",
+        "topics": "customers",
+        "connection.url": f"jdbc:postgresql://127.0.0.1:{postgres.port}/connect_sink",
+        "connection.user": "postgres", "insert.mode": "upsert", "pk.mode": "record_key",
+        "pk.fields": "id", "delete.enabled": "true", "auto.create": "true",
+        "table.name.format": "kafka_${topic}"}})
+    assert code == 201, body
+
+    def table() -> list[tuple[Any, ...]] | None:
+        try:
+            with psycopg.connect(dsn) as conn:
+                return conn.execute('SELECT id, name, email, balance FROM "kafka_customers" '
+                                    "ORDER BY id").fetchall()
+        except psycopg.errors.UndefinedTable:
+            return None
+
+    import decimal
+
+    want = [(1, "ann", None, decimal.Decimal("2.00")), (2, "bobby", "b@y", None),
+            (4, "dee", None, None)]
+    wait_for("the table equal to the changes", lambda: table() == want, timeout=300,
+             log=connect.log)
+    with psycopg.connect(dsn) as conn:
+        columns = conn.execute(
+            "SELECT column_name, data_type, is_nullable FROM information_schema.columns "
+            "WHERE table_name = 'kafka_customers' ORDER BY ordinal_position").fetchall()
+    assert columns == [("id", "integer", "NO"), ("name", "text", "NO"),
+                       ("email", "text", "YES"), ("balance", "numeric", "YES")]
+    assert state_of(connect, "jdbc") == ("RUNNING", ["RUNNING"])
+    # bad configs refused with the connector's own words
+    code, body = connect.call("PUT", "/connector-plugins/JdbcSink/config/validate", {
+        "connector.class": "JdbcSink", "name": "x", "topics": "t", "delete.enabled": "true",
+        "connection.url": "jdbc:mysql://h/db"})
+    errors = {c["value"]["name"]: c["value"]["errors"] for c in body["configs"]}
+    assert errors["delete.enabled"] == ["Deletes are only supported for pk.mode record_key"]
+    assert "only jdbc:postgresql://" in errors["connection.url"][0]
+    assert connect.call("DELETE", "/connectors/jdbc") == (204, None)
+
+
 # ---- several workers in one group ------------------------------------------------------------
-def test_two_workers_share_connectors_and_take_over(connect: ConnectProcess, tmp_path: Path,
-                                                    shared_broker: BrokerProcess) -> None:
+def test_two_workers_share_connectors_and_take_over(connect: NodeWorker, tmp_path: Path,
+                                                    sasl_port: int) -> None:
     """A second worker in the group gets connectors through JoinGroup/SyncGroup; killed with
     SIGKILL, its connectors come back to the first once its session lapses. Connectors are
     created STOPPED: their owner reports them (status worker_id) without starting Spark."""
@@ -331,7 +564,14 @@ def test_two_workers_share_connectors_and_take_over(connect: ConnectProcess, tmp
     first = f"127.0.0.1:{connect.port}"
     wait_for("the first worker owning all", lambda: set(owners().values()) == {first},
              log=connect.log)
-    second = ConnectProcess(shared_broker.bootstrap, tmp_path, extra=GROUP_TIMEOUTS).start()
+    # The second worker reaches the node only through its SASL listener, with Kafka's client
+    # settings in a --command-config file: its topics' clients and its group connection
+    # authenticate (a plaintext client there would be refused).
+    settings = tmp_path / "client.properties"
+    settings.write_text(f"security.protocol=SASL_PLAINTEXT\nsasl.mechanism=PLAIN\n"
+                        f"sasl.jaas.config={JAAS}\n")
+    second = ConnectProcess(f"127.0.0.1:{sasl_port}", tmp_path,
+                            extra=[*GROUP_TIMEOUTS, "--command-config", str(settings)]).start()
     try:
         other = f"127.0.0.1:{second.port}"
 
@@ -353,3 +593,54 @@ def test_two_workers_share_connectors_and_take_over(connect: ConnectProcess, tmp
         second.stop()
     for name in names:
         assert connect.call("DELETE", f"/connectors/{name}") == (204, None)
+
+
+# ---- the node's worker (connect.listeners) ---------------------------------------------------
+def test_the_nodes_worker_is_restarted_when_it_dies(connect: NodeWorker, tmp_path: Path) -> None:
+    """kill -9 of the worker child: the node starts another on the same listener, which
+    reads its state back from the topics."""
+    code, _ = connect.call("POST", "/connectors", {"name": "kept", "initial_state": "STOPPED",
+                                                   "config": {"connector.class": "FileStreamSink",
+                                                              "file": str(tmp_path / "k"),
+                                                              "topics": "quick"}})
+    assert code == 201
+    wait_for("kept STOPPED", lambda: state_of(connect, "kept") == ("STOPPED", []),
+             log=connect.log)
+    first = connect.pids()
+    assert len(first) == 1
+    os.kill(first[0], signal.SIGKILL)
+    wait_for("a second worker child", lambda: len(connect.pids()) == 2, log=connect.log)
+    wait_for("the new worker answering with the connector",
+             lambda: connect.answers() and connect.call("GET", "/connectors") == (200, ["kept"]),
+             log=connect.log)
+    wait_for("kept STOPPED on the new worker",
+             lambda: state_of(connect, "kept") == ("STOPPED", []), log=connect.log)
+    assert connect.call("DELETE", "/connectors/kept") == (204, None)
+
+
+def test_unusable_settings_refuse_the_start(tmp_path: Path) -> None:
+    """A connect.listeners port in use: the node refuses to start in one line (the other
+    refusals: tests/unit/cli/test_connect_service.py); `connect serve` refuses security
+    settings its clients cannot honour."""
+    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+
+    def serve(*sets: str) -> subprocess.CompletedProcess[str]:
+        args = [a for item in ("schema.registry.listeners=", "console.listeners=",
+                               f"listeners=PLAINTEXT://127.0.0.1:{free_port()}", *sets)
+                for a in ("--set", item)]
+        return subprocess.run([*ODRADEK, "serve", "--data-dir", str(tmp_path / "d"), *args],
+                              capture_output=True, text=True, timeout=60, env=env)
+
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen(1)
+        result = serve(f"connect.listeners=http://127.0.0.1:{taken.getsockname()[1]}")
+    assert result.returncode == 2, result.stderr
+    assert len(result.stderr.strip().splitlines()) == 1, result.stderr
+    assert "connect.listeners" in result.stderr and "in use" in result.stderr
+
+    refused = subprocess.run([*ODRADEK, "connect", "serve", "-b", "127.0.0.1:1",
+                              "-X", "security.protocol=SASL_SSL",
+                              "-X", "sasl.mechanism=GSSAPI"],
+                             capture_output=True, text=True, timeout=60, env=env)
+    assert refused.returncode == 2 and "SASL PLAIN, SCRAM" in refused.stderr, refused.stderr

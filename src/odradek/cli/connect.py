@@ -14,6 +14,7 @@ from pathlib import Path
 
 import typer
 
+from odradek.cli.common import ClientConfigOption, CommandConfigOption
 from odradek.cli.connect_client import register
 
 app = typer.Typer(help="Kafka Connect: connectors as Spark Structured Streaming queries.",
@@ -37,11 +38,22 @@ def serve(
     state_dir: Path | None = typer.Option(None, "--state-dir", metavar="DIR",
                                           help="Where the queries' scratch checkpoints go "
                                                "(default: a temporary directory)."),
+    client_config: list[str] = ClientConfigOption,
+    command_config: Path | None = CommandConfigOption,
+    inherit_fds: str = typer.Option("", "--inherit-fds", hidden=True,
+                                    help="Listening sockets bound by `odradek serve`, one per "
+                                         "listener, in order."),
 ) -> None:
-    """Serve the Connect REST API and run connectors until SIGTERM or Ctrl-C."""
+    """Serve the Connect REST API and run connectors until SIGTERM or Ctrl-C.
+
+    -X and --command-config (Kafka's client settings: security.protocol, sasl.jaas.config,
+    ssl.truststore.location, ...) go to every client the worker makes: its topics, its group
+    membership, the sinks' consumer groups and every connector's Spark query."""
     import logging
 
+    from odradek.cli.common import client_overrides
     from odradek.client import parse_key_values, resolve_bootstrap
+    from odradek.connect.cluster import Cluster
     from odradek.connect.server import parse_listener, read_properties, run, worker_config
 
     logging.basicConfig(level=logging.INFO,
@@ -53,6 +65,8 @@ def serve(
         for item in listeners.split(","):
             parse_listener(item)
         worker_config(overrides)
+        client = {k: str(v) for k, v in client_overrides(client_config, command_config).items()}
+        Cluster("", client).native_security()  # the group's connection must honour them
     except ValueError as exc:
         typer.echo(f"odradek connect serve: {exc}", err=True)
         raise typer.Exit(2) from None
@@ -72,8 +86,9 @@ def serve(
 
     if state_dir is not None:
         state_dir.mkdir(parents=True, exist_ok=True)
+    fds = [int(fd) for fd in inherit_fds.split(",") if fd.strip()]
     raise typer.Exit(run(resolve_bootstrap(bootstrap), session, listeners, overrides,
-                         state_dir))
+                         state_dir, client, fds))
 
 
 register(app)  # the client commands: list, status, create, ... (connect_client)

@@ -68,17 +68,18 @@ def serve(
 
     Beside it run the Schema Registry (schema.registry.listeners, default
     http://127.0.0.1:8081; --set schema.registry.listeners= turns it off) and the web
-    console (console.listeners, default http://127.0.0.1:8080; empty turns it off).
+    console (console.listeners, default http://127.0.0.1:8080; empty turns it off), and a
+    Kafka Connect worker when connect.listeners is set (off by default).
 
     Every config key --set and --config take: `odradek config list --broker`.
     The data directory is locked (<data-dir>/.lock) for as long as the node runs. A start
     that is refused (bad config, directory in use, port taken) prints one line and exits 2.
     """
     from odradek.broker.node import run_node
-    from odradek.cli.node_services import node_services
+    from odradek.cli.connect_service import serve_services  # node_services + connect.listeners
 
     raise typer.Exit(run_node(data_dir=data_dir, config_file=config, overrides=set_,
-                              log_file=log_file, services=node_services))
+                              log_file=log_file, services=serve_services))
 
 
 app.add_typer(topic_cmd.app, name="topic")

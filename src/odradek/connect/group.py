@@ -49,8 +49,9 @@ class GroupMember:
                  on_assign: Callable[[gp.Assignment], None], on_revoke: Callable[[], None],
                  owners: Callable[[], dict[str, str]] = dict,
                  session_timeout_ms: int = 10_000, rebalance_timeout_ms: int = 60_000,
-                 heartbeat_interval_ms: int = 3_000) -> None:
+                 heartbeat_interval_ms: int = 3_000, security: Any = None) -> None:
         self.bootstrap = bootstrap
+        self.security = security  # the native connection's TLS/SASL (None: plaintext)
         self.group_id = group_id
         self.url = url
         self.view = view
@@ -149,7 +150,8 @@ class GroupMember:
         last: Exception | None = None
         for host, port in servers(self.bootstrap):
             try:
-                conn = Connection(host, port, f"connect-{self.url}", 30.0, 16 << 20)
+                conn = Connection(host, port, f"connect-{self.url}", 30.0, 16 << 20,
+                                  self.security)
             except OSError as exc:
                 last = exc
                 continue
@@ -162,7 +164,8 @@ class GroupMember:
             code = int(found.error_code.value)
             if code:
                 raise GroupError(code, "FindCoordinator")
-            return Connection(found.host, int(found.port), f"connect-{self.url}", 30.0, 16 << 20)
+            return Connection(found.host, int(found.port), f"connect-{self.url}", 30.0,
+                              16 << 20, self.security)
         raise ConnectionError(f"no bootstrap server reachable: {last}")
 
     def _join_and_sync(self) -> bool:

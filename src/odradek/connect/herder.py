@@ -10,6 +10,7 @@ from typing import Any
 
 from odradek import __version__ as odradek_version
 from odradek.connect import records, sink_offsets
+from odradek.connect.cluster import Cluster
 from odradek.connect.errors import ConnectError, bad_request, conflict, not_found
 from odradek.connect.plugins import Plugins
 from odradek.connect.store import ConnectStore
@@ -18,11 +19,11 @@ INITIAL_STATES = {"RUNNING": "STARTED", "PAUSED": "PAUSED", "STOPPED": "STOPPED"
 
 
 class Herder:
-    def __init__(self, store: ConnectStore, plugins: Plugins, bootstrap: str,
+    def __init__(self, store: ConnectStore, plugins: Plugins, cluster: Cluster,
                  wake: Callable[[], None] = lambda: None) -> None:
         self.store = store
         self.plugins = plugins
-        self.bootstrap = bootstrap
+        self.cluster = cluster
         self.wake = wake
 
     # ---- reads ------------------------------------------------------------------------------
@@ -189,7 +190,7 @@ class Herder:
     def offsets(self, name: str) -> dict[str, Any]:
         config = self._config(name)
         if self._type(config) == "sink":
-            return {"offsets": sink_offsets.as_rest(sink_offsets.read(self.bootstrap, name))}
+            return {"offsets": sink_offsets.as_rest(sink_offsets.read(self.cluster, name))}
         return {"offsets": [{"partition": p, "offset": o}
                             for p, o in self.store.snapshot_offsets(name)]}
 
@@ -222,9 +223,9 @@ class Herder:
                 raise bad_request(str(exc)) from None
             if len(parsed) != len(entries):
                 raise bad_request("Each entry of 'offsets' must be a JSON object")
-            sink_offsets.write(self.bootstrap, name, _nested(
+            sink_offsets.write(self.cluster, name, _nested(
                 [(t, p, o) for t, p, o in parsed if o is not None]))
-            sink_offsets.delete(self.bootstrap, name,
+            sink_offsets.delete(self.cluster, name,
                                 [(t, p) for t, p, o in parsed if o is None])
         else:
             items = []
@@ -244,7 +245,7 @@ class Herder:
     def reset_offsets(self, name: str) -> dict[str, str]:
         config = self._must_be_stopped(name)
         if self._type(config) == "sink":
-            sink_offsets.reset(self.bootstrap, name)
+            sink_offsets.reset(self.cluster, name)
         else:
             self.store.write_offsets(name, [(p, None) for p, _ in self.store.snapshot_offsets(name)])
         return {"message": "The offsets for this connector have been reset successfully"}

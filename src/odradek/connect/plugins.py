@@ -14,7 +14,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from odradek.connect import converters
+from odradek.connect import converters, transforms
+from odradek.connect.cluster import Cluster
 from odradek.connect.configdef import Field, Validation, as_list
 
 if TYPE_CHECKING:
@@ -22,10 +23,11 @@ if TYPE_CHECKING:
     from pyspark.sql.streaming import StreamingQuery
 
 
-def _converter_check(raw: str, config: Mapping[str, str]) -> list[str]:
-    if raw not in converters.KNOWN:
-        return [f"Invalid value {raw} for configuration: Class {raw} could not be found."]
-    return []
+def _converter_check(which: str) -> Any:
+    def check(raw: str, config: Mapping[str, str]) -> list[str]:
+        return converters.class_errors(which, config, {})
+
+    return check
 
 
 def _name_check(raw: str, config: Mapping[str, str]) -> list[str]:
@@ -45,17 +47,27 @@ COMMON = (
           "Maximum number of tasks to use for this connector (the Spark query's parallelism).",
           at_least=1),
     Field("key.converter", "CLASS", converters.JSON, "LOW",
-          "Converter class for the keys of records.", check=_converter_check),
+          "Converter class for the keys of records (else the worker's).",
+          check=lambda raw, c: _converter_check("key.converter")(raw, c)
+          if "key.converter" in c else []),
     Field("value.converter", "CLASS", converters.JSON, "LOW",
-          "Converter class for the values of records.", check=_converter_check),
+          "Converter class for the values of records (else the worker's).",
+          check=lambda raw, c: _converter_check("value.converter")(raw, c)
+          if "value.converter" in c else []),
     Field("transforms", "LIST", "", "LOW",
-          "Aliases for the transformations to be applied to records.",
-          group="Transforms", check=lambda raw, c: (
-              ["Single Message Transforms are not implemented yet; remove 'transforms'"]
-              if as_list(raw) else [])),
+          "Aliases for the transformations to be applied to records.", group="Transforms"),
+    Field("predicates", "LIST", "", "LOW",
+          "Aliases for the predicates used by transformations.", group="Predicates"),
     Field("errors.tolerance", "STRING", "none", "MEDIUM",
           "Behavior for tolerating errors during connector operation: 'none' fails the task "
-          "at the first error.", group="Error Handling", recommended=("none",)),
+          "at the first error, 'all' skips problematic records.", group="Error Handling",
+          recommended=("none", "all")),
+    Field("errors.log.enable", "BOOLEAN", "false", "MEDIUM",
+          "If true, write each error and the details of the failed operation to the log.",
+          group="Error Handling"),
+    Field("errors.log.include.messages", "BOOLEAN", "false", "MEDIUM",
+          "Whether to include in the log the record that caused a failure (its topic, "
+          "partition and offset).", group="Error Handling"),
 )
 
 
@@ -80,11 +92,31 @@ def _regex_check(raw: str, config: Mapping[str, str]) -> list[str]:
     return []
 
 
+def _dlq_check(raw: str, config: Mapping[str, str]) -> list[str]:
+    topic = raw.strip()
+    if not topic:
+        return []
+    regex = config.get("topics.regex", "").strip()
+    if topic in as_list(config.get("topics")) or (regex and re.fullmatch(regex, topic)):
+        return [f"The DLQ topic '{topic}' may not be included in the list of topics "
+                f"('topics.regex' or 'topics') consumed by the connector"]
+    return []
+
+
 SINK = (
     Field("topics", "LIST", "", "HIGH", "List of topics to consume, separated by commas.",
           check=_topics_check),
     Field("topics.regex", "STRING", "", "HIGH",
           "Regular expression giving the topics to consume.", check=_regex_check),
+    Field("errors.deadletterqueue.topic.name", "STRING", "", "MEDIUM",
+          "The topic records that fail are written to (empty: no dead letter queue).",
+          group="Error Handling", check=_dlq_check),
+    Field("errors.deadletterqueue.topic.replication.factor", "SHORT", "3", "MEDIUM",
+          "Replication factor of the dead letter queue topic when it is created.",
+          group="Error Handling"),
+    Field("errors.deadletterqueue.context.headers.enable", "BOOLEAN", "false", "MEDIUM",
+          "If true, add __connect.errors.* headers with the error's context to the dead "
+          "letter queue's records.", group="Error Handling"),
 )
 
 
@@ -94,7 +126,7 @@ class RunContext:
 
     spark: SparkSession
     name: str
-    bootstrap: str
+    cluster: Cluster
     config: dict[str, str]
     worker_config: Mapping[str, str]
     checkpoint: str
@@ -128,7 +160,10 @@ class ConnectorPlugin:
         return base + list(self.fields)
 
     def validate(self, config: Mapping[str, str]) -> Validation:
-        return Validation(self.class_name, self.all_fields(), config, self.extra_errors(config))
+        extra = self.extra_errors(config)
+        for key, messages in transforms.errors(config).items():
+            extra.setdefault(key, []).extend(messages)
+        return Validation(self.class_name, self.all_fields(), config, extra)
 
     def extra_errors(self, config: Mapping[str, str]) -> dict[str, list[str]]:
         return {}

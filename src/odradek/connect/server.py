@@ -15,6 +15,7 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from odradek.connect import converters, records
+from odradek.connect.cluster import Cluster
 from odradek.connect.store import Topics
 from odradek.connect.worker import SessionFactory
 from odradek.service.http import parse_http_listener, serve_http
@@ -86,7 +87,11 @@ def topics_of(config: Mapping[str, str]) -> Topics:
 
 
 def run(bootstrap: str, session: SessionFactory, listeners: str = "http://127.0.0.1:8083",
-        config: Mapping[str, str] | None = None, state_dir: Path | None = None) -> int:
+        config: Mapping[str, str] | None = None, state_dir: Path | None = None,
+        client: Mapping[str, str] | None = None, fds: list[int] | None = None) -> int:
+    """`client`: the TLS/SASL settings (librdkafka's names) of every client the worker and
+    its queries make. `fds`: listening sockets already bound for `listeners`, in order (when
+    `odradek serve` runs the worker as its child)."""
     from odradek.connect.app import build_app
     from odradek.connect.catalog import default_plugins
     from odradek.connect.group import GroupMember
@@ -104,25 +109,28 @@ def run(bootstrap: str, session: SessionFactory, listeners: str = "http://127.0.
     if state_dir is None:
         own_dir = tempfile.TemporaryDirectory(prefix="odradek-connect-")
         state_dir = Path(own_dir.name)
+    cluster = Cluster(bootstrap, dict(client or {}))
+    security = cluster.native_security()  # refused here when the group could not use them
     plugins = default_plugins()
-    store = ConnectStore(bootstrap, topics_of(settings))
-    worker = Worker(store, plugins, bootstrap, worker_id, session, state_dir, settings)
+    store = ConnectStore(cluster, topics_of(settings))
+    worker = Worker(store, plugins, cluster, worker_id, session, state_dir, settings)
     store.on_config = worker.wake
     store.start()
     member = GroupMember(bootstrap, settings["group.id"], f"http://{host}:{port}",
                          worker.config_view, worker.assign, worker.revoke, worker.owners,
                          session_timeout_ms=int(settings["session.timeout.ms"]),
                          rebalance_timeout_ms=int(settings["rebalance.timeout.ms"]),
-                         heartbeat_interval_ms=int(settings["heartbeat.interval.ms"]))
+                         heartbeat_interval_ms=int(settings["heartbeat.interval.ms"]),
+                         security=security)
     worker.member = member
     worker.assigned = set()  # nothing runs before the group assigns it
     worker.start()
     member.start()
-    app = build_app(Herder(store, plugins, bootstrap, worker.wake))
+    app = build_app(Herder(store, plugins, cluster, worker.wake))
     try:
         print(f"connect worker {worker_id} serving on {listeners} over {bootstrap} "
               f"(group.id={settings['group.id']})", flush=True)
-        serve_http(app, endpoints)
+        serve_http(app, endpoints, fds)
     finally:
         member.close()  # leaves the group: the others take its connectors at once
         worker.close()

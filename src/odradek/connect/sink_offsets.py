@@ -10,6 +10,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from odradek.connect.cluster import Cluster
+
 Committed = dict[str, dict[int, int]]
 
 
@@ -17,12 +19,10 @@ def group_of(connector: str) -> str:
     return f"connect-{connector}"
 
 
-def read(bootstrap: str, connector: str, timeout: float = 30.0) -> Committed:
+def read(cluster: Cluster, connector: str, timeout: float = 30.0) -> Committed:
     from confluent_kafka import ConsumerGroupTopicPartitions
 
-    from odradek.client import admin_client
-
-    admin = admin_client(bootstrap)
+    admin = cluster.admin()
     group = group_of(connector)
     future = admin.list_consumer_group_offsets([ConsumerGroupTopicPartitions(group)],
                                                request_timeout=timeout)[group]
@@ -39,14 +39,12 @@ def read(bootstrap: str, connector: str, timeout: float = 30.0) -> Committed:
     return out
 
 
-def write(bootstrap: str, connector: str, offsets: Committed, timeout: float = 30.0) -> None:
+def write(cluster: Cluster, connector: str, offsets: Committed, timeout: float = 30.0) -> None:
     from confluent_kafka import ConsumerGroupTopicPartitions, TopicPartition
-
-    from odradek.client import admin_client
 
     if not offsets:
         return
-    admin = admin_client(bootstrap)
+    admin = cluster.admin()
     group = group_of(connector)
     tps = [TopicPartition(t, p, o) for t, parts in offsets.items() for p, o in parts.items()]
     future = admin.alter_consumer_group_offsets([ConsumerGroupTopicPartitions(group, tps)],
@@ -58,12 +56,10 @@ def write(bootstrap: str, connector: str, offsets: Committed, timeout: float = 3
                            f"{failed[0].error}")
 
 
-def reset(bootstrap: str, connector: str, timeout: float = 30.0) -> None:
+def reset(cluster: Cluster, connector: str, timeout: float = 30.0) -> None:
     """Forget every committed offset (the group goes): the next start reads from the
     beginning, as `auto.offset.reset=earliest` says for Connect's sink consumers."""
-    from odradek.client import admin_client
-
-    admin = admin_client(bootstrap)
+    admin = cluster.admin()
     group = group_of(connector)
     future = admin.delete_consumer_groups([group], request_timeout=timeout)[group]
     try:
@@ -73,15 +69,13 @@ def reset(bootstrap: str, connector: str, timeout: float = 30.0) -> None:
             raise
 
 
-def delete(bootstrap: str, connector: str, partitions: list[tuple[str, int]],
+def delete(cluster: Cluster, connector: str, partitions: list[tuple[str, int]],
            timeout: float = 30.0) -> None:
     from confluent_kafka import ConsumerGroupTopicPartitions, TopicPartition
 
-    from odradek.client import admin_client
-
     if not partitions:
         return
-    admin = admin_client(bootstrap)
+    admin = cluster.admin()
     group = group_of(connector)
     request = ConsumerGroupTopicPartitions(group, [TopicPartition(t, p) for t, p in partitions])
     future = admin.delete_consumer_group_offsets([request], request_timeout=timeout)[group]

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from odradek.connect import records
+from odradek.connect.cluster import Cluster
 from odradek.connect.errors import ConnectError
 from odradek.connect.state import ConfigState, OffsetState, StatusState
 
@@ -38,9 +39,9 @@ class StoreError(Exception):
 
 
 class ConnectStore:
-    def __init__(self, bootstrap: str, topics: Topics = Topics(), timeout: float = 30.0,
+    def __init__(self, cluster: Cluster, topics: Topics = Topics(), timeout: float = 30.0,
                  on_config: Callable[[], None] | None = None) -> None:
-        self.bootstrap = bootstrap
+        self.cluster = cluster
         self.topics = topics
         self.timeout = timeout
         self.on_config = on_config
@@ -62,16 +63,14 @@ class ConnectStore:
     def start(self) -> None:
         from confluent_kafka import OFFSET_BEGINNING, TopicPartition
 
-        from odradek.client import consumer, producer
-
         self._ensure_topics()
         # murmur2_random is the Java client's partitioner: an offset key lands on the same
         # connect-offsets partition a Java worker would put it on.
-        self._producer = producer(self.bootstrap, {
+        self._producer = self.cluster.producer({
             "acks": "all", "enable.idempotence": True, "linger.ms": 0,
             "partitioner": "murmur2_random"})
-        self._consumer = consumer(self.bootstrap, {"enable.partition.eof": False})
-        self._watermarks = consumer(self.bootstrap)
+        self._consumer = self.cluster.consumer({"enable.partition.eof": False})
+        self._watermarks = self.cluster.consumer()
         self._consumer.assign([TopicPartition(t, p, OFFSET_BEGINNING)
                                for t, p in self._partitions])
         self._thread = threading.Thread(target=self._read_loop, name="connect-store",
@@ -92,9 +91,7 @@ class ConnectStore:
     def _ensure_topics(self) -> None:
         from confluent_kafka.admin import ConfigResource, NewTopic
 
-        from odradek.client import admin_client
-
-        admin = admin_client(self.bootstrap)
+        admin = self.cluster.admin()
         meta = admin.list_topics(timeout=self.timeout)
         self.cluster_id = str(getattr(meta, "cluster_id", "") or "")
         wanted = {self.topics.config: (1, "config.storage.topic"),

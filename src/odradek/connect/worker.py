@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from odradek.connect import records, sink_offsets
+from odradek.connect.cluster import Cluster
 from odradek.connect.plugins import ConnectorPlugin, NotReady, Plugins, RunContext
 from odradek.connect.store import ConnectStore
 
@@ -62,12 +63,12 @@ class Running:
 
 
 class Worker:
-    def __init__(self, store: ConnectStore, plugins: Plugins, bootstrap: str, worker_id: str,
+    def __init__(self, store: ConnectStore, plugins: Plugins, cluster: Cluster, worker_id: str,
                  session: SessionFactory, state_dir: Path,
                  worker_config: Mapping[str, str]) -> None:
         self.store = store
         self.plugins = plugins
-        self.bootstrap = bootstrap
+        self.cluster = cluster
         self.worker_id = worker_id
         self.session_factory = session
         self.state_dir = state_dir
@@ -218,8 +219,8 @@ class Worker:
             if plugin.type == "source":
                 offsets = self.store.snapshot_offsets(name)
             else:
-                offsets = sink_offsets.read(self.bootstrap, name)
-            ctx = RunContext(spark=self._spark, name=name, bootstrap=self.bootstrap,
+                offsets = sink_offsets.read(self.cluster, name)
+            ctx = RunContext(spark=self._spark, name=name, cluster=self.cluster,
                              config=config, worker_config=self.worker_config,
                              checkpoint=checkpoint, offsets=offsets,
                              tasks=int(config.get("tasks.max", "1")))
@@ -313,7 +314,7 @@ class Worker:
         else:
             committed = {t: {int(p): int(o) for p, o in parts.items()}
                          for t, parts in end.items()}
-            sink_offsets.write(self.bootstrap, name, committed)
+            sink_offsets.write(self.cluster, name, committed)
         run.last_end = end
 
     # ---- connect-status ---------------------------------------------------------------------

@@ -39,8 +39,17 @@ def test_validation_errors_per_field() -> None:
         "topic."]}
     assert errors_of({**ok, "batch.size": "x"}) == {"batch.size": [
         "Invalid value x for configuration batch.size: Not a number of type INT"]}
-    assert "transforms" in errors_of({**ok, "transforms": "a"})  # not there yet: refused
-    assert "value.converter" in errors_of({**ok, "value.converter": "io.confluent.AvroConverter"})
+    assert errors_of({**ok, "transforms": "a"}) == {"transforms.a.type": [
+        'Missing required configuration "transforms.a.type" which has no default value.']}
+    assert errors_of({**ok, "value.converter": "io.confluent.AvroConverter"}) == {
+        "value.converter": ["Invalid value io.confluent.AvroConverter for configuration "
+                            "value.converter: Class io.confluent.AvroConverter could not be "
+                            "found."]}
+    assert errors_of({**ok, "key.converter": converters.AVRO}) == {"key.converter": [
+        'key.converter: Missing required configuration "schema.registry.url" which has no '
+        "default value."]}
+    assert errors_of({**ok, "key.converter": converters.AVRO,
+                      "key.converter.schema.registry.url": "http://r:8081"}) == {}
     sink = {"name": "k", "connector.class": "FileStreamSink", "file": "/f"}
     assert errors_of({**sink, "topics": "a", "topics.regex": "a.*"})["topics"] == [
         "topics and topics.regex are mutually exclusive options, but both are set."]
@@ -70,31 +79,22 @@ def test_validation_body_shape() -> None:
                                         "following 1 error(s):\nconnector.class: ")
 
 
-def test_converters() -> None:
+def test_converters_fast_path() -> None:
     json_schemas = converters.resolve("value.converter", {})
     assert json_schemas.from_text("a\"b") == (
         b'{"schema":{"type":"string","optional":false},"payload":"a\\"b"}')
-    assert json_schemas.to_value(json_schemas.from_text("x")) == "x"
-    with pytest.raises(ValueError, match=r"schemas\.enable=false"):
-        json_schemas.to_value(b'{"a": 1}')
-    plain = converters.resolve("value.converter", {
-        "value.converter": converters.JSON, "value.converter.schemas.enable": "false"})
-    assert plain.from_text("x") == b'"x"' and plain.to_value(b'{"a":1}') == {"a": 1}
-    string = converters.resolve("key.converter", {"key.converter": converters.STRING})
-    assert string.from_text("é") == "é".encode() and string.to_value(b"ab") == "ab"
-    assert converters.resolve("value.converter", {"value.converter": converters.BYTES}
-                              ).to_value(b"\x00") == b"\x00"
+    assert json_schemas.to_connect("t", json_schemas.from_text("x"))[1] == "x"
     assert converters.text_of({"a": 1}) == '{"a":1}' and converters.text_of(None) == "null"
-    with pytest.raises(ValueError, match="not available"):
+    with pytest.raises(ValueError, match="could not be found"):
         converters.resolve("value.converter", {"value.converter": "x.Y"})
 
 
 @given(st.text())
 def test_json_converter_round_trips_any_text(text: str) -> None:
     for schemas in (True, False):
-        conv = converters.Converter("json", schemas)
+        conv = converters.JsonConverter(schemas)
         raw = conv.from_text(text)
-        assert raw is not None and conv.to_value(raw) == text
+        assert raw is not None and conv.to_connect("t", raw)[1] == text
         json.loads(raw)
 
 
@@ -104,8 +104,10 @@ def test_worker_settings_refused_or_defaulted() -> None:
     assert config["offset.storage.partitions"] == "25"
     with pytest.raises(ValueError, match="exactly-once"):
         worker_config({"exactly.once.source.support": "enabled"})
-    with pytest.raises(ValueError, match="not available"):
+    with pytest.raises(ValueError, match=r"schema\.registry\.url"):
         worker_config({"value.converter": "io.confluent.connect.avro.AvroConverter"})
+    with pytest.raises(ValueError, match="could not be found"):
+        worker_config({"value.converter": "com.example.Nope"})
 
 
 def test_file_lines_read_whole_lines_only(tmp_path: Path) -> None:

@@ -13,11 +13,11 @@ between the write and the offset commit sends (or appends) those lines again.
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from typing import TYPE_CHECKING, Any
 
 from odradek.connect import converters
-from odradek.connect.configdef import Field
+from odradek.connect.configdef import Field, as_list
 from odradek.connect.connectors import sink_query
 from odradek.connect.plugins import ConnectorPlugin, RunContext
 
@@ -80,10 +80,13 @@ class FileStreamSource(ConnectorPlugin):
         lines = (ctx.spark.readStream.format("odradek_connect_file").option("file", path)
                  .option("position", str(position))
                  .option("batch.size", ctx.config.get("batch.size", "2000")).load())
-        records = lines.select(_encoded(F.col("line"), value).alias("value"))
-        return (records.writeStream.format("odradek")
-                .option("kafka.bootstrap.servers", ctx.bootstrap)
-                .option("topic", ctx.config["topic"].strip())
+        writer = lines.select(_encoded(F.col("line"), value).alias("value"))
+        topic: dict[str, str] = {"topic": ctx.config["topic"].strip()}
+        if value.kind not in FAST or as_list(ctx.config.get("transforms")):
+            # Transforms, or a converter Spark expressions do not speak: Python per record.
+            writer, topic = _through_python(ctx, lines), {}
+        return (writer.writeStream.format("odradek").options(**ctx.cluster.spark_options())
+                .options(**topic)
                 .option("checkpointLocation", ctx.checkpoint)
                 .queryName(sink_query.query_name(ctx.name))
                 .trigger(processingTime=sink_query.TRIGGER).start())
@@ -93,7 +96,37 @@ class FileStreamSource(ConnectorPlugin):
         return [({"filename": config["file"]}, {"position": int(end["position"])})]
 
 
-def _encoded(line: Any, converter: converters.Converter) -> Any:
+FAST = ("string", "bytes", "json")  # converters `_encoded` writes as Spark expressions
+OUT_SCHEMA = "topic string, key binary, value binary, headers array<struct<key:string,value:binary>>"
+
+
+def _through_python(ctx: RunContext, lines: DataFrame) -> DataFrame:
+    """Each line a ConnectRecord (no key, a STRING value, as Kafka's task makes them), run
+    through the transforms and converters in Spark's Python workers."""
+    name, config, worker = ctx.name, dict(ctx.config), dict(ctx.worker_config)
+    topic = config["topic"].strip()
+
+    def encode(batches: Iterator[Any]) -> Iterator[Any]:
+        import pyarrow as pa
+
+        from odradek.connect.data import ConnectRecord, Schema
+        from odradek.connect.source_records import SourceRecords
+
+        out_schema = pa.schema([("topic", pa.string()), ("key", pa.binary()),
+                                ("value", pa.binary()),
+                                ("headers", pa.list_(pa.struct([("key", pa.string()),
+                                                                ("value", pa.binary())])))])
+        records = SourceRecords(name, config, worker)
+        string = Schema("STRING")
+        for batch in batches:
+            rows = records.encode(ConnectRecord(topic, None, None, None, string, line)
+                                  for line in batch.column("line").to_pylist())
+            yield pa.RecordBatch.from_pylist(rows, schema=out_schema)
+
+    return lines.select("line").mapInArrow(encode, OUT_SCHEMA)
+
+
+def _encoded(line: Any, converter: Any) -> Any:
     """The converter's bytes for a string column, as Spark expressions (no Python per row)."""
     from pyspark.sql import functions as F
 
@@ -122,17 +155,20 @@ class FileStreamSink(ConnectorPlugin):
         return [dict(config) for _ in range(max_tasks)]
 
     def start(self, ctx: RunContext) -> StreamingQuery:
+        from odradek.connect.sink_records import SinkRecords
+
         path = ctx.config["file"]
-        value = converters.resolve("value.converter", ctx.config, ctx.worker_config)
+        records = SinkRecords(ctx.name, ctx.config, ctx.worker_config, ctx.cluster)
 
         def write(df: DataFrame, batch_id: int) -> None:
-            rows = (df.select("topic", "partition", "offset", "value")
-                    .orderBy("topic", "partition", "offset").toArrow().to_pylist())
+            rows = (df.select(*sink_query.COLUMNS).orderBy("topic", "partition", "offset")
+                    .toArrow().to_pylist())
             if not rows:
                 return
+            converted = records.convert(rows)
             with open(path, "a", encoding="utf-8") as out:
-                for row in rows:
-                    out.write(converters.text_of(value.to_value(row["value"])) + "\n")
+                for record in converted:
+                    out.write(converters.text_of(record.value) + "\n")
                 out.flush()
                 os.fsync(out.fileno())
 

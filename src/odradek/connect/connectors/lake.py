@@ -48,6 +48,20 @@ class LakeSink(ConnectorPlugin):
               group="Lake", check=_partition_check),
     )
 
+    def extra_errors(self, config: Mapping[str, str]) -> dict[str, list[str]]:
+        # The lake's records go through Spark expressions, not per record in Python, so
+        # what needs Python per record is refused here rather than ignored.
+        out: dict[str, list[str]] = {}
+        if as_list(config.get("transforms")):
+            out["transforms"] = ["LakeSinkConnector does not apply Single Message Transforms "
+                                 "yet; remove 'transforms'"]
+        for which in ("key.converter", "value.converter"):
+            if config.get(which, converters.JSON).strip() == converters.AVRO:
+                out[which] = [f"LakeSinkConnector does not read {converters.AVRO} yet"]
+        if config.get("errors.tolerance", "none").strip() != "none":
+            out["errors.tolerance"] = ["LakeSinkConnector supports errors.tolerance=none only"]
+        return out
+
     def task_configs(self, config: Mapping[str, str], max_tasks: int) -> list[dict[str, str]]:
         return [dict(config) for _ in range(max_tasks)]
 
@@ -70,7 +84,7 @@ class LakeSink(ConnectorPlugin):
         return sink_query.start_each_batch(ctx, table, write)
 
 
-def _column(col: Any, converter: converters.Converter) -> Any:
+def _column(col: Any, converter: Any) -> Any:
     from pyspark.sql import functions as F
 
     if converter.kind == "bytes":

@@ -21,6 +21,8 @@ if TYPE_CHECKING:
     from pyspark.sql.streaming import StreamingQuery
 
 EARLIEST = -2
+# What a sink's writer gets per record (the odradek source's columns, headers included).
+COLUMNS = ("topic", "partition", "offset", "timestamp", "key", "value", "headers")
 # How often a micro-batch is planned: the time between a record's arrival and its delivery.
 TRIGGER = "1 second"
 
@@ -32,9 +34,7 @@ class TopicsNotReady(NotReady):
 
 def topics_of(ctx: RunContext) -> dict[str, int]:
     """The topics read, with their partition counts (topics.regex is matched now)."""
-    from odradek.client import admin_client
-
-    meta = admin_client(ctx.bootstrap).list_topics(timeout=30)
+    meta = ctx.cluster.admin().list_topics(timeout=30)
     regex = ctx.config.get("topics.regex", "").strip()
     names = ([t for t in sorted(meta.topics) if re.fullmatch(regex, t)] if regex
              else as_list(ctx.config.get("topics")))
@@ -52,9 +52,8 @@ def starting_offsets(topics: dict[str, int], committed: dict[str, dict[int, int]
 
 def stream(ctx: RunContext) -> DataFrame:
     topics = topics_of(ctx)
-    df = (ctx.spark.readStream.format("odradek")
-          .option("kafka.bootstrap.servers", ctx.bootstrap)
-          .option("subscribe", ",".join(topics))
+    df = (ctx.spark.readStream.format("odradek").options(**ctx.cluster.spark_options())
+          .option("subscribe", ",".join(topics)).option("includeHeaders", "true")
           .option("startingOffsets", starting_offsets(topics, ctx.offsets or {}))
           .load())
     # tasks.max bounds the query's parallelism (a partition's records stay in order).

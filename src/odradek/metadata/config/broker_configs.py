@@ -243,6 +243,15 @@ _NODE_BROKER_DEFS = [
        "odradek: where `odradek serve` runs the web console beside the node (overview, topics, "
        "messages, consumer groups and their lag, schemas): comma-separated http://host:port; "
        "empty disables it. Served on nodes with the broker role."),
+    _b("connect.listeners", LST, [], None,
+       "odradek: where `odradek serve` runs a Kafka Connect worker beside the node (Connect's "
+       "REST API, connectors as Spark queries): comma-separated http://host:port; empty (the "
+       "default) runs none. Served on nodes with the broker role."),
+    _b("connect.config.file", S, "", None,
+       "odradek: the worker properties (connect-distributed.properties: group.id, "
+       "*.storage.topic, converters) of the worker connect.listeners runs."),
+    _b("connect.spark.master", S, "local[2]", None,
+       "odradek: the Spark master the connect.listeners worker runs its connectors on."),
     _b("confluent.schema.registry.url", LST, [], None,
        "The Schema Registry that broker-side schema validation (confluent.value.schema."
        "validation on a topic) asks, comma-separated URLs tried in turn; empty: the node's "
