@@ -2,7 +2,7 @@
 
     python -m bench.node_cost [--requests 20000] [--records-per-batch 1,1000,10000]
                               [--record-size 100] [--partitions 6] [--fetch-bytes 1000,20000]
-                              [--set key=value ...]
+                              [--set key=value ...] [--ab ROUNDS] [--profile DIR]
 
 A confluent-kafka client shapes its requests by timing (linger, how fast it runs), so the
 node's CPU per GB it reports moves with the machine's load. Here every request is the same:
@@ -12,6 +12,12 @@ pipelined 16 deep from one connection whose client does nothing but count respon
 CPU seconds (psutil) per request and per GB are then a property of the node alone, good for
 comparing two versions of the node on a busy machine. The node runs with message.max.bytes
 raised so that 10k-record batches of 1 KB (a columnar producer's) are accepted.
+
+`--ab ROUNDS` is issue 18's metrics A/B: two nodes at once, one measuring requests (the
+default admin.listeners, request.slow.log.ms=10000) and one not (`admin.listeners=`,
+`request.slow.log.ms=-1`: the servers call the Dispatcher unwrapped), measured in turns
+(the first of each round alternates), so a change of the machine's load falls on both.
+With --profile, the share of py-spy's samples in the metrics code is printed too.
 """
 
 from __future__ import annotations
@@ -107,6 +113,84 @@ def measure(ps: psutil.Process, port: int, frames: list[bytes], count: int,
     return user2 - user, system2 - system
 
 
+# where the metrics' per-request work runs: the measuring closure, and the server's stamp
+# of each read (`self.received = self.last_done = time.perf_counter()`)
+METRICS_FRAMES = ("odradek/broker/metrics/requests.py", "Connection.buffer_updated (odradek/broker/server.py:172)")
+
+
+def metrics_share(raw: Path) -> tuple[int, int]:
+    """(samples in the metrics code, samples in all) of a py-spy raw file: samples whose
+    innermost frame is a metrics frame, idle waits left out. A sample on the closure's call
+    of the Dispatcher is counted too (its share of the call is what the metrics add)."""
+    total = ours = 0
+    for line in raw.read_text().splitlines():
+        stack, _, count = line.rpartition(" ")
+        if not stack or not count.isdigit():
+            continue
+        leaf = stack.rsplit(";", 1)[-1]
+        if any(idle in leaf for idle in ("select (selectors", "wait (threading", "_worker (")):
+            continue
+        total += int(count)
+        if any(f in leaf for f in METRICS_FRAMES):
+            ours += int(count)
+    return ours, total
+
+
+ON = {"request.slow.log.ms": "10000"}
+OFF = {"admin.listeners": "", "request.slow.log.ms": "-1"}
+
+
+def ab(args: argparse.Namespace, settings: dict[str, str]) -> None:
+    """Metrics on vs off, interleaved rounds on two nodes running at once."""
+    n = int(args.records_per_batch.split(",")[0])
+    fetch_bytes = int(args.fetch_bytes.split(",")[0])
+    with tempfile.TemporaryDirectory(prefix="odradek-ab-") as tmp:
+        nodes = {name: BrokerProcess(Path(tmp) / name, settings={**settings, **extra})
+                 for name, extra in (("on", ON), ("off", OFF))}
+        for node in nodes.values():
+            node.start(timeout=120)
+        try:
+            frames = {}
+            for name, node in nodes.items():
+                ensure_topic(node.bootstrap, "cost", args.partitions)
+                frames[name] = (produce_frames("cost", n, args.record_size, args.partitions),
+                                fetch_frames("cost", fetch_bytes))
+                pipelined(node.port, frames[name][0], 200)  # records for the fetches
+            rows: dict[str, list[tuple[float, float]]] = {"on": [], "off": []}
+            print(f"| round | produce on | produce off | fetch on | fetch off |  (us of node "
+                  f"CPU per request; produce v7 of {n} x {args.record_size} B, fetch v11 of "
+                  f"{fetch_bytes} B)\n|---|---|---|---|---|", flush=True)
+            for r in range(args.ab):
+                order = ("on", "off") if r % 2 == 0 else ("off", "on")
+                for name in order:
+                    node = nodes[name]
+                    ps = psutil.Process(node.proc.pid)  # type: ignore[union-attr]
+                    prof = args.profile / f"{name}-{r}" if args.profile else None
+                    cpu = []
+                    for kind, fr in zip(("produce", "fetch"), frames[name], strict=True):
+                        user, system = measure(ps, node.port, fr, args.requests,
+                                               prof / kind if prof else None)
+                        cpu.append((user + system) / args.requests * 1e6)
+                        if prof is not None:
+                            ours, total = metrics_share(prof / f"{kind}.txt")
+                            print(f"# py-spy {name} {kind}: {ours} of {total} samples in the "
+                                  f"metrics code ({100 * ours / max(total, 1):.1f}%)")
+                    rows[name].append((cpu[0], cpu[1]))
+                (po, fo), (pf, ff) = rows["on"][-1], rows["off"][-1]
+                print(f"| {r + 1} | {po:.1f} | {pf:.1f} | {fo:.1f} | {ff:.1f} |", flush=True)
+            for i, kind in enumerate(("produce", "fetch")):
+                on = [x[i] for x in rows["on"]]
+                off = [x[i] for x in rows["off"]]
+                diffs = sorted(a / b - 1 for a, b in zip(on, off, strict=True))
+                print(f"{kind}: mean on {sum(on) / len(on):.1f} us, off {sum(off) / len(off):.1f}"
+                      f" us: {100 * (sum(on) / sum(off) - 1):+.1f}%; per round "
+                      f"{', '.join(f'{100 * d:+.1f}%' for d in diffs)} (median "
+                      f"{100 * diffs[len(diffs) // 2]:+.1f}%)", flush=True)
+        finally:
+            for node in nodes.values():
+                node.stop()
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--requests", type=int, default=20000)
@@ -127,16 +211,24 @@ def main(argv: list[str] | None = None) -> int:
                              "(the metrics A/B in bench/RESULTS.md, issue 18)")
     parser.add_argument("--profile", type=Path, default=None, metavar="DIR",
                         help="py-spy the node during each measurement into DIR.")
+    parser.add_argument("--ab", type=int, default=0, metavar="ROUNDS",
+                        help="metrics on vs off: ROUNDS interleaved rounds on two nodes, of "
+                             "--requests each (the first --records-per-batch and --fetch-bytes)")
     args = parser.parse_args(argv)
+    settings = {"message.max.bytes": str(MAX_BATCH_BYTES),
+                "socket.request.max.bytes": str(4 * MAX_BATCH_BYTES),
+                **dict(kv.split("=", 1) for kv in args.set)}
+    if args.ab:
+        print(f"load average {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
+        ab(args, settings)
+        print(f"load average {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
+        return 0
 
     def where(name: str) -> Path | None:
         return args.profile / name if args.profile else None
     print(f"load average {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
     with tempfile.TemporaryDirectory(prefix="odradek-cost-") as tmp:
-        node = BrokerProcess(Path(tmp) / "data",
-                             settings={"message.max.bytes": str(MAX_BATCH_BYTES),
-                                       "socket.request.max.bytes": str(4 * MAX_BATCH_BYTES),
-                                       **dict(kv.split("=", 1) for kv in args.set)})
+        node = BrokerProcess(Path(tmp) / "data", settings=settings)
         node.start()
         try:
             ps = psutil.Process(node.proc.pid)  # type: ignore[union-attr]

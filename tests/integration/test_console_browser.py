@@ -9,6 +9,7 @@ topics and groups. Screenshots go under the module's temp dir, so a failure can 
 from __future__ import annotations
 
 import contextlib
+import datetime
 import json
 import re
 import socket
@@ -349,6 +350,175 @@ def test_security_pages_and_a_console_logged_in_as_a_scram_user(page: Page, env:
     finally:
         proc.terminate()
         proc.wait(30)
+
+
+def offsets_shown(page: Page) -> list[int]:
+    """The Offset column of the browse table, top to bottom."""
+    rows = page.get_by_test_id("records-table").locator("tbody tr")
+    return [int(rows.nth(i).locator("td").nth(1).inner_text().replace(",", ""))
+            for i in range(rows.count())]
+
+
+def test_browse_by_timestamp_newest_and_oldest_first(page: Page, env: Env) -> None:
+    create_topic(env, "console-time", 1)
+    base = int(time.time() * 1000) - 600_000  # ten records a second apart, ten minutes ago
+    p = Producer({"bootstrap.servers": env.node.bootstrap, "acks": "all"})
+    for i in range(10):
+        p.produce("console-time", value=b"t%d" % i, partition=0, timestamp=base + 1000 * i)
+    assert p.flush(30) == 0
+    # what a Kafka client finds for the time the page is given: offset 5
+    c = Consumer({"bootstrap.servers": env.node.bootstrap, "group.id": "console-time-probe"})
+    try:
+        found = c.offsets_for_times([TopicPartition("console-time", 0, base + 5000)], 30)
+    finally:
+        c.close()
+    assert found[0].offset == 5, found
+    page.goto(env.console + "/messages?topic=console-time")
+    page.get_by_test_id("msg-start").select_option("timestamp")
+    page.get_by_test_id("msg-at").fill(str(base + 5000))
+    page.get_by_test_id("msg-order").select_option("oldest")
+    page.get_by_test_id("msg-browse").click()
+    notice(page, "ok", "Read 5 record(s)")
+    assert offsets_shown(page) == [5, 6, 7, 8, 9]
+    page.get_by_test_id("msg-order").select_option("newest")
+    page.get_by_test_id("msg-browse").click()
+    expect(page.get_by_test_id("records-table").locator("tbody tr").first
+           ).to_contain_text("t9")
+    assert offsets_shown(page) == [9, 8, 7, 6, 5]
+    # an ISO time (UTC) finds the same records as its milliseconds
+    iso = datetime.datetime.fromtimestamp((base + 7000) / 1000, datetime.UTC).isoformat()
+    page.get_by_test_id("msg-at").fill(iso)
+    page.get_by_test_id("msg-browse").click()
+    notice(page, "ok", "Read 3 record(s)")
+    assert offsets_shown(page) == [9, 8, 7]
+    # the newest three, either way round
+    page.get_by_test_id("msg-start").select_option("newest")
+    page.get_by_test_id("msg-limit").fill("3")
+    page.get_by_test_id("msg-order").select_option("oldest")
+    page.get_by_test_id("msg-browse").click()
+    expect(page.get_by_test_id("records-table").locator("tbody tr").first).to_contain_text("t7")
+    assert offsets_shown(page) == [7, 8, 9]
+    page.get_by_test_id("msg-order").select_option("newest")
+    page.get_by_test_id("msg-browse").click()
+    expect(page.get_by_test_id("records-table").locator("tbody tr").first).to_contain_text("t9")
+    assert offsets_shown(page) == [9, 8, 7]
+    # a time that is not one is a clear error
+    page.get_by_test_id("msg-start").select_option("timestamp")
+    page.get_by_test_id("msg-at").fill("yesterday-ish")
+    page.get_by_test_id("msg-browse").click()
+    notice(page, "error", "yesterday-ish")
+
+
+def produce_to(bootstrap: str, topic: str, partition: int, value: bytes) -> None:
+    # the producer is gone when this returns: a live one refreshing its metadata would
+    # create the topic again after it is deleted (auto.create.topics.enable)
+    p = Producer({"bootstrap.servers": bootstrap, "acks": "all"})
+    p.produce(topic, value=value, partition=partition)
+    assert p.flush(30) == 0
+
+
+def test_add_partitions_then_delete_the_topic(page: Page, env: Env) -> None:
+    from confluent_kafka.admin import AdminClient
+
+    admin = AdminClient({"bootstrap.servers": env.node.bootstrap})
+
+    def partitions(topic: str) -> int | None:
+        # all topics: a Metadata request naming a deleted topic would create it again
+        # (auto.create.topics.enable, as in Kafka)
+        t = admin.list_topics(timeout=30).topics.get(topic)
+        return None if t is None or t.error is not None else len(t.partitions)
+
+    create_topic(env, "console-grow", 2)
+    page.goto(env.console + "/topics/console-grow")
+    expect(page.get_by_test_id("partitions-table").locator("tbody tr")).to_have_count(2)
+    grow = page.get_by_test_id("add-partitions")
+    grow.locator("input[name=total]").fill("5")
+    grow.get_by_role("button", name="Add").click()
+    notice(page, "ok", "console-grow now has 5 partitions")
+    expect(page.get_by_test_id("partitions-table").locator("tbody tr")).to_have_count(5)
+    # the partitions are really there: a client sees five and produces to the last one
+    wait_until(lambda: partitions("console-grow") == 5, "five partitions in Metadata")
+    produce_to(env.node.bootstrap, "console-grow", 4, b"into-the-new-one")
+    # fewer partitions than there are is refused with Kafka's error
+    grow = page.get_by_test_id("add-partitions")
+    grow.locator("input[name=total]").fill("3")
+    grow.get_by_role("button", name="Add").click()
+    notice(page, "error", "INVALID_PARTITIONS")
+    assert partitions("console-grow") == 5
+    # delete: asked to confirm, then gone for a client too
+    page.get_by_test_id("delete-topic").click()
+    page.get_by_test_id("confirm-delete-topic").click()
+    notice(page, "ok", "Deleted topic console-grow")
+    expect(page).to_have_url(re.compile(r"/topics$"))
+    wait_until(lambda: partitions("console-grow") is None, "the topic gone from Metadata")
+    assert _get(env.console + "/api/topics/console-grow")[0] == 404
+
+
+def test_delete_a_consumer_group(page: Page, env: Env) -> None:
+    from confluent_kafka.admin import AdminClient
+
+    create_topic(env, "console-gone", 1)
+    produce(env.node.bootstrap, "console-gone", [b"a", b"b"])
+    c = Consumer({"bootstrap.servers": env.node.bootstrap, "group.id": "console-doomed",
+                  "enable.auto.commit": False})
+    c.commit(offsets=[TopicPartition("console-gone", 0, 1)], asynchronous=False)
+    c.close()
+    admin = AdminClient({"bootstrap.servers": env.node.bootstrap})
+
+    def listed() -> set[str]:
+        groups = admin.list_consumer_groups(request_timeout=30).result(timeout=60)
+        return {g.group_id for g in groups.valid}
+
+    assert "console-doomed" in listed()
+    page.goto(env.console + "/groups/console-doomed")
+    expect(page.get_by_test_id("total-lag")).to_have_text("1")
+    page.get_by_test_id("delete-group").click()
+    page.get_by_test_id("confirm-delete-group").click()
+    notice(page, "ok", "Deleted group console-doomed")
+    expect(page).to_have_url(re.compile(r"/groups$"))
+    # gone for a client: not listed, and its committed offset with it
+    assert "console-doomed" not in listed()
+    c = Consumer({"bootstrap.servers": env.node.bootstrap, "group.id": "console-doomed"})
+    try:
+        committed = c.committed([TopicPartition("console-gone", 0)], timeout=30)
+    finally:
+        c.close()
+    assert committed[0].offset < 0, committed  # OFFSET_INVALID: nothing committed
+    # a group that no longer exists is said so
+    page.goto(env.console + "/groups/console-doomed")
+    notice(page, "error", "console-doomed")
+
+
+def test_protobuf_topic_decoded_through_the_registry(page: Page, env: Env) -> None:
+    from confluent_kafka.schema_registry import SchemaRegistryClient
+    from confluent_kafka.schema_registry.protobuf import ProtobufDeserializer, ProtobufSerializer
+    from confluent_kafka.serialization import MessageField, SerializationContext
+
+    from tests.integration.test_registry_protobuf import order_class
+
+    Order = order_class()
+    create_topic(env, "console-proto", 1)
+    ctx = SerializationContext("console-proto", MessageField.VALUE)
+    ser = ProtobufSerializer(Order, SchemaRegistryClient({"url": env.registry}),
+                             {"use.deprecated.format": False})
+    msg = Order(id="order-4711", tags=["gift", "express"], status=1)
+    msg.total.currency, msg.total.cents = "EUR", 1999
+    msg.placed.seconds = 1_700_000_000
+    raw = ser(msg, ctx)
+    produce(env.node.bootstrap, "console-proto", [raw])
+    # a Kafka client reads back what was written
+    de = ProtobufDeserializer(Order, {"use.deprecated.format": False},
+                              schema_registry_client=SchemaRegistryClient({"url": env.registry}))
+    assert de(raw, ctx) == msg
+    page.goto(env.console + "/messages?topic=console-proto")
+    page.get_by_test_id("msg-browse").click()
+    table = page.get_by_test_id("records-table")
+    expect(table).to_contain_text("protobuf #")
+    # the fields by name, the imported message's and the enum's too
+    expect(table).to_contain_text('"id": "order-4711"')
+    expect(table).to_contain_text('"currency": "EUR"')
+    expect(table).to_contain_text("express")
+    expect(table).to_contain_text("PAID")
 
 
 def test_bad_input_answers_4xx_with_a_message(env: Env) -> None:

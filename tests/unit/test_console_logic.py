@@ -16,7 +16,14 @@ from odradek.console.groups import parse_timestamp_ms
 from odradek.console.lag_history import LagHistory
 from odradek.console.messages import Candidate, Filters, match
 from odradek.console.paging import BadRequest, int_param, page_params, paginate
-from odradek.console.protobuf_view import decode_message, pick, protobuf_fields, top_messages
+from odradek.console.protobuf_view import (
+    decode_message,
+    pick,
+    protobuf_fields,
+    top_messages,
+    top_types,
+    well_known,
+)
 
 NAMES = [f"topic-{i:04d}" for i in range(1000)]
 
@@ -201,7 +208,31 @@ def test_protobuf_named_by_the_schema() -> None:
     top = top_messages(PROTO)
     got = decode_message(msg.SerializeToString(), pick(top, [1]), top)
     assert got == {"user": "ada", "delta": -3, "qty": [1, 2, 300],
-                   "line": {"sku": "A1", "n": 7}, "kind": 1, "price": 2.5, "cash": True}
+                   "line": {"sku": "A1", "n": 7}, "kind": "B", "price": 2.5, "cash": True}
     assert pick(top, []).name == "Other" and pick(top, [1, 0]).name == "Line"
     with pytest.raises(ValueError):
         pick(top, [5])
+
+
+def test_protobuf_types_from_imports_and_well_known_types_are_named() -> None:
+    # shop.Order as confluent-kafka's serializer registers it: Money from a referenced
+    # subject's file, Timestamp from google/protobuf (no subject), an enum by its name
+    from tests.integration.test_registry_protobuf import order_class
+
+    order = ('syntax = "proto3"; package shop; import "shop/money.proto"; '
+             'import "google/protobuf/timestamp.proto"; message Order { string id = 1; '
+             'Money total = 2; google.protobuf.Timestamp placed = 3; repeated string tags = 4; '
+             'Status status = 5; enum Status { NEW = 0; PAID = 1; } }')
+    money = 'syntax = "proto3"; package shop; message Money { string currency = 1; int64 cents = 2; }'
+    msg = order_class()(id="o-1", tags=["a", "b"], status=1)
+    msg.total.currency, msg.total.cents = "EUR", -5
+    msg.placed.seconds, msg.placed.nanos = 1_700_000_000, 42
+    top = top_messages(order)
+    got = decode_message(msg.SerializeToString(), pick(top, [0]),
+                         [*top, *top_types(money), *well_known()])
+    assert got == {"id": "o-1", "total": {"currency": "EUR", "cents": -5},
+                   "placed": {"seconds": 1_700_000_000, "nanos": 42}, "tags": ["a", "b"],
+                   "status": "PAID"}
+    # without the imported file, its message's fields stay by number (nothing invented)
+    assert decode_message(msg.SerializeToString(), pick(top, [0]), top)["total"] == [
+        {"field": 1, "string": "EUR"}, {"field": 2, "varint": (1 << 64) - 5}]

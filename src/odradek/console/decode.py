@@ -76,6 +76,34 @@ class Decoder:
                 self._parsed[schema_id] = parsed
         return parsed
 
+    def _proto_imports(self, schema_id: int, schema: dict[str, Any]) -> list[Any]:
+        """The top-level types of the files a Protobuf schema imports: its references'
+        (fetched from the registry, theirs in turn) and the well-known types."""
+        from odradek.console.protobuf_view import imports, top_types, well_known
+
+        with self._lock:
+            found = self._parsed.get(schema_id)
+        if found is not None:
+            return found  # type: ignore[no-any-return]
+        out: list[Any] = []
+        todo = list(schema.get("references") or [])
+        seen: set[tuple[str, int]] = set()
+        while todo and len(seen) < 64:
+            ref = todo.pop()
+            at = (ref["subject"], ref["version"])
+            if at in seen:
+                continue
+            seen.add(at)
+            got = call(self.registry_url or "", "GET",
+                       f"/subjects/{ref['subject']}/versions/{ref['version']}")
+            out += top_types(got["schema"])
+            todo += got.get("references") or []
+        if any(name.startswith("google/protobuf/") for name in imports(schema["schema"])):
+            out += well_known()
+        with self._lock:
+            self._parsed[schema_id] = out
+        return out
+
     def decode(self, raw: bytes | None) -> dict[str, Any]:
         if raw is None:
             return {"format": "null", "value": None, "size": 0}
@@ -112,11 +140,12 @@ class Decoder:
             try:
                 from odradek.console.protobuf_view import decode_message, pick, top_messages
 
-
                 top = top_messages(schema["schema"])
                 message = pick(top, path)
                 return {"format": "protobuf", "schema_id": schema_id, "message": message.name,
-                        "value": decode_message(body, message, top), "size": len(raw)}
+                        "value": decode_message(body, message,
+                                                [*top, *self._proto_imports(schema_id, schema)]),
+                        "size": len(raw)}
             except Exception:  # a schema this view cannot read: the fields by number
                 return {"format": "protobuf", "schema_id": schema_id,
                         "message_index": path or [0], "value": protobuf_fields(body),

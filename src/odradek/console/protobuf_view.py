@@ -1,8 +1,10 @@
 """Protobuf records named by their schema: the registry's .proto text parsed (proto-schema-
 parser, the parser the registry uses too), the message picked by the wire format's index path,
-and the bytes read field by field with the names and types it gives. Fields the schema does not
-know (or types from imported files) are kept by number, as `protobuf_fields` reads any message
-without its schema.
+and the bytes read field by field with the names and types it gives. Types from imported files
+are looked up in the referenced schemas' text (the decoder fetches them from the registry) and
+in Protobuf's well-known types (`google/protobuf/*.proto`, which the registry does not hold);
+enums show their value's name. Fields the schema does not know are kept by number, as
+`protobuf_fields` reads any message without its schema.
 """
 
 from __future__ import annotations
@@ -70,8 +72,38 @@ def _length_delimited(chunk: bytes, depth: int) -> dict[str, Any]:
     return {"bytes": chunk.hex()}
 
 
+# Protobuf's well-known types that records carry most, written out: a schema importing
+# google/protobuf/*.proto references no registry subject for them (serializers leave them
+# out), so the decoder knows them itself. Field numbers and types are Protobuf's.
+_WRAPPERS = {"DoubleValue": "double", "FloatValue": "float", "Int64Value": "int64",
+             "UInt64Value": "uint64", "Int32Value": "int32", "UInt32Value": "uint32",
+             "BoolValue": "bool", "StringValue": "string", "BytesValue": "bytes"}
+WELL_KNOWN = "\n".join([
+    'syntax = "proto3";',
+    "message Timestamp { int64 seconds = 1; int32 nanos = 2; }",
+    "message Duration { int64 seconds = 1; int32 nanos = 2; }",
+    "message Empty { }",
+    "message FieldMask { repeated string paths = 1; }",
+    "message Any { string type_url = 1; bytes value = 2; }",
+    *(f"message {name} {{ {kind} value = 1; }}" for name, kind in _WRAPPERS.items())])
+
+
 def top_messages(text: str) -> list[ast.Message]:
     return [e for e in Parser().parse(text).file_elements if isinstance(e, ast.Message)]
+
+
+def top_types(text: str) -> list[ast.Message | ast.Enum]:
+    """A file's top-level messages and enums: what a file importing it may name."""
+    return [e for e in Parser().parse(text).file_elements
+            if isinstance(e, ast.Message | ast.Enum)]
+
+
+def imports(text: str) -> list[str]:
+    return [e.name for e in Parser().parse(text).file_elements if isinstance(e, ast.Import)]
+
+
+def well_known() -> list[ast.Message | ast.Enum]:
+    return top_types(WELL_KNOWN)
 
 
 def pick(messages: list[ast.Message], path: list[int]) -> ast.Message:
@@ -97,7 +129,7 @@ def _fields(message: ast.Message) -> dict[int, ast.Field]:
     return out
 
 
-def _resolve(name: str, scope: list[ast.Message], top: list[ast.Message]) -> Any:
+def _resolve(name: str, scope: list[ast.Message], top: list[Any]) -> Any:
     """A nested message or enum by its (last) name, looked up from the innermost scope out."""
     short = name.rsplit(".", 1)[-1]
     for message in reversed(scope):
@@ -122,7 +154,7 @@ def _scalar(kind: str, wire: int, raw: int | bytes) -> Any:
     return raw
 
 
-def decode_message(buf: bytes, message: ast.Message, top: list[ast.Message],
+def decode_message(buf: bytes, message: ast.Message, top: list[Any],
                    scope: list[ast.Message] | None = None) -> dict[str, Any]:
     scope = [*(scope or []), message]
     known = _fields(message)
@@ -158,7 +190,7 @@ def decode_message(buf: bytes, message: ast.Message, top: list[ast.Message],
     return out
 
 
-def _value(field: ast.Field, wire: int, raw: int | bytes, top: list[ast.Message],
+def _value(field: ast.Field, wire: int, raw: int | bytes, top: list[Any],
            scope: list[ast.Message]) -> Any:
     kind = field.type
     if kind in _FIXED64 and isinstance(raw, bytes) and wire == 1:
@@ -168,6 +200,9 @@ def _value(field: ast.Field, wire: int, raw: int | bytes, top: list[ast.Message]
     target = None if kind in _VARINT_TYPES or kind in ("string", "bytes") else \
         _resolve(kind, scope, top)
     if isinstance(target, ast.Enum):
+        if isinstance(raw, int):  # the value's name (an unknown number stays a number)
+            names = {v.number: v.name for v in target.elements if isinstance(v, ast.EnumValue)}
+            return names.get(_scalar("int32", wire, raw), _scalar("int32", wire, raw))
         kind = "enum"
     if isinstance(raw, bytes) and wire == 2:
         if isinstance(target, ast.Message):

@@ -77,6 +77,46 @@ def test_histograms_count_each_request_in_its_bucket() -> None:
                                        and ("request", "Produce") in k[1]])
 
 
+class _Conn:
+    def __init__(self) -> None:
+        self.received = self.last_done = 0.0
+
+
+def test_measured_dispatch_counts_as_record_does(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The server's closure (RequestStats.record inlined, fast paths for the first bucket)
+    gives the same families as record() for the same times, every request counted once."""
+    from odradek.broker.metrics import requests as rq
+
+    clock = iter([1.00004, 1.003, 3.5, 7.0, 7.00001, 7.00002]).__next__
+    monkeypatch.setattr(rq, "_perf", clock)
+
+    class Dispatcher:  # as the server's: an object with __call__, answering at once
+        def __call__(self, conn: object, frame: memoryview, h: object) -> object:
+            return (0, [b"x"])
+
+    measured_stats, recorded = RequestStats(), RequestStats()
+    dispatch = rq.measured_dispatch(Dispatcher(), measured_stats)
+    conn = _Conn()
+    frame = memoryview(b"")
+    # one read of three produce requests at t=1.0, then one at t=3.0, then ApiVersions of
+    # versions no node serves (answered with UNSUPPORTED_VERSION, so counted) at t=7.0
+    reads = [(1.0, [header(0, 9)] * 3), (3.0, [header(0, 9)]),
+             (7.0, [header(18, 500), header(18, -1)])]
+    for at, headers in reads:
+        conn.received = conn.last_done = at
+        for h in headers:
+            started = conn.last_done
+            assert dispatch(conn, frame, h) == (0, [b"x"])
+            recorded.record(h, at, started, conn.last_done, conn.last_done)
+    assert measured_stats.apis() == recorded.apis() == [(0, {9: 4}), (18, {-1: 1, 500: 1})]
+    assert samples(NodeView(1, ("broker",), requests=measured_stats)) == samples(
+        NodeView(1, ("broker",), requests=recorded))
+    assert measured_stats.buckets("total", 0) == recorded.buckets("total", 0)
+    assert sum(measured_stats.buckets("queue", 0)) == 4
+    assert measured_stats.seconds("total", 0) == pytest.approx(
+        0.00004 + 0.003 + 2.5 + 4.0, rel=1e-9)
+
+
 def test_slow_requests_are_logged_with_client_api_version_and_time(
         caplog: pytest.LogCaptureFixture) -> None:
     stats = RequestStats(slow_ms=100)

@@ -103,9 +103,8 @@ class NodeCollector(Collector):
                 for version, n in sorted(versions.items()):
                     requests.add_metric([name, str(version)], n)
                 for attr, family in hists.items():
-                    total_s = getattr(stats, f"{attr}_sum")[key]
                     family.add_metric([name], _buckets(stats.buckets(attr, key)),
-                                      total_s * 1000.0)
+                                      stats.seconds(attr, key) * 1000.0)
         for (api, error), n in sorted(refusals.ERRORS.items()):
             errors.add_metric([_camel(api), error], n)
         yield requests

@@ -29,9 +29,9 @@ C.pages.messages = (page, _rest, params) => {
   const start = el("select", {name: "start", "data-testid": "msg-start"},
     ["newest", "oldest", "offset", "timestamp"].map(s => el("option", {value: s}, s)));
   const at = el("input", {name: "at", placeholder: "offset, or ms / ISO time", "data-testid": "msg-at"});
-  const order = el("select", {name: "order"}, el("option", {value: "newest"}, "newest first"),
+  const order = el("select", {name: "order", "data-testid": "msg-order"}, el("option", {value: "newest"}, "newest first"),
     el("option", {value: "oldest"}, "oldest first"));
-  const limit = el("input", {name: "limit", value: "50", size: 5});
+  const limit = el("input", {name: "limit", value: "50", size: 5, "data-testid": "msg-limit"});
   const results = el("div", {"data-testid": "msg-results"});
   const common = () => ({partition: partition.value.trim(), start: start.value, at: at.value.trim()});
   const need = () => {

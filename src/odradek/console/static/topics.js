@@ -90,7 +90,7 @@ async function topicDetail(page, name) {
         return out;
       }, value === "" ? `${key} is back to its default.` : `${key} set to ${value}.`);
     });
-    const grow = el("form", {},
+    const grow = el("form", {"data-testid": "add-partitions"},
       el("h2", {}, "Add partitions"),
       el("label", {}, "New partition count", el("input", {name: "total", value: String(t.partitions.length + 1), size: 5})),
       el("div", {}, el("button", {type: "submit"}, "Add")));
