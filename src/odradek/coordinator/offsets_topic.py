@@ -103,7 +103,7 @@ VALUE_SCHEMAS: dict[int, dict[int, tuple[list[Field], bool]]] = {
     CONSUMER_GROUP_MEMBER_METADATA_KEY: {0: ([
         ("instance_id", "nstr"), ("rack_id", "nstr"), ("client_id", "str"), ("client_host", "str"),
         ("subscribed_topic_names", "[str]"), ("subscribed_topic_regex", "nstr"),
-        ("server_assignor", "nstr"), ("rebalance_timeout_ms", "i32"),
+        ("rebalance_timeout_ms", "i32"), ("server_assignor", "nstr"),
         ("classic_member_metadata", ("tagged", 0, _CLASSIC_MEMBER))], True)},
     CONSUMER_GROUP_TARGET_ASSIGNMENT_METADATA_KEY: {0: ([("assignment_epoch", "i32")], True)},
     CONSUMER_GROUP_TARGET_ASSIGNMENT_MEMBER_KEY: {0: ([("topic_partitions", _TP)], True)},

@@ -89,3 +89,24 @@ def test_decoders_never_crash(data):
     # the consumer protocol's embedded bytes come from clients: never an exception
     assert isinstance(ot.parse_subscription_topics(data), list)
     assert isinstance(ot.parse_assignment(data), list)
+
+
+def test_consumer_member_value_field_order_is_kafkas():
+    # ConsumerGroupMemberMetadataValue v0 (flexible): ... SubscribedTopicRegex,
+    # RebalanceTimeoutMs, ServerAssignor, then tagged fields; Kafka reads these records from
+    # the same bytes, so the order is the format (an assignor-first layout misread both ways)
+    value = ot.encode_value(ot.CONSUMER_GROUP_MEMBER_METADATA_KEY, {
+        "instance_id": None, "rack_id": None, "client_id": "c", "client_host": "/h",
+        "subscribed_topic_names": ["t"], "subscribed_topic_regex": None,
+        "rebalance_timeout_ms": 45_000, "server_assignor": "uniform",
+        "classic_member_metadata": None})
+    assert value == (b"\x00\x00"            # value version 0
+                     b"\x00\x00"            # instance_id, rack_id: null compact strings
+                     b"\x02c" b"\x03/h"     # client_id, client_host
+                     b"\x02\x02t"           # [t]
+                     b"\x00"                # subscribed_topic_regex: null
+                     + (45_000).to_bytes(4, "big")
+                     + b"\x08uniform"
+                     + b"\x00")             # no tagged fields
+    assert ot.decode_value(ot.CONSUMER_GROUP_MEMBER_METADATA_KEY, value)["server_assignor"] \
+        == "uniform"
