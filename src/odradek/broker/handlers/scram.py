@@ -33,9 +33,14 @@ VERSIONS = (ApiVersionRange(ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS, 0, 0),
 def handle_describe(ctx: Any, header: Any, frame: memoryview) -> Response:
     req = decode(header, frame)
     if not authz.cluster_allowed(ctx, header, AclOperation.DESCRIBE):
+        # Kafka's error response: the code at the top and once per user asked for (unnamed)
         return respond(header, {"throttle_time": 0,
                                 "error_code": ErrorCode.cluster_authorization_failed,
-                                "error_message": DENIED, "results": []})
+                                "error_message": DENIED, "results": [
+                                    {"user": "", "error_code":
+                                     ErrorCode.cluster_authorization_failed,
+                                     "error_message": DENIED, "credential_infos": []}
+                                    for _ in req.users or ()]})
     users = None if not req.users else [u.name for u in req.users]
     results = describe_user_scram_credentials(ctx.image, users)
     return respond(header, {"throttle_time": 0, "error_code": ErrorCode.none,
