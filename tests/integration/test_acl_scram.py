@@ -8,9 +8,9 @@ she is granted the cluster rights Kafka asks for, never an empty listing."""
 
 from __future__ import annotations
 
-import subprocess
 import time
 from collections.abc import Iterator
+from typing import NamedTuple
 
 import pytest
 from confluent_kafka import KafkaError, Producer
@@ -29,7 +29,7 @@ from confluent_kafka.admin import (
 from kafka import KafkaProducer
 from kafka.errors import TopicAuthorizationFailedError
 
-from tests.support.broker import ODRADEK, BrokerProcess, free_port
+from tests.support.broker import BrokerProcess, free_port
 
 AUTHORIZER = "org.apache.kafka.metadata.authorizer.StandardAuthorizer"
 
@@ -99,10 +99,23 @@ def test_scram_users_and_acls(node: tuple[BrokerProcess, str]) -> None:
     assert "Principal = User:bob is Denied operation = DESCRIBE" in broker.log()
 
 
-def _as_alice(*args: str, bootstrap: str) -> subprocess.CompletedProcess[str]:
+class _Ran(NamedTuple):
+    returncode: int
+    stdout: str
+    stderr: str
+
+
+def _as_alice(*args: str, bootstrap: str) -> _Ran:
+    """The `odradek` command in this process (typer's runner: no interpreter start per call)."""
+    from typer.testing import CliRunner
+
+    from odradek.cli.main import app
+
     x = [arg for k, v in _sasl("alice").items() for arg in ("-X", f"{k}={v}")]
-    return subprocess.run([*ODRADEK, *args, "-b", bootstrap, *x], capture_output=True,
-                          text=True, timeout=120)
+    got = CliRunner().invoke(app, [*args, "-b", bootstrap, *x])
+    if got.exception is not None and not isinstance(got.exception, SystemExit):
+        raise got.exception
+    return _Ran(got.exit_code, got.stdout, got.stderr)
 
 
 def test_security_admin_commands_need_cluster_rights(node: tuple[BrokerProcess, str]) -> None:

@@ -218,8 +218,15 @@ def test_node_services_log_in_with_their_settings(secured: SecuredNode) -> None:
     made = _http(f"{registry}/subjects/sec-value/versions", {"schema": '"string"'})
     assert _http(f"{registry}/schemas/ids/{made['id']}")["schema"] == '"string"'
     assert "sec-value" in _http(f"{registry}/subjects")
-    topics = _wait_http(f"http://127.0.0.1:{CONSOLE_PORT}/api/topics?internal=true", secured)
+    console = f"http://127.0.0.1:{CONSOLE_PORT}"
+    topics = _wait_http(f"{console}/api/topics?internal=true", secured)
     assert "_schemas" in json.dumps(topics), topics
+    # its security pages ask natively over the same login: the users, and Kafka's
+    # SECURITY_DISABLED for ACLs on a node without an authorizer (not an empty list)
+    assert {u["user"] for u in _http(f"{console}/api/users")["users"]} >= {"admin", "alice"}
+    with pytest.raises(urllib.error.HTTPError) as refused:
+        _http(f"{console}/api/acls")
+    assert "SECURITY_DISABLED" in refused.value.read().decode()
     log = secured.node.log()
     sasl = re.escape(secured.addr("SASL_SSL"))
     assert re.search(rf"the Schema Registry on \S+ \(pid \d+\) over {sasl}$", log, re.M), log
