@@ -293,3 +293,21 @@ def test_allowed_with_the_acl_or_as_super_user(node: Node, api: Api, principal: 
     codes = api.refusal(r)
     assert E.cluster_authorization_failed not in codes, r
     assert E.topic_authorization_failed not in codes, r
+
+
+def test_describe_topic_partitions_needs_describe_on_the_topic(node: Node) -> None:
+    """Kafka's DescribeTopicPartitionsRequestHandler: a topic the principal may not describe
+    is left out of an all-topics answer and refused when named, existing or not; the super
+    user sees it."""
+    def ask(principal: str, names: list[str]) -> dict[str, int]:
+        r = node.send("client", principal, ApiKey.DESCRIBE_TOPIC_PARTITIONS, 0, {
+            "topics": [{"name": n} for n in names], "response_partition_limit": 2000,
+            "cursor": None})
+        return {t.name: int(t.error_code) for t in r.topics}
+
+    assert "t" not in ask("User:nobody", [])
+    assert ask("User:nobody", ["t", "no-such"]) == {
+        "t": E.topic_authorization_failed, "no-such": E.topic_authorization_failed}
+    assert ask("User:admin", [])["t"] == E.none
+    assert ask("User:admin", ["t", "no-such"]) == {
+        "t": E.none, "no-such": E.unknown_topic_or_partition}
