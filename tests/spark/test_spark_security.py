@@ -157,7 +157,7 @@ def test_pipeline_takes_the_client_settings(spark: SparkSession, secured: Secure
     """`odradek pipeline run --command-config FILE -X ...`: the settings become every
     source's and flow's kafka.* options, so a SQL pipeline with no security in it reads and
     writes over SASL_SSL as alice (run here in the test's Spark session)."""
-    from odradek.cli.pipeline import _client
+    from odradek.client.security_settings import read_command_config
     from odradek.spark.pipeline.load import load
     from odradek.spark.pipeline.runner import RunOptions, Stopper, prepare, start, wait
 
@@ -165,7 +165,7 @@ def test_pipeline_takes_the_client_settings(spark: SparkSession, secured: Secure
     java = java_options(secured)
     props.write_text("".join(f"{k[len('kafka.'):]}={v}\n" for k, v in java.items()
                              if k != "kafka.bootstrap.servers"))
-    client = _client(["sasl.mechanism=SCRAM-SHA-512"], props)
+    client = read_command_config(props)  # as `pipeline run --command-config` reads it
     assert client["sasl.jaas.config"] == java["kafka.sasl.jaas.config"]
     (tmp_path / "flows").mkdir()
     (tmp_path / "flows" / "p.sql").write_text(
