@@ -7,6 +7,7 @@ Set-up goes over the node's PLAINTEXT listener, whose User:ANONYMOUS is a super 
 
 from __future__ import annotations
 
+import time
 from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
@@ -74,7 +75,9 @@ def _read(spark: SparkSession, options: dict[str, str], topic: str, path: str) -
 
 @pytest.fixture(scope="module")
 def produced(secured: SecuredNode) -> Counter[tuple[bytes | None, bytes]]:
-    got = produce(secured.addr("PLAINTEXT"), "sec-in", N, 2)
+    # timestamps of now: the helper's default (2023) is past retention.ms, and the node's
+    # retention check (every 5 minutes) emptied sec-in under a test that ran that late
+    got = produce(secured.addr("PLAINTEXT"), "sec-in", N, 2, base_ts=int(time.time() * 1000))
     return Counter((p.key, p.value) for p in got)
 
 
