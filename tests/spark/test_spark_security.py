@@ -27,7 +27,7 @@ from tests.integration.security_support import USERS, SecuredNode, start_secured
 from tests.spark.support import create_topic, produce, read_all
 
 AUTHORIZER = "org.apache.kafka.metadata.authorizer.StandardAuthorizer"
-GRANTED = ("sec-in", "sec-out", "sec-piped")  # alice's topics; "sec-other" is not hers
+GRANTED = ("sec-in", "sec-out")  # alice's topics; "sec-other" is not hers
 DESCRIBE_ONLY = "sec-seen"  # alice may describe it (list its offsets) but not read it
 DENIED = r"TopicAuthorizationException: Not authorized to access topics: \[{}\]"
 N = 60
@@ -146,30 +146,3 @@ def test_jks_truststore_refused_by_name(spark: SparkSession, secured: SecuredNod
         spark.createDataFrame([(b"v",)], "value binary").write.format("odradek") \
             .options(**options).option("topic", "sec-out").mode("append").save()
 
-
-def test_pipeline_takes_the_client_settings(spark: SparkSession, secured: SecuredNode,
-                                            produced: Counter[tuple[bytes | None, bytes]],
-                                            tmp_path: Path) -> None:
-    """`odradek pipeline run --command-config FILE -X ...`: the settings become every
-    source's and flow's kafka.* options, so a SQL pipeline with no security in it reads and
-    writes over SASL_SSL as alice (run here in the test's Spark session)."""
-    from odradek.client.security_settings import read_command_config
-    from odradek.spark.pipeline.load import load
-    from odradek.spark.pipeline.runner import RunOptions, Stopper, prepare, start, wait
-
-    props = tmp_path / "alice.properties"
-    java = java_options(secured)
-    props.write_text("".join(f"{k[len('kafka.'):]}={v}\n" for k, v in java.items()
-                             if k != "kafka.bootstrap.servers"))
-    client = read_command_config(props)  # as `pipeline run --command-config` reads it
-    assert client["sasl.jaas.config"] == java["kafka.sasl.jaas.config"]
-    (tmp_path / "flows").mkdir()
-    (tmp_path / "flows" / "p.sql").write_text(
-        "CREATE SOURCE s OPTIONS (subscribe 'sec-in', startingOffsets 'earliest');\n"
-        "CREATE FLOW piped AS INSERT INTO TOPIC 'sec-piped' SELECT key, value FROM s;\n")
-    opts = RunOptions(bootstrap=secured.addr("SASL_SSL"), checkpoint_dir=tmp_path / "ckpt",
-                      available_now=True, client=client)
-    lines: list[str] = []
-    queries = start(spark, prepare(spark, load(tmp_path / "flows", {}), opts), opts)
-    assert wait(queries, Stopper(), lines.append) == 0, lines
-    assert Counter(read_all(secured.addr("PLAINTEXT"), "sec-piped", 2)) == produced
