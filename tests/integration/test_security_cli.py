@@ -1,24 +1,57 @@
 """Issue 16: the CLI against a SASL_SSL listener: `odradek user create|list|delete` (SCRAM
 credentials through the metadata log), and client security settings for commands given as
-a Kafka client properties file (--command-config) or -X pairs."""
+a Kafka client properties file (--command-config) or -X pairs. The node also runs its
+Schema Registry and console, which log in over SASL_SSL with the node's
+schema.registry.kafkastore.* and console.kafka.* settings."""
 
 from __future__ import annotations
 
+import json
+import re
 import subprocess
 import time
+import urllib.error
+import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from confluent_kafka import Producer
 
 from tests.integration.security_support import USERS, SecuredNode, start_secured
-from tests.support.broker import ODRADEK
+from tests.support.broker import ODRADEK, free_port
+
+REGISTRY_PORT, CONSOLE_PORT = free_port(), free_port()
+
+
+def _jaas(module: str, user: str) -> str:
+    return (f"org.apache.kafka.common.security.{module} required "
+            f'username="{user}" password="{USERS[user]}";')
+
+
+def _services(ca_pem: Path) -> dict[str, str]:
+    """The registry logs in as admin with SCRAM-SHA-512 (Confluent's kafkastore.* names), the
+    console as alice with PLAIN: both over the SASL_SSL listener, as Java clients say it."""
+    return {
+        "schema.registry.listeners": f"http://127.0.0.1:{REGISTRY_PORT}",
+        "schema.registry.kafkastore.security.protocol": "SASL_SSL",
+        "schema.registry.kafkastore.sasl.mechanism": "SCRAM-SHA-512",
+        "schema.registry.kafkastore.sasl.jaas.config": _jaas("scram.ScramLoginModule", "admin"),
+        "schema.registry.kafkastore.ssl.truststore.type": "PEM",
+        "schema.registry.kafkastore.ssl.truststore.location": str(ca_pem),
+        "console.listeners": f"http://127.0.0.1:{CONSOLE_PORT}",
+        "console.kafka.security.protocol": "SASL_SSL",
+        "console.kafka.sasl.mechanism": "PLAIN",
+        "console.kafka.sasl.jaas.config": _jaas("plain.PlainLoginModule", "alice"),
+        "console.kafka.ssl.ca.location": str(ca_pem),
+    }
 
 
 @pytest.fixture(scope="module")
 def secured(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SecuredNode]:
-    s = start_secured(tmp_path_factory.mktemp("seccli"))
+    tmp = tmp_path_factory.mktemp("seccli")
+    s = start_secured(tmp, _services(tmp / "ca" / "ca.pem"))  # where start_secured's CA goes
     yield s
     assert s.node.stop() == 0, s.node.log()
 
@@ -156,3 +189,59 @@ def test_remaining_commands_take_command_config(secured: SecuredNode, admin_conf
     refused = odradek("cluster", "describe", "-b", secured.addr("SASL_SSL"),
                       "--command-config", str(cfg))
     assert refused.returncode == 2 and "cannot be used by this command" in refused.stderr
+
+
+def _http(url: str, body: Any = None) -> Any:
+    data = None if body is None else json.dumps(body).encode()
+    req = urllib.request.Request(url, data=data, method="GET" if body is None else "POST",
+                                 headers={"Content-Type": "application/json"})
+    with urllib.request.urlopen(req, timeout=30) as resp:
+        return json.loads(resp.read())
+
+
+def _wait_http(url: str, secured: SecuredNode) -> Any:
+    deadline = time.monotonic() + 120
+    while True:
+        try:
+            return _http(url)
+        except (urllib.error.URLError, OSError) as exc:
+            if time.monotonic() > deadline:
+                pytest.fail(f"{url} never answered ({exc}):\n{secured.node.log()}")
+            time.sleep(0.5)
+
+
+def test_node_services_log_in_with_their_settings(secured: SecuredNode) -> None:
+    """The registry keeps _schemas over SASL_SSL as admin; the console lists topics as
+    alice. Both connect to the SASL_SSL listener, not the PLAINTEXT one the node also has."""
+    registry = f"http://127.0.0.1:{REGISTRY_PORT}"
+    _wait_http(f"{registry}/subjects", secured)
+    made = _http(f"{registry}/subjects/sec-value/versions", {"schema": '"string"'})
+    assert _http(f"{registry}/schemas/ids/{made['id']}")["schema"] == '"string"'
+    assert "sec-value" in _http(f"{registry}/subjects")
+    console = f"http://127.0.0.1:{CONSOLE_PORT}"
+    topics = _wait_http(f"{console}/api/topics?internal=true", secured)
+    assert "_schemas" in json.dumps(topics), topics
+    # its security pages ask natively over the same login: the users, and Kafka's
+    # SECURITY_DISABLED for ACLs on a node without an authorizer (not an empty list)
+    assert {u["user"] for u in _http(f"{console}/api/users")["users"]} >= {"admin", "alice"}
+    with pytest.raises(urllib.error.HTTPError) as refused:
+        _http(f"{console}/api/acls")
+    assert "SECURITY_DISABLED" in refused.value.read().decode()
+    log = secured.node.log()
+    sasl = re.escape(secured.addr("SASL_SSL"))
+    assert re.search(rf"the Schema Registry on \S+ \(pid \d+\) over {sasl}$", log, re.M), log
+    assert re.search(rf"the console on \S+ \(pid \d+\) over {sasl}$", log, re.M), log
+    assert USERS["admin"] not in log and USERS["alice"] not in log  # never logged
+
+
+def test_registry_serve_with_refused_credentials_says_so(secured: SecuredNode) -> None:
+    """`odradek registry serve -X ...`: a wrong password ends it at once with librdkafka's
+    authentication error, not a silent wait or a timeout."""
+    x = ["-X", "security.protocol=SASL_SSL", "-X", f"ssl.ca.location={secured.ca.ca_pem}",
+         "-X", "sasl.mechanism=SCRAM-SHA-256", "-X", "sasl.username=admin",
+         "-X", "sasl.password=wrong"]
+    out = odradek("registry", "serve", "-b", secured.addr("SASL_SSL"), "--listeners",
+                  f"http://127.0.0.1:{free_port()}", *x, timeout=120)
+    assert out.returncode == 1, out.stderr
+    assert "refused the registry's connection" in out.stderr, out.stderr
+    assert "Authentication failed" in out.stderr or "authentication" in out.stderr.lower()

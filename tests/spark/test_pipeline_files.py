@@ -128,3 +128,18 @@ def test_progress_lines_one_per_batch() -> None:
         "(so far: 2 batches, 403 in, out not counted)"]
     assert progress.summary("copy") == "2 batches, 1,400 rows in, 68 rows out"
     assert progress.summary("agg") == "2 batches, 403 rows in, rows out not counted"
+
+
+def test_client_settings_become_kafka_options_unless_given() -> None:
+    """`pipeline run -X/--command-config`: every source and flow gets them as kafka.* options;
+    an element's own kafka.* option wins (the option names compare case-insensitively)."""
+    from odradek.spark.pipeline.options import sink_options, source_options
+
+    client = {"security.protocol": "SASL_SSL", "sasl.mechanism": "SCRAM-SHA-512"}
+    got = source_options("s", "f:1", {"subscribe": "t", "kafka.SASL.mechanism": "PLAIN"}, "h:1",
+                         client)
+    assert got == {"subscribe": "t", "kafka.SASL.mechanism": "PLAIN",
+                   "kafka.bootstrap.servers": "h:1", "kafka.security.protocol": "SASL_SSL"}
+    assert sink_options("f", "f:2", {"topic": "o", "outputMode": "append"}, None, client) == {
+        "topic": "o", "kafka.security.protocol": "SASL_SSL",
+        "kafka.sasl.mechanism": "SCRAM-SHA-512"}

@@ -201,6 +201,25 @@ def native_security(client_config: list[str] | None = None,
     return security_of(overrides)
 
 
+def native_connection(bootstrap: str, client_id: str, timeout: float,
+                      client_config: list[str] | None = None,
+                      command_config: Path | None = None) -> Any:
+    """A logged-in odradek native Connection to the first bootstrap address, for the commands
+    that send one request themselves; refused credentials or TLS fail with the cause."""
+    from odradek.client.config import resolve_bootstrap
+    from odradek.client.connection import Connection, servers
+
+    security = native_security(client_config, command_config)
+    reach(bootstrap, {} if security is None else {"security.protocol": "ssl"})
+    host, port = servers(resolve_bootstrap(bootstrap))[0]
+    try:
+        return Connection(host, port, client_id, timeout, 16 << 20, security)
+    except (OSError, ConnectionError) as exc:
+        fail(f"cannot connect to {host}:{port}: {exc}")
+    except Exception as exc:  # a refused SASL login or TLS handshake, in the client's words
+        fail(f"{host}:{port} refused the connection: {exc}")
+
+
 def admin(bootstrap: str, client_config: list[str] | None = None,
           command_config: Path | None = None) -> Any:
     """An AdminClient after a reachability check; librdkafka's chatter silenced."""

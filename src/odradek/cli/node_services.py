@@ -8,6 +8,8 @@ client listener, like any client of the cluster: the broker package never import
 bound here, before the node starts, and handed to the child, so a port in use refuses the
 start as a Kafka listener's would. A child is restarted if it dies while the node serves,
 and dies with the node (PR_SET_PDEATHSIG), so a kill -9 of the node leaves nothing behind.
+On a node whose listeners need TLS or SASL they log in with the settings of
+cli/service_clients.py (schema.registry.kafkastore.*, console.kafka.*).
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ from __future__ import annotations
 import contextlib
 import ctypes
 import logging
+import os
 import signal
 import socket
 import subprocess
@@ -25,6 +28,12 @@ from typing import IO, Any
 
 from odradek.broker.node import NodeService
 from odradek.broker.startup import StartRefused
+from odradek.cli.service_clients import (
+    CONSOLE_PREFIX,
+    REGISTRY_PREFIX,
+    ServiceClient,
+    service_client,
+)
 from odradek.metadata.config.broker_configs import BrokerConfig
 
 log = logging.getLogger("odradek.node")
@@ -56,10 +65,12 @@ def node_services(config: BrokerConfig, log_file: Path | None) -> list[NodeServi
     try:
         registry = _listeners(config, CONFIG, "registry")
         if registry:
-            services.append(RegistryService(registry, log_file))
+            client = service_client(config, REGISTRY_PREFIX, "the Schema Registry", CONFIG)
+            services.append(RegistryService(registry, log_file, client))
         console = _listeners(config, CONSOLE_CONFIG, "console")
         if console:
-            services.append(ConsoleService(console, log_file, registry[:1],
+            client = service_client(config, CONSOLE_PREFIX, "the console", CONSOLE_CONFIG)
+            services.append(ConsoleService(console, log_file, client, registry[:1],
                                            [a.strip() for a in (config.get_str("admin.listeners")
                                                                  or "").split(",") if a.strip()][:1]))
     except StartRefused:
@@ -105,9 +116,11 @@ class RegistryService:
     KEY = CONFIG
     WHAT = "the Schema Registry"
 
-    def __init__(self, listeners: list[str], log_file: Path | None) -> None:
+    def __init__(self, listeners: list[str], log_file: Path | None,
+                 client: ServiceClient | None = None) -> None:
         self.listeners = listeners
         self.log_file = log_file
+        self.client = client or ServiceClient("PLAINTEXT")
         self.sockets: list[socket.socket] = []
         try:
             for listener in listeners:
@@ -122,7 +135,8 @@ class RegistryService:
         self._bootstrap = ""
 
     def start(self, node: Any) -> None:
-        broker = node.advertised_broker_listeners()[0]
+        listeners = node.advertised_broker_listeners()
+        broker = next((lst for lst in listeners if lst.name == self.client.listener), listeners[0])
         host = broker.host if broker.host not in ("", "0.0.0.0", "::") else "127.0.0.1"
         self._bootstrap = f"[{host}]:{broker.port}" if ":" in host else f"{host}:{broker.port}"
         self._node_started(node)
@@ -142,17 +156,25 @@ class RegistryService:
     def _spawn(self) -> None:
         fds = [sock.fileno() for sock in self.sockets]
         cmd = self._command(fds)
+        settings = self.client.open_pipe()
+        if settings is not None:
+            cmd += ["--command-config", f"/dev/fd/{settings}"]
         out: IO[bytes] | None = None
         if self.log_file is not None:
             out = open(self.log_file, "ab")  # noqa: SIM115 - the child's for its lifetime
-        with self._lock:
-            if self._stopping.is_set():
-                return
-            self.child = subprocess.Popen(cmd, pass_fds=fds, stdin=subprocess.DEVNULL,
-                                          stdout=out, stderr=out,
-                                          preexec_fn=_die_with_parent)
-        if out is not None:
-            out.close()
+        try:
+            with self._lock:
+                if self._stopping.is_set():
+                    return
+                self.child = subprocess.Popen(
+                    cmd, pass_fds=fds + ([] if settings is None else [settings]),
+                    stdin=subprocess.DEVNULL, stdout=out, stderr=out,
+                    preexec_fn=_die_with_parent)
+        finally:
+            if out is not None:
+                out.close()
+            if settings is not None:
+                os.close(settings)
         log.info("%s on %s (pid %d) over %s", self.WHAT, ",".join(self.listeners),
                  self.child.pid, self._bootstrap)
 
@@ -201,9 +223,9 @@ class ConsoleService(RegistryService):
     KEY = CONSOLE_CONFIG
     WHAT = "the console"
 
-    def __init__(self, listeners: list[str], log_file: Path | None, registry: list[str],
-                 admin: list[str]) -> None:
-        super().__init__(listeners, log_file)
+    def __init__(self, listeners: list[str], log_file: Path | None, client: ServiceClient,
+                 registry: list[str], admin: list[str]) -> None:
+        super().__init__(listeners, log_file, client)
         self.registry = registry
         self.admin = admin
         self._history = ""

@@ -22,6 +22,24 @@ def _pairs(values: list[str], flag: str) -> dict[str, str]:
     return out
 
 
+def _client(pairs: list[str], command_config: Path | None) -> dict[str, str]:
+    """-X over --command-config, in Kafka's names: the sources and sinks translate them as they
+    translate any kafka.* option (and refuse what they cannot honour, naming it)."""
+    from odradek.client.security_settings import read_command_config
+
+    out: dict[str, str] = {}
+    if command_config is not None:
+        try:
+            out.update(read_command_config(command_config))
+        except ValueError as e:
+            raise typer.BadParameter(str(e), param_hint="--command-config") from None
+    out.update(_pairs(pairs, "-X"))
+    for key in out:
+        if key.lower() == "bootstrap.servers":
+            raise typer.BadParameter("give the cluster with -b/--bootstrap-server", param_hint="-X")
+    return out
+
+
 @app.command("run")
 def run(
     path: Path = typer.Argument(..., help="A directory of *.sql / *.py pipeline files, or one file."),
@@ -38,6 +56,14 @@ def run(
     conf: list[str] = typer.Option([], "--conf", help="A Spark setting k=v (repeatable)."),
     var: list[str] = typer.Option([], "--var", help="A pipeline variable name=value, ${name} in SQL "
                                   "(repeatable)."),
+    client_config: list[str] = typer.Option(
+        [], "-X", "--client-config", metavar="KEY=VALUE", show_default=False,
+        help="A Kafka client setting (security.protocol, sasl.jaas.config, ...) for every "
+        "source and flow, as its kafka.* option (repeatable)."),
+    command_config: Path | None = typer.Option(
+        None, "--command-config", metavar="FILE", show_default=False,
+        help="A properties file of Kafka client settings (security.protocol, sasl.jaas.config, "
+        "ssl.truststore.location, ...), as kafka-*.sh --command-config; -X wins over it."),
     spark_log_level: str = typer.Option(
         "WARN", "--spark-log-level",
         help="Spark's log level (OFF, FATAL, ERROR, WARN, INFO, DEBUG, TRACE, ALL); Spark logs go "
@@ -45,7 +71,9 @@ def run(
 ) -> None:
     """Run the pipeline's flows until done (--available-now) or stopped (--continuous).
 
-    Prints one line per micro-batch of each flow: its input rows, rows/s and output rows."""
+    Prints one line per micro-batch of each flow: its input rows, rows/s and output rows.
+    Client settings (-X, --command-config) become each source's and flow's kafka.* options,
+    unless it gives that option itself."""
     from odradek.spark.pipeline.logs import check_level
     from odradek.spark.pipeline.model import PipelineError
     from odradek.spark.pipeline.runner import RunOptions
@@ -55,9 +83,11 @@ def run(
         level = check_level(spark_log_level)
     except ValueError as e:
         raise typer.BadParameter(str(e), param_hint="--spark-log-level") from None
+    client = _client(client_config, command_config)
     opts = RunOptions(master=master, bootstrap=bootstrap_server, checkpoint_dir=checkpoint_dir.resolve(),
                       available_now=available_now, trigger_interval=trigger_interval,
-                      conf=_pairs(conf, "--conf"), variables=_pairs(var, "--var"), spark_log_level=level)
+                      conf=_pairs(conf, "--conf"), variables=_pairs(var, "--var"), spark_log_level=level,
+                      client=client)
     try:
         # Progress on stdout, failures on stderr with Spark's own log lines.
         code = run_pipeline(path, opts, report=typer.echo, error=lambda msg: typer.echo(msg, err=True))

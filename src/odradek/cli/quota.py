@@ -3,20 +3,23 @@
 An entity is `--user NAME` or `--user-default`, `--client-id ID` or `--client-default`, or
 one of each. `set` takes `--add key=value` and `--delete key` (repeatable) with the keys
 producer_byte_rate, consumer_byte_rate, request_percentage, controller_mutation_rate.
-Sent with AlterClientQuotas / DescribeClientQuotas by odradek's native client (PLAINTEXT).
+Sent with AlterClientQuotas / DescribeClientQuotas by odradek's native client, which logs in
+with -X / --command-config (TLS with PEM files; SASL PLAIN, SCRAM-SHA-256/512).
 """
 
 from __future__ import annotations
+
+from pathlib import Path
 
 import typer
 
 from odradek.cli.common import (
     BootstrapOption,
     ClientConfigOption,
+    CommandConfigOption,
     TimeoutOption,
-    client_overrides,
     fail,
-    reach,
+    native_connection,
     usage,
 )
 from odradek.cli.table import FormatOption, check_format, emit
@@ -45,16 +48,10 @@ def _entity(user: str | None, user_default: bool, client: str | None,
     return out
 
 
-def _connect(bootstrap: str, client_config: list[str], timeout: float):  # type: ignore[no-untyped-def]
-    from odradek.client.config import resolve_bootstrap
-    from odradek.client.connection import Connection, servers, supports
-
-    overrides = client_overrides(client_config)
-    if not supports({k: str(v) for k, v in overrides.items()}):
-        fail("odradek quota speaks PLAINTEXT only for now (its client has no TLS/SASL yet)")
-    reach(bootstrap, overrides)
-    host, port = servers(resolve_bootstrap(bootstrap))[0]
-    return Connection(host, port, "odradek-quota-cli", timeout, 16 << 20)
+def _connect(bootstrap: str, client_config: list[str], command_config: Path | None,
+             timeout: float):  # type: ignore[no-untyped-def]
+    return native_connection(bootstrap, "odradek-quota-cli", timeout, client_config,
+                             command_config)
 
 
 @app.command("set")
@@ -65,6 +62,7 @@ def set_quota(user: str | None = User, user_default: bool = UserDefault,
               delete: list[str] = typer.Option([], "--delete", metavar="KEY",
                                                help="Remove a quota (repeatable)."),
               bootstrap: str = BootstrapOption, client_config: list[str] = ClientConfigOption,
+              command_config: Path | None = CommandConfigOption,
               timeout: float = TimeoutOption) -> None:
     """Set or remove quotas of one entity."""
     from odradek.client.connection import error_name
@@ -83,7 +81,7 @@ def set_quota(user: str | None = User, user_default: bool = UserDefault,
     ops += [(key.strip(), 0.0, True) for key in delete]
     if not ops:
         usage("give --add key=value or --delete key")
-    conn = _connect(bootstrap, client_config, timeout)
+    conn = _connect(bootstrap, client_config, command_config, timeout)
     try:
         ((code, message),) = alter_client_quotas(conn, [(entity, ops)])
     except (OSError, ConnectionError) as exc:
@@ -104,6 +102,7 @@ def describe(user: str | None = User, user_default: bool = UserDefault,
              client_id: str | None = Client, client_default: bool = ClientDefault,
              fmt: str = FormatOption, bootstrap: str = BootstrapOption,
              client_config: list[str] = ClientConfigOption,
+             command_config: Path | None = CommandConfigOption,
              timeout: float = TimeoutOption) -> None:
     """List quotas (of the matching entities, or all)."""
     from odradek.client.connection import error_name
@@ -112,7 +111,7 @@ def describe(user: str | None = User, user_default: bool = UserDefault,
     check_format(fmt)
     entity = _entity(user, user_default, client_id, client_default, False)
     components = [(t, 1 if n is None else 0, n) for t, n in entity]
-    conn = _connect(bootstrap, client_config, timeout)
+    conn = _connect(bootstrap, client_config, command_config, timeout)
     try:
         code, message, entries = describe_client_quotas(conn, components)
     except (OSError, ConnectionError) as exc:

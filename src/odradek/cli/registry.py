@@ -20,7 +20,13 @@ from urllib.parse import quote
 
 import typer
 
-from odradek.cli.common import fail, usage
+from odradek.cli.common import (
+    ClientConfigOption,
+    CommandConfigOption,
+    client_overrides,
+    fail,
+    usage,
+)
 from odradek.cli.table import FormatOption, check_format, emit
 
 app = typer.Typer(help="The Schema Registry (Confluent's REST API), kept in the _schemas topic.",
@@ -108,11 +114,17 @@ def serve(
         True, "--leader-eligibility/--no-leader-eligibility",
         help="May this instance be elected the writer (leader.eligibility)? Followers forward "
              "writes to the leader."),
+    client_config: list[str] = ClientConfigOption,
+    command_config: Path | None = CommandConfigOption,
     inherit_fds: str = typer.Option("", "--inherit-fds", hidden=True,
                                     help="Listening sockets bound by `odradek serve`, one per "
                                          "listener, in order."),
 ) -> None:
-    """Serve the registry until SIGTERM or Ctrl-C (it reads _schemas to the end first)."""
+    """Serve the registry until SIGTERM or Ctrl-C (it reads _schemas to the end first).
+
+    Its producer, consumers and admin client log in with the client settings given (-X
+    security.protocol=SASL_SSL -X sasl.mechanism=SCRAM-SHA-512 ..., or a --command-config
+    file, as Confluent's kafkastore.* settings); refused credentials end it at once."""
     import logging
 
     from odradek.client import resolve_bootstrap
@@ -125,9 +137,10 @@ def serve(
     except ValueError as exc:
         typer.echo(f"odradek registry serve: {exc}", err=True)
         raise typer.Exit(2) from None
+    overrides = client_overrides(client_config, command_config)
     fds = [int(fd) for fd in inherit_fds.split(",") if fd.strip()]
     raise typer.Exit(run(resolve_bootstrap(bootstrap), listeners, topic, leader_eligibility,
-                         fds=fds))
+                         fds=fds, client=overrides))
 
 
 # ---- subject --------------------------------------------------------------------------------

@@ -1,5 +1,6 @@
-"""`odradek user create|list|delete`: SCRAM credentials (AlterUserScramCredentials and
-DescribeUserScramCredentials through confluent-kafka's admin client).
+"""`odradek user create|list|delete`: SCRAM credentials (AlterUserScramCredentials through
+confluent-kafka's admin client; DescribeUserScramCredentials through odradek's native client,
+as confluent-kafka crashed on a refused one).
 
 The password is salted and hashed on this side (the admin client sends salt and
 SaltedPassword); it is read from a prompt, --password-file or --password, in that order of
@@ -20,6 +21,7 @@ from odradek.cli.common import (
     admin,
     fail,
     kafka_errors,
+    native_connection,
     result,
     usage,
 )
@@ -88,22 +90,42 @@ def list_(
     timeout: float = TimeoutOption,
 ) -> None:
     """List users and their SCRAM mechanisms and iterations (never keys)."""
-    with kafka_errors():
-        client = admin(bootstrap, client_config, command_config)
-        future = client.describe_user_scram_credentials(names or None)
-        if isinstance(future, dict):
-            described = {user: result(f, timeout) for user, f in future.items()}
-        else:
-            described = result(future, timeout)
+    described = _describe(bootstrap, names or None, client_config, command_config, timeout)
     if not described:
         print("No SCRAM users.")
         return
     print(f"{'USER':<24} MECHANISMS")
-    for user, desc in sorted(described.items()):
-        mechs = ", ".join(f"{info.mechanism.name.replace('_', '-')} "
-                          f"(iterations={info.iterations})"
-                          for info in desc.scram_credential_infos)
+    for user, infos in sorted(described.items()):
+        mechs = ", ".join(f"{_MECHANISM_NAMES.get(m, m)} (iterations={i})" for m, i in infos)
         print(f"{user:<24} {mechs}")
+
+
+_MECHANISM_NAMES = {1: "SCRAM-SHA-256", 2: "SCRAM-SHA-512"}  # Kafka's ScramMechanism codes
+
+
+def _describe(bootstrap: str, names: list[str] | None, client_config: list[str],
+              command_config: Path | None, timeout: float) -> dict[str, list[tuple[int, int]]]:
+    """user -> [(mechanism code, iterations)]; the node's refusal (or an unknown user) is an
+    error naming its code."""
+    from odradek.client.connection import error_name
+    from odradek.client.security_admin import describe_scram_users
+
+    conn = native_connection(bootstrap, "odradek-user-cli", timeout, client_config,
+                             command_config)
+    try:
+        code, message, results = describe_scram_users(conn, names)
+    except (OSError, ConnectionError) as exc:
+        fail(f"no answer from {bootstrap}: {exc}")
+    finally:
+        conn.close()
+    if code:
+        fail(f"{error_name(code)}: {message or ''}".rstrip(": "))
+    out = {}
+    for user, user_code, user_message, infos in results:
+        if user_code:
+            fail(f"user {user}: {error_name(user_code)}: {user_message or ''}".rstrip(": "))
+        out[user] = infos
+    return out
 
 
 @app.command("delete")
@@ -117,23 +139,16 @@ def delete(
     timeout: float = TimeoutOption,
 ) -> None:
     """Delete a user's SCRAM credentials (those it has among --mechanism)."""
-    from confluent_kafka.admin import UserScramCredentialDeletion
+    from confluent_kafka.admin import ScramMechanism, UserScramCredentialDeletion
 
+    infos = _describe(bootstrap, [name], client_config, command_config, timeout).get(name, [])
+    wanted = {m.upper() for m in mechanism}
+    have = [ScramMechanism[_MECHANISM_NAMES[m].replace("-", "_")] for m, _ in infos
+            if _MECHANISM_NAMES.get(m) in wanted]
+    if not have:
+        fail(f"user {name} has no credential for {', '.join(sorted(wanted))}")
     with kafka_errors():
         client = admin(bootstrap, client_config, command_config)
-        described = client.describe_user_scram_credentials([name])
-        future = described[name] if isinstance(described, dict) else described
-        try:
-            desc = result(future, timeout)
-            if isinstance(desc, dict):
-                desc = desc[name]
-        except Exception as exc:  # RESOURCE_NOT_FOUND: no such user
-            fail(f"user {name}: {exc}")
-        wanted = {m.upper() for m in mechanism}
-        have = [info.mechanism for info in desc.scram_credential_infos
-                if info.mechanism.name.replace("_", "-") in wanted]
-        if not have:
-            fail(f"user {name} has no credential for {', '.join(sorted(wanted))}")
         futures = client.alter_user_scram_credentials(
             [UserScramCredentialDeletion(name, m) for m in have])
         for user, f in futures.items():

@@ -74,7 +74,9 @@ def describe(cluster: Cluster, group: str) -> dict[str, Any]:
                         "assignment": [f"{t}:{p}" for t, p in sorted(tps)]})
     tps = sorted(set(done) | set(owner))
     ends = cluster.offsets(tps, OffsetSpec.latest())
-    node = node_lag(cluster.bootstrap, group, TIMEOUT_S) or {}
+    # the node's lag request logs in as the console's other clients do (TLS, SASL)
+    node = node_lag(cluster.bootstrap, group, TIMEOUT_S,
+                    {k: str(v) for k, v in cluster.overrides.items()}) or {}
     statuses = {(r[0], r[1]): r for r in node.get("partitions", [])}
     rows = []
     total = 0

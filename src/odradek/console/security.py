@@ -3,11 +3,16 @@ DeleteAcls, Describe/AlterUserScramCredentials). The console acts as the princip
 config logs in as (`odradek console -X sasl.username=...`), so the node's authorizer decides
 what it may see and change, as for any client. Quotas are not here: confluent-kafka has no
 DescribeClientQuotas (`odradek quota` speaks it directly).
+
+The two listings go through odradek's native client when it can log in with the console's
+settings: librdkafka drops DescribeAcls' CLUSTER_AUTHORIZATION_FAILED (an empty list where the
+node refused) and confluent-kafka crashed the process on a refused DescribeUserScramCredentials.
 """
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
 
 from confluent_kafka.admin import (
     AclBinding,
@@ -24,6 +29,9 @@ from confluent_kafka.admin import (
 
 from odradek.console.cluster import TIMEOUT_S, Cluster, KafkaFailure, result
 from odradek.console.paging import BadRequest
+
+if TYPE_CHECKING:
+    from odradek.client.connection import Connection
 
 RESOURCE_TYPES = ("TOPIC", "GROUP", "CLUSTER", "TRANSACTIONAL_ID")
 OPERATIONS = ("ALL", "READ", "WRITE", "CREATE", "DELETE", "ALTER", "DESCRIBE", "CLUSTER_ACTION",
@@ -49,13 +57,69 @@ def _enum(kind: Any, value: str, allowed: tuple[str, ...], what: str) -> Any:
     return kind[name]
 
 
+def _native(cluster: Cluster, ask: Callable[[Connection], Any]) -> Any:
+    """`ask` over a native connection logged in as the console's clients are; NotImplemented
+    when the native client cannot honour the settings (OAUTHBEARER, ...)."""
+    from odradek.client.config import resolve_bootstrap
+    from odradek.client.connection import Connection, fetch_supports, security_of, servers
+
+    settings = {k: str(v) for k, v in cluster.overrides.items()}
+    if not fetch_supports(settings):
+        return NotImplemented
+    host, port = servers(resolve_bootstrap(cluster.bootstrap))[0]
+    try:
+        conn = Connection(host, port, "odradek-console", TIMEOUT_S, 16 << 20,
+                          security_of(settings))
+    except Exception as exc:  # refused, unreachable, TLS: the page says why
+        raise KafkaFailure(f"cannot reach {host}:{port}: {exc}", 502) from None
+    try:
+        return ask(conn)
+    except (OSError, ConnectionError) as exc:
+        raise KafkaFailure(f"no answer from {host}:{port}: {exc}", 502) from None
+    finally:
+        conn.close()
+
+
+def _code_name(kind: Any, code: int) -> str:
+    """Kafka's code as confluent-kafka's enums name it (CLUSTER for its BROKER); a code they
+    lack (6, DELEGATION_TOKEN) by Kafka's name or number."""
+    try:
+        member = kind(code)
+    except ValueError:
+        return "DELEGATION_TOKEN" if kind is ResourceType and code == 6 else str(code)
+    return _type_name(member) if kind is ResourceType else str(member.name)
+
+
+def _refused(code: int, message: str | None) -> KafkaFailure:
+    from odradek.client.connection import error_name
+
+    name = error_name(code)
+    return KafkaFailure(f"{name}: {message}" if message else name,
+                        403 if "AUTHORIZATION" in name else 400)
+
+
 def list_acls(cluster: Cluster) -> list[dict[str, Any]]:
-    flt = AclBindingFilter(ResourceType.ANY, None, ResourcePatternType.ANY, None, None,
-                           AclOperation.ANY, AclPermissionType.ANY)
-    rows = [{"principal": b.principal, "host": b.host, "operation": b.operation.name,
-             "permission": b.permission_type.name, "resource_type": _type_name(b.restype),
-             "resource": b.name, "pattern": b.resource_pattern_type.name}
-            for b in result(cluster.admin.describe_acls(flt, request_timeout=TIMEOUT_S))]
+    from odradek.client.security_admin import describe_acls
+
+    got = _native(cluster, lambda conn: describe_acls(conn, 1, None, 1))
+    if got is NotImplemented:
+        flt = AclBindingFilter(ResourceType.ANY, None, ResourcePatternType.ANY, None, None,
+                               AclOperation.ANY, AclPermissionType.ANY)
+        bindings = [(_type_name(b.restype), b.name, b.resource_pattern_type.name, b.principal,
+                     b.host, b.operation.name, b.permission_type.name)
+                    for b in result(cluster.admin.describe_acls(flt,
+                                                                request_timeout=TIMEOUT_S))]
+    else:
+        code, message, found = got
+        if code:
+            raise _refused(code, message)
+        bindings = [(_code_name(ResourceType, a.resource_type), a.name,
+                     _code_name(ResourcePatternType, a.pattern_type), a.principal, a.host,
+                     _code_name(AclOperation, a.operation),
+                     _code_name(AclPermissionType, a.permission)) for a in found]
+    rows = [{"principal": principal, "host": host, "operation": op, "permission": perm,
+             "resource_type": rtype, "resource": name, "pattern": pattern}
+            for rtype, name, pattern, principal, host, op, perm in bindings]
     return sorted(rows, key=lambda r: (r["resource_type"], r["resource"], r["principal"],
                                        r["operation"]))
 
@@ -97,13 +161,22 @@ def delete_acl(cluster: Cluster, b: AclBinding) -> int:
 
 
 def list_users(cluster: Cluster) -> list[dict[str, Any]]:
-    got = result(cluster.admin.describe_user_scram_credentials(request_timeout=TIMEOUT_S))
-    rows = []
-    for name, desc in sorted(got.items()):
-        rows.append({"user": name, "mechanisms": [
-            {"mechanism": i.mechanism.name.replace("_", "-"), "iterations": i.iterations}
-            for i in desc.scram_credential_infos]})
-    return rows
+    from odradek.client.security_admin import describe_scram_users
+
+    got = _native(cluster, describe_scram_users)
+    if got is NotImplemented:
+        users = {name: [(i.mechanism.name.replace("_", "-"), i.iterations)
+                        for i in desc.scram_credential_infos]
+                 for name, desc in result(cluster.admin.describe_user_scram_credentials(
+                     request_timeout=TIMEOUT_S)).items()}
+    else:
+        code, message, results = got
+        if code:
+            raise _refused(code, message)
+        users = {name: [(MECHANISMS[m - 1] if m in (1, 2) else str(m), i) for m, i in infos]
+                 for name, _, _, infos in results}
+    return [{"user": name, "mechanisms": [{"mechanism": m, "iterations": i} for m, i in infos]}
+            for name, infos in sorted(users.items())]
 
 
 def upsert_user(cluster: Cluster, user: str, password: str, mechanism: str,

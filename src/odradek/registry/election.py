@@ -8,6 +8,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from collections.abc import Mapping
 from typing import Any
 
 log = logging.getLogger(__name__)
@@ -17,8 +18,10 @@ GROUP = "odradek-schema-registry"
 
 class Election:
     def __init__(self, bootstrap: str, topic: str, url: str, group: str = GROUP,
-                 timeout: float = 30.0, eligible: bool = True) -> None:
+                 timeout: float = 30.0, eligible: bool = True,
+                 client: Mapping[str, object] | None = None) -> None:
         self.eligible = eligible
+        self.client: dict[str, object] = dict(client or {})  # TLS/SASL, as the store's
         self.bootstrap = bootstrap
         self.topic = topic
         self.url = url
@@ -37,13 +40,13 @@ class Election:
     def start(self) -> None:
         from odradek.client import admin_client, consumer
 
-        self._admin = admin_client(self.bootstrap)
+        self._admin = admin_client(self.bootstrap, self.client)
         if not self.eligible:  # leader.eligibility=false: never joins, always forwards
             self.joined.set()
             return
         # Records are not what this consumer is for: start at the end and commit nothing.
         self._consumer = consumer(self.bootstrap, {
-            "group.id": self.group, "client.id": self.url, "auto.offset.reset": "latest",
+            **self.client, "group.id": self.group, "client.id": self.url, "auto.offset.reset": "latest",
             "enable.auto.commit": False, "session.timeout.ms": 10000,
             "heartbeat.interval.ms": 1000})
         self._consumer.subscribe([self.topic], on_assign=self._assigned,

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+from collections.abc import Mapping
 
 from odradek.registry.records import TOPIC
 from odradek.service.http import parse_http_listener, serve_http
@@ -16,22 +17,30 @@ def parse_listener(listener: str) -> tuple[str, int]:
 
 
 def run(bootstrap: str, listeners: str = "http://127.0.0.1:8081", topic: str = TOPIC,
-        leader_eligibility: bool = True, fds: list[int] | None = None) -> int:
+        leader_eligibility: bool = True, fds: list[int] | None = None,
+        client: Mapping[str, object] | None = None) -> int:
     """`fds`: listening sockets already bound for the listeners, in order (from `odradek
-    serve`, which binds them before its node starts so a port in use refuses that start)."""
+    serve`, which binds them before its node starts so a port in use refuses that start).
+    `client`: librdkafka settings (TLS, SASL) for every Kafka client the registry makes.
+    Exit 1 with one line when the cluster refuses the registry's connection."""
 
     from odradek.registry.app import build_app
     from odradek.registry.election import Election
-    from odradek.registry.store import KafkaStore
+    from odradek.registry.store import KafkaStore, StoreUnreachable
 
     endpoints = [parse_listener(item) for item in listeners.split(",") if item.strip()]
     if not endpoints:
         raise ValueError("no listener given")
-    store = KafkaStore(bootstrap, topic)
-    store.start()
+    store = KafkaStore(bootstrap, topic, client=client)
+    try:
+        store.start()
+    except StoreUnreachable as exc:
+        log.error("%s", exc)  # on stderr, or in the node's log under `odradek serve`
+        return 1
     # The first listener is the URL other instances forward writes to (the group's client.id).
     host, port = endpoints[0]
-    election = Election(bootstrap, topic, f"http://{host}:{port}", eligible=leader_eligibility)
+    election = Election(bootstrap, topic, f"http://{host}:{port}", eligible=leader_eligibility,
+                        client=client)
     election.start()
     app = build_app(store, election)
     try:

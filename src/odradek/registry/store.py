@@ -7,6 +7,8 @@ from __future__ import annotations
 import json
 import logging
 import threading
+import time
+from collections.abc import Mapping
 from typing import Any
 
 from odradek.registry import errors, records
@@ -15,9 +17,17 @@ from odradek.registry.state import Record, RegistryState
 log = logging.getLogger(__name__)
 
 
+class StoreUnreachable(RuntimeError):
+    """The cluster refused the registry's credentials or TLS, or never answered."""
+
+
 class KafkaStore:
-    def __init__(self, bootstrap: str, topic: str = records.TOPIC, timeout: float = 30.0) -> None:
+    def __init__(self, bootstrap: str, topic: str = records.TOPIC, timeout: float = 30.0,
+                 client: Mapping[str, object] | None = None) -> None:
         self.bootstrap = bootstrap
+        # librdkafka settings (TLS, SASL) for every client of the store: Confluent's
+        # kafkastore.security.protocol, kafkastore.sasl.* ... once translated
+        self.client: dict[str, object] = dict(client or {})
         self.topic = topic
         self.timeout = timeout
         self.state = RegistryState()
@@ -38,11 +48,11 @@ class KafkaStore:
 
         self._ensure_topic()
         self._producer = producer(self.bootstrap, {
-            "acks": "all", "enable.idempotence": True, "linger.ms": 0})
-        self._consumer = consumer(self.bootstrap, {"enable.partition.eof": False})
+            **self.client, "acks": "all", "enable.idempotence": True, "linger.ms": 0})
+        self._consumer = consumer(self.bootstrap, {**self.client, "enable.partition.eof": False})
         # Watermark queries get their own handle: on the polling consumer they were seen to
         # block while the reader thread polls.
-        self._offsets = consumer(self.bootstrap)
+        self._offsets = consumer(self.bootstrap, self.client)
         self._offsets_lock = threading.Lock()
         end = self.end_offset()
         # From the log start: compaction may have removed offset 0.
@@ -71,8 +81,14 @@ class KafkaStore:
 
         from odradek.client import admin_client
 
-        admin = admin_client(self.bootstrap)
-        meta = admin.list_topics(timeout=self.timeout)
+        refused: list[Any] = []
+
+        def on_error(err: Any) -> None:
+            if err.code() in (KafkaError._AUTHENTICATION, KafkaError._SSL):
+                refused.append(err)
+
+        admin = admin_client(self.bootstrap, {**self.client, "error_cb": on_error})
+        meta = self._first_metadata(admin, refused)
         if self.topic in meta.topics:
             return
         replicas = min(3, max(1, len(meta.brokers)))
@@ -85,6 +101,24 @@ class KafkaStore:
             err = exc.args[0] if exc.args else None
             if getattr(err, "code", lambda: None)() != KafkaError.TOPIC_ALREADY_EXISTS:
                 raise
+
+    def _first_metadata(self, admin: Any, refused: list[Any]) -> Any:
+        """list_topics in short waits: refused credentials or TLS end the start at once with
+        librdkafka's own words (a registry that cannot log in must say so, not time out)."""
+        from confluent_kafka import KafkaException
+
+        deadline = time.monotonic() + self.timeout
+        while True:
+            try:
+                return admin.list_topics(timeout=1.0)
+            except KafkaException as exc:
+                admin.poll(0)
+                if refused:
+                    raise StoreUnreachable(f"the cluster at {self.bootstrap} refused the "
+                                           f"registry's connection: {refused[0].str()}") from None
+                if time.monotonic() >= deadline:
+                    raise StoreUnreachable(f"no answer from the cluster at {self.bootstrap} "
+                                           f"within {self.timeout:g}s: {exc}") from None
 
     # ---- reading ----------------------------------------------------------------------------
     def _read_loop(self) -> None:

@@ -20,6 +20,7 @@ from confluent_kafka import Consumer, KafkaError, Message, TopicPartition
 from odradek.client.consumer_settings import consumer_settings
 from odradek.client.fetcher import supports
 from odradek.spark.data_loss import resume_after_loss
+from odradek.spark.planner import TopicAuthorizationError
 from odradek.spark.ranges import OffsetRange
 from odradek.spark.schema import source_schema
 
@@ -120,6 +121,9 @@ def _read(consumer: Consumer, r: OffsetRange) -> Iterator[pa.RecordBatch]:
                     pos = _data_loss(consumer, r, pos)
                     good = []
                     break
+                elif err.code() == KafkaError.TOPIC_AUTHORIZATION_FAILED:
+                    # not fatal to librdkafka, which would retry until the poll timeout
+                    raise TopicAuthorizationError([r.topic])
                 elif not err.retriable() and err.fatal():
                     raise RuntimeError(f"reading {where}: {err.str()}")
         if good:

@@ -19,11 +19,12 @@ from odradek.client.columnar import columns, select
 from odradek.client.fetcher import PartitionFetcher
 from odradek.spark.arrow_columns import to_record_batch
 from odradek.spark.data_loss import resume_after_loss
-from odradek.spark.planner import Planner, isolation
+from odradek.spark.planner import Planner, TopicAuthorizationError, isolation
 from odradek.spark.ranges import OffsetRange
 
 LOG = logging.getLogger("odradek.spark")
 OFFSET_OUT_OF_RANGE = 1
+TOPIC_AUTHORIZATION_FAILED = 29
 # Kafka's retriable partition errors while leadership moves or a topic is being created.
 _RETRY = {3, 5, 6, 9, 56, 74, 75, 78}
 # Per fetch: big enough that per-request costs vanish, small enough to overlap the broker's
@@ -66,6 +67,8 @@ def _read(fetcher: PartitionFetcher, r: OffsetRange, committed: bool) -> Iterato
             backoff = min(1.0, backoff * 2)
             fetcher.send(pos)
             continue
+        if got.error_code == TOPIC_AUTHORIZATION_FAILED:  # Describe without Read
+            raise TopicAuthorizationError([r.topic])
         if got.error_code:
             raise RuntimeError(f"fetching {where} at offset {pos} failed with Kafka error "
                                f"code {got.error_code}")

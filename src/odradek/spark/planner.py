@@ -36,6 +36,17 @@ class DataLossError(RuntimeError):
     """Records a query still had to read are gone (retention, DeleteRecords, topic recreated)."""
 
 
+class TopicAuthorizationError(RuntimeError):
+    """A query names topics its principal may not describe or read: it fails, naming them, as
+    Spark's Kafka source fails with the Java client's TopicAuthorizationException, rather than
+    reading nothing (Metadata hides such a topic exactly as if it did not exist)."""
+
+    def __init__(self, topics: Iterable[str]) -> None:
+        self.topics = sorted(set(topics))
+        super().__init__("TopicAuthorizationException: Not authorized to access topics: "
+                         f"[{', '.join(self.topics)}]")
+
+
 def isolation(client: Mapping[str, str]) -> str:
     return client.get("isolation.level", "read_committed")
 
@@ -64,7 +75,28 @@ class Planner:
             if topic.error is not None or name.startswith("__") or not sub.matches(name):
                 continue
             out.extend((name, p) for p in topic.partitions)
+        if sub.kind == "subscribe":
+            # A topic named outright but missing from the listing: absent, or hidden from us.
+            # A pattern is different: Java's consumer too matches only what it may see.
+            self.check_authorized(t for t in sub.topics if t not in meta.topics
+                                  or meta.topics[t].error is not None)
         return sorted(out)
+
+    def check_authorized(self, topics: Iterable[str]) -> None:
+        """Ask Metadata for each topic by name: TOPIC_AUTHORIZATION_FAILED (Kafka's answer to a
+        principal without Describe, whether or not the topic exists) fails the query."""
+        denied = []
+        for name in dict.fromkeys(topics):
+            try:
+                meta = self._admin.list_topics(topic=name, timeout=self._timeout)
+            except KafkaException:
+                continue  # unreachable now: the next look-up reports it
+            found = meta.topics.get(name)
+            err = found.error if found is not None else None
+            if err is not None and err.code() == KafkaError.TOPIC_AUTHORIZATION_FAILED:
+                denied.append(name)
+        if denied:
+            raise TopicAuthorizationError(denied)
 
     def _on_error(self, err: KafkaError) -> None:
         if err.code() in (KafkaError._AUTHENTICATION, KafkaError._SSL):
@@ -103,13 +135,20 @@ class Planner:
                     pending.pop(key)
                 except KafkaException as exc:
                     err = exc.args[0]
+                    if err.code() == KafkaError.TOPIC_AUTHORIZATION_FAILED:
+                        raise TopicAuthorizationError([tp.topic]) from None
                     if err.code() not in _TRANSIENT:
+                        # librdkafka says _NOENT "no leaders found" for a topic hidden from
+                        # us: name the denial when that is what it is
+                        self.check_authorized([tp.topic])
                         raise RuntimeError(f"listing offsets of {tp.topic}-{tp.partition} failed: "
                                            f"{err}") from None
                     failed[key] = str(err)
             if failed and attempt + 1 < _ATTEMPTS:
                 time.sleep(0.2 * (attempt + 1))
             elif failed and not skip_unready:
+                # an assigned topic we may not describe looks unknown to the listing: say so
+                self.check_authorized(t for t, _ in failed)
                 (t, p), why = next(iter(failed.items()))
                 raise RuntimeError(f"listing offsets of {t}-{p} failed: {why}")
         return out

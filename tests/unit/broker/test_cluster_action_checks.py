@@ -1,6 +1,9 @@
 """Issue 16, point 3: the node-to-node APIs check what Kafka's KafkaApis/ControllerApis check
 (ClusterAction on the cluster; DescribeQuorum Describe, UnregisterBroker Alter), through the
-real request path without sockets (support.Broker, with StandardAuthorizer).
+real request path without sockets (support.Broker, with StandardAuthorizer). So do the
+security admin APIs: DescribeAcls and DescribeUserScramCredentials need Describe on the
+cluster, CreateAcls, DeleteAcls and AlterUserScramCredentials Alter, DescribeClientQuotas
+DescribeConfigs and AlterClientQuotas AlterConfigs.
 
 For each API: a principal without the ACL gets Kafka's refusal and the node's state (the
 metadata log, the KRaft quorum, the topic's log) is as before; a super user and a principal
@@ -32,6 +35,7 @@ from tests.unit.broker.support import PEER, Broker, _await, _bytes
 E = ErrorCode
 AUTHORIZER = "org.apache.kafka.metadata.authorizer.StandardAuthorizer"
 CA, DESCRIBE, ALTER = 9, 8, 7  # AclOperation codes on the wire (Kafka's)
+DESCRIBE_CONFIGS, ALTER_CONFIGS = 10, 11
 ALLOW, DENY = 3, 2
 NO_DIR = uuid.UUID(int=0)
 
@@ -76,7 +80,11 @@ class Node:
         # quorum's leader, epoch and log, and the topic's log (markers)
         return (self.b.quorum.end_offset, d.leader_id, d.leader_epoch, d.high_watermark,
                 self.quorum.raft_log.end_offset(), part.log_end_offset,
-                sorted(self.b.controller.image.topics_by_name))
+                sorted(self.b.controller.image.topics_by_name),
+                # what the security admin APIs would change
+                sorted(map(str, self.b.ctx.image.acls.values())),
+                sorted(map(repr, self.b.ctx.image.client_quotas.items())),
+                sorted(self.b.ctx.image.scram_credentials))
 
 
 def _controller_dispatcher(b: Broker, apis: dict[int, tuple[int, int]]) -> Dispatcher:
@@ -99,7 +107,7 @@ def node(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Node]:
     b.create("t")
     acls = []
     for principal, perms in (("User:node", (ALLOW,)), ("User:both", (ALLOW, DENY))):
-        for op in (CA, DESCRIBE, ALTER):
+        for op in (CA, DESCRIBE, ALTER, DESCRIBE_CONFIGS, ALTER_CONFIGS):
             for perm in perms:
                 acls.append({"resource_type": 4, "resource_name": "kafka-cluster",
                              "resource_pattern_type": 3, "principal": principal, "host": "*",
@@ -133,6 +141,17 @@ def _fetch_parts(r: Any) -> list[int]:
 
 def _epoch_parts(r: Any) -> list[int]:
     return [int(p.error_code) for t in r.topics for p in t.partitions]
+
+
+def _each(field: str) -> Callable[[Any], list[int]]:
+    return lambda r: [int(x.error_code) for x in getattr(r, field)]
+
+
+def _acl_filter(prefix: str = "") -> dict[str, Any]:
+    # matches only ACLs of a principal nobody has: an allowed call changes nothing else
+    return {f"resource_type{prefix}": 2, f"resource_name{prefix}": "zz",
+            "pattern_type_filter": 3, "principal_filter": "User:zed", "host_filter": "*",
+            "operation": 3, "permission_type": 3}
 
 
 def _marker_parts(r: Any) -> list[int]:
@@ -231,6 +250,28 @@ APIS = [
         "replica_id": 2, "topics": [{"topic": "t", "partitions": [{
             "partition": 0, "current_leader_epoch": -1, "leader_epoch": 0}]}]},
         _epoch_parts, E.topic_authorization_failed),
+    # the security admin APIs (KafkaApis / ControllerApis): librdkafka drops DescribeAcls'
+    # top-level error, so this is where its refusal is shown
+    Api("DescribeAcls", "client", ApiKey.DESCRIBE_ACLS, 1, lambda n: _acl_filter("_filter"),
+        _top),
+    Api("CreateAcls", "client", ApiKey.CREATE_ACLS, 3, lambda n: {"creations": [{
+        "resource_type": 2, "resource_name": "zz", "resource_pattern_type": 3,
+        "principal": "User:zed", "host": "*", "operation": 3, "permission_type": 3}]},
+        _each("results")),
+    Api("DeleteAcls", "client", ApiKey.DELETE_ACLS, 3, lambda n: {"filters": [
+        _acl_filter("_filter")]}, _each("filter_results")),
+    Api("DescribeClientQuotas", "client", ApiKey.DESCRIBE_CLIENT_QUOTAS, 1, lambda n: {
+        "components": [], "strict": False}, _top),
+    Api("AlterClientQuotas", "client", ApiKey.ALTER_CLIENT_QUOTAS, 1, lambda n: {
+        "entries": [{"entity": [{"entity_type": "user", "entity_name": "zed"}],
+                     "ops": [{"key": "producer_byte_rate", "value": 1024.0,
+                              "remove": False}]}], "validate_only": True},
+        _each("entries")),
+    Api("DescribeUserScramCredentials", "client", ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS, 0,
+        lambda n: {"users": None}, _top),
+    Api("AlterUserScramCredentials", "client", ApiKey.ALTER_USER_SCRAM_CREDENTIALS, 0,
+        lambda n: {"deletions": [{"name": "zed", "mechanism": 1}], "upsertions": []},
+        _each("results")),
 ]
 IDS = [a.name for a in APIS]
 
@@ -252,3 +293,21 @@ def test_allowed_with_the_acl_or_as_super_user(node: Node, api: Api, principal: 
     codes = api.refusal(r)
     assert E.cluster_authorization_failed not in codes, r
     assert E.topic_authorization_failed not in codes, r
+
+
+def test_describe_topic_partitions_needs_describe_on_the_topic(node: Node) -> None:
+    """Kafka's DescribeTopicPartitionsRequestHandler: a topic the principal may not describe
+    is left out of an all-topics answer and refused when named, existing or not; the super
+    user sees it."""
+    def ask(principal: str, names: list[str]) -> dict[str, int]:
+        r = node.send("client", principal, ApiKey.DESCRIBE_TOPIC_PARTITIONS, 0, {
+            "topics": [{"name": n} for n in names], "response_partition_limit": 2000,
+            "cursor": None})
+        return {t.name: int(t.error_code) for t in r.topics}
+
+    assert "t" not in ask("User:nobody", [])
+    assert ask("User:nobody", ["t", "no-such"]) == {
+        "t": E.topic_authorization_failed, "no-such": E.topic_authorization_failed}
+    assert ask("User:admin", [])["t"] == E.none
+    assert ask("User:admin", ["t", "no-such"]) == {
+        "t": E.none, "no-such": E.unknown_topic_or_partition}

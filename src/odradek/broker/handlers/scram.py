@@ -4,14 +4,18 @@ Alter: each upsertion carries salt and SaltedPassword (the admin client salts an
 the password never travels), derived here into StoredKey/ServerKey and committed by the
 controller as UserScramCredentialRecords (forwarded to the active controller in a cluster).
 Describe: answered from the node's metadata image: mechanisms and iterations, never keys.
+Authorized as Kafka does: Describe on the cluster to list (else the answer's top-level
+CLUSTER_AUTHORIZATION_FAILED), Alter on the cluster to change (else that code for each user).
 """
 
 from __future__ import annotations
 
 from typing import Any
 
+from odradek.broker import authz
 from odradek.broker.handlers.common import Response, decode, respond
 from odradek.broker.handlers.controller_apis import _run
+from odradek.metadata.acls import AclOperation
 from odradek.metadata.controller_scram import describe_user_scram_credentials
 from odradek.metadata.records import UserScramCredentialRecord
 from odradek.protocol.apis import ApiKey, ApiVersionRange
@@ -19,12 +23,24 @@ from odradek.protocol.errors import ErrorCode, KafkaError
 from odradek.security.sasl.scram import mechanism_name
 from odradek.security.scram_credentials import record_from_salted
 
+# Kafka's ClusterAuthorizationException message
+DENIED = "Cluster authorization failed."
+
 VERSIONS = (ApiVersionRange(ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS, 0, 0),
             ApiVersionRange(ApiKey.ALTER_USER_SCRAM_CREDENTIALS, 0, 0))
 
 
 def handle_describe(ctx: Any, header: Any, frame: memoryview) -> Response:
     req = decode(header, frame)
+    if not authz.cluster_allowed(ctx, header, AclOperation.DESCRIBE):
+        # Kafka's error response: the code at the top and once per user asked for (unnamed)
+        return respond(header, {"throttle_time": 0,
+                                "error_code": ErrorCode.cluster_authorization_failed,
+                                "error_message": DENIED, "results": [
+                                    {"user": "", "error_code":
+                                     ErrorCode.cluster_authorization_failed,
+                                     "error_message": DENIED, "credential_infos": []}
+                                    for _ in req.users or ()]})
     users = None if not req.users else [u.name for u in req.users]
     results = describe_user_scram_credentials(ctx.image, users)
     return respond(header, {"throttle_time": 0, "error_code": ErrorCode.none,
@@ -37,6 +53,11 @@ def handle_describe(ctx: Any, header: Any, frame: memoryview) -> Response:
 
 def handle_alter(ctx: Any, header: Any, frame: memoryview) -> Any:
     req = decode(header, frame)
+    if not authz.cluster_allowed(ctx, header, AclOperation.ALTER):
+        users = dict.fromkeys([*(d.name for d in req.deletions), *(u.name for u in req.upsertions)])
+        return respond(header, {"throttle_time": 0, "results": [
+            {"user": user, "error_code": ErrorCode.cluster_authorization_failed,
+             "error_message": DENIED} for user in users]})
     deletions = [(d.name, int(d.mechanism)) for d in req.deletions]
     upsertions: list[UserScramCredentialRecord] = []
     for u in req.upsertions:

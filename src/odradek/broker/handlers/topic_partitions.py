@@ -9,15 +9,20 @@ starts the page at its topic and partition; the request must name the cursor's t
 names topics, as Kafka requires. A topic named but unknown is answered with
 UNKNOWN_TOPIC_OR_PARTITION and takes none of the page. odradek keeps no eligible leader
 replicas (KIP-966's ELR): both lists are empty.
+
+Authorized as Kafka's DescribeTopicPartitionsRequestHandler does: a topic the principal may not
+describe is left out of an all-topics answer, and answered TOPIC_AUTHORIZATION_FAILED (whether
+or not it exists) when named.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from odradek.broker import refusals
+from odradek.broker import authz, refusals
 from odradek.broker.handlers.common import INTERNAL_TOPICS, Response, decode, respond
 from odradek.broker.handlers.metadata import NO_AUTHORIZED_OPS, error_entry, partition_entries
+from odradek.metadata.acls import AclOperation, ResourceType
 from odradek.protocol.apis import ApiKey, ApiVersionRange
 from odradek.protocol.errors import ErrorCode
 
@@ -39,14 +44,21 @@ def handle(ctx: Any, header: Any, frame: memoryview) -> Response:
         refusals.note(header, ErrorCode.invalid_request, refused)
         return respond(header, {"throttle_time": 0, "next_cursor": None, "topics": [
             error_entry(ErrorCode.invalid_request, n) for n in names]})
-    if not names:
+    every = not names
+    if every:
         names = sorted(image.topics_by_name)
     if cursor is not None:
         names = [n for n in names if n >= cursor.topic_name]
+    secured = ctx.authorizer is not None
     topics: list[dict[str, Any]] = []
     next_cursor = None
     left = limit
     for name in names:
+        if secured and not authz.allowed(ctx, header, AclOperation.DESCRIBE, ResourceType.TOPIC,
+                                         name, log_if_denied=not every):
+            if not every:  # no topic id: it would tell that the topic exists
+                topics.append(error_entry(ErrorCode.topic_authorization_failed, name))
+            continue
         topic = image.topics_by_name.get(name)
         if topic is None:
             topics.append(error_entry(ErrorCode.unknown_topic_or_partition, name))

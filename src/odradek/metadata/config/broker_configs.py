@@ -63,6 +63,9 @@ B, S, I, L, D, LST = (  # noqa: E741
 LOG_LEVELS = ("TRACE", "DEBUG", "INFO", "WARN", "ERROR", "FATAL", "OFF")
 # odradek-only: `log.level.<logger>` sets one package's level, e.g. log.level.odradek.storage
 LOG_LEVEL_PREFIX = "log.level."
+# Client settings of the services `odradek serve` runs beside the node (cli/service_clients.py):
+# Kafka client names after the prefix, known only there.
+SERVICE_CLIENT_PREFIXES = ("schema.registry.kafkastore.", "console.kafka.")
 
 
 def _log_level(name: str, value: Any) -> None:
@@ -471,7 +474,7 @@ class BrokerConfig:
         """Validate static properties (raises INVALID_CONFIG naming the key); unknown keys warn."""
         for name in props:
             if (name not in BROKER_CONFIGS and name not in TOPIC_CONFIGS
-                    and not name.startswith(LOG_LEVEL_PREFIX)):
+                    and not name.startswith((LOG_LEVEL_PREFIX, *SERVICE_CLIENT_PREFIXES))):
                 log.warning("The configuration '%s' was supplied but isn't a known config.", name)
         config = cls(props)
         node_id, broker_id = props.get("node.id"), props.get("broker.id")

@@ -36,19 +36,22 @@ def _check(kind: str, name: str, where: str, options: Mapping[str, str], known: 
                                 f"(known: {', '.join(known)}, kafka.*)")
 
 
-def source_options(name: str, where: str, options: Mapping[str, str], bootstrap: str | None) -> dict[str, str]:
+def source_options(name: str, where: str, options: Mapping[str, str], bootstrap: str | None,
+                   client: Mapping[str, str] | None = None) -> dict[str, str]:
     _check("source", name, where, options, SOURCE_OPTIONS)
     strategies = [k for k in options if k.lower() in ("assign", "subscribe", "subscribepattern")]
     if len(strategies) != 1:
         raise PipelineError(f"{where}: source '{name}': exactly one of the options 'assign', 'subscribe', "
                             f"'subscribePattern' must be given" + (f" (got {', '.join(strategies)})" if strategies else ""))
-    return with_bootstrap(options, bootstrap)
+    return with_bootstrap(options, bootstrap, client)
 
 
-def sink_options(name: str, where: str, options: Mapping[str, str], bootstrap: str | None) -> dict[str, str]:
+def sink_options(name: str, where: str, options: Mapping[str, str], bootstrap: str | None,
+                 client: Mapping[str, str] | None = None) -> dict[str, str]:
     _check("flow", name, where, options, SINK_OPTIONS + FLOW_SETTINGS)
     settings = {k.lower() for k in FLOW_SETTINGS}
-    return with_bootstrap({k: v for k, v in options.items() if k.lower() not in settings}, bootstrap)
+    return with_bootstrap({k: v for k, v in options.items() if k.lower() not in settings}, bootstrap,
+                          client)
 
 
 def output_mode(name: str, where: str, mode: str) -> str:
@@ -58,8 +61,15 @@ def output_mode(name: str, where: str, mode: str) -> str:
     return mode.lower()
 
 
-def with_bootstrap(options: Mapping[str, str], bootstrap: str | None) -> dict[str, str]:
+def with_bootstrap(options: Mapping[str, str], bootstrap: str | None,
+                   client: Mapping[str, str] | None = None) -> dict[str, str]:
+    """The options, plus the run's bootstrap and client settings (`client`: Kafka client
+    names, from -X/--command-config) as kafka.* options where the element gives none."""
     out = {str(k): str(v) for k, v in options.items()}
-    if bootstrap and not any(k.lower() == "kafka.bootstrap.servers" for k in out):
+    given = {k.lower() for k in out}
+    if bootstrap and "kafka.bootstrap.servers" not in given:
         out["kafka.bootstrap.servers"] = bootstrap
+    for key, value in (client or {}).items():
+        if f"kafka.{key}".lower() not in given:
+            out[f"kafka.{key}"] = str(value)
     return out

@@ -33,7 +33,7 @@ from odradek.spark.pipeline.model import (
     Statement,
     View,
 )
-from odradek.spark.pipeline.options import output_mode, sink_options, source_options
+from odradek.spark.pipeline.options import output_mode, sink_options, source_options, with_bootstrap
 from odradek.spark.pipeline.progress import Progress
 from odradek.spark.session import session
 from odradek.spark.sink import check_columns
@@ -64,6 +64,8 @@ class RunOptions:
     variables: dict[str, str] = field(default_factory=dict)
     app_name: str = "odradek-pipeline"
     spark_log_level: str = DEFAULT_LEVEL  # one of logs.LEVELS
+    # Kafka client settings (TLS, SASL) every source and flow gets as kafka.* options
+    client: dict[str, str] = field(default_factory=dict)
 
 
 @dataclass
@@ -76,6 +78,12 @@ class Context:
     available_now: bool
     trigger_interval: str | None
     variables: Mapping[str, str]
+    client: Mapping[str, str] = field(default_factory=dict)
+
+    def kafka_options(self) -> dict[str, str]:
+        """The run's bootstrap and client settings (-X, --command-config) as kafka.* options,
+        for a build() that reads or writes a topic itself: .options(**ctx.kafka_options())."""
+        return with_bootstrap({}, self.bootstrap, self.client)
 
     def checkpoint(self, name: str) -> str:
         return str(self.checkpoint_dir / name)
@@ -146,7 +154,7 @@ def prepare(spark: SparkSession, pipeline: Pipeline, opts: RunOptions) -> Prepar
     output_rows: dict[str, dict[int, int]] = {}
     for el in pipeline.elements:
         if isinstance(el, Source):
-            options = source_options(el.name, el.where, el.options, opts.bootstrap)
+            options = source_options(el.name, el.where, el.options, opts.bootstrap, opts.client)
             df = _guard(el.where, f"source '{el.name}'",
                         lambda o=options: spark.readStream.format("odradek").options(**o).load())
             df.createOrReplaceTempView(el.name)
@@ -174,7 +182,7 @@ def _writer(spark: SparkSession, flow: Flow, opts: RunOptions,
             output_rows: dict[str, dict[int, int]]) -> DataStreamWriter:
     what = f"flow '{flow.name}'"
     mode = output_mode(flow.name, flow.where, flow.output_mode)
-    sink = sink_options(flow.name, flow.where, flow.options, opts.bootstrap)
+    sink = sink_options(flow.name, flow.where, flow.options, opts.bootstrap, opts.client)
     if flow.sql is not None:
         df = _guard(flow.where, what, lambda: spark.sql(flow.sql))
     else:
@@ -220,7 +228,7 @@ def start(spark: SparkSession, prepared: Prepared, opts: RunOptions) -> list[Run
             started.append(Running(flow.name, query, writer))
             _settle(query)
         ctx = Context(spark, opts.bootstrap, opts.checkpoint_dir, opts.available_now,
-                      opts.trigger_interval, opts.variables)
+                      opts.trigger_interval, opts.variables, opts.client)
         for hook in prepared.hooks:
             result = _guard(hook.where, hook.name, lambda h=hook: h.build(spark, ctx))
             started.extend(Running(f"{hook.name}[{q.name or i}]", q, None)
