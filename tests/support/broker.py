@@ -15,10 +15,20 @@ from pathlib import Path
 ODRADEK = [sys.executable, "-m", "odradek.cli.main"]
 
 
+_GIVEN: set[int] = set()
+
+
 def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
+    """A port free now and never handed out before in this process: the kernel may give the
+    same ephemeral port to two binds in a row once the first is closed (a node was once started
+    with its admin port equal to its Kafka port)."""
+    while True:
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            port = int(s.getsockname()[1])
+        if port not in _GIVEN:
+            _GIVEN.add(port)
+            return port
 
 
 class BrokerProcess:

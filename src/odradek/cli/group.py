@@ -18,7 +18,6 @@ from typing import TYPE_CHECKING, Any, NoReturn
 
 import typer
 
-from odradek.cli import group_share
 from odradek.cli.common import (
     BootstrapOption,
     ClientConfigOption,
@@ -38,6 +37,8 @@ from odradek.client.group_lag import node_lag
 
 if TYPE_CHECKING:
     from confluent_kafka.admin import AdminClient
+
+    from odradek.cli import group_share
 
 app = typer.Typer(help="List, describe, reset and delete consumer groups.", no_args_is_help=True)
 
@@ -83,6 +84,7 @@ def _check_type(group_type: str | None) -> bool:
 
 def _share(bootstrap: str, client_config: list[str], command_config: Path | None,
            timeout: float) -> group_share.ShareGroups:
+    from odradek.cli import group_share  # the wire client: only when --type share
     return group_share.ShareGroups(bootstrap, timeout,
                                    native_security(client_config, command_config))
 
@@ -254,6 +256,7 @@ def describe(
 
     check_format(fmt)
     if _check_type(group_type):
+        from odradek.cli import group_share
         group_share.describe_command(_share(bootstrap, client_config, command_config,
                                             timeout), group, members, state, fmt)
         return
@@ -426,6 +429,7 @@ def reset_offsets(
         admin = _admin(bootstrap, client_config, command_config)
         if share:
             sg = _share(bootstrap, client_config, command_config, timeout)
+            from odradek.cli import group_share
             where = group_share.check_inactive(sg, group)
             committed: dict[tuple[str, int], int] = {}
             tps = (sorted(file_plan) if file_plan is not None and not specs else
@@ -465,6 +469,7 @@ def reset_offsets(
             # Kafka clamps a reset into the log's range
             plan[tp] = min(max(new, lo), hi)
         if execute and share:
+            from odradek.cli import group_share
             group_share.apply_reset(sg, group, where, plan)
         elif execute:
             res = admin.alter_consumer_group_offsets([ConsumerGroupTopicPartitions(
