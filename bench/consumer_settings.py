@@ -74,7 +74,7 @@ FOCUS: list[tuple[str, dict[str, object]]] = [
     *[(f"librdkafka sizes, backoff 5, fetch {fb // 1048576} MB / partition {pb // 1024} KB",
        {**LIB, "fetch.queue.backoff.ms": 5, "fetch.max.bytes": fb,
         "max.partition.fetch.bytes": pb})
-      for fb, pb in ((52_428_800, 262_144), (52_428_800, 4_194_304))],
+      for fb, pb in ((52_428_800, 65_536), (52_428_800, 262_144), (52_428_800, 4_194_304))],
 ]
 
 

@@ -87,7 +87,13 @@ def read_native(cluster: Cluster, topic: str, partition: int, start: int, end: i
     offsets: list[int] = []
     values: list[int] = []
     pos = start
+    # records the producer counted as acknowledged are below the high watermark: a read
+    # that cannot reach `end` fails with where it stopped instead of polling forever
+    deadline = time.monotonic() + 120
     while pos < end:
+        if time.monotonic() > deadline:
+            pytest.fail(f"{topic}-{partition}: stuck at offset {pos} of {end}; "
+                        f"partitions: {cluster.partitions(topic)}")
         fetcher.send(pos)
         got = fetcher.receive()
         assert got.error_code == 0, got.error_code
@@ -231,6 +237,8 @@ def test_elected_leaders_are_followed_by_producer_and_fetcher(cluster: Cluster,
             for r in range(2 * rounds):
                 if r == rounds:
                     producer.flush()
+                    assert not producer.errors, producer.first_error
+                    assert producer.acked_records == written * PARTITIONS
                     for p in range(PARTITIONS):
                         offsets, values = read_native(cluster, topic, p, 0, written,
                                                       fetchers[p])
