@@ -21,7 +21,6 @@ from odradek.broker.handlers.common import Response, decode, respond
 from odradek.coordinator.group.classic import ClassicGroup, GroupState
 from odradek.coordinator.group.consumer import ConsumerGroup
 from odradek.coordinator.group.coordinator import (
-    CONSUMER_STATE_NAMES,
     GroupCoordinator,
     JoinRequest,
     OffsetCommitEntry,
@@ -415,9 +414,12 @@ def handle_describe_groups(ctx: Any, header: Any, frame: memoryview) -> Response
                             if stable else b"",
                             "member_assignment": m.assignment if stable else b""}
                            for m in g.members.values()])
-        elif isinstance(g, ConsumerGroup):
-            # Kafka answers a classic describe of a consumer group with its state only
-            row.update(group_state=CONSUMER_STATE_NAMES[g.state], protocol_type="consumer")
+        elif isinstance(g, ConsumerGroup) and header.api_version >= 6:
+            # Kafka describes only classic groups here: a consumer group, also one with
+            # classic members during a migration, is "not a classic group" (v6, KIP-1043) and
+            # Dead before; its members of both kinds are in ConsumerGroupDescribe (member_type)
+            row["error_code"] = E.group_id_not_found
+            row["error_message"] = f"Group {gid} is not a classic group."
         out.append(row)
     version, parts = respond(header, {"throttle_time": 0, "groups": out})
     if header.client_id == LAG_CLIENT_ID and header.api_version >= 5:
