@@ -27,6 +27,17 @@ class StartOffset:
     start_offset: int  # -1: the share-partition was never initialized
     lag: int  # -1: not known here
     error: ErrorCode = E.none
+    # records at or past the start offset already done (acknowledged or archived)
+    done: int = 0
+
+
+def with_high_watermark(so: StartOffset, high_watermark: int | None) -> StartOffset:
+    """`so` with its lag against a high watermark learnt elsewhere (the partition's leader
+    on another node); unchanged when there is none."""
+    if high_watermark is None or so.start_offset < 0:
+        return so
+    return StartOffset(so.start_offset, max(0, high_watermark - so.start_offset - so.done),
+                       so.error, so.done)
 
 
 def group_ids(coord: ShareCoordinator) -> set[str]:
@@ -65,7 +76,7 @@ def start_offset(coord: ShareCoordinator, key: ShareKey, high_watermark: int | N
         done = sum(b.last_offset - b.first_offset + 1 for b in snap.batches
                    if b.state in DONE)
     lag = -1 if high_watermark is None else max(0, high_watermark - start - done)
-    return StartOffset(start, lag)
+    return StartOffset(start, lag, E.none, done)
 
 
 async def start_offset_anywhere(coord: ShareCoordinator, key: ShareKey, part: object,
@@ -84,7 +95,7 @@ async def start_offset_anywhere(coord: ShareCoordinator, key: ShareKey, part: ob
         return StartOffset(-1, -1)
     done = max(0, got.delivery_complete_count)
     lag = -1 if hw is None else max(0, hw - got.start_offset - done)
-    return StartOffset(got.start_offset, lag)
+    return StartOffset(got.start_offset, lag, E.none, done)
 
 
 def _empty_or(coord: ShareCoordinator, group_id: str) -> ErrorCode:
