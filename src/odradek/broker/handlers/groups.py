@@ -470,10 +470,22 @@ def handle_delete_groups(ctx: Any, header: Any, frame: memoryview) -> Response:
     shared = {g for g in names if g not in denied and g not in _coord(ctx).groups
               and share_admin.is_share_group(ctx, g)}
     results = _coord(ctx).delete_groups([g for g in names if g not in denied | shared])
-    results.update({g: share_admin.delete(ctx, g) for g in shared})
     results.update(dict.fromkeys(denied, E.group_authorization_failed))
-    return respond(header, {"throttle_time": 0, "results": [
-        {"group_id": gid, "error_code": code} for gid, code in results.items()]})
+
+    def answer() -> Response:
+        return respond(header, {"throttle_time": 0, "results": [
+            {"group_id": gid, "error_code": code} for gid, code in results.items()]})
+
+    if not shared:
+        return answer()
+
+    async def with_share_groups() -> Response:
+        # their state may be coordinated on other nodes: deleted there first
+        for g in sorted(shared):
+            results[g] = await share_admin.delete(ctx, g)
+        return answer()
+
+    return with_share_groups()  # type: ignore[return-value]
 
 
 # ------------------------------------------------------------------ KIP-848

@@ -61,8 +61,8 @@ def is_share_group(ctx: Any, group_id: str) -> bool:
     return coord is not None and group_id in admin.group_ids(coord)
 
 
-def delete(ctx: Any, group_id: str) -> ErrorCode:
-    return admin.delete_group(_coord(ctx), group_id)
+async def delete(ctx: Any, group_id: str) -> ErrorCode:
+    return await admin.delete_group(_coord(ctx), group_id)
 
 
 # ------------------------------------------------------------------ DescribeShareGroupOffsets
