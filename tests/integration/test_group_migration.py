@@ -120,7 +120,7 @@ def check_mixed_describe(node: BrokerProcess, group: str, topic: str) -> None:
     with Conn(node.port, timeout=30) as conn:
         [g] = conn.request(ConsumerGroupDescribeRequest(
             group_ids=(group,), include_authorized_operations=False)).groups
-        assert g.error_code == ErrorCode.none and g.group_state == "stable"
+        assert g.error_code == ErrorCode.none and g.group_state == "Stable"
         kinds = sorted((int(m.member_type), m.client_id.startswith("kp-")) for m in g.members)
         assert kinds == [(0, True), (0, True), (1, False), (1, False)], kinds
         for m in g.members:  # the classic members' subscriptions come from their metadata

@@ -21,6 +21,7 @@ from odradek.broker.handlers.common import Response, decode, respond
 from odradek.coordinator.group.classic import ClassicGroup, GroupState
 from odradek.coordinator.group.consumer import ConsumerGroup
 from odradek.coordinator.group.coordinator import (
+    CONSUMER_STATE_NAMES,
     GroupCoordinator,
     JoinRequest,
     OffsetCommitEntry,
@@ -549,7 +550,8 @@ def handle_consumer_group_describe(ctx: Any, header: Any, frame: memoryview) -> 
             row["error_message"] = (f"Group {gid} is not a consumer group." if g is not None
                                     else f"Group {gid} not found.")
         elif isinstance(g, ConsumerGroup):
-            row.update(group_state=g.state, group_epoch=g.group_epoch,
+            # Kafka's ConsumerGroupState names: "Stable", "Reconciling", ...
+            row.update(group_state=CONSUMER_STATE_NAMES[g.state], group_epoch=g.group_epoch,
                        assignment_epoch=g.assignment_epoch, assignor_name=g.assignor_name,
                        members=[{
                            "member_id": m.member_id, "instance_id": m.instance_id,
