@@ -21,11 +21,20 @@ from typing import Any
 import pytest
 from confluent_kafka import ConsumerGroupType, KafkaException, Producer
 from confluent_kafka.admin import AdminClient
-from kafka import KafkaConsumer
+from kafka import KafkaAdminClient, KafkaConsumer
 from kafka.errors import KafkaError
+from kafka.protocol.consumer.metadata import (
+    ConsumerProtocolAssignment,
+    ConsumerProtocolSubscription,
+)
+from kio.schema.consumer_group_describe.v1.request import ConsumerGroupDescribeRequest
+from kio.schema.describe_groups.v5.request import DescribeGroupsRequest as DescribeGroupsV5
+from kio.schema.describe_groups.v6.request import DescribeGroupsRequest as DescribeGroupsV6
 
+from odradek.protocol.errors import ErrorCode
 from tests.integration.group_support import Member, confluent_conf, disjoint_cover, new_topic
 from tests.support.broker import BrokerProcess
+from tests.support.wire import Conn
 
 PARTITIONS = 6
 WAIT_S = 120.0
@@ -104,6 +113,58 @@ def group_type(admin: AdminClient, group: str) -> tuple[Any, Any, list[set[int]]
     return desc.type, desc.state, members
 
 
+def check_mixed_describe(node: BrokerProcess, group: str, topic: str) -> None:
+    """A consumer group with classic members, described as Kafka 4.x describes it: every
+    member in ConsumerGroupDescribe v1 with its member_type (0 classic, 1 consumer); to
+    DescribeGroups it is not a classic group (v6: GROUP_ID_NOT_FOUND; before: Dead)."""
+    with Conn(node.port, timeout=30) as conn:
+        [g] = conn.request(ConsumerGroupDescribeRequest(
+            group_ids=(group,), include_authorized_operations=False)).groups
+        assert g.error_code == ErrorCode.none and g.group_state == "Stable"
+        kinds = sorted((int(m.member_type), m.client_id.startswith("kp-")) for m in g.members)
+        assert kinds == [(0, True), (0, True), (1, False), (1, False)], kinds
+        for m in g.members:  # the classic members' subscriptions come from their metadata
+            assert list(m.subscribed_topic_names) == [topic]
+        [v6] = conn.request(DescribeGroupsV6(groups=(group,),
+                                             include_authorized_operations=False)).groups
+        assert (v6.error_code, v6.error_message, v6.group_state, v6.members) == (
+            ErrorCode.group_id_not_found, f"Group {group} is not a classic group.", "Dead", ())
+        [v5] = conn.request(DescribeGroupsV5(groups=(group,),
+                                             include_authorized_operations=False)).groups
+        assert (v5.error_code, v5.group_state, v5.protocol_type, v5.members) == (
+            ErrorCode.none, "Dead", "", ())
+    admin = KafkaAdminClient(bootstrap_servers=node.bootstrap)
+    try:
+        described = admin.describe_groups([group])[group]
+    finally:
+        admin.close()
+    assert described["error"] is not None and "not a classic group" in described["error"]
+
+
+def check_classic_describe(node: BrokerProcess, group: str, topic: str) -> None:
+    """Back in the classic protocol, DescribeGroups lists the two kafka-python members with
+    their subscription and assignment as ConsumerProtocol bytes (kafka-python decodes them)."""
+    admin = KafkaAdminClient(bootstrap_servers=node.bootstrap)
+    try:
+        described = admin.describe_groups([group])[group]
+    finally:
+        admin.close()
+    assert described["error"] is None and described["group_state"] == "Stable", described
+    assert described["protocol_type"] == "consumer" and len(described["members"]) == 2
+    with Conn(node.port, timeout=30) as conn:
+        [g] = conn.request(DescribeGroupsV5(groups=(group,),
+                                            include_authorized_operations=False)).groups
+    assert g.error_code == ErrorCode.none and g.group_state == "Stable"
+    owned: list[set[int]] = []
+    for m in g.members:
+        assert m.client_id.startswith("kp-")
+        assert list(ConsumerProtocolSubscription.decode(m.member_metadata).topics) == [topic]
+        tps = ConsumerProtocolAssignment.decode(m.member_assignment).partitions()
+        assert {tp.topic for tp in tps} == {topic}
+        owned.append({tp.partition for tp in tps})
+    assert disjoint_cover(owned, PARTITIONS), owned
+
+
 @pytest.fixture(scope="module")
 def node(shared_broker: BrokerProcess) -> Iterator[BrokerProcess]:
     yield shared_broker
@@ -164,6 +225,7 @@ def test_classic_group_upgrades_and_downgrades_live(node: BrokerProcess) -> None
                  "the upgraded group to settle with every member owning partitions")
         # members of both protocols share the partitions
         assert all(cm.snapshot()[0] for cm in classic) and all(m.assignment for m in modern)
+        check_mixed_describe(node, group, topic)
         phase("mixed", 120)
 
         # 3. the consumer-protocol members leave: the group is downgraded to classic
@@ -173,6 +235,7 @@ def test_classic_group_upgrades_and_downgrades_live(node: BrokerProcess) -> None
         departed.extend(modern)
         modern.clear()
         wait_for(settled(ConsumerGroupType.CLASSIC, 2), "the downgraded group to settle")
+        check_classic_describe(node, group, topic)
         phase("downgraded", 60)
         assert any(owned_before), "the consumer-protocol members owned nothing"
     finally:

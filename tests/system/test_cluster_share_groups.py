@@ -29,6 +29,11 @@ from confluent_kafka.admin import (
     NewTopic,
     ResourceType,
 )
+from kio.schema.describe_share_group_offsets.v1.request import (
+    DescribeShareGroupOffsetsRequest,
+    DescribeShareGroupOffsetsRequestGroup,
+    DescribeShareGroupOffsetsRequestTopic,
+)
 from kio.schema.read_share_group_state_summary.v1.request import (
     PartitionData,
     ReadShareGroupStateSummaryRequest,
@@ -47,6 +52,7 @@ STATE_PARTITIONS = 3
 OFFSETS_PARTITIONS = 3
 FIRST = 200  # consumed and acknowledged before the kill
 MORE = 100  # produced after it
+EXTRA = 10  # produced last, per partition, never consumed: the share-group lag
 DEADLINE_S = 120.0
 
 
@@ -99,14 +105,26 @@ def _pick_group(cluster: Cluster, topic_id: uuid.UUID) -> tuple[str, int]:
     data = {p: v["leader"] for p, v in cluster.partitions(TOPIC).items()}
     state = {p: v["leader"] for p, v in cluster.partitions("__share_group_state").items()}
     offsets = {p: v["leader"] for p, v in cluster.partitions("__consumer_offsets").items()}
+    fallback = None
     for i in range(5000):
         group = f"sg-{i}"
         coords = {p: state[partition_for(ShareKey(group, topic_id, p).coordinator_key(),
                                          STATE_PARTITIONS)] for p in data}
         victim = coords[0]
+        group_coordinator = offsets[partition_for(group, OFFSETS_PARTITIONS)]
+        # ...and a group coordinator that does not lead every data partition (the lag of
+        # one led elsewhere needs that leader's high watermark)
         if (all(coords[p] != data[p] for p in data) and victim not in data.values()
-                and offsets[partition_for(group, OFFSETS_PARTITIONS)] != victim):
-            return group, victim
+                and group_coordinator != victim
+                and any(data[p] != group_coordinator for p in data)):
+            # best: partition 1's state stays on a live node other than the group
+            # coordinator, so DeleteGroups deletes it remotely (the leaders' layout may
+            # not allow it: then any group that fits the rest)
+            if coords[1] not in (victim, group_coordinator):
+                return group, victim
+            fallback = fallback or (group, victim)
+    if fallback is not None:
+        return fallback
     pytest.fail(f"no group fits leaders {data}, state {state}, offsets {offsets}")
 
 
@@ -179,6 +197,70 @@ def test_share_group_state_on_another_node_survives_its_coordinator(cluster: Clu
     p = wait_until(lambda: _done(port, group, topic_id, records_p0),
                    "the state of partition 0 at its new coordinator", 60, cluster)
     assert int(p.error_code) == 0 and int(p.start_offset) == records_p0, p
+
+    # share-group lag (DescribeShareGroupOffsets v1) at the group's coordinator, also for
+    # the partition another node leads: EXTRA records past everything acknowledged
+    _produce_each(cluster.bootstrap_of(), EXTRA)
+    offsets_leader = cluster.partitions("__consumer_offsets")[
+        partition_for(group, OFFSETS_PARTITIONS)]["leader"]
+    data = {q: v["leader"] for q, v in cluster.partitions(TOPIC).items()}
+    assert any(leader != offsets_leader for leader in data.values()), (data, offsets_leader)
+    coord_port = int(cluster.node(offsets_leader).bootstrap.rsplit(":", 1)[1])
+    counts = {q: len([i for i in range(FIRST + MORE) if i % PARTITIONS == q])
+              for q in range(PARTITIONS)}
+    want = {q: (counts[q], EXTRA) for q in range(PARTITIONS)}
+    lags = wait_until(lambda: _lags_if(coord_port, group, want),
+                      "the share-group lag of every partition", 60, cluster)
+    assert lags == want, lags
+
+    # DeleteGroups of the group, empty now, through the admin client: the state of every
+    # share-partition goes, also where another node's share coordinator holds it
+    admin = AdminClient({"bootstrap.servers": cluster.bootstrap_of()})
+    admin.delete_consumer_groups([group])[group].result(60)
+    state_leaders = {}
+    for q in range(PARTITIONS):
+        state_q = partition_for(ShareKey(group, topic_id, q).coordinator_key(), STATE_PARTITIONS)
+        state_leaders[q] = leader = wait_until(
+            lambda sq=state_q: _live_leader(cluster, sq, victim), "a state leader", 60, cluster)
+        port = int(cluster.node(leader).bootstrap.rsplit(":", 1)[1])
+        p = _read_state(port, group, topic_id, q)
+        assert (int(p.error_code), int(p.start_offset)) == (0, -1), (q, p)
+    print(f"group coordinator {offsets_leader}, state coordinators {state_leaders}")
+    assert group not in {g.group_id for g in admin.list_consumer_groups().result(60).valid}
+
+
+def _produce_each(bootstrap: str, count: int) -> None:
+    p = Producer({"bootstrap.servers": bootstrap, "acks": "all",
+                  "message.timeout.ms": 120000})
+    for q in range(PARTITIONS):
+        for i in range(count):
+            p.produce(TOPIC, f"extra-{q}-{i}".encode(), partition=q)
+    assert p.flush(120) == 0
+
+
+def _lags(port: int, group: str) -> dict[int, tuple[int, int]]:
+    """partition -> (start offset, lag) from DescribeShareGroupOffsets v1."""
+    with Conn(port, timeout=60) as conn:
+        r = conn.request(DescribeShareGroupOffsetsRequest(groups=(
+            DescribeShareGroupOffsetsRequestGroup(group_id=group, topics=(
+                DescribeShareGroupOffsetsRequestTopic(
+                    topic_name=TOPIC, partitions=tuple(i32(q) for q in range(PARTITIONS))),
+            )),)))
+    [g] = r.groups
+    assert int(g.error_code) == 0, g
+    [t] = g.topics
+    out = {}
+    for p in t.partitions:
+        assert int(p.error_code) == 0, p
+        out[int(p.partition_index)] = (int(p.start_offset), int(p.lag))
+    return out
+
+
+def _lags_if(port: int, group: str, want: dict[int, tuple[int, int]]
+             ) -> dict[int, tuple[int, int]] | None:
+    # the high watermarks move once the followers have the extra records
+    got = _lags(port, group)
+    return got if got == want else None
 
 
 def _done(port: int, group: str, topic_id: uuid.UUID, end: int) -> Any:

@@ -298,6 +298,7 @@ class ClusterNode:
         log.info("logs loaded in %.2f s (metadata at offset %d)", time.monotonic() - began,
                  publisher.offset)
         self.node.start_cleaner(rm, log_manager)
+        self.node.follow_broker_configs(rm, publisher.image)  # those stored by an earlier run
         self.node.admin.view.log_manager = log_manager
         ctx = dataclasses.replace(base, controller=remote, replica_manager=rm,
                                   advertised_apis=advertised_apis(HANDLERS), lifecycle=lifecycle,

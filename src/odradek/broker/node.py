@@ -187,6 +187,8 @@ class Node:
         self.services: list[NodeService] = []
         self.stopping = asyncio.Event()
         self._sync_pending = False
+        # the dynamic broker configs (this node's, the cluster default) last applied
+        self._broker_dynamic: tuple[Any, Any] = ({}, {})
         self._tasks: set[asyncio.Future[None]] = set()
         roles = (tuple(sorted(roles_of(config))) if has_quorum(config)
                  else ("broker", "controller"))
@@ -283,6 +285,7 @@ class Node:
                 return None if part is None else part.last_stable_offset
 
             log_manager.start_cleaner(cleaner_config(config), upper_bound=last_stable_offset)
+        self.follow_broker_configs(rm, controller.image)  # those stored by an earlier run
         if self.stopping.is_set():
             await self._close(rm, log_manager, quorum)
             log.info("node %d stopped before serving", node_id)
@@ -414,6 +417,7 @@ class Node:
         async def sync() -> None:
             self._sync_pending = False
             try:
+                self.follow_broker_configs(rm, image())
                 await rm.sync(image())
                 coordinators = runtime() if runtime is not None else None
                 if coordinators is not None:
@@ -424,6 +428,20 @@ class Node:
         task = asyncio.ensure_future(sync())
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
+
+    def follow_broker_configs(self, rm: ReplicaManager, image: Any) -> None:
+        """Apply the dynamic broker configs the node reads outside a request: the log
+        cleaner's `log.cleaner.*` (Kafka's LogCleaner is reconfigurable too). Topic-level
+        defaults (`log.retention.*`, ...) follow the image through the partitions' log
+        configs, quotas through the image's client quotas."""
+        node_id = self.config.node_id
+        dynamic = (image.broker_configs(node_id), image.broker_configs(""))
+        if dynamic == self._broker_dynamic:
+            return
+        self._broker_dynamic = dynamic
+        cleaner = getattr(rm.log_manager, "cleaner", None)
+        if cleaner is not None:
+            cleaner.reconfigure(cleaner_config(self.config.with_dynamic(*dynamic)))
 
     async def periodic(self, rm: ReplicaManager, log_manager: LogManager) -> None:
         retention_every = max(0.01, self.config.get_int("log.retention.check.interval.ms") / 1000)

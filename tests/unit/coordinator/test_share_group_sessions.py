@@ -161,3 +161,46 @@ def test_membership_record_decoder_fuzzed(key: bytes, value: bytes | None) -> No
         gr.apply({}, key, value)
     except ProtocolError:
         pass
+
+
+def test_state_partition_metadata_outlives_the_members_and_round_trips():
+    """The topic-partitions a share group was ever assigned (where its state may be, on any
+    node) survive its members leaving and a replay: DeleteGroups deletes their state."""
+    g = ShareGroup("g")
+    beat(g, "m1", 0, ["a"])
+    assert g.note_initialized() and not g.note_initialized()
+    beat(g, "m2", 0, ["a", "b"])
+    assert g.note_initialized()
+    beat(g, "m1", -1)
+    beat(g, "m2", -1)
+    assert not g.members and not g.note_initialized()
+    assert g.initialized == {T1: ("a", frozenset({0, 1})), T2: ("b", frozenset({0, 1, 2}))}
+    restored: dict[str, gr.RestoredGroup] = {}
+    for k, v in gr.group_records(g) + gr.state_partition_metadata(g):
+        assert gr.apply(restored, k, v)
+    [back] = gr.restore(restored, {T1: "a", T2: "b"}.get, deadline=99)
+    assert back.initialized == g.initialized and not back.members
+    for k, v in gr.group_tombstone("g"):
+        gr.apply(restored, k, v)
+    assert restored == {}
+
+
+def test_state_partition_metadata_bytes_are_kafkas():
+    # ShareGroupStatePartitionMetadataKey (version 15: group id) and Value v0 (flexible):
+    # InitializedTopics [TopicId, TopicName, Partitions], DeletingTopics [], tagged fields
+    g = ShareGroup("g")
+    g.initialized = {T1: ("a", frozenset({1, 0}))}
+    [(key, value)] = gr.state_partition_metadata(g)
+    assert key == b"\x00\x0f\x00\x01g"
+    assert value == (b"\x00\x00" + b"\x02" + T1.bytes + b"\x02a" + b"\x03"
+                     + b"\x00\x00\x00\x00" + b"\x00\x00\x00\x01" + b"\x00"
+                     + b"\x01" + b"\x00")
+
+
+@given(st.binary(max_size=120), st.one_of(st.none(), st.binary(max_size=120)))
+def test_state_partition_metadata_decoder_fuzzed(key: bytes, value: bytes | None) -> None:
+    key = b"\x00\x0f" + key
+    try:
+        gr.apply({}, key, value)
+    except ProtocolError:
+        pass

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import threading
 import time
 from pathlib import Path
 
@@ -376,3 +377,39 @@ def test_last_batch_of_a_producer_is_kept_empty(tmp_path: Path) -> None:
     log.close()
     log = open_compacted(tmp_path, recovery_point=0)  # a full recovery scan accepts it
     assert [h.records_count for h, _ in batches_of(log)] == [0, 3]
+
+
+def test_reconfigure_ends_a_long_backoff_and_stop_is_prompt(tmp_path: Path) -> None:
+    """Dynamic log.cleaner.*: a cleaner asleep for an hour takes new settings and looks for
+    work at once when reconfigured; stop() does not wait out a back-off either."""
+    logs: list[Log] = []
+    looked = threading.Event()
+
+    def current() -> list[Log]:
+        looked.set()
+        return list(logs)
+
+    cleaner = LogCleaner(tmp_path, current, CleanerConfig(backoff_ms=3_600_000))
+    cleaner.start()
+    thread = cleaner._thread
+    assert thread is not None
+    try:
+        if not looked.wait(60):
+            pytest.fail("the cleaner thread never looked for logs")
+        # its first pass found nothing: it sleeps an hour (or is about to)
+        lg = Log.open(tmp_path / "r-0", compact_config(min_cleanable_dirty_ratio=0.1))
+        for _ in range(4):
+            append_kv(lg, [(b"x", b"y" * 50)])
+        lg.roll()
+        logs.append(lg)
+        cleaner.reconfigure(CleanerConfig(backoff_ms=3_600_000, dedupe_buffer_size=1 << 20))
+        assert cleaner.config.dedupe_buffer_size == 1 << 20
+        deadline = time.monotonic() + 60
+        while cleaner.passes == 0:
+            if time.monotonic() > deadline:
+                pytest.fail("the reconfigured cleaner never ran a pass")
+            time.sleep(0.01)
+    finally:
+        cleaner.stop(timeout=60)
+    assert not thread.is_alive()  # woken from its hour-long back-off
+    assert [r.value for _, r in records_of(lg)] == [b"y" * 50]

@@ -415,9 +415,12 @@ def handle_describe_groups(ctx: Any, header: Any, frame: memoryview) -> Response
                             if stable else b"",
                             "member_assignment": m.assignment if stable else b""}
                            for m in g.members.values()])
-        elif isinstance(g, ConsumerGroup):
-            # Kafka answers a classic describe of a consumer group with its state only
-            row.update(group_state=CONSUMER_STATE_NAMES[g.state], protocol_type="consumer")
+        elif isinstance(g, ConsumerGroup) and header.api_version >= 6:
+            # Kafka describes only classic groups here: a consumer group, also one with
+            # classic members during a migration, is "not a classic group" (v6, KIP-1043) and
+            # Dead before; its members of both kinds are in ConsumerGroupDescribe (member_type)
+            row["error_code"] = E.group_id_not_found
+            row["error_message"] = f"Group {gid} is not a classic group."
         out.append(row)
     version, parts = respond(header, {"throttle_time": 0, "groups": out})
     if header.client_id == LAG_CLIENT_ID and header.api_version >= 5:
@@ -468,10 +471,22 @@ def handle_delete_groups(ctx: Any, header: Any, frame: memoryview) -> Response:
     shared = {g for g in names if g not in denied and g not in _coord(ctx).groups
               and share_admin.is_share_group(ctx, g)}
     results = _coord(ctx).delete_groups([g for g in names if g not in denied | shared])
-    results.update({g: share_admin.delete(ctx, g) for g in shared})
     results.update(dict.fromkeys(denied, E.group_authorization_failed))
-    return respond(header, {"throttle_time": 0, "results": [
-        {"group_id": gid, "error_code": code} for gid, code in results.items()]})
+
+    def answer() -> Response:
+        return respond(header, {"throttle_time": 0, "results": [
+            {"group_id": gid, "error_code": code} for gid, code in results.items()]})
+
+    if not shared:
+        return answer()
+
+    async def with_share_groups() -> Response:
+        # their state may be coordinated on other nodes: deleted there first
+        for g in sorted(shared):
+            results[g] = await share_admin.delete(ctx, g)
+        return answer()
+
+    return with_share_groups()  # type: ignore[return-value]
 
 
 # ------------------------------------------------------------------ KIP-848
@@ -535,7 +550,8 @@ def handle_consumer_group_describe(ctx: Any, header: Any, frame: memoryview) -> 
             row["error_message"] = (f"Group {gid} is not a consumer group." if g is not None
                                     else f"Group {gid} not found.")
         elif isinstance(g, ConsumerGroup):
-            row.update(group_state=g.state, group_epoch=g.group_epoch,
+            # Kafka's ConsumerGroupState names: "Stable", "Reconciling", ...
+            row.update(group_state=CONSUMER_STATE_NAMES[g.state], group_epoch=g.group_epoch,
                        assignment_epoch=g.assignment_epoch, assignor_name=g.assignor_name,
                        members=[{
                            "member_id": m.member_id, "instance_id": m.instance_id,

@@ -7,6 +7,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from kio.schema.list_offsets.v7 import request as lo
+from kio.static.primitive import i8, i32, i64
+
 from odradek.broker.authz import allowed
 from odradek.broker.handlers.common import Response, decode, respond
 from odradek.coordinator.share import admin
@@ -14,6 +17,7 @@ from odradek.coordinator.share.coordinator import ShareCoordinator
 from odradek.coordinator.share.state_log import TOPIC, ShareKey
 from odradek.metadata.acls import AclOperation as Op
 from odradek.metadata.acls import ResourceType as RT
+from odradek.network.channel import ChannelError
 from odradek.protocol.apis import ApiKey, ApiVersionRange
 from odradek.protocol.errors import ErrorCode
 
@@ -57,8 +61,8 @@ def is_share_group(ctx: Any, group_id: str) -> bool:
     return coord is not None and group_id in admin.group_ids(coord)
 
 
-def delete(ctx: Any, group_id: str) -> ErrorCode:
-    return admin.delete_group(_coord(ctx), group_id)
+async def delete(ctx: Any, group_id: str) -> ErrorCode:
+    return await admin.delete_group(_coord(ctx), group_id)
 
 
 # ------------------------------------------------------------------ DescribeShareGroupOffsets
@@ -72,6 +76,34 @@ def handle_describe_offsets(ctx: Any, header: Any, frame: memoryview) -> Any:
 def _led(ctx: Any, topic: str, partition: int) -> Any:
     part = ctx.replica_manager.get(topic, partition)
     return part if part is not None and part.is_leader else None
+
+
+LATEST = -1  # ListOffsets' "latest" timestamp: the high watermark (read_uncommitted)
+REMOTE_TIMEOUT_S = 10.0
+
+
+async def _remote_high_watermark(ctx: Any, topic: str, partition: int) -> int | None:
+    """The high watermark of a partition another node leads, for the share-partition lag:
+    a ListOffsets (latest, read_uncommitted) to its leader over the inter-broker channels,
+    as Kafka's group coordinator asks the leaders for the end offsets. None when it cannot
+    be had (no peers, no leader, an error): the lag is then unknown (-1)."""
+    channels = getattr(_coord(ctx).persister, "channels", None)
+    image = ctx.image.topics_by_name.get(topic)
+    part = image.partitions.get(partition) if image is not None else None
+    if channels is None or part is None or part.leader < 0 or part.leader == ctx.node_id:
+        return None
+    request = lo.ListOffsetsRequest(
+        replica_id=i32(-1), isolation_level=i8(0), topics=(lo.ListOffsetsTopic(
+            name=topic, partitions=(lo.ListOffsetsPartition(
+                partition_index=i32(partition), current_leader_epoch=i32(part.leader_epoch),
+                timestamp=i64(LATEST)),)),))
+    try:
+        response = await channels.request(part.leader, request, REMOTE_TIMEOUT_S)
+        [t] = response.topics
+        [p] = t.partitions
+    except (ChannelError, OSError, ValueError):
+        return None
+    return int(p.offset) if int(p.error_code) == 0 and int(p.offset) >= 0 else None
 
 
 async def _describe_offsets(ctx: Any, header: Any, req: Any) -> Response:
@@ -121,8 +153,15 @@ async def _describe_offsets(ctx: Any, header: Any, req: Any) -> Response:
                                 "lag": -1, "error_code": E.unknown_topic_or_partition})
                     continue
                 key = ShareKey(gid, tid, p)
-                so = (await admin.start_offset_anywhere(coord, key, _led(ctx, name, p))
-                      if ready else admin.start_offset(coord, key, _hw(ctx, name, p)))
+                if ready:
+                    led = _led(ctx, name, p)
+                    so = await admin.start_offset_anywhere(coord, key, led)
+                    if led is None and so.error == E.none and so.start_offset >= 0:
+                        # led elsewhere: the lag needs that leader's high watermark
+                        hw = await _remote_high_watermark(ctx, name, p)
+                        so = admin.with_high_watermark(so, hw)
+                else:
+                    so = admin.start_offset(coord, key, _hw(ctx, name, p))
                 out.append({"partition_index": p, "start_offset": so.start_offset,
                             "leader_epoch": _leader_epoch(ctx, name, p), "lag": so.lag,
                             "error_code": so.error})

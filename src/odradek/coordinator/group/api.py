@@ -42,6 +42,9 @@ class GroupConfig:
     consumer_assignors: list[str] = field(default_factory=lambda: ["uniform", "range"])
     # group.consumer.migration.policy (KIP-848's online upgrade and downgrade)
     migration_policy: str = "bidirectional"
+    # group.max.size (classic groups) and group.consumer.max.size (KIP-848 groups)
+    classic_max_size: int = 2**31 - 1
+    consumer_max_size: int = 2**31 - 1
 
     @classmethod
     def from_broker_config(cls, config: Any) -> GroupConfig:
@@ -70,6 +73,8 @@ class GroupConfig:
             consumer_session_timeout_ms=get("group.consumer.session.timeout.ms", 45_000),
             consumer_heartbeat_interval_ms=get("group.consumer.heartbeat.interval.ms", 5_000),
             consumer_assignors=assignors,
+            classic_max_size=get("group.max.size", 2**31 - 1),
+            consumer_max_size=get("group.consumer.max.size", 2**31 - 1),
             migration_policy=str(getattr(config, "values", {}).get(
                 "group.consumer.migration.policy") or "bidirectional"),
         )

@@ -37,8 +37,10 @@ from odradek.coordinator.group.migration import (
     MalformedProtocol,
     MigrationPolicy,
     classic_to_consumer,
+    consumer_group_full,
     consumer_to_classic,
     encode_assignment,
+    group_full_message,
     may_downgrade,
     may_downgrade_replacing,
     metadata_version,
@@ -71,8 +73,7 @@ class ClassicMembers:
     _target_records: Callable[[ConsumerGroup], Records]
     _consumer_tombstones: Callable[[ConsumerGroup], Records]
     _consumer_remove: Callable[[ConsumerGroup, ConsumerMember, Records, str], None]
-    _maybe_new_target: Callable[[ConsumerGroup, dict[str, int], Records], None]
-    _partition_counts: Callable[[set[str]], dict[str, int]]
+    _refresh_target: Callable[[ConsumerGroup, Records], None]
     _replace_static: Callable[[ConsumerGroup, ConsumerMember, str, Records], ConsumerMember]
 
     @property
@@ -85,7 +86,7 @@ class ClassicMembers:
         """A ConsumerGroupHeartbeat joins the non-empty classic group `g`: it becomes a
         consumer group (its records go first in `records`), or the refusal to answer."""
         gid = g.group_id
-        reason = upgrade_refusal(self.migration_policy, g)
+        reason = upgrade_refusal(self.migration_policy, g, self.config.consumer_max_size)
         if reason is not None:
             log.info("cannot upgrade classic group %r to a consumer group: %s", gid, reason)
             return HeartbeatResult(E.group_id_not_found, f"Group {gid} is not a consumer group.")
@@ -119,7 +120,8 @@ class ClassicMembers:
         """A member of the consumer protocol leaves or is fenced: remove it, or, when every
         member left is classic and the policy allows, downgrade the group to a classic one
         and start a rebalance (Kafka's consumerGroupFenceMember). Whether it downgraded."""
-        if not may_downgrade(self.migration_policy, g, m.member_id):
+        if not may_downgrade(self.migration_policy, g, m.member_id,
+                             self.config.classic_max_size):
             self._consumer_remove(g, m, records, reason)
             return False
         try:
@@ -176,6 +178,11 @@ class ClassicMembers:
         member = g.members.get(member_id) if member_id else None
         if member is not None and member.classic is None:
             return JoinResult(E.unknown_member_id, member_id)
+        if consumer_group_full(g, member_id, self.config.consumer_max_size):
+            log.info("classic member %s refused by consumer group %r: %s",
+                     member_id or "(new)", g.group_id,
+                     group_full_message(self.config.consumer_max_size))
+            return JoinResult(E.group_max_size_reached, member_id)
         if not member_id:
             member_id = str(uuid.uuid4())
             if req.require_known_member_id and not req.group_instance_id:
@@ -188,7 +195,8 @@ class ClassicMembers:
             if other is not None and other.member_id != member_id:
                 if req.member_id:
                     return JoinResult(E.fenced_instance_id, req.member_id)
-                downgrade = may_downgrade_replacing(self.migration_policy, g, other.member_id)
+                downgrade = may_downgrade_replacing(self.migration_policy, g, other.member_id,
+                                                    self.config.classic_max_size)
                 # a static member restarted: the new incarnation takes its place
                 member = self._replace_static(g, other, member_id, records)
         new = member is None
@@ -211,10 +219,7 @@ class ClassicMembers:
             g.bump()
         if touched:
             records.append(self._member_record(g, member))
-        counts = self._partition_counts(g.subscribed_topics())
-        if counts != g.topic_partitions and g.group_epoch == g.assignment_epoch:
-            g.bump()
-        self._maybe_new_target(g, counts, records)
+        self._refresh_target(g, records)
         before = (member.member_epoch, {t: set(p) for t, p in member.assigned.items()},
                   bool(member.pending_revocation))
         # the member rejoined: it is no longer asked to, and owns what it says (an eager
@@ -241,6 +246,9 @@ class ClassicMembers:
             if classic is not None:
                 return JoinResult(E.none, member_id, classic.generation, PROTOCOL_TYPE,
                                   classic.protocol_name, "", [])
+        # its SyncGroup must follow within the rebalance timeout it gave, or it is removed
+        member.sync_deadline_ms = mono + req.rebalance_timeout_ms
+        self.wake_at(g.group_id, member.sync_deadline_ms)
         log.info("classic member %s joined consumer group %r (member epoch %d)", member_id,
                  g.group_id, member.member_epoch)
         return JoinResult(E.none, member_id, member.member_epoch, PROTOCOL_TYPE,
@@ -276,9 +284,12 @@ class ClassicMembers:
             return SyncResult(E.inconsistent_group_protocol)
         # a new epoch began since the join: rejoin first (unless this member is giving
         # partitions up, for which it keeps its epoch as generation)
+        mono = mono_ms()
         if g.group_epoch > m.member_epoch and not m.pending_revocation:
+            self._rejoin_within_rebalance_timeout(g, m, mono)
             return SyncResult(E.rebalance_in_progress)
-        m.deadline_ms = mono_ms() + m.classic.session_timeout_ms
+        m.sync_deadline_ms = None
+        m.deadline_ms = mono + m.classic.session_timeout_ms
         self.wake_at(g.group_id, m.deadline_ms)
         try:
             version = metadata_version(meta)
@@ -297,12 +308,17 @@ class ClassicMembers:
         m.deadline_ms = mono + m.classic.session_timeout_ms
         self.wake_at(g.group_id, m.deadline_ms)
         if m.member_epoch < g.group_epoch or m.pending_revocation or self._released_for(g, m):
-            # it must rejoin within its rebalance timeout, or it is removed
-            if m.revoke_deadline_ms is None:
-                m.revoke_deadline_ms = mono + m.rebalance_timeout_ms
-                self.wake_at(g.group_id, m.revoke_deadline_ms)
+            self._rejoin_within_rebalance_timeout(g, m, mono)
             return E.rebalance_in_progress
         return E.none
+
+    def _rejoin_within_rebalance_timeout(self, g: ConsumerGroup, m: ConsumerMember,
+                                         mono: float) -> None:
+        """A classic member told to rejoin must do so within its rebalance timeout, or it is
+        removed (Kafka's consumer group join timeout; the first one told counts)."""
+        if m.revoke_deadline_ms is None:
+            m.revoke_deadline_ms = mono + m.rebalance_timeout_ms
+            self.wake_at(g.group_id, m.revoke_deadline_ms)
 
     @staticmethod
     def _released_for(g: ConsumerGroup, m: ConsumerMember) -> bool:

@@ -100,11 +100,30 @@ class ClassicProtocol:
                 return JoinResult(E.unknown_member_id, req.member_id)
             group = ClassicGroup(req.group_id, state_timestamp_ms=now_ms())
             self.groups[req.group_id] = group
+        if not self._accepts_joining(group, req.member_id):
+            if req.member_id in group.members:
+                self._remove_member(group, req.member_id, "the group is full")
+            log.info("group %r is full (group.max.size=%d): JoinGroup of %s refused",
+                     group.group_id, self.config.classic_max_size, req.member_id or "(new)")
+            return JoinResult(E.group_max_size_reached, "")
         if group.state is GroupState.DEAD:
             return JoinResult(E.coordinator_not_available, req.member_id)
         if not req.member_id:
             return await self._join_new(group, req)
         return await self._join_existing(group, req)
+
+    def _accepts_joining(self, group: ClassicGroup, member_id: str) -> bool:
+        """Kafka's acceptJoiningMember: group.max.size bounds the members. While a rebalance
+        is being prepared it counts the members that rejoined, so of a group over the limit
+        (the limit lowered) the last to rejoin are the ones left out."""
+        limit = self.config.classic_max_size
+        member = group.members.get(member_id) if member_id else None
+        if group.state in (GroupState.EMPTY, GroupState.DEAD):
+            return True
+        if group.state is GroupState.PREPARING_REBALANCE:
+            return (member is not None and member.awaiting_join) or sum(
+                1 for m in group.members.values() if m.awaiting_join) < limit
+        return member is not None or len(group.members) < limit
 
     def _new_member(self, req: JoinRequest, member_id: str) -> ClassicMember:
         return ClassicMember(member_id, req.group_instance_id, req.client_id, req.client_host,

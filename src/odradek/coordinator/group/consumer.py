@@ -45,6 +45,9 @@ class ConsumerMember:
     pending_revocation: TopicSet = field(default_factory=dict)
     deadline_ms: float = 0.0
     revoke_deadline_ms: float | None = None
+    # a classic member between its JoinGroup and its SyncGroup: removed if no SyncGroup
+    # comes within its rebalance timeout (Kafka's consumer group sync timeout)
+    sync_deadline_ms: float | None = None
     last_sent: dict[str, list[int]] | None = None
     # a static member that sent epoch -2: kept until its session runs out
     static_left: bool = False

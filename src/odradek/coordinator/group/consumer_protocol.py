@@ -25,6 +25,12 @@ from odradek.coordinator.group.api import (
 )
 from odradek.coordinator.group.classic import ClassicGroup
 from odradek.coordinator.group.consumer import ConsumerGroup, ConsumerMember
+from odradek.coordinator.group.migration import (
+    MigrationPolicy,
+    consumer_group_full,
+    group_full_message,
+    upgrade_refusal,
+)
 from odradek.coordinator.group.store import OffsetsTopicStore
 from odradek.protocol.errors import ErrorCode
 
@@ -101,6 +107,12 @@ class ConsumerProtocol:
                 if member_epoch != 0:
                     return HeartbeatResult(E.group_id_not_found,
                                            f"Group {group_id} is not a consumer group.")
+                limit = self.config.consumer_max_size
+                if len(g.members) == limit and upgrade_refusal(
+                        MigrationPolicy.parse(self.config.migration_policy), g, limit) is None:
+                    # upgraded, it would be full for the newcomer (Kafka converts, then
+                    # refuses and writes nothing): it stays classic
+                    return HeartbeatResult(E.group_max_size_reached, group_full_message(limit))
                 upgraded = self._upgrade(g, records)
                 if isinstance(upgraded, HeartbeatResult):
                     return upgraded
@@ -118,6 +130,10 @@ class ConsumerProtocol:
                                        f"Member {member_id} is not a member of group {group_id}.")
             g = ConsumerGroup(group_id, state_timestamp_ms=now_ms())
             self.groups[group_id] = g
+        if member_epoch not in (-1, -2) and consumer_group_full(
+                g, member_id, self.config.consumer_max_size):
+            return HeartbeatResult(E.group_max_size_reached,
+                                   group_full_message(self.config.consumer_max_size))
         mono = mono_ms()
         if member_epoch == -2 and g.members.get(member_id) is not None \
                 and g.members[member_id].instance_id:
@@ -209,11 +225,7 @@ class ConsumerProtocol:
         if changed:
             g.bump()
             records.append(self._member_record(g, member))
-        # partition counts of subscribed topics moved (topic created, partitions added)
-        counts = self._partition_counts(g.subscribed_topics())
-        if counts != g.topic_partitions and g.group_epoch == g.assignment_epoch:
-            g.bump()
-        self._maybe_new_target(g, counts, records)
+        self._refresh_target(g, records)
         before = (member.member_epoch, {t: set(p) for t, p in member.assigned.items()},
                   bool(member.pending_revocation))
         g.reconcile(member, owned)
@@ -236,6 +248,17 @@ class ConsumerProtocol:
         if send is not None:
             member.last_sent = assignment
         return HeartbeatResult(E.none, None, member.member_id, member.member_epoch, interval, send)
+
+    def _refresh_target(self, g: ConsumerGroup,
+                        records: list[tuple[bytes, bytes | None]]) -> None:
+        """After a member's heartbeat or join (of either protocol) changed the group: bump
+        the group epoch when the subscribed topics' partition counts moved (a topic created,
+        partitions added), and compute a new target assignment when the group epoch is past
+        the assignment's (its records go to `records`)."""
+        counts = self._partition_counts(g.subscribed_topics())
+        if counts != g.topic_partitions and g.group_epoch == g.assignment_epoch:
+            g.bump()
+        self._maybe_new_target(g, counts, records)
 
     def _maybe_new_target(self, g: ConsumerGroup, counts: dict[str, int],
                           records: list[tuple[bytes, bytes | None]]) -> None:
@@ -360,10 +383,12 @@ class ConsumerProtocol:
         for m in list(g.members.values()):
             expired = mono >= m.deadline_ms
             revoke_late = m.revoke_deadline_ms is not None and mono >= m.revoke_deadline_ms
-            if expired or revoke_late:
+            sync_late = m.sync_deadline_ms is not None and mono >= m.sync_deadline_ms
+            if expired or revoke_late or sync_late:
                 records: list[tuple[bytes, bytes | None]] = []
                 downgraded = self._fence_member(
                     g, m, records, "timed out (session) in" if expired
+                    else "did not sync within its rebalance timeout in" if sync_late
                     else "did not revoke its partitions in time in")
                 self.store.append(g.group_id, records)
                 if downgraded:

@@ -302,6 +302,6 @@ def _deadlines(g: Group) -> list[float]:
     if isinstance(g, ClassicGroup):
         out += g.pending_members.values()
     else:
-        out += [m.revoke_deadline_ms for m in g.members.values()
-                if m.revoke_deadline_ms is not None]
+        out += [d for m in g.members.values()
+                for d in (m.revoke_deadline_ms, m.sync_deadline_ms) if d is not None]
     return out

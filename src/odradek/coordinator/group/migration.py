@@ -142,27 +142,47 @@ def first_protocol(meta: ClassicMemberMeta) -> tuple[str, bytes]:
 # ------------------------------------------------------------------ the rules
 
 
-def upgrade_refusal(policy: MigrationPolicy, g: ClassicGroup) -> str | None:
+def upgrade_refusal(policy: MigrationPolicy, g: ClassicGroup,
+                    consumer_max_size: int = 2**31 - 1) -> str | None:
     """Why a non-empty classic group may not become a consumer group; None if it may."""
     if not policy.upgrade:
         return "the online upgrade is disabled (group.consumer.migration.policy)"
     if g.protocol_type != PROTOCOL_TYPE:
         return "the group does not use the consumer embedded protocol"
+    if len(g.members) > consumer_max_size:
+        return (f"the group size ({len(g.members)}) exceeds the consumer group maximum size "
+                f"(group.consumer.max.size={consumer_max_size})")
     return None
 
 
-def may_downgrade(policy: MigrationPolicy, g: ConsumerGroup, leaving_id: str) -> bool:
+def may_downgrade(policy: MigrationPolicy, g: ConsumerGroup, leaving_id: str,
+                  classic_max_size: int = 2**31 - 1) -> bool:
     """The consumer group becomes classic as `leaving_id` (of the consumer protocol) goes:
-    every other member is classic, at least one stays, and the policy allows it."""
-    return g.all_classic_except(leaving_id) and len(g.members) > 1 and policy.downgrade
+    every other member is classic, at least one stays, the policy allows it, and the ones
+    left fit a classic group (group.max.size; Kafka's validateOnlineDowngradeWithFencedMember).
+    """
+    return (g.all_classic_except(leaving_id) and len(g.members) > 1 and policy.downgrade
+            and len(g.members) - 1 <= classic_max_size)
 
 
-def may_downgrade_replacing(policy: MigrationPolicy, g: ConsumerGroup, replaced_id: str
-                            ) -> bool:
+def may_downgrade_replacing(policy: MigrationPolicy, g: ConsumerGroup, replaced_id: str,
+                            classic_max_size: int = 2**31 - 1) -> bool:
     """A classic static member takes the place of `replaced_id`, the last member of the
     consumer protocol: the group becomes classic with the newcomer in its place (Kafka's
-    validateOnlineDowngradeWithReplacedMemberId)."""
-    return g.all_classic_except(replaced_id) and policy.downgrade
+    validateOnlineDowngradeWithReplacedMemberId), if its members fit a classic group."""
+    return (g.all_classic_except(replaced_id) and policy.downgrade
+            and len(g.members) <= classic_max_size)
+
+
+def consumer_group_full(g: ConsumerGroup, member_id: str, consumer_max_size: int) -> bool:
+    """Kafka's throwIfConsumerGroupIsFull: a member not yet in the group (`member_id` empty
+    or unknown) may not join one of group.consumer.max.size members, of either protocol."""
+    return len(g.members) >= consumer_max_size and (not member_id or member_id not in g.members)
+
+
+def group_full_message(consumer_max_size: int) -> str:
+    return (f"The consumer group has reached its maximum capacity of {consumer_max_size} "
+            f"members.")
 
 
 def classic_to_consumer(g: ClassicGroup, state_timestamp_ms: int) -> ConsumerGroup:

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from odradek.coordinator.share import group_records as gr
 from odradek.coordinator.share.coordinator import ShareCoordinator
 from odradek.coordinator.share.partition import DONE
+from odradek.coordinator.share.state_log import TOPIC as STATE_TOPIC
 from odradek.coordinator.share.state_log import ShareKey
 from odradek.protocol.errors import ErrorCode
 
@@ -27,6 +28,17 @@ class StartOffset:
     start_offset: int  # -1: the share-partition was never initialized
     lag: int  # -1: not known here
     error: ErrorCode = E.none
+    # records at or past the start offset already done (acknowledged or archived)
+    done: int = 0
+
+
+def with_high_watermark(so: StartOffset, high_watermark: int | None) -> StartOffset:
+    """`so` with its lag against a high watermark learnt elsewhere (the partition's leader
+    on another node); unchanged when there is none."""
+    if high_watermark is None or so.start_offset < 0:
+        return so
+    return StartOffset(so.start_offset, max(0, high_watermark - so.start_offset - so.done),
+                       so.error, so.done)
 
 
 def group_ids(coord: ShareCoordinator) -> set[str]:
@@ -65,7 +77,7 @@ def start_offset(coord: ShareCoordinator, key: ShareKey, high_watermark: int | N
         done = sum(b.last_offset - b.first_offset + 1 for b in snap.batches
                    if b.state in DONE)
     lag = -1 if high_watermark is None else max(0, high_watermark - start - done)
-    return StartOffset(start, lag)
+    return StartOffset(start, lag, E.none, done)
 
 
 async def start_offset_anywhere(coord: ShareCoordinator, key: ShareKey, part: object,
@@ -84,7 +96,7 @@ async def start_offset_anywhere(coord: ShareCoordinator, key: ShareKey, part: ob
         return StartOffset(-1, -1)
     done = max(0, got.delivery_complete_count)
     lag = -1 if hw is None else max(0, hw - got.start_offset - done)
-    return StartOffset(got.start_offset, lag)
+    return StartOffset(got.start_offset, lag, E.none, done)
 
 
 def _empty_or(coord: ShareCoordinator, group_id: str) -> ErrorCode:
@@ -114,19 +126,34 @@ async def delete_offsets(coord: ShareCoordinator, group_id: str, topic_id: objec
     return E.none
 
 
-def delete_group(coord: ShareCoordinator, group_id: str) -> ErrorCode:
-    """DeleteGroups of a share group: only an empty one; its state goes with it (the state
-    this node coordinates: DeleteGroups answers at once, so it does not wait on other
-    nodes' share coordinators)."""
+async def delete_group(coord: ShareCoordinator, group_id: str) -> ErrorCode:
+    """DeleteGroups of a share group: only an empty one; its share-partition state goes
+    with it, wherever it is coordinated: the keys this node holds, and every
+    topic-partition the group was ever assigned (ShareGroupStatePartitionMetadata), each a
+    DeleteShareGroupState at its share coordinator (the persister; Kafka's group
+    coordinator deletes the state through its persister too). A state that cannot be
+    deleted now fails the deletion, and the group stays."""
     if group_id not in group_ids(coord):
         return E.group_id_not_found
     if (code := _empty_or(coord, group_id)) != E.none:
         return code
-    for key in keys_of(coord, group_id):
-        if coord.store.owns(key) == E.none:
-            got = coord.store.delete(key)
-            if got.error != E.none:
-                return got.error
+    keys = keys_of(coord, group_id)
+    g = coord.groups.get(group_id)
+    if g is not None:
+        keys |= {ShareKey(group_id, tid, p) for tid, (_, parts) in g.initialized.items()
+                 for p in parts}
+    if coord.topics(STATE_TOPIC) is None:
+        keys_here: set[ShareKey] = set()  # no __share_group_state: no state anywhere
+    elif (code := await coord.ensure_ready()) != E.none:
+        return code
+    else:
+        keys_here = keys
+    for key in sorted(keys_here, key=lambda k: (str(k.topic_id), k.partition)):
+        code = await coord.delete_state(key)
+        # a deleted topic's state cannot be named any more: nothing to delete
+        if code not in (E.none, E.unknown_topic_or_partition):
+            return code
+    for key in keys:
         coord.forget(key)
     if coord.groups.pop(group_id, None) is not None:
         coord.append_offsets_records(group_id, gr.group_tombstone(group_id))

@@ -224,6 +224,8 @@ class ShareCoordinator:
         if _membership(group, member_id) == before:
             return
         records = gr.group_records(group)
+        if group.note_initialized():
+            records += gr.state_partition_metadata(group)
         m = group.members.get(member_id)
         if m is None:
             records += gr.member_tombstones(group.group_id, member_id)

@@ -57,6 +57,21 @@ class ShareGroup:
         self.members: dict[str, ShareMember] = {}
         # topic -> (id, partitions) of the subscribed topics when the epoch last moved
         self.topology: dict[str, tuple[uuid.UUID, int]] = {}
+        # topic id -> (name, partitions) ever assigned to a member: where the group's
+        # share-partition state may be, on any node's share coordinator (Kafka's
+        # ShareGroupStatePartitionMetadata "initialized topics"); outlives the members
+        self.initialized: dict[uuid.UUID, tuple[str, frozenset[int]]] = {}
+
+    def note_initialized(self) -> bool:
+        """Add the assigned topic-partitions (the topology) to `initialized`: whether it
+        grew (its record is to be written)."""
+        grew = False
+        for name, (tid, count) in self.topology.items():
+            name_was, parts = self.initialized.get(tid, (name, frozenset()))
+            if len(parts) < count or name_was != name:
+                self.initialized[tid] = (name, parts | frozenset(range(count)))
+                grew = True
+        return grew
 
     @property
     def state(self) -> str:

@@ -23,7 +23,10 @@ from odradek.protocol.records import decode_records
 MEMBER_METADATA_KEY = 10
 GROUP_METADATA_KEY = 11
 CURRENT_MEMBER_ASSIGNMENT_KEY = 14
-SHARE_KEYS = frozenset({MEMBER_METADATA_KEY, GROUP_METADATA_KEY, CURRENT_MEMBER_ASSIGNMENT_KEY})
+STATE_PARTITION_METADATA_KEY = 15
+SHARE_KEYS = frozenset({MEMBER_METADATA_KEY, GROUP_METADATA_KEY, CURRENT_MEMBER_ASSIGNMENT_KEY,
+                        STATE_PARTITION_METADATA_KEY})
+GROUP_KEYS = frozenset({GROUP_METADATA_KEY, STATE_PARTITION_METADATA_KEY})  # no member id
 Record = tuple[bytes, bytes | None]
 
 
@@ -78,8 +81,28 @@ def member_tombstones(group_id: str, member_id: str) -> list[Record]:
             (_key(MEMBER_METADATA_KEY, group_id, member_id), None)]
 
 
+def state_partition_metadata(g: ShareGroup) -> list[Record]:
+    """ShareGroupStatePartitionMetadata (key version 15): the topic-partitions whose
+    share-group state may exist (InitializedTopics), none being deleted (DeletingTopics)."""
+    w = Writer()
+    w.write_int16(0)
+    topics = sorted(g.initialized.items(), key=lambda kv: kv[1][0])
+    w.write_compact_array_len(len(topics))
+    for tid, (name, parts) in topics:
+        w.write_uuid(tid)
+        w.write_compact_string(name)
+        w.write_compact_array_len(len(parts))
+        for p in sorted(parts):
+            w.write_int32(p)
+        w.write_tagged_fields()
+    w.write_compact_array_len(0)
+    w.write_tagged_fields()
+    return [(_key(STATE_PARTITION_METADATA_KEY, g.group_id), w.getvalue())]
+
+
 def group_tombstone(group_id: str) -> list[Record]:
-    return [(_key(GROUP_METADATA_KEY, group_id), None)]
+    return [(_key(STATE_PARTITION_METADATA_KEY, group_id), None),
+            (_key(GROUP_METADATA_KEY, group_id), None)]
 
 
 @dataclass
@@ -87,6 +110,22 @@ class RestoredGroup:
     epoch: int = 0
     metadata: dict[str, dict] = field(default_factory=dict)
     assignment: dict[str, dict] = field(default_factory=dict)
+    initialized: dict[uuid.UUID, tuple[str, frozenset[int]]] = field(default_factory=dict)
+
+
+def _initialized(v: Reader) -> dict[uuid.UUID, tuple[str, frozenset[int]]]:
+    out = {}
+    for _ in range(v.compact_array_len() or 0):
+        tid = v.uuid()
+        name = v.compact_string()
+        parts = frozenset(v.int32() for _ in range(v.compact_array_len() or 0))
+        v.skip_tagged_fields()
+        out[tid] = (name, parts)
+    for _ in range(v.compact_array_len() or 0):  # DeletingTopics: none is written here
+        v.uuid()
+        v.compact_string()
+        v.skip_tagged_fields()
+    return out
 
 
 def _value_version(r: Reader) -> None:
@@ -101,7 +140,16 @@ def apply(groups: dict[str, RestoredGroup], key: bytes, value: bytes | None) -> 
     if kind not in SHARE_KEYS:
         return False
     gid = r.string()
-    member = r.string() if kind != GROUP_METADATA_KEY else None
+    member = r.string() if kind not in GROUP_KEYS else None
+    if kind == STATE_PARTITION_METADATA_KEY:
+        if value is None:
+            if gid in groups:
+                groups[gid].initialized = {}
+            return True
+        v = Reader(value)
+        _value_version(v)
+        groups.setdefault(gid, RestoredGroup()).initialized = _initialized(v)
+        return True
     if kind == GROUP_METADATA_KEY:
         if value is None:
             groups.pop(gid, None)
@@ -145,6 +193,7 @@ def restore(restored: dict[str, RestoredGroup], topic_name: object,
     for gid, rg in restored.items():
         g = ShareGroup(gid)
         g.group_epoch = g.assignment_epoch = rg.epoch
+        g.initialized = dict(rg.initialized)
         for mid, meta in rg.metadata.items():
             a = rg.assignment.get(mid, {"epoch": 0, "partitions": []})
             assignment = {}

@@ -16,6 +16,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from odradek.metadata.config.config_def import (
+    INT_MAX,
     ConfigDef,
     ConfigEntry,
     ConfigError,
@@ -82,6 +83,13 @@ GROUP_COORDINATOR_BROKER_DEFS = [
     _d("group.consumer.assignors", LST, ["uniform", "range"], None,
        "The server-side assignors as a list of names (uniform, range; Kafka's class names "
        "are accepted too). The first one is the default."),
+    _d("group.max.size", I, INT_MAX, at_least(1),
+       "The maximum number of consumers that a single classic group can accommodate: a "
+       "JoinGroup past it gets GROUP_MAX_SIZE_REACHED; a consumer group does not become "
+       "classic (downgrade) while it has more members."),
+    _d("group.consumer.max.size", I, INT_MAX, at_least(1),
+       "The maximum number of members of a consumer group (KIP-848), of either protocol: "
+       "one more gets GROUP_MAX_SIZE_REACHED, and a larger classic group is not upgraded."),
     _d("group.consumer.migration.policy", S, "bidirectional", _migration_policy,
        "Converting a non-empty classic group whose members use the consumer embedded "
        "protocol to a consumer group (KIP-848) when a member of the consumer protocol joins, "

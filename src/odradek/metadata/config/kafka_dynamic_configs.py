@@ -128,7 +128,9 @@ UNUSED_DYNAMIC_DEFS = [d for d in _KAFKA_DYNAMIC_UNUSED if d.name not in _SERVED
 
 # Kafka's per-broker dynamic configs (DynamicSecurityConfigs and DynamicListenerConfig, less
 # max.connections, max.connection.creation.rate and num.network.threads, which are
-# cluster-wide)
+# cluster-wide). Not advertised.listeners: Kafka 4.0 made it read-only (KAFKA-18405; a KRaft
+# broker never could re-register new endpoints at runtime, it refused the change), so an
+# AlterConfigs of it gets INVALID_REQUEST "Cannot update these configs dynamically".
 PER_BROKER_CONFIGS = frozenset({
     "ssl.keystore.type", "ssl.keystore.location", "ssl.keystore.password", "ssl.key.password",
     "ssl.keystore.certificate.chain", "ssl.keystore.key", "ssl.truststore.type",
@@ -137,8 +139,8 @@ PER_BROKER_CONFIGS = frozenset({
     "ssl.keymanager.algorithm", "ssl.trustmanager.algorithm",
     "ssl.endpoint.identification.algorithm", "ssl.secure.random.implementation",
     "ssl.client.auth", "ssl.engine.factory.class", "principal.builder.class",
-    "advertised.listeners", "listeners", "listener.security.protocol.map",
-    "sasl.mechanism.inter.broker.protocol", "sasl.jaas.config", "sasl.enabled.mechanisms",
+    "listeners", "listener.security.protocol.map", "sasl.mechanism.inter.broker.protocol",
+    "sasl.jaas.config", "sasl.enabled.mechanisms",
     "sasl.kerberos.service.name", "sasl.kerberos.kinit.cmd",
     "sasl.kerberos.ticket.renew.window.factor", "sasl.kerberos.ticket.renew.jitter",
     "sasl.kerberos.min.time.before.relogin", "sasl.kerberos.principal.to.local.rules",

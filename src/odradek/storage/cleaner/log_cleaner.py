@@ -259,6 +259,7 @@ class LogCleaner:
         self._in_progress: Log | None = None
         self._aborting: set[Log] = set()
         self._stop = threading.Event()
+        self._woken = False  # wake() or stop() during a pass: skip the next back-off
         self._thread: threading.Thread | None = None
         self.last_stats: CleanStats | None = None
         self._producer_last: dict[int, int] = {}
@@ -295,16 +296,26 @@ class LogCleaner:
 
     def stop(self, timeout: float = 30.0) -> None:
         self._stop.set()
+        self.wake()
         thread = self._thread
         if thread is not None:
             thread.join(timeout)
         self._thread = None
 
     def wake(self) -> None:
-        """Nothing to do today: the thread polls every `log.cleaner.backoff.ms`."""
+        """End the current back-off sleep: the thread looks for work at once."""
+        with self._cond:
+            self._woken = True
+            self._cond.notify_all()
+
+    def reconfigure(self, config: CleanerConfig) -> None:
+        """Take new `log.cleaner.*` settings (Kafka's dynamic broker configs): the next pass
+        sizes its offset map by them, and a back-off sleep starts over with the new length."""
+        if config != self.config:
+            self.config = config
+            self.wake()
 
     def _run(self) -> None:
-        backoff = max(self.config.backoff_ms, 1) / 1000
         while not self._stop.is_set():
             try:
                 stats = self.clean_once()
@@ -312,7 +323,11 @@ class LogCleaner:
                 log.exception("log cleaner pass failed")
                 stats = None
             if stats is None:
-                self._stop.wait(backoff)
+                # read each time: log.cleaner.backoff.ms may have changed (reconfigure)
+                with self._cond:
+                    if not self._woken:
+                        self._cond.wait(max(self.config.backoff_ms, 1) / 1000)
+                    self._woken = False
 
     def abort(self, lg: Log) -> None:
         """Stop cleaning `lg` (it is being deleted) and wait until its pass has let go."""

@@ -36,7 +36,7 @@ KAFKA_DYNAMIC = {
         "ssl.keymanager.algorithm ssl.trustmanager.algorithm "
         "ssl.endpoint.identification.algorithm ssl.secure.random.implementation "
         "ssl.client.auth ssl.engine.factory.class principal.builder.class "
-        "advertised.listeners listeners listener.security.protocol.map "
+        "listeners listener.security.protocol.map "
         "sasl.mechanism.inter.broker.protocol sasl.jaas.config sasl.enabled.mechanisms "
         "sasl.kerberos.service.name sasl.kerberos.kinit.cmd "
         "sasl.kerberos.ticket.renew.window.factor sasl.kerberos.ticket.renew.jitter "
@@ -61,7 +61,7 @@ KAFKA_DYNAMIC = {
 # odradek uses these but cannot yet change them at runtime: refused (read-only) rather than
 # accepted and silently not applied
 NOT_YET_DYNAMIC = {
-    "advertised.listeners", "listeners", "listener.security.protocol.map",  # re-registration
+    "listeners", "listener.security.protocol.map",  # re-registration
     "max.connections", "max.connections.per.ip", "max.connections.per.ip.overrides",
     # the listeners' TLS and SASL settings (issue 16), read when the listeners start: Kafka
     # reloads key stores and mechanisms at runtime, odradek does not yet
@@ -106,6 +106,11 @@ def test_unused_configs_are_accepted_and_say_so(controller: Controller) -> None:
     assert alter(controller, "1", "sasl.kerberos.service.name", "kafka") == 0
     # a listener's TLS settings are served (issue 16), read at start: refused at runtime
     assert alter(controller, "1", "ssl.keystore.type", "PKCS12") == ErrorCode.invalid_request
+    # read-only in Kafka 4.x (KAFKA-18405): refused per broker as at the default
+    assert dynamic_mode(BROKER_CONFIGS["advertised.listeners"]) == "read-only"
+    for broker in ("1", ""):
+        assert alter(controller, broker, "advertised.listeners", "PLAINTEXT://h:9092") == \
+            ErrorCode.invalid_request
     [entry] = describe_broker_configs(controller.broker_config, include_documentation=True,
                                       names=["sasl.kerberos.min.time.before.relogin"])
     assert entry.value == "120000" and not entry.read_only
