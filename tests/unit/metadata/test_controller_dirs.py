@@ -31,7 +31,7 @@ from odradek.metadata.records import (
     encode_record,
 )
 from odradek.protocol.errors import ErrorCode, KafkaError
-from tests.unit.metadata.cluster_support import FEATURES, make_cluster
+from tests.unit.metadata.cluster_support import CLUSTER_ID, FEATURES, make_cluster
 
 E = ErrorCode
 A, B = uuid.UUID(int=1001), uuid.UUID(int=1002)  # broker 1's two directories
@@ -40,8 +40,10 @@ DIRS = {1: [A, B], 2: [C], 3: [D]}
 
 
 def register(c, broker_id: int, dirs: list[uuid.UUID]):
+    # the same incarnation again: a restart of a live broker id would be a duplicate
+    incarnation = c.incarnations.setdefault(broker_id, uuid.uuid4())
     reply = c.controller.register_broker(BrokerRegistrationRequest(
-        broker_id=broker_id, cluster_id=c.image.cluster_id, incarnation_id=uuid.uuid4(),
+        broker_id=broker_id, cluster_id=CLUSTER_ID, incarnation_id=incarnation,
         listeners=[("PLAINTEXT", "localhost", 9000 + broker_id, 0)], features=FEATURES,
         log_dirs=dirs))
     assert reply.error_code == E.none
