@@ -14,6 +14,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
+from typing import Any
 
 from odradek.storage.checkpoints import (
     REPLICATION_OFFSET_CHECKPOINT,
@@ -34,13 +35,15 @@ Key = tuple[str, int]
 class HighWatermarkCheckpoints:
     def __init__(self, dirs: Sequence[Path]) -> None:
         self.dirs = list(dirs)
+        # held: a directory's failure state lives as long as someone holds its channel
+        self._states = {d: channel_for(d) for d in self.dirs}
         # what each directory's file last got (a file is rewritten only when it changes)
         self._written: dict[Path, dict[Key, int]] = {}
 
     def read(self) -> dict[Key, int]:
         out: dict[Key, int] = {}
         for directory in self.dirs:
-            if channel_for(directory).offline:
+            if self._state(directory).offline:
                 continue
             path = directory / HW_CHECKPOINT
             try:
@@ -57,10 +60,16 @@ class HighWatermarkCheckpoints:
         for directory, key, hw in entries:
             by_dir.setdefault(directory, {})[key] = hw
         for directory, hws in by_dir.items():
-            if self._written.get(directory) == hws or channel_for(directory).offline:
+            if self._written.get(directory) == hws or self._state(directory).offline:
                 continue
             if write_offsets(directory / HW_CHECKPOINT, hws):
                 self._written[directory] = hws
+
+    def _state(self, directory: Path) -> Any:
+        state = self._states.get(directory)
+        if state is None:
+            state = self._states[directory] = channel_for(directory)
+        return state
 
     def written(self) -> Mapping[Path, Mapping[Key, int]]:
         return self._written

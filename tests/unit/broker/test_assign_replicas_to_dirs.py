@@ -52,17 +52,18 @@ def test_assignments_and_offline_directories_over_the_wire() -> None:
               3: register(node, 3, [uuid.uuid4()])}
     for b, e in epochs.items():
         assert not heartbeat(node, b, e, []).is_fenced  # type: ignore[attr-defined]
-    [created] = node.cluster.controller.create_topics([CreatableTopic(
-        "t", assignments={0: [1, 2, 3], 1: [2, 3]})])
+    [created, other] = node.cluster.controller.create_topics([
+        CreatableTopic("t", assignments={0: [1, 2, 3]}),
+        CreatableTopic("u", assignments={0: [2, 3]})])
     tid = created.topic_id
     unknown = uuid.uuid4()
-    r = assign(node, 1, epochs[1], A, [(tid, 0), (tid, 1), (unknown, 0)])
+    r = assign(node, 1, epochs[1], A, [(tid, 0), (other.topic_id, 0), (unknown, 0)])
     assert r.error_code == E.none  # type: ignore[attr-defined]
     [d] = r.directories  # type: ignore[attr-defined]
     assert d.id_ == A
     codes = {(t.topic_id, p.partition_index): p.error_code for t in d.topics
              for p in t.partitions}
-    assert codes == {(tid, 0): E.none, (tid, 1): E.not_leader_or_follower,
+    assert codes == {(tid, 0): E.none, (other.topic_id, 0): E.not_leader_or_follower,
                      (unknown, 0): E.unknown_topic_id}
     part = node.cluster.image.partition("t", 0)
     assert part.directories[0] == A and part.leader == 1

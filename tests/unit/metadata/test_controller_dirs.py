@@ -85,15 +85,17 @@ def test_a_new_replica_goes_to_the_brokers_only_directory_else_unassigned():
 
 def test_assign_replicas_to_dirs_records_the_directory_and_answers_per_replica():
     c = cluster()
-    t = create(c, "t", {0: [1, 2, 3], 1: [2, 3]})
+    t = create(c, "t", {0: [1, 2, 3]})
+    u = create(c, "u", {0: [2, 3]})
     before = c.image.partition("t", 0)
-    results = assign(c, 1, A, (t.topic_id, 0), (t.topic_id, 1), (t.topic_id, 7),
-                     (uuid.uuid4(), 0))
-    assert results[(A, t.topic_id, 0)] == E.none
-    assert results[(A, t.topic_id, 1)] == E.not_leader_or_follower  # not a replica there
-    assert results[(A, t.topic_id, 7)] == E.unknown_topic_or_partition
-    assert [code for (_, tid, _), code in results.items()
-            if tid != t.topic_id] == [E.unknown_topic_id]
+    unknown = uuid.uuid4()
+    results = assign(c, 1, A, (t.topic_id, 0), (u.topic_id, 0), (t.topic_id, 7),
+                     (unknown, 0))
+    assert results == {
+        (A, t.topic_id, 0): E.none,
+        (A, u.topic_id, 0): E.not_leader_or_follower,  # not a replica there
+        (A, t.topic_id, 7): E.unknown_topic_or_partition,
+        (A, unknown, 0): E.unknown_topic_id}
     after = c.image.partition("t", 0)
     assert after.directories == (A, C, D)
     # only the directory changed: same leader, ISR and leader epoch

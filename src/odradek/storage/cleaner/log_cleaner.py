@@ -254,6 +254,8 @@ class LogCleaner:
                                 else [Path(d) for d in checkpoint_dir])
         self.checkpoint_path = self.checkpoint_dirs[0] / CHECKPOINT_FILE
         self._written: dict[Path, dict[tuple[str, int], int]] = {}
+        # held: a directory's failure state lives as long as someone holds its channel
+        self._dir_states = [channel_for(d) for d in self.checkpoint_dirs]
         self._logs = logs
         self.config = config or CleanerConfig()
         self.clock = clock
