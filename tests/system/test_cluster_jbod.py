@@ -18,8 +18,8 @@ from typing import Any
 
 import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
-from confluent_kafka.admin import AdminClient, NewTopic
 from kafka import KafkaAdminClient
+from kafka.admin import NewTopic as KafkaNewTopic
 
 from odradek.broker.admin_calls import call
 from odradek.broker.local_cluster import LocalCluster
@@ -124,17 +124,17 @@ def test_a_failed_directory_moves_only_its_leaderships_and_loses_nothing(
     c = cluster
     first = os.path.abspath(c.node(1).data_dir)
     second = os.path.abspath(c.extra)  # type: ignore[attr-defined]
-    admin = AdminClient({"bootstrap.servers": c.bootstrap})
-    # node 1 first in every replica list: it leads all four
-    admin.create_topics([NewTopic(TOPIC, replica_assignment=[
-        [1, 2, 3], [1, 3, 2], [1, 2, 3], [1, 3, 2]],
-        config={"min.insync.replicas": "2"})])[TOPIC].result(60)
-    c.wait_isr(TOPIC, 3)
     # partitions 0 and 1 in the second directory, 2 and 3 in the first (moves where the
     # placement put them elsewhere: the controller hears of those after the swap)
     want = {0: second, 1: second, 2: first, 3: first}
     mover = KafkaAdminClient(bootstrap_servers=c.node(1).bootstrap, request_timeout_ms=30000)
     try:
+        # node 1 first in every replica list: it leads all four
+        mover.create_topics([KafkaNewTopic(
+            TOPIC, num_partitions=-1, replication_factor=-1,
+            replica_assignments={0: [1, 2, 3], 1: [1, 3, 2], 2: [1, 2, 3], 3: [1, 3, 2]},
+            topic_configs={"min.insync.replicas": "2"})])
+        c.wait_isr(TOPIC, 3)
         result = mover.alter_replica_log_dirs({(TOPIC, p, 1): d for p, d in want.items()})
         assert [getattr(e, "errno", 0) for e in result.values()] == [0] * PARTITIONS, result
     finally:
