@@ -23,6 +23,7 @@ import contextlib
 import dataclasses
 import logging
 import time
+from pathlib import Path
 from typing import Any
 
 from odradek.broker.acceptor import ConnectionLimits
@@ -40,6 +41,7 @@ from odradek.broker.config import (
     voters_of,
 )
 from odradek.broker.context import BrokerContext
+from odradek.broker.dir_assignments import DirectoryAssignments
 from odradek.broker.forwarding import ControllerLink, RemoteController
 from odradek.broker.handlers import admin
 from odradek.broker.lifecycle import BrokerLifecycle, LifecycleSettings
@@ -94,6 +96,7 @@ class ClusterNode:
         self.channels: Channels | None = None
         self.marker_channels: Channels | None = None
         self.rm: ReplicaManager | None = None
+        self.dir_assignments: DirectoryAssignments | None = None
         self.log_manager: LogManager | None = None
         self.coordinators: Any = None
         self.quorum: KRaftQuorum | None = None
@@ -294,6 +297,7 @@ class ClusterNode:
                 asyncio.set_event_loop(None)
 
         await asyncio.to_thread(load)
+        assignments = self._directory_assignments(link, lifecycle, rm, publisher, loop)
         rm.alter_log_dirs.resume()
         log.info("logs loaded in %.2f s (metadata at offset %d)", time.monotonic() - began,
                  publisher.offset)
@@ -306,10 +310,12 @@ class ClusterNode:
 
         def on_change(delta: Any, image: Any) -> None:
             loop.call_soon_threadsafe(self.node.schedule_sync, rm, lambda: publisher.image,
-                                      self._coordinator_runtime)
+                                      self._coordinator_runtime,
+                                      lambda: assignments.reconcile(publisher.image, rm))
 
         publisher.add_listener(on_change)
         await rm.sync(publisher.image)
+        assignments.reconcile(publisher.image, rm)
         lifecycle.set_ready()
         if not await self._until(lifecycle.unfenced.wait()):
             return
@@ -328,6 +334,28 @@ class ClusterNode:
         for lst in broker_listeners(config):
             view = dataclasses.replace(ctx, listener_name=lst.name)
             await self._listen(self._server(view, HANDLERS, forward=True), lst)
+
+    def _directory_assignments(self, link: ControllerLink, lifecycle: BrokerLifecycle,
+                               rm: ReplicaManager, publisher: MetadataPublisher,
+                               loop: asyncio.AbstractEventLoop) -> DirectoryAssignments:
+        """KIP-858 on this broker: the controller hears where each replica's log is (after
+        a metadata change, after a move between directories), and of a directory that
+        fails at once (a heartbeat now), while its partitions stop fetching here."""
+        assignments = DirectoryAssignments(self.node_id, self.node.log_dir_ids, link,
+                                           lambda: lifecycle.broker_epoch)
+        self.dir_assignments = assignments
+        rm.alter_log_dirs.on_moved = lambda topic, index: assignments.reconcile(
+            publisher.image, rm)
+
+        def failed(directory: Path, why: str) -> None:  # on the failing thread
+            def on_loop() -> None:
+                rm.take_dir_offline(directory)
+                lifecycle.heartbeat_now()
+            loop.call_soon_threadsafe(on_loop)
+
+        for directory in self.node.log_dirs[1:]:  # the first's failure stops the node
+            channel_for(directory).add_offline_listener(failed)
+        return assignments
 
     def _coordinator_runtime(self) -> Any:
         return None if self.coordinators is None else self.coordinators.runtime
@@ -372,6 +400,8 @@ class ClusterNode:
                      "confirmed" if done else "not confirmed", time.monotonic() - began)
         if self.lifecycle is not None:
             await self._step("the broker lifecycle", self.lifecycle.stop())
+        if self.dir_assignments is not None:
+            await self._step("directory assignments", self.dir_assignments.stop())
         for server in self.servers:
             server.stop_accepting()
         if self.coordinators is not None:

@@ -226,6 +226,11 @@ class BrokerLifecycle:
             log.info("%s", message)
         self.last_error = message
 
+    def heartbeat_now(self) -> None:
+        """Send the next heartbeat at once (a log directory failed: Kafka's
+        propagateDirectoryFailure reports it without waiting for the interval)."""
+        self._wake.set()
+
     def set_ready(self) -> None:
         """Logs loaded, partitions following the image: the controller may unfence us."""
         self.ready_to_unfence = True

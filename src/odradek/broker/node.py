@@ -407,9 +407,11 @@ class Node:
         log.info("received %s", sig.name)
         self.stopping.set()
 
-    def schedule_sync(self, rm: ReplicaManager, image: Any, runtime: Any = None) -> None:
+    def schedule_sync(self, rm: ReplicaManager, image: Any, runtime: Any = None,
+                      after: Callable[[], None] | None = None) -> None:
         """Let the partitions (and the coordinators, `runtime()`) follow `image()`, coalescing
-        bursts of metadata changes into one sync."""
+        bursts of metadata changes into one sync; then `after()` (JBOD directory
+        assignments)."""
         if self._sync_pending:
             return
         self._sync_pending = True
@@ -419,6 +421,8 @@ class Node:
             try:
                 self.follow_broker_configs(rm, image())
                 await rm.sync(image())
+                if after is not None:
+                    after()
                 coordinators = runtime() if runtime is not None else None
                 if coordinators is not None:
                     await coordinators.follow_leadership()

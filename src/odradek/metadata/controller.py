@@ -28,6 +28,7 @@ from odradek.metadata.config.broker_configs import BrokerConfig
 from odradek.metadata.config_changes import incremental_changes, replacement_changes
 from odradek.metadata.controller_acls import AclControl
 from odradek.metadata.controller_brokers import BrokerControl
+from odradek.metadata.controller_dirs import DirectoryControl
 from odradek.metadata.controller_elections import PartitionControl
 from odradek.metadata.controller_features import FeatureControl
 from odradek.metadata.controller_quotas import QuotaControl
@@ -76,7 +77,7 @@ def load_image(quorum: Quorum, cluster_id: str | None) -> MetadataImage:
 
 
 class Controller(TopicControl, BrokerControl, PartitionControl, ReassignmentControl,
-                 FeatureControl, AclControl, QuotaControl, ScramControl):
+                 FeatureControl, AclControl, QuotaControl, ScramControl, DirectoryControl):
     def __init__(self, quorum: Quorum, image: MetadataImage | MetadataPublisher,
                  broker_config: BrokerConfig,
                  clock: Callable[[], int] | None = None) -> None:

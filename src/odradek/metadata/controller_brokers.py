@@ -77,6 +77,7 @@ class BrokerControl:
     supported_feature_tuples: Any
     _isr_removal_changes: Any
     _offline_election_changes: Any
+    directories_offline: Any
 
     def __init__(self) -> None:
         self._sessions: dict[int, _Session] = {}
@@ -296,6 +297,8 @@ class BrokerControl:
             target = self._next_state(req, current, caught_up, session)
             if target != current:
                 self._move_to(req.broker_id, current, target, session)
+            # failed log directories (KIP-858): their replicas leave ISRs and leaderships
+            self.directories_offline(req.broker_id, req.broker_epoch, req.offline_log_dirs)
             return BrokerHeartbeatReply(
                 is_caught_up=caught_up,
                 is_fenced=target in (BrokerState.FENCED, BrokerState.SHUTDOWN_NOW),

@@ -45,6 +45,7 @@ class PartitionControl:
     check_broker_epoch: Any
     fence_stale_brokers: Any
     _acceptable: Any
+    _dir_acceptable: Any
 
     def __init__(self) -> None:
         self._next_rebalance_ms: int | None = None
@@ -60,6 +61,8 @@ class PartitionControl:
 
     def _change(self, topic: TopicImage, part: PartitionImage, acceptable: Acceptable,
                 **kwargs: Any) -> PartitionChange:
+        # a replica whose log directory is offline may not lead (KIP-858)
+        acceptable = self._dir_acceptable(part, acceptable)
         change = partition_change(part, topic.topic_id, acceptable,
                                   unclean_allowed=self.unclean_enabled(topic.name), **kwargs)
         if change.unclean:

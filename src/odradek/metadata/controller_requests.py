@@ -143,6 +143,8 @@ class BrokerHeartbeatRequest:
     current_metadata_offset: int = -1
     want_fence: bool = False
     want_shut_down: bool = False
+    # v1+: the broker's log directories that failed (KIP-858)
+    offline_log_dirs: list[uuid.UUID] = field(default_factory=list)
 
 
 @dataclass

@@ -50,6 +50,7 @@ class TopicControl:
     _rng: Any
     _commit: Any
     _require_active: Any
+    default_dir: Any
 
     def _placement(self, num_partitions: int, rf: int, first: int) -> list[list[int]]:
         image = self.image
@@ -195,6 +196,7 @@ class TopicControl:
                     leader=isr[0] if isr else -1,
                     leader_epoch=0,
                     partition_epoch=0,
+                    directories=[self.default_dir(r) for r in replicas],
                 )
             )
         return out

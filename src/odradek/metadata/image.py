@@ -12,6 +12,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 
 from odradek.metadata.acls import AclEntry, acl_of_record, record_of_acl
+from odradek.metadata.directories import aligned
 from odradek.metadata.records import (
     RESOURCE_BROKER,
     RESOURCE_TOPIC,
@@ -69,6 +70,8 @@ class PartitionImage:
     adding_replicas: tuple[int, ...] = ()
     # 0 RECOVERED, 1 RECOVERING (after an unclean election, until the leader says recovered)
     leader_recovery_state: int = 0
+    # the log directory of each replica, in replica order (KIP-858; empty: none recorded)
+    directories: tuple[uuid.UUID, ...] = ()
 
     @property
     def reassigning(self) -> bool:
@@ -243,6 +246,7 @@ class MetadataDelta:
             removing_replicas=tuple(r.removing_replicas),
             adding_replicas=tuple(r.adding_replicas),
             leader_recovery_state=r.leader_recovery_state,
+            directories=tuple(r.directories),
         )
         self.created_partitions.add((name, r.partition_id))
 
@@ -255,7 +259,12 @@ class MetadataDelta:
         if r.isr is not None:
             new = replace(new, isr=tuple(r.isr))
         if r.replicas is not None:
-            new = replace(new, replicas=tuple(r.replicas))
+            # a kept replica keeps its directory unless the record says otherwise (Kafka's
+            # builder always writes them; an older record may not)
+            new = replace(new, replicas=tuple(r.replicas), directories=tuple(
+                aligned(old.replicas, old.directories, r.replicas)) if old.directories else ())
+        if r.directories is not None:
+            new = replace(new, directories=tuple(r.directories))
         if r.removing_replicas is not None:
             new = replace(new, removing_replicas=tuple(r.removing_replicas))
         if r.adding_replicas is not None:
@@ -339,6 +348,9 @@ class MetadataDelta:
         fenced = {1: True, -1: False}.get(r.fenced)
         shutdown = True if r.in_controlled_shutdown == 1 else None
         self._set_fenced(r.broker_id, fenced, shutdown)
+        if r.log_dirs:  # the directories still online (KIP-858); empty: unchanged
+            brokers = self._broker_map()
+            brokers[r.broker_id] = replace(brokers[r.broker_id], log_dirs=tuple(r.log_dirs))
 
     def _feature(self, r: FeatureLevelRecord) -> None:
         if self._features is None:
@@ -499,7 +511,7 @@ def image_to_records(image: MetadataImage) -> list[MetadataRecord]:
                 isr=list(p.isr), removing_replicas=list(p.removing_replicas),
                 adding_replicas=list(p.adding_replicas), leader=p.leader,
                 leader_recovery_state=p.leader_recovery_state, leader_epoch=p.leader_epoch,
-                partition_epoch=p.partition_epoch))
+                partition_epoch=p.partition_epoch, directories=list(p.directories)))
     for (rtype, rname), values in sorted(image.configs.items()):
         out += [ConfigRecord(rtype, rname, k, v) for k, v in sorted(values.items())]
     out += [record_of_acl(acl_id, acl) for acl_id, acl in sorted(image.acls.items())]

@@ -165,6 +165,9 @@ class PartitionRecord(MetadataRecord):
     directories: list[uuid.UUID] = field(default_factory=list)
 
     API_KEY: ClassVar[int] = 3
+    # v1 (KIP-858): the log directory of each replica, in replica order (UNASSIGNED_DIR
+    # where the broker has not said yet)
+    VERSION: ClassVar[int] = 1
     MAX_VERSION: ClassVar[int] = 1
     FIELDS: ClassVar[tuple[Field, ...]] = (
         Field("partition_id", "int32"),
@@ -209,8 +212,11 @@ class PartitionChangeRecord(MetadataRecord):
     removing_replicas: list[int] | None = None
     adding_replicas: list[int] | None = None
     leader_recovery_state: int = -1
+    directories: list[uuid.UUID] | None = None  # v1 (KIP-858): None unchanged
 
     API_KEY: ClassVar[int] = 5
+    VERSION: ClassVar[int] = 1
+    MAX_VERSION: ClassVar[int] = 1
     FIELDS: ClassVar[tuple[Field, ...]] = (
         Field("partition_id", "int32"),
         Field("topic_id", "uuid"),
@@ -220,6 +226,7 @@ class PartitionChangeRecord(MetadataRecord):
         Field("removing_replicas", "nint32s", tag=3, default=None),
         Field("adding_replicas", "nint32s", tag=4, default=None),
         Field("leader_recovery_state", "int8", tag=5, default=-1),
+        Field("directories", "nuuids", versions=1, tag=8, default=None),
     )
 
 
@@ -278,13 +285,18 @@ class BrokerRegistrationChangeRecord(MetadataRecord):
     broker_epoch: int = 0
     fenced: int = 0  # -1 unfenced, 0 unchanged, 1 fenced
     in_controlled_shutdown: int = 0
+    # v2 (KIP-858): the broker's log directories still online; empty: unchanged (Kafka)
+    log_dirs: list[uuid.UUID] = field(default_factory=list)
 
     API_KEY: ClassVar[int] = 17
+    VERSION: ClassVar[int] = 2
+    MAX_VERSION: ClassVar[int] = 2
     FIELDS: ClassVar[tuple[Field, ...]] = (
         Field("broker_id", "int32"),
         Field("broker_epoch", "int64"),
         Field("fenced", "int8", tag=0, default=0),
         Field("in_controlled_shutdown", "int8", tag=1, default=0),
+        Field("log_dirs", "uuids", versions=2, tag=2, default=[]),
     )
 
 
@@ -453,6 +465,9 @@ def _read_value(r: Reader, kind: Any) -> Any:
         return r.compact_int32_array(nullable=True)
     if kind == "uuids":
         return r.compact_uuid_array()
+    if kind == "nuuids":
+        n = r.compact_array_len()
+        return None if n is None else [r.uuid() for _ in range(n)]
     if kind == "bytes":
         return bytes(r.compact_bytes())
     raise AssertionError(kind)
@@ -466,7 +481,7 @@ def _write_value(w: Writer, kind: Any, value: Any) -> None:
         return
     if kind in ("int32s", "nint32s"):
         w.write_compact_int32_array(value)
-    elif kind == "uuids":
+    elif kind in ("uuids", "nuuids"):  # a null is never written: it is a tag's default
         w.write_compact_uuid_array(value)
     elif kind in ("string", "nstring"):
         w.write_compact_nullable_string(value)

@@ -56,6 +56,9 @@ class ReplicaAlterLogDirsManager:
         # replica.alter.log.dirs.io.max.bytes.per.second, read at every chunk (dynamic);
         # the node sets it from its config
         self.rate: Callable[[], int] = lambda: UNLIMITED
+        # called with (topic, partition) once a replica is in its new directory: the node
+        # tells the controller (AssignReplicasToDirs, KIP-858)
+        self.on_moved: Callable[[str, int], None] = lambda topic, partition: None
         self._throttle = IoThrottle()
         self._throttle_lock = threading.Lock()
 
@@ -137,6 +140,7 @@ class ReplicaAlterLogDirsManager:
                         if new is not None:
                             part.log = new
                             move.done()
+                            self.on_moved(part.topic, part.index)
                             return
                         await asyncio.sleep(SWAP_RETRY_S)  # a checkpoint holds the manager
                         continue

@@ -35,15 +35,15 @@ from odradek.replication.fetch_params import (
 )
 from odradek.replication.fetcher import ReplicaFetcherManager
 from odradek.replication.follower import FENCED
+from odradek.replication.hw_checkpoints import HW_CHECKPOINT as HW_CHECKPOINT  # re-exported
+from odradek.replication.hw_checkpoints import HighWatermarkCheckpoints
 from odradek.replication.partition import Partition
 from odradek.replication.purgatory import DelayedFetch, DelayedOperationPurgatory, DelayedProduce
 from odradek.replication.reading import FetchReading
-from odradek.storage.checkpoints import REPLICATION_OFFSET_CHECKPOINT, read_offsets, write_offsets
 from odradek.storage.log_validator import validate_records
 
 log = logging.getLogger(__name__)
 
-HW_CHECKPOINT = REPLICATION_OFFSET_CHECKPOINT
 # produce v0-v2: several batches per partition, no ZSTD (the node's own multi-batch writes)
 _MULTI_BATCH_PRODUCE_VERSION = 2
 _R = TypeVar("_R")
@@ -116,9 +116,10 @@ class ReplicaManager(FetchReading):
         self.producer_epoch_of: Any = None
         # producer.id.expiration.ms for every hosted log (None: storage's default, 1 day)
         self.producer_id_expiration_ms: int | None = None
-        # what checkpoint() last wrote (None: nothing yet): (LEO, log start) per log, HWs
+        # what checkpoint() last wrote (None: nothing yet): (LEO, log start) per log
         self._checkpointed_logs: dict[tuple[str, int], tuple[int, int]] | None = None
-        self._checkpointed_hws: dict[tuple[str, int], int] | None = None
+        self.hw_checkpoints = HighWatermarkCheckpoints(
+            getattr(log_manager, "log_dirs", None) or [self.data_dir])
         # requests waiting on this node's partitions (Kafka's purgatories): long-polling
         # fetches; acks=all produces once followers exist (DelayedProduce)
         self.fetch_purgatory = DelayedOperationPurgatory("Fetch")
@@ -251,6 +252,12 @@ class ReplicaManager(FetchReading):
 
     def _apply_role(self, part: Partition, w: _Wanted, now_ms: int) -> None:
         """Leader or follower as the image says (Kafka's makeLeader / makeFollower)."""
+        if part.log.dir_state.offline and w.leader != self.node_id:
+            # its log directory failed: nothing is fetched into it (Kafka's offline
+            # partition); it follows nobody and answers as a follower would
+            self.fetchers.remove(part)
+            part.make_follower(-1, w.leader_epoch, w.partition_epoch, w.replicas, w.isr)
+            return
         if w.leader == self.node_id:
             was_leader = part.is_leader
             if part.make_leader(w.leader_epoch, w.partition_epoch, w.replicas, w.isr, now_ms):
@@ -268,6 +275,23 @@ class ReplicaManager(FetchReading):
             state = self.fetchers.state_of(part.topic, part.index)
             if state is None or state.state == FENCED:
                 self.fetchers.add(part)
+
+    def take_dir_offline(self, directory: Path) -> list[tuple[str, int]]:
+        """A log directory failed (on the loop): its partitions stop fetching (a follower
+        would append into it) and stop moving their ISRs; the controller, told by the next
+        heartbeat, moves their leaderships away. Returns those partitions."""
+        hit = [key for key, part in self.partitions.items()
+               if part.log.dir.parent == directory]
+        for key in hit:
+            part = self.partitions[key]
+            self.fetchers.remove(part)
+            if not part.is_leader:
+                part.make_follower(-1, part.leader_epoch, part.partition_epoch,
+                                   part.replicas, part.isr)
+        if hit:
+            log.warning("log directory %s failed: %d partitions offline here", directory,
+                        len(hit))
+        return hit
 
     # --- the ISR -----------------------------------------------------------
 
@@ -320,7 +344,8 @@ class ReplicaManager(FetchReading):
     def maybe_shrink_isrs(self, now_ms: int) -> int:
         n = 0
         for part in list(self.partitions.values()):
-            if part.is_leader and not part.solo and part.maybe_shrink_isr(now_ms):
+            if (part.is_leader and not part.solo and not part.log.dir_state.offline
+                    and part.maybe_shrink_isr(now_ms)):
                 n += 1
         return n
 
@@ -594,11 +619,10 @@ class ReplicaManager(FetchReading):
                     time.sleep(0)  # and let the loop in between logs
             lm.checkpoint()  # flushes whatever was appended meanwhile
             self._checkpointed_logs = state
-        entries = {(p.topic, p.index): p.high_watermark for p in list(self.partitions.values())}
-        if entries != self._checkpointed_hws:
-            write_offsets(self.data_dir / HW_CHECKPOINT, entries)
-            self._checkpointed_hws = entries
+        # each log directory's partitions in its own file (hw_checkpoints)
+        self.hw_checkpoints.write((p.log.dir.parent, (p.topic, p.index), p.high_watermark)
+                                  for p in list(self.partitions.values()))
 
     def read_hw_checkpoint(self) -> dict[tuple[str, int], int]:
-        return read_offsets(self.data_dir / HW_CHECKPOINT)
+        return self.hw_checkpoints.read()
 

@@ -119,7 +119,7 @@ class LogManager:
         skip_dirs: frozenset[str] = frozenset({METADATA_LOG_DIR}),
         log_dirs: Sequence[Path] = (),
     ) -> None:
-        # the first directory (the data dir: metadata log, cleaner and HW checkpoints), then
+        # the first directory (the data dir: the metadata log), then
         # the other `log.dirs`, each once
         self.log_dir = Path(log_dir)
         self.log_dirs: list[Path] = [self.log_dir]
@@ -133,6 +133,9 @@ class LogManager:
         self._logs: dict[tuple[str, int], Log] = {}
         # `-future` logs of replicas moving to another directory (AlterReplicaLogDirs)
         self._futures: dict[tuple[str, int], Log] = {}
+        # logs (current and future) per log directory, kept on every add, remove and move:
+        # placement reads it instead of walking every log per new one (quadratic at scale)
+        self._counts: dict[Path, int] = {}
         # where a partition not hosted yet goes when it comes (AlterReplicaLogDirs first)
         self._preferred: dict[tuple[str, int], Path] = {}
         # Deleted logs whose fds stay open for `file.delete.delay.ms` (FileRegions in flight).
@@ -155,8 +158,9 @@ class LogManager:
         same at startup when `log.cleaner.enable`). `upper_bound` gives a log's last stable
         offset: nothing at or beyond it is cleaned."""
         if self.cleaner is None:
+            # each directory's cleaner-offset-checkpoint names its own logs (as Kafka)
             self.cleaner = LogCleaner(
-                self.log_dir, lambda: list(self._logs.values()), config, upper_bound=upper_bound
+                self.log_dirs, lambda: list(self._logs.values()), config, upper_bound=upper_bound
             )
             self.cleaner.start()
         return self.cleaner
@@ -200,13 +204,15 @@ class LogManager:
         with self._lock:
             self._preferred[(topic, partition)] = directory
 
+    def _count(self, directory: Path, delta: int) -> None:
+        self._counts[directory] = self._counts.get(directory, 0) + delta
+
+    def log_counts(self) -> dict[Path, int]:
+        """Logs (current and future) per log directory."""
+        return {d: n for d, n in self._counts.items() if n}
+
     def _next_dir(self, key: tuple[str, int], is_new: bool = True) -> Path:
-        counts: dict[Path, int] = {}
-        if len(self.log_dirs) > 1:
-            # one walk over every log per new one: with one directory there is nothing to
-            # choose, and the walk made creating 20,000 partitions quadratic (minutes)
-            for lg in (*self._logs.values(), *self._futures.values()):
-                counts[lg.dir.parent] = counts.get(lg.dir.parent, 0) + 1
+        counts = self._counts
         offline = self.offline_dirs()
         if offline and not is_new:
             # Kafka refuses too: the partition's log may be in the offline directory, and a
@@ -244,7 +250,8 @@ class LogManager:
         log directory; remove `-delete` ones. A directory that cannot be read goes offline
         (its logs are not served); a partition found in two raises DuplicateLogDirs."""
         with self._lock:
-            # the cleaner's checkpoint lives in the first directory but names logs of all
+            # each directory's cleaner checkpoint names its own logs (before JBOD placement
+            # the first directory's named all: read it too)
             cleaned: dict[tuple[str, int], int] = {}
             for directory in self.log_dirs:
                 if self.is_online(directory):
@@ -303,6 +310,7 @@ class LogManager:
                 log_start_offset=start_offsets.get(parsed, 0),
                 allow_gaps=parsed in cleaned,
             )
+            self._count(directory, 1)
             elapsed = time.monotonic() - began
             if elapsed > 1.0:
                 log.info("loaded %s in %.1f s", path.name, elapsed)
@@ -330,6 +338,7 @@ class LogManager:
                     deleted.append(key)
                     continue
                 self._logs.pop(key)
+                self._count(lg.dir.parent, -1)
                 lg.close()
                 target = lg.dir.with_name(stray_dir_name(lg.dir.name))
                 lg.dir.rename(target)
@@ -387,6 +396,7 @@ class LogManager:
             new.epochs.sync = False
             self._unsynced.append(new)
             self._logs[(topic, partition)] = new
+            self._count(path.parent, 1)
             return new
 
     def sync_new_logs(self) -> int:
@@ -424,6 +434,8 @@ class LogManager:
         with self._lock:
             self.abort_future(topic, partition)
             existing = self._logs.pop((topic, partition), None)
+            if existing is not None:
+                self._count(existing.dir.parent, -1)
             path = (existing.dir if existing is not None
                     else self._find_on_disk(log_dir_name(topic, partition)))
             if existing is not None:
@@ -539,6 +551,7 @@ class LogManager:
             _in_threads(Log.close, [*self._logs.values(), *self._futures.values()])
             self._logs.clear()
             self._futures.clear()
+            self._counts.clear()
             self._close_doomed(0, force=True)
 
     # ----------------------------------------------------- moves between directories
@@ -568,12 +581,15 @@ class LogManager:
             future.truncate_fully_and_start_at(current.log_start_offset)
             fsync_dir(destination)
             self._futures[(topic, partition)] = future
+            self._count(destination, 1)
             return future
 
     def abort_future(self, topic: str, partition: int) -> None:
         """Drop the `-future` log of (topic, partition), if any, and its files."""
         with self._lock:
             future = self._futures.pop((topic, partition), None)
+            if future is not None:
+                self._count(future.dir.parent, -1)
         if future is None:
             return
         future.close()
@@ -620,6 +636,8 @@ class LogManager:
                            log_start_offset=future.log_start_offset,
                            topic_id=current.topic_id, allow_gaps=current._allow_gaps)
             self._logs[key] = new
+            # the future became the current log in its directory; the old copy's is gone
+            self._count(doomed.parent, -1)
         finally:
             self._lock.release()
         # the old copy's files go on another thread: the swap runs on the event loop (a crash

@@ -41,6 +41,7 @@ def _strategy(kind):
         "int32s": st.lists(_INTS["int32"], max_size=5),
         "nint32s": st.none() | st.lists(_INTS["int32"], max_size=5),
         "uuids": st.lists(_UUIDS, max_size=3),
+        "nuuids": st.none() | st.lists(_UUIDS, max_size=3),
         "float64": st.floats(allow_nan=False),  # ClientQuotaRecord.value
         "bytes": st.binary(max_size=64),  # UserScramCredentialRecord (sasl)
     }[kind]

@@ -1,7 +1,7 @@
 """The controller listener's cluster APIs: BrokerRegistration (62), BrokerHeartbeat (63),
 AlterPartition (56), ElectLeaders (43), AlterPartitionReassignments (45),
 ListPartitionReassignments (46), UpdateFeatures (57), UnregisterBroker (64) and
-AllocateProducerIds (67).
+AllocateProducerIds (67) and AssignReplicasToDirs (73).
 
 Each decodes the request into the controller's plain types (metadata.controller_requests),
 runs the operation in a worker thread (it appends to the quorum and blocks until committed),
@@ -44,6 +44,7 @@ VERSIONS = (
     ApiVersionRange(ApiKey.UPDATE_FEATURES, 0, 2),  # v2 (Kafka 4.0): no per-feature results
     ApiVersionRange(ApiKey.UNREGISTER_BROKER, 0, 0),
     ApiVersionRange(ApiKey.ALLOCATE_PRODUCER_IDS, 0, 0),
+    ApiVersionRange(ApiKey.ASSIGN_REPLICAS_TO_DIRS, 0, 0),
 )
 
 _NOT_CONTROLLER = KafkaError(ErrorCode.not_controller, "This node is not the active controller.")
@@ -109,7 +110,9 @@ def handle_broker_heartbeat(ctx: Any, header: Any, frame: memoryview) -> Any:
     request = BrokerHeartbeatRequest(
         broker_id=int(req.broker_id), broker_epoch=int(req.broker_epoch),
         current_metadata_offset=int(req.current_metadata_offset),
-        want_fence=bool(req.want_fence), want_shut_down=bool(req.want_shut_down))
+        want_fence=bool(req.want_fence), want_shut_down=bool(req.want_shut_down),
+        offline_log_dirs=[d for d in getattr(req, "offline_log_dirs", ()) or ()
+                          if d is not None])
     return _broker_heartbeat(ctx, header, request)
 
 
@@ -332,6 +335,45 @@ async def _update_features(ctx: Any, header: Any, updates: list[FeatureUpdate],
                      "error_message": r.error_message} for r in results]})
 
 
+# ---------------------------------------------------------------- log directories (KIP-858)
+
+_ZERO = uuid.UUID(int=0)  # kio reads an all-zero uuid (MIGRATING) as None
+
+
+def handle_assign_replicas_to_dirs(ctx: Any, header: Any, frame: memoryview) -> Any:
+    req = decode(header, frame)
+    assignments: dict[uuid.UUID, list[tuple[uuid.UUID, int]]] = {}
+    for d in req.directories:
+        replicas = assignments.setdefault(d.id_ or _ZERO, [])
+        replicas += [(t.topic_id or _ZERO, int(p.partition_index))
+                     for t in d.topics for p in t.partitions]
+    return _assign_replicas_to_dirs(ctx, header, int(req.broker_id), int(req.broker_epoch),
+                                    assignments)
+
+
+async def _assign_replicas_to_dirs(ctx: Any, header: Any, broker_id: int, broker_epoch: int,
+                                   assignments: dict[uuid.UUID, list[tuple[uuid.UUID, int]]]
+                                   ) -> Response:
+    try:
+        _need(ctx, header, Op.CLUSTER_ACTION)
+        results = await _run(ctx, "assign_replicas_to_dirs", broker_id, broker_epoch,
+                             assignments)
+    except KafkaError as exc:
+        return respond(header, {"throttle_time": 0, "error_code": exc.code,
+                                "directories": []})
+    directories = []
+    for directory, replicas in assignments.items():
+        topics: dict[uuid.UUID, list[dict[str, Any]]] = {}
+        for topic_id, index in replicas:
+            topics.setdefault(topic_id, []).append({
+                "partition_index": index,
+                "error_code": results.get((directory, topic_id, index), ErrorCode.none)})
+        directories.append({"id_": directory, "topics": [
+            {"topic_id": tid, "partitions": parts} for tid, parts in topics.items()]})
+    return respond(header, {"throttle_time": 0, "error_code": ErrorCode.none,
+                            "directories": directories})
+
+
 HANDLERS: dict[ApiKey, Callable[[Any, Any, memoryview], Any]] = {
     ApiKey.BROKER_REGISTRATION: handle_broker_registration,
     ApiKey.BROKER_HEARTBEAT: handle_broker_heartbeat,
@@ -342,4 +384,5 @@ HANDLERS: dict[ApiKey, Callable[[Any, Any, memoryview], Any]] = {
     ApiKey.UPDATE_FEATURES: handle_update_features,
     ApiKey.UNREGISTER_BROKER: handle_unregister_broker,
     ApiKey.ALLOCATE_PRODUCER_IDS: handle_allocate_producer_ids,
+    ApiKey.ASSIGN_REPLICAS_TO_DIRS: handle_assign_replicas_to_dirs,
 }

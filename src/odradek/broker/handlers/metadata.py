@@ -20,6 +20,7 @@ from odradek.broker.handlers.common import (
     valid_topic_name,
 )
 from odradek.metadata.acls import AclOperation, ResourceType
+from odradek.metadata.directories import MIGRATING_DIR, UNASSIGNED_DIR, dir_of, is_online
 from odradek.protocol.apis import ApiKey, ApiVersionRange
 from odradek.protocol.errors import ErrorCode
 
@@ -33,8 +34,34 @@ def brokers(ctx: Any) -> list[dict[str, Any]]:
             for b in admin.live_brokers(ctx)]
 
 
-def partition_entries(topic: Any) -> list[dict[str, Any]]:
+def online_dirs(brokers: Any) -> frozenset[Any]:
+    """Every directory some broker has online, and the reserved ids (never offline but LOST):
+    a partition whose directories are all in it has no offline replica (the common case,
+    one set test per directory)."""
+    if not brokers:
+        return frozenset()
+    return frozenset({d for b in brokers.values() for d in b.log_dirs}
+                     | {MIGRATING_DIR, UNASSIGNED_DIR})
+
+
+def offline_replicas(p: Any, brokers: Any, online: frozenset[Any]) -> tuple[int, ...]:
+    """The replicas whose log directory is offline (KIP-858: Kafka's getOfflineReplicas
+    asks the broker's registration whether the replica's directory is online)."""
+    dirs = getattr(p, "directories", ())
+    if not dirs or not brokers or all(d in online for d in dirs):
+        return ()
+    out = []
+    for replica in p.replicas:
+        registration = brokers.get(replica)
+        if registration is not None and not is_online(
+                dir_of(p.replicas, dirs, replica), registration.log_dirs):
+            out.append(replica)
+    return tuple(out)
+
+
+def partition_entries(topic: Any, brokers: Any = None) -> list[dict[str, Any]]:
     parts = topic.partitions
+    online = online_dirs(brokers)
     out = []
     for p in sorted(parts.values() if isinstance(parts, dict) else parts,
                     key=lambda p: p.partition):
@@ -42,13 +69,13 @@ def partition_entries(topic: Any) -> list[dict[str, Any]]:
             "error_code": ErrorCode.none if p.leader >= 0 else ErrorCode.leader_not_available,
             "partition_index": p.partition, "leader_id": p.leader,
             "leader_epoch": p.leader_epoch, "replica_nodes": tuple(p.replicas),
-            "isr_nodes": tuple(p.isr), "offline_replicas": ()})
+            "isr_nodes": tuple(p.isr), "offline_replicas": offline_replicas(p, brokers, online)})
     return out
 
 
-def topic_entry(topic: Any) -> dict[str, Any]:
+def topic_entry(topic: Any, brokers: Any = None) -> dict[str, Any]:
     return {"error_code": ErrorCode.none, "name": topic.name, "topic_id": topic.topic_id,
-            "is_internal": topic.name in INTERNAL_TOPICS, "partitions": partition_entries(topic),
+            "is_internal": topic.name in INTERNAL_TOPICS, "partitions": partition_entries(topic, brokers),
             "topic_authorized_operations": NO_AUTHORIZED_OPS}
 
 
@@ -69,7 +96,7 @@ def handle(ctx: Any, header: Any, frame: memoryview) -> Any:
     if requested is None or (version == 0 and len(requested) == 0):
         # every topic the principal may describe; the others are left out, unlogged (Kafka)
         return _answer(ctx, header, req, [
-            topic_entry(t) for t in sorted(image.topics_by_name.values(), key=lambda t: t.name)
+            topic_entry(t, image.brokers) for t in sorted(image.topics_by_name.values(), key=lambda t: t.name)
             if not secured or authz.allowed(ctx, header, AclOperation.DESCRIBE,
                                             ResourceType.TOPIC, t.name, log_if_denied=False)])
     allow_auto = version < 4 or bool(getattr(req, "allow_auto_topic_creation", True))
@@ -84,7 +111,7 @@ def handle(ctx: Any, header: Any, frame: memoryview) -> Any:
             if found is not None and secured and not _describable(ctx, header, found.name):
                 entries.append(error_entry(ErrorCode.topic_authorization_failed, None, topic_id))
                 continue
-            entries.append(topic_entry(found) if found is not None
+            entries.append(topic_entry(found, image.brokers) if found is not None
                            else error_entry(ErrorCode.unknown_topic_id, None, topic_id))
             continue
         if name is None:
@@ -95,7 +122,7 @@ def handle(ctx: Any, header: Any, frame: memoryview) -> Any:
             continue
         found = image.topics_by_name.get(name)
         if found is not None:
-            entries.append(topic_entry(found))
+            entries.append(topic_entry(found, image.brokers))
         elif not valid_topic_name(name):
             log.debug("Metadata request from client %r names an invalid topic %r",
                      header.client_id, name)
@@ -121,7 +148,7 @@ async def _auto_create(ctx: Any, header: Any, req: Any, entries: list[Any],
         if isinstance(e, str):
             topic = image.topics_by_name.get(e)
             if topic is not None:
-                final.append(topic_entry(topic))
+                final.append(topic_entry(topic, image.brokers))
             else:
                 final.append(error_entry(errors.get(e, ErrorCode.leader_not_available), e))
         else:

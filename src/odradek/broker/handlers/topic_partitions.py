@@ -67,7 +67,8 @@ def handle(ctx: Any, header: Any, frame: memoryview) -> Response:
             next_cursor = {"topic_name": name, "partition_index": 0}
             break
         start = cursor.partition_index if cursor is not None and name == cursor.topic_name else 0
-        parts = [p for p in partition_entries(topic) if p["partition_index"] >= start]
+        parts = [p for p in partition_entries(topic, image.brokers)
+                 if p["partition_index"] >= start]
         page = parts[:left]
         left -= len(page)
         topics.append(_topic(topic, page))

@@ -33,7 +33,7 @@ import logging
 import os
 import threading
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -57,6 +57,7 @@ from odradek.storage.cleaner.swap import CLEANED, SWAP, stem
 from odradek.storage.config import LogConfig
 from odradek.storage.index import OffsetIndex, TimeIndex
 from odradek.storage.log import Log
+from odradek.storage.log_dir_failure import channel_for
 from odradek.storage.segment import INT32_MAX, Segment
 
 log = logging.getLogger(__name__)
@@ -241,13 +242,20 @@ class LogCleaner:
 
     def __init__(
         self,
-        checkpoint_dir: Path,
+        checkpoint_dir: Path | Sequence[Path],
         logs: Callable[[], Iterable[Log]],
         config: CleanerConfig | None = None,
         clock: Callable[[], int] = _now_ms,
         upper_bound: Callable[[Log], int | None] | None = None,
     ) -> None:
-        self.checkpoint_path = Path(checkpoint_dir) / CHECKPOINT_FILE
+        # one cleaner-offset-checkpoint per log directory (JBOD), each naming only its own
+        # logs as Kafka keeps them: a failed directory takes only its own entries with it
+        self.checkpoint_dirs = ([Path(checkpoint_dir)] if isinstance(checkpoint_dir, (str, Path))
+                                else [Path(d) for d in checkpoint_dir])
+        self.checkpoint_path = self.checkpoint_dirs[0] / CHECKPOINT_FILE
+        self._written: dict[Path, dict[tuple[str, int], int]] = {}
+        # held: a directory's failure state lives as long as someone holds its channel
+        self._dir_states = [channel_for(d) for d in self.checkpoint_dirs]
         self._logs = logs
         self.config = config or CleanerConfig()
         self.clock = clock
@@ -268,19 +276,31 @@ class LogCleaner:
     # ------------------------------------------------------------- checkpoint
 
     def _read_checkpoint(self) -> dict[tuple[str, int], int]:
-        try:
-            return read_offsets(self.checkpoint_path)
-        except FileNotFoundError:
-            return {}
-        except (CheckpointError, OSError) as exc:
-            # Losing it only makes the next passes rescan: the whole log counts as dirty.
-            log.warning("ignoring unreadable %s: %s", self.checkpoint_path, exc)
-            return {}
+        out: dict[tuple[str, int], int] = {}
+        for directory in self.checkpoint_dirs:  # the first (older single file) first
+            if channel_for(directory).offline:
+                continue
+            path = directory / CHECKPOINT_FILE
+            try:
+                out.update(read_offsets(path))
+            except FileNotFoundError:
+                continue
+            except (CheckpointError, OSError) as exc:
+                # Losing it only makes the next passes rescan: the whole log counts as dirty.
+                log.warning("ignoring unreadable %s: %s", path, exc)
+        return out
 
     def _write_checkpoint(self) -> None:
-        live = {(lg.topic, lg.partition) for lg in self._logs()}
-        self._checkpoints = {k: v for k, v in self._checkpoints.items() if k in live}
-        write_offsets(self.checkpoint_path, self._checkpoints)
+        where = {(lg.topic, lg.partition): lg.dir.parent for lg in self._logs()}
+        self._checkpoints = {k: v for k, v in self._checkpoints.items() if k in where}
+        by_dir: dict[Path, dict[tuple[str, int], int]] = {d: {} for d in self.checkpoint_dirs}
+        for key, offset in self._checkpoints.items():
+            by_dir.setdefault(where[key], {})[key] = offset
+        for directory, entries in by_dir.items():
+            if self._written.get(directory) == entries or channel_for(directory).offline:
+                continue
+            if write_offsets(directory / CHECKPOINT_FILE, entries):
+                self._written[directory] = entries
 
     def checkpoint_of(self, topic: str, partition: int) -> int | None:
         return self._checkpoints.get((topic, partition))
