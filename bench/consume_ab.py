@@ -4,7 +4,7 @@ Tansu, with the same client and settings. Both brokers run at once, hold the sam
 rounds (odradek, tansu, odradek, tansu ...), so a machine whose load drifts weighs on both.
 
     python -m bench.consume_ab [--records 1000000] [--size 100] [--partitions 6] [--runs 3]
-                               [--stats] [--shape] [-X key=value ...]
+                               [--producers 1] [--stats] [--shape] [-X key=value ...]
                                [--systems odradek,odradek+max.partition.fetch.bytes=4194304,tansu]
 
 Each entry of --systems is a broker, or a broker and settings of its own after `+`; ratios are
@@ -55,6 +55,12 @@ def thread_cpu() -> dict[str, float]:
     return out
 
 
+def app_sched() -> tuple[float, float]:
+    """The application thread's time on a CPU and waiting in the run queue (schedstat), s."""
+    run, wait, _ = Path(f"/proc/self/task/{os.getpid()}/schedstat").read_text().split()
+    return int(run) / 1e9, int(wait) / 1e9
+
+
 def consume_child(endpoint: str, topic: str, expected: int, stats: bool,
                   extra: dict[str, object]) -> dict[str, Any]:
     """consume_partitions' loop (shipped settings, batches of 10,000, GC paused), timed from
@@ -83,6 +89,7 @@ def consume_child(endpoint: str, topic: str, expected: int, stats: bool,
         first = last = 0.0
         with gc_paused():
             threads0 = thread_cpu()
+            sched0 = app_sched()
             cpu0 = time.process_time()
             consume = consumer.consume
             while count < expected:
@@ -98,12 +105,17 @@ def consume_child(endpoint: str, topic: str, expected: int, stats: bool,
                 last = time.monotonic()
             cpu = time.process_time() - cpu0
             threads = {k: v - threads0.get(k, 0.0) for k, v in thread_cpu().items()}
+            sched = [b - a for a, b in zip(sched0, app_sched(), strict=True)]
         if stats:  # one more sample after the last record
             consumer.consume(num_messages=1, timeout=0.3)
     finally:
         consumer.close()
     out: dict[str, Any] = {"records": count, "bytes": nbytes, "seconds": last - first,
                            "to_first": first - t0, "cpu": cpu,
+                           # the app thread's wall time from the first record on: running,
+                           # runnable (waiting for a core), and asleep (waiting for records)
+                           "app_run": sched[0], "app_runnable": sched[1],
+                           "app_asleep": max(last - (first or last) - sched[0] - sched[1], 0.0),
                            **{f"cpu_{k}": v for k, v in threads.items()}}
     if stats and os.environ.get("CONSUME_AB_DUMP"):
         with open(os.environ["CONSUME_AB_DUMP"], "a") as dump:
@@ -195,6 +207,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--partitions", type=int, default=6)
     ap.add_argument("--runs", type=int, default=3)
     ap.add_argument("--systems", default="odradek,tansu")
+    ap.add_argument("--producers", type=int, default=1,
+                    help="Producer processes for the fill (make bench's odradek rows use 2).")
     ap.add_argument("--stats", action="store_true")
     ap.add_argument("--shape", action="store_true")
     ap.add_argument("-X", action="append", default=[], metavar="key=value")
@@ -217,7 +231,7 @@ def main(argv: list[str] | None = None) -> int:
             topic = f"ab-{int(time.time())}"
             s.create(topic, a.partitions)
             ph = call(s.client, "produce", s.endpoint, topic, a.partitions, a.size, a.records,
-                      600.0)
+                      600.0, *((a.producers,) if a.producers > 1 else ()))
             topics[s.name] = (topic, ph.records)
             print(f"{s.name}: filled {ph.records:,} records", flush=True)
         if a.shape:
@@ -242,7 +256,9 @@ def main(argv: list[str] | None = None) -> int:
                         f"{rate:>10,.0f} rec/s, first record after {r['to_first']:.2f} s, "
                         f"client {r['cpu'] / max(r['records'], 1) * 1e6:.2f} CPU s/1M, "
                         f"(app {r.get('cpu_app', 0):.2f} s, broker thread "
-                        f"{r.get('cpu_rdk:broker', 0):.2f} s), "
+                        f"{r.get('cpu_rdk:broker', 0):.2f} s); app thread asleep "
+                        f"{100 * r['app_asleep'] / max(r['seconds'], 1e-9):.0f}%, runnable "
+                        f"{100 * r['app_runnable'] / max(r['seconds'], 1e-9):.0f}%, "
                         f"node {node:.2f} CPU s, load {os.getloadavg()[0]:.1f}")
                 if not stats:
                     rates[label].append(rate)
