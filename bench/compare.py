@@ -1,7 +1,8 @@
 """`make bench`: odradek side by side with the event stores a user could run instead.
 
     python -m bench.compare [--runs 3]
-        [--systems odradek,odradek-columnar,odradek-rdkafka-c,tansu,redis,nats,rabbitmq]
+        [--systems odradek,odradek-columnar,odradek-rdkafka-c,odradek-rdkafka-c-2.16,tansu,
+                   tansu-rdkafka-c-2.16,redis,nats,rabbitmq]
                             [--max-records 3000000] [--max-seconds 3] [--no-write]
     python -m bench.compare --quick      # 100k records, one run: checks the harness
 
@@ -14,7 +15,11 @@ record) and `odradek-columnar` with odradek's own columnar client (record batche
 and decoded into numpy columns), so the node's figures are shown apart from the client's;
 `odradek-rdkafka-c` adds consume rows read by bench/c/rdkafka_consume, a librdkafka C consumer
 (`make bench-tools`). `tansu` is Tansu 0.6, a Kafka-protocol peer driven by the same
-confluent-kafka clients as `odradek`; it keeps records in memory only, odradek a durable log. Every
+confluent-kafka clients as `odradek`. The C consumer reads both brokers too:
+`odradek-rdkafka-c-2.16` and `tansu-rdkafka-c-2.16` are the same program linked against
+confluent-kafka's bundled librdkafka 2.16 with the shipped settings (Debian's 2.0.2 cannot talk
+to Tansu), compared with each other only. Tansu keeps records in memory only, odradek a
+durable log. Every
 figure is the median of --runs runs with min and max; odradek's ratio to each peer is taken
 from the same run. The physical limits (loopback TCP, sequential disk write) are measured in
 the same run. Results go to bench/compare.json, the plot to bench/compare.png, and the
@@ -52,10 +57,10 @@ END = "<!-- issue-3 results: end -->"
 GB = 1e9
 CTX = mp.get_context("spawn")
 
-SYSTEM_NAMES = ("odradek", "odradek-columnar", "odradek-rdkafka-c", "tansu", "redis", "nats",
-                "rabbitmq")
+SYSTEM_NAMES = ("odradek", "odradek-columnar", "odradek-rdkafka-c", "odradek-rdkafka-c-2.16",
+                "tansu", "tansu-rdkafka-c-2.16", "redis", "nats", "rabbitmq")
 # odradek under each client; the rest are peers
-OURS = ("odradek", "odradek-columnar", "odradek-rdkafka-c")
+OURS = ("odradek", "odradek-columnar", "odradek-rdkafka-c", "odradek-rdkafka-c-2.16")
 
 
 def make_system(name: str, args: argparse.Namespace | None = None) -> Any:
@@ -74,6 +79,12 @@ def make_system(name: str, args: argparse.Namespace | None = None) -> Any:
         from bench.peers.tansu import TansuSystem
         procs = args.odradek_processes if args is not None else (1, 1)
         return TansuSystem(producer_processes=procs[0], consumer_processes=procs[1])
+    if name == "odradek-rdkafka-c-2.16":
+        from bench.peers.odradek_rdkafka_c_bundled import OdradekRdkafkaCBundledSystem
+        return OdradekRdkafkaCBundledSystem()
+    if name == "tansu-rdkafka-c-2.16":
+        from bench.peers.tansu_rdkafka_c import TansuRdkafkaCSystem
+        return TansuRdkafkaCSystem()
     if name == "redis":
         from bench.peers.redis_streams import RedisSystem
         return RedisSystem()
@@ -305,12 +316,23 @@ def _ratio_cell(rows: list[dict[str, Any]], agg: dict[tuple[str, str, int, int],
     return f"{statistics.median(rs):.2f}x" if rs else "—"
 
 
+def ratio_pairs(ours: list[str], peers: list[str]) -> list[tuple[str, str]]:
+    """(ours, peer) columns: every pair, except that a C consumer's rows (`-rdkafka-c...`) are
+    compared only with the peer read by the same C client and library (`odradek-rdkafka-c-2.16`
+    with `tansu-rdkafka-c-2.16`)."""
+    def client(name: str) -> str:
+        return name[name.index("-rdkafka-c"):] if "-rdkafka-c" in name else ""
+
+    return [(o, p) for o in ours for p in peers if client(o) == client(p)]
+
+
 def render(data: dict[str, Any]) -> str:
     rows = data["rows"]
     agg = aggregate(rows)
     systems = [s for s in data["systems_order"] if any(r["system"] == s for r in rows)]
     peers = [s for s in systems if s not in OURS]
     ours = [s for s in systems if s in OURS]
+    pairs = ratio_pairs(ours, peers)
     lim = data["limits"]
     a = data["args"]
     lines = [
@@ -339,8 +361,8 @@ def render(data: dict[str, Any]) -> str:
         "### Throughput, records/s",
         "",
         "| workload | size | partitions | "
-        + " | ".join([*systems, *(f"{o} / {p}" for o in ours for p in peers)]) + " |",
-        "|---|---:|---:|" + "---:|" * (len(systems) + len(ours) * len(peers)),
+        + " | ".join([*systems, *(f"{o} / {p}" for o, p in pairs)]) + " |",
+        "|---|---:|---:|" + "---:|" * (len(systems) + len(pairs)),
     ]
     workloads = ["produce", "consume", "together-produce", "together-consume"]
     for workload in workloads:
@@ -353,7 +375,7 @@ def render(data: dict[str, Any]) -> str:
                         part = 1
                     cells.append(fmt_rate(agg.get((s, workload, size, part))))
                 ratios = [_ratio_cell(rows, agg, o, p, workload, size, partitions)
-                          for o in ours for p in peers]
+                          for o, p in pairs]
                 lines.append(f"| {workload} | {size} B | {partitions} | "
                              + " | ".join([*cells, *ratios]) + " |")
     lines += ["", "### Throughput, MiB/s (record bytes)", "",
@@ -411,7 +433,9 @@ def targets(agg: dict[tuple[str, str, int, int], dict[str, Any]], rows: list[dic
 
     out = ["| target | " + " | ".join(f"`{o}`" for o in ours) + " |",
            "|---|" + "---:|" * len(ours)]
-    best = [med((s, "produce", 100, 1 if s.endswith("-benchmark") else 6)) for s in peers]
+    # a C consumer's produce rows are only its fill (odradek's columnar client): not a peer's
+    best = [med((s, "produce", 100, 1 if s.endswith("-benchmark") else 6)) for s in peers
+            if "-rdkafka-c" not in s]
     best_v = max((b for b in best if b), default=None)
 
     def produce(o: str) -> tuple[float | None, bool | None]:
