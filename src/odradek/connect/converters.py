@@ -135,6 +135,14 @@ def schema_from_json(obj: Any) -> Schema:
     if kind is None:
         raise DataError(f"Unknown schema type: {obj['type']}")
     params = obj.get("parameters") or {}
+    if not isinstance(params, dict):
+        raise DataError("Schema parameters must be a JSON object")
+    for key in ("name", "doc"):
+        if obj.get(key) is not None and not isinstance(obj[key], str):
+            raise DataError(f"Schema {key} must be a string")
+    version = obj.get("version")
+    if version is not None and (isinstance(version, bool) or not isinstance(version, int)):
+        raise DataError("Schema version must be an integer")
     common: dict[str, Any] = {
         "optional": bool(obj.get("optional", False)), "name": obj.get("name"),
         "version": obj.get("version"), "doc": obj.get("doc"),
