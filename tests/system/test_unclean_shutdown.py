@@ -23,6 +23,7 @@ import os
 import re
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from confluent_kafka import Producer
@@ -93,18 +94,33 @@ def produce_raw(bootstrap: str, topic: str) -> ErrorCode:
     return ErrorCode(int(resp.responses[0].partition_responses[0].error_code))
 
 
+def controller_says_unclean(cluster: Cluster, node_id: int) -> int:
+    """How often the controllers logged a registration of `node_id` as unclean."""
+    line = f"broker {node_id} registers a new incarnation after an unclean shutdown"
+    return sum(cluster.node(n).log(10**8).count(line) for n in cluster.nodes)
+
+
+def unfenced_count(cluster: Cluster, node_id: int) -> int:
+    return cluster.node(node_id).log(10**8).count("unfenced by controller")
+
+
 def test_a_clean_stop_leaves_the_marker_the_next_start_reads(cluster: Cluster) -> None:
     node_id = followers_of_quorum(cluster)[0]
     node = cluster.node(node_id)
-    epoch = int(re.findall(r"broker epoch (\d+)", node.log(10**7))[-1])
-    assert cluster.sigterm(node_id) == 0
+    epoch = int(re.findall(r"registered with controller \d+: broker epoch (\d+)", node.log(10**8))[-1])
+    cluster.sigterm(node_id)
     marker = node.data_dir / CLEAN_SHUTDOWN_FILE
     assert json.loads(marker.read_text()) == {"version": 0, "brokerEpoch": epoch}
-    starts = node.log(10**7).count(UNCLEAN_LINE)
+    starts = node.log(10**8).count(UNCLEAN_LINE)
+    said = controller_says_unclean(cluster, node_id)
+    unfenced = unfenced_count(cluster, node_id)
     cluster.restart(node_id)
-    cluster.wait_ready(120)
+    wait_until(lambda: unfenced_count(cluster, node_id) > unfenced,
+               f"node {node_id} registered again and unfenced", 180, cluster)
     assert not marker.exists()  # removed before anything is written: a crash now is unclean
-    assert node.log(10**7).count(UNCLEAN_LINE) == starts, node.log()
+    assert node.log(10**8).count(UNCLEAN_LINE) == starts, node.log()
+    assert controller_says_unclean(cluster, node_id) == said, cluster.logs()
+    cluster.wait_ready(120)
 
 
 def test_two_replicas_losing_their_tail_leave_no_leader_without_acked_records(
@@ -113,30 +129,34 @@ def test_two_replicas_losing_their_tail_leave_no_leader_without_acked_records(
     first, second = followers_of_quorum(cluster)
     create(cluster, topic, [first, second])
     produce_acked_batches(cluster.bootstrap, topic, 20)  # offsets 0-19, the last one alone
-    starts = {n: cluster.node(n).log(10**7).count(UNCLEAN_LINE) for n in (first, second)}
+    starts = {n: cluster.node(n).log(10**8).count(UNCLEAN_LINE) for n in (first, second)}
+    unfenced = {n: unfenced_count(cluster, n) for n in (first, second)}
     # both replicas hold offset 19 (acks=all with the ISR [first, second]); both lose it
     for victim in (second, first):
         cluster.kill9(victim)
         cut_last_byte(cluster.node(victim).data_dir, topic)
         cluster.restart(victim)
-    cluster.wait_ready(180)  # both registered again (after their old sessions ran out)
+    for n in (first, second):  # each registered anew once its old session ran out
+        wait_until(lambda n=n: unfenced_count(cluster, n) > unfenced[n],
+                   f"node {n} registered again and unfenced", 180, cluster)
 
-    def settled() -> dict[str, object] | None:
+    def settled() -> dict[str, Any] | None:
         part = cluster.partitions(topic)[0]
         return part if part["leader"] == -1 and part["isr"] == [] else None
 
     # before the fix the ISR's last member led again here, from a log ending at offset 18
-    part = wait_until(settled, f"{topic}-0 with no leader and an empty ISR", 60, cluster)
-    assert ErrorCode(int(part["error"])) == ErrorCode.leader_not_available  # type: ignore
+    part = wait_until(settled, f"{topic}-0 with no leader and an empty ISR", 120, cluster)
+    assert ErrorCode(int(part["error"])) == ErrorCode.leader_not_available
     for node_id in (first, second):
-        # nobody takes writes at the lost offset
-        assert produce_raw(cluster.node(node_id).bootstrap, topic) == \
-            ErrorCode.not_leader_or_follower
-        log = cluster.node(node_id).log(10**7)
+        # nobody takes writes at the lost offset (once the node serves clients again)
+        [code] = wait_until(lambda n=node_id: [produce_raw(cluster.node(n).bootstrap, topic)],
+                            f"node {node_id} answering a produce", 120, cluster)
+        assert code == ErrorCode.not_leader_or_follower
+        log = cluster.node(node_id).log(10**8)
         assert log.count(UNCLEAN_LINE) == starts[node_id] + 1, log[-3000:]
-    logs = "\n".join(cluster.node(n).log(10**7) for n in cluster.nodes)
+    logs = "\n".join(cluster.node(n).log(10**8) for n in cluster.nodes)
     assert re.search(rf"is back from an unclean shutdown and was the last in-sync replica of "
                      rf"1 partition\(s\) \({topic}-0\)", logs), logs[-6000:]
-    # it stays so: the next ticks elect nobody (unclean.leader.election.enable=false)
-    cluster.wait_ready(60)
+    # and it stays so: the controller's ticks elect nobody (unclean election is off)
+    cluster.wait_ready(120)
     assert cluster.partitions(topic)[0]["leader"] == -1
