@@ -31,12 +31,12 @@ from confluent_kafka import Producer
 from odradek.broker.admin_calls import call
 from odradek.protocol.errors import ErrorCode
 from odradek.protocol.records import Record, build_batch
-from odradek.storage.clean_shutdown import CLEAN_SHUTDOWN_FILE
 from tests.system.cluster_support import Cluster, running_cluster, wait_until
 
 pytestmark = pytest.mark.timeout(400)
 
 UNCLEAN_LINE = "no clean shutdown marker in every log directory"
+CLEAN_SHUTDOWN_FILE = ".kafka_cleanshutdown"  # Kafka's name (CleanShutdownFileHandler)
 
 
 @pytest.fixture(scope="module")
@@ -107,7 +107,8 @@ def unfenced_count(cluster: Cluster, node_id: int) -> int:
 def test_a_clean_stop_leaves_the_marker_the_next_start_reads(cluster: Cluster) -> None:
     node_id = followers_of_quorum(cluster)[0]
     node = cluster.node(node_id)
-    epoch = int(re.findall(r"registered with controller \d+: broker epoch (\d+)", node.log(10**8))[-1])
+    epoch = int(re.findall(r"registered with controller \d+: broker epoch (\d+)",
+                           node.log(10**8))[-1])
     cluster.sigterm(node_id)
     marker = node.data_dir / CLEAN_SHUTDOWN_FILE
     assert json.loads(marker.read_text()) == {"version": 0, "brokerEpoch": epoch}
