@@ -73,7 +73,7 @@ bench-node: setup-test
 
 # Issue 15: SEEDS seeded runs (as root: namespaces, iptables, tmpfs), each family alone and
 # then all mixed, FAULT_TIME seconds of faults each; histories kept under jepsen-runs/.
-# WORKLOADS=w1,w2,w3,w4 for all four (W2 needs cross-node transaction markers first).
+# WORKLOADS=w1,w2,w3,w4 for all four.
 SEEDS ?= 10
 FAULT_TIME ?= 60
 WORKLOADS ?= w1,w4

@@ -13,7 +13,9 @@ from tests.system.jepsen_checks import assert_clean_run
 @pytest.mark.parametrize("seed", [1])
 def test_jepsen_crash(seed: int) -> None:
     # 4 s of plan: one crash. Two ISR members losing their unflushed tails before either
-    # caught up again can lose an acknowledged write by design, as in Kafka without KIP-966
-    # (docs/reliability.md, finding 1), so whether a two-crash plan passes would depend on
-    # how fast the first node catches up; one crash must never lose anything.
+    # caught up again may take the only copies of an acknowledged write; since KIP-966's
+    # unclean shutdown rule (docs/reliability.md, finding 1) that partition stays offline
+    # instead of being led without it, and its unread values count as unseen, so whether a
+    # two-crash plan passes depends on how fast the first node catches up; one crash must
+    # never lose anything (the two-crash case is tests/system/test_unclean_shutdown.py).
     assert_clean_run("crash", seed, ["w4"], length=4.0)

@@ -59,6 +59,7 @@ from odradek.metadata.raft.kraft import KRaftQuorum
 from odradek.network.channel import Channels
 from odradek.replication.config import ReplicationConfig
 from odradek.replication.manager import ReplicaManager
+from odradek.storage.clean_shutdown import clear_markers, previous_broker_epoch, write_marker
 from odradek.storage.log_dir_failure import channel_for
 from odradek.storage.log_manager import LogManager
 
@@ -232,6 +233,12 @@ class ClusterNode:
                                             security=peers.controller)
         link = ControllerLink(channels, lambda: quorum.leader_id, list(addresses), node_id)
         link.bind(loop)
+        # read before anything is written, and removed: a crash of this run is unclean
+        previous_epoch = previous_broker_epoch(self.node.log_dirs)
+        clear_markers(self.node.log_dirs)
+        if previous_epoch < 0:
+            log.info("no clean shutdown marker in every log directory (a first start, or a "
+                     "crash): the controller takes this broker out of every ISR until caught up")
         settings = LifecycleSettings(
             node_id=node_id, cluster_id=self.meta.cluster_id,
             listeners=[(a.name, a.host, a.port, listener_security_protocol_id(config, a.name))
@@ -241,7 +248,8 @@ class ClusterNode:
             heartbeat_interval_ms=config.get_int("broker.heartbeat.interval.ms"),
             log_dirs=directory_ids(self.node.log_dir_ids),
             offline_log_dirs=lambda: directory_ids(
-                {d: i for d, i in self.node.log_dir_ids.items() if channel_for(d).offline}))
+                {d: i for d, i in self.node.log_dir_ids.items() if channel_for(d).offline}),
+            previous_broker_epoch=previous_epoch)
         self.lifecycle = lifecycle = BrokerLifecycle(
             settings, channels, lambda: quorum.leader_id, list(addresses),
             lambda: publisher.offset)
@@ -357,6 +365,16 @@ class ClusterNode:
             channel_for(directory).add_offline_listener(failed)
         return assignments
 
+    def _mark_clean_shutdown(self) -> None:
+        """Every log flushed and checkpointed: say so in each online log directory, with our
+        broker epoch, for the next start's registration (KIP-966)."""
+        epoch = -1 if self.lifecycle is None else self.lifecycle.broker_epoch
+        if epoch < 0:
+            return  # never registered: the next start registers as unclean
+        for directory in self.node.log_dirs:
+            if not channel_for(directory).offline:
+                write_marker(directory, epoch)
+
     def _coordinator_runtime(self) -> Any:
         return None if self.coordinators is None else self.coordinators.runtime
 
@@ -427,6 +445,7 @@ class ClusterNode:
             await self._step("marker channels", self.marker_channels.close())
         if rm is not None and self.log_manager is not None:
             await self.node.close_logs(rm, self.log_manager)
+            self._mark_clean_shutdown()
         if self.quorum is not None:
             await asyncio.to_thread(self.quorum.close)
         log.info("node %d stopped", self.node_id)

@@ -52,6 +52,9 @@ class LifecycleSettings:
     # Kafka 3.7+'s JBOD reporting
     log_dirs: list[uuid.UUID] = field(default_factory=list)
     offline_log_dirs: Callable[[], list[uuid.UUID]] = field(default=lambda: [])
+    # KIP-966: the broker epoch of the last clean shutdown (storage.clean_shutdown), -1 after
+    # an unclean one: the controller then takes this broker out of every ISR
+    previous_broker_epoch: int = -1
 
 
 class BrokerLifecycle:
@@ -151,7 +154,7 @@ class BrokerLifecycle:
                          for n, lo, hi in s.features],
             "rack": s.rack, "is_migrating_zk_broker": False,
             "log_dirs": tuple(s.log_dirs),
-            "previous_broker_epoch": -1})
+            "previous_broker_epoch": s.previous_broker_epoch})
         target = self._target()
         try:
             response = await self.channels.request(target, entity, s.request_timeout_s)

@@ -76,6 +76,7 @@ class BrokerControl:
     check_broker_features: Any
     supported_feature_tuples: Any
     _isr_removal_changes: Any
+    _unclean_shutdown_changes: Any
     _offline_election_changes: Any
     directories_offline: Any
 
@@ -214,11 +215,19 @@ class BrokerControl:
             fenced=True,
             log_dirs=list(req.log_dirs),
         )]
-        if existing is not None:
-            # the new registration is fenced: what the old one led moves, and (Kafka's
-            # handleBrokerUncleanShutdown) it leaves the ISRs until its leaders take it back
-            records += self._isr_removal_changes(req.broker_id,
-                                                 self._acceptable(fenced=[req.broker_id]))
+        fenced = self._acceptable(fenced=[req.broker_id])
+        if _unclean_restart(existing, req):
+            # KIP-966: a new incarnation without a clean shutdown of the registered one (its
+            # PreviousBrokerEpoch is not that registration's epoch) leaves every ISR, even
+            # as the last member, before it can be unfenced
+            log.info("broker %d registers a new incarnation after an unclean shutdown "
+                     "(previous broker epoch %d, registered epoch %s)", req.broker_id,
+                     req.previous_broker_epoch, None if existing is None else existing.epoch)
+            records += self._unclean_shutdown_changes(req.broker_id, fenced)
+        elif existing is not None:
+            # the new registration is fenced: what the old one led moves, and it leaves the
+            # ISRs (never emptying one) until its leaders take it back
+            records += self._isr_removal_changes(req.broker_id, fenced)
         return records
 
     def register_local_broker(self, endpoints: Iterable[tuple[str, str, int, int]] | None = None,
@@ -392,6 +401,14 @@ class BrokerControl:
             log.warning("broker %d fenced: no heartbeat for %d ms (broker.session.timeout.ms "
                         "= %d)", broker_id, now_ms - session.last_contact_ms, timeout)
         return fenced
+
+
+def _unclean_restart(existing: Any, req: BrokerRegistrationRequest) -> bool:
+    """A new incarnation whose previous broker epoch is not the registered one's: it did not
+    shut down cleanly from that registration (or there is none to compare with)."""
+    if existing is not None and existing.incarnation_id == req.incarnation_id:
+        return False  # the same process registering again: its logs are what they were
+    return existing is None or req.previous_broker_epoch != existing.epoch
 
 
 def _endpoints_from_listeners(listeners: Sequence[str]) -> list[tuple[str, str, int, int]]:

@@ -86,6 +86,37 @@ class PartitionControl:
                     out.append(change.record)
         return out
 
+    def _unclean_shutdown_changes(self, broker_id: int, acceptable: Acceptable
+                                  ) -> list[MetadataRecord]:
+        """A broker back from an unclean shutdown (KIP-966, Kafka's handleBrokerUncleanShutdown)
+        leaves every ISR and leadership, even as an ISR's last member: what only its page
+        cache held may be gone, so it returns to an ISR only through the leader's catch-up
+        path. A partition whose ISR it empties has no leader (offline) until an unclean
+        election; unclean.leader.election.enable makes that election at once. A partition
+        with this broker as its only replica keeps it: nobody could hold more, and the
+        single-node start keeps it too."""
+        out: list[MetadataRecord] = []
+        offline: list[str] = []
+        for topic in self.image.topics_by_id.values():
+            for part in topic.partitions.values():
+                if broker_id not in part.isr and part.leader != broker_id:
+                    continue
+                alone = tuple(part.replicas) == (broker_id,)
+                isr = [r for r in part.isr if r != broker_id]
+                change = self._change(topic, part, acceptable, target_isr=isr,
+                                      unclean_shutdown=() if alone else (broker_id,))
+                if change.record is not None:
+                    out.append(change.record)
+                if not change.isr:
+                    offline.append(f"{topic.name}-{part.partition}")
+        if offline:
+            log.warning("broker %d is back from an unclean shutdown and was the last in-sync "
+                        "replica of %d partition(s) (%s%s): they have no leader until an "
+                        "unclean election, as records they acknowledged may be lost",
+                        broker_id, len(offline), ", ".join(offline[:10]),
+                        ", ..." if len(offline) > 10 else "")
+        return out
+
     def _offline_election_changes(self, acceptable: Acceptable) -> list[MetadataRecord]:
         """A leader for every partition whose leader is gone and that has a candidate."""
         out: list[MetadataRecord] = []

@@ -11,7 +11,10 @@ The rules are Kafka's (KRaft, before eligible leader replicas):
   allowed: then the first acceptable replica leads, the ISR is just it and the leader recovery
   state is RECOVERING (the caller logs the possible data loss);
 - the ISR is never emptied: removing its last member leaves it as it was (the leader, if that
-  member led, becomes -1 as it is no longer acceptable);
+  member led, becomes -1 as it is no longer acceptable), except when that member is back
+  from an unclean shutdown (`unclean_shutdown`, KIP-966): its disk may have lost records
+  the ISR acknowledged, so it may not lead again from the ISR: the ISR is left empty and
+  the partition has no leader until an unclean election;
 - an ongoing reassignment completes once every adding replica is in the ISR: the replicas
   become the target, removing replicas leave the ISR, and the leader epoch is bumped.
 """
@@ -62,10 +65,11 @@ def partition_change(
     election: Election = Election.ONLINE,
     unclean_allowed: bool = False,
     recovery_state: int | None = None,
+    unclean_shutdown: Sequence[int] = (),
 ) -> PartitionChange:
     replicas = tuple(part.replicas if target_replicas is None else target_replicas)
     isr = tuple(part.isr if target_isr is None else target_isr)
-    if not isr:
+    if not isr and not any(r in part.isr for r in unclean_shutdown):
         isr = part.isr  # never empty the ISR: the last member stays
     add = tuple(part.adding_replicas if adding is None else adding)
     rem = tuple(part.removing_replicas if removing is None else removing)

@@ -160,6 +160,7 @@ def play(cluster: JepsenCluster, proxy: Proxy | None, seed: int, families: list[
             t.join(120)
         settled = settle(cluster.bootstrap, list(topics), partitions)
         history.nemesis("settled", settled)  # not a fault: what the final reads waited for
+        wenv.offline = set(settled.get("offline", ()))
         for w in loads:
             w.final_reads()
         if raft:

@@ -7,6 +7,10 @@ the coordinator aborts it after transaction.timeout.ms (Kafka's behaviour); read
 final reads stop at the last stable offset until then, and every value acknowledged after it
 would look unseen. A transaction still open after `timeout` is a hanging transaction (the
 KIP-890 class): the wait gives up, says so, and the final reads show what it hides.
+
+A partition with no leader all along the last OFFLINE_S of the wait (every in-sync replica
+came back from an unclean shutdown: KIP-966 keeps it offline while unclean election is off)
+is listed as offline and not waited for.
 """
 
 from __future__ import annotations
@@ -18,6 +22,8 @@ from confluent_kafka import Consumer, TopicPartition
 
 __all__ = ["settle"]
 
+OFFLINE_S = 10.0
+
 
 def _ends(bootstrap: str, parts: list[TopicPartition], isolation: str) -> list[int]:
     c = Consumer({"bootstrap.servers": bootstrap, "group.id": "jepsen-settle",
@@ -28,13 +34,33 @@ def _ends(bootstrap: str, parts: list[TopicPartition], isolation: str) -> list[i
         c.close()
 
 
+def _leaderless(bootstrap: str, topics: list[str]) -> set[str]:
+    c = Consumer({"bootstrap.servers": bootstrap, "group.id": "jepsen-settle"})
+    try:
+        md = c.list_topics(timeout=10)
+    finally:
+        c.close()
+    return {f"{t}-{p}" for t in topics if t in md.topics
+            for p, pm in md.topics[t].partitions.items() if pm.leader < 0}
+
+
 def settle(bootstrap: str, topics: list[str], partitions: int,
            timeout: float = 120.0) -> dict[str, Any]:
-    """{"waited_s", "open": [topic-partition whose LSO is still below its HW at the end]}."""
-    parts = [TopicPartition(t, p) for t in topics for p in range(partitions)]
+    """{"waited_s", "open": [topic-partition whose LSO is still below its HW at the end],
+    "offline": [topic-partition without a leader for the last OFFLINE_S]}."""
+    every = [TopicPartition(t, p) for t in topics for p in range(partitions)]
     t0 = time.monotonic()
     open_: list[str] = []
+    since: dict[str, float] = {}  # leaderless partition -> when first seen so
     while True:
+        now = time.monotonic()
+        try:
+            gone = _leaderless(bootstrap, topics)
+        except Exception:  # a metadata call timing out: nothing known yet
+            gone = set()
+        since = {k: since.get(k, now) for k in gone}
+        offline = sorted(k for k, t in since.items() if now - t >= OFFLINE_S)
+        parts = [p for p in every if f"{p.topic}-{p.partition}" not in since]
         try:
             lso = _ends(bootstrap, parts, "read_committed")
             hw = _ends(bootstrap, parts, "read_uncommitted")
@@ -42,6 +68,8 @@ def settle(bootstrap: str, topics: list[str], partitions: int,
                      if a < b]
         except Exception as exc:  # a metadata call timing out: try again until the deadline
             open_ = [f"error: {exc}"]
-        if not open_ or time.monotonic() - t0 > timeout:
-            return {"waited_s": round(time.monotonic() - t0, 1), "open": open_}
+        settled = not open_ and len(offline) == len(since)
+        if settled or time.monotonic() - t0 > timeout:
+            return {"waited_s": round(time.monotonic() - t0, 1), "open": open_,
+                    "offline": offline}
         time.sleep(1.0)

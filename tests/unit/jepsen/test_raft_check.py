@@ -90,6 +90,26 @@ def test_diverged_below_commit(tmp_path: Path) -> None:
     assert "raft-log-diverged" in r.found(), r.table()
 
 
+def test_a_deposed_leaders_uncommitted_tail_is_not_divergence(tmp_path: Path) -> None:
+    """Seen at the end of crash runs: the epoch-2 leader appended at offset 2 and stopped
+    (its commit marker at 2) before it heard of epoch 3, whose leader committed its own
+    offset 2 with the third node."""
+    base = node(tmp_path, 9, [(1, 1, 1)], 2, (1, 1))  # offsets 0-1, committed
+    old = follower(tmp_path, base, 2, 2, 2, (2, 2))
+    log = FileRaftLog.open(old / METADATA_LOG_DIR)
+    log.append_as_leader(2, [b"never committed"])
+    log.flush()
+    log.close()
+    new = follower(tmp_path, base, 3, 2, 3, (3, 3))
+    log = FileRaftLog.open(new / METADATA_LOG_DIR)
+    log.append_as_leader(3, [b"committed in epoch 3"])
+    log.flush()
+    log.close()
+    dirs = {1: follower(tmp_path, new, 1, 3, 3, (3, 3)), 2: old, 3: new}
+    r = check_raft(dirs)
+    assert r.valid, r.table()
+
+
 def test_committed_lost(tmp_path: Path) -> None:
     # node 1 committed 6 offsets, but only it holds the tail
     one = node(tmp_path, 1, [(1, 1, 5)], 6, (1, 1))

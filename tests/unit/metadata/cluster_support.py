@@ -44,12 +44,14 @@ class Cluster:
 
     def register(self, broker_id: int, rack: str | None = None,
                  incarnation: uuid.UUID | None = None, cluster_id: str | None = CLUSTER_ID,
-                 features: list[tuple[str, int, int]] | None = None):
+                 features: list[tuple[str, int, int]] | None = None,
+                 previous_epoch: int = -1):
         incarnation = incarnation or self.incarnations.get(broker_id) or uuid.uuid4()
         reply = self.controller.register_broker(BrokerRegistrationRequest(
             broker_id=broker_id, cluster_id=cluster_id, incarnation_id=incarnation,
             listeners=[("PLAINTEXT", "localhost", 9000 + broker_id, 0)],
-            features=FEATURES if features is None else features, rack=rack))
+            features=FEATURES if features is None else features, rack=rack,
+            previous_broker_epoch=previous_epoch))
         if reply.error_code == ErrorCode.none:
             self.epochs[broker_id] = reply.broker_epoch
             self.incarnations[broker_id] = incarnation

@@ -19,7 +19,9 @@ def check(c, before):
     for topic in image.topics_by_id.values():
         for part in topic.partitions.values():
             key = (topic.name, part.partition)
-            assert part.isr, key  # never empty
+            # never empty, but where its last member came back from an unclean shutdown
+            # (KIP-966): then nobody leads until an unclean election
+            assert part.isr or part.leader == -1, key
             assert set(part.isr) <= set(part.replicas), key
             assert len(set(part.replicas)) == len(part.replicas), key
             if part.leader != -1:
@@ -48,9 +50,11 @@ def step(c, rng):
             if other != b and other in c.epochs and other in image.brokers:
                 c.heartbeat(other)
         c.controller.tick()
-    elif op == 1:  # (re)start of a broker
+    elif op == 1:  # (re)start of a broker, after a clean or an unclean shutdown
         import uuid
-        if c.register(b, incarnation=uuid.uuid4()).error_code == ErrorCode.none:
+        previous = c.epochs.get(b, -1) if rng.random() < 0.5 else -1
+        if c.register(b, incarnation=uuid.uuid4(),
+                      previous_epoch=previous).error_code == ErrorCode.none:
             c.heartbeat(b)
     elif op == 2 and registered:
         c.heartbeat(b, want_shut_down=rng.random() < 0.5, want_fence=rng.random() < 0.2)

@@ -19,7 +19,7 @@ from .report import ALLOWED, DATA_ANOMALIES, Report
 def check(ops: list[Op]) -> Report:
     a = analyse(ops)
     r = Report()
-    r.add("lost-write", anomalies.lost_writes(a))
+    r.add("lost-write", anomalies.lost_writes(a) + anomalies.vanished_writes(a))
     r.add("duplicate", anomalies.duplicates(a))
     r.add("inconsistent-offsets", anomalies.inconsistent_offsets(a))
     r.add("G1a", anomalies.g1a(a))

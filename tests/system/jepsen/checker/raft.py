@@ -9,8 +9,11 @@ Each node keeps, under `<data-dir>/__cluster_metadata-0/`:
 Checked (read-only, so it may run while nodes are up):
 - raft-two-leaders: an epoch with two different leaders, across every LeaderChange record
   and every quorum-state file (Raft's election safety);
-- raft-log-diverged: two nodes hold different batches (epoch or CRC) at one offset below the
-  committed end (log matching);
+- raft-log-diverged: two nodes hold different batches (epoch or CRC) at one offset that each
+  of them knows committed (below its own commit marker): state machine safety. A node may
+  still hold an uncommitted batch of an old epoch where the others committed another (a
+  deposed leader stopped before it fetched from the new one): Raft allows that, and the
+  node truncates it when it catches up;
 - raft-committed-lost: a batch below the highest committed end offset that fewer than a
   majority of the nodes still hold (or cover with a snapshot), or a node whose own commit
   marker lies past what its log holds;
@@ -123,7 +126,8 @@ def check_raft(node_dirs: dict[int, Path], node_logs: dict[int, str] | None = No
     diverged = []
     bases = sorted({b for n in nodes for b in n.batches})
     for base in bases:
-        held = {n.node: n.batches[base] for n in nodes if base in n.batches}
+        held = {n.node: n.batches[base] for n in nodes
+                if base in n.batches and base < (n.committed or 0)}
         if base >= committed or len(held) < 2:
             continue
         if len({(v[0], v[1], v[2]) for v in held.values()}) > 1:

@@ -122,7 +122,7 @@ def read_all(
     """Read back every key from the beginning up to its end offset at the start of the read,
     recording each batch as a "final-poll" op. Retries with a fresh client (a new process)
     until the deadline; True when everything up to the end offsets was read."""
-    keys = keys if keys is not None else all_keys(env)
+    keys = [k for k in (keys if keys is not None else all_keys(env)) if k not in env.offline]
     deadline = time.monotonic() + timeout
     done: set[str] = set()
     while time.monotonic() < deadline and len(done) < len(keys):
