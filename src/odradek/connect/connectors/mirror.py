@@ -32,6 +32,7 @@ interval); the records they write are small and written from the driver.
 from __future__ import annotations
 
 import json
+import logging
 import re
 import time
 from collections.abc import Mapping
@@ -53,6 +54,7 @@ if TYPE_CHECKING:
     from pyspark.sql import DataFrame
     from pyspark.sql.streaming import StreamingQuery
 
+log = logging.getLogger(__name__)
 VERSION = "0.1.0"
 PACKAGE = "org.apache.kafka.connect.mirror."
 
@@ -120,7 +122,12 @@ class _Mirror(ConnectorPlugin):
     def _clock(self, ctx: RunContext, seconds: float, tick: Any) -> StreamingQuery:
         """A query on Spark's rate source whose micro-batches call `tick` every `seconds`."""
         def each(batch: DataFrame, batch_id: int) -> None:
-            tick()
+            try:
+                tick()
+            except Exception as exc:
+                # As MM2's periodic tasks: a failed round (a cluster briefly unreachable) is
+                # logged and the next interval tries again; nothing is lost by waiting.
+                log.warning("%s: this round failed, retrying in the next: %s", ctx.name, exc)
 
         rate = ctx.spark.readStream.format("rate").option("rowsPerSecond", "1").load()
         return (rate.writeStream.foreachBatch(each).queryName(sink_query.query_name(ctx.name))
