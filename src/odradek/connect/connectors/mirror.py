@@ -132,7 +132,8 @@ class _Mirror(ConnectorPlugin):
         rate = ctx.spark.readStream.format("rate").option("rowsPerSecond", "1").load()
         return (rate.writeStream.foreachBatch(each).queryName(sink_query.query_name(ctx.name))
                 .option("checkpointLocation", ctx.checkpoint)
-                .trigger(processingTime=f"{max(seconds, 0.1)} seconds").start())
+                .trigger(processingTime=f"{max(int(seconds * 1000), 100)} milliseconds")
+                .start())
 
 
 class MirrorSource(_Mirror):
@@ -189,7 +190,7 @@ class MirrorSource(_Mirror):
               .option("subscribe", ",".join(topics)).option("includeHeaders", "true")
               .option("startingOffsets", json.dumps(starting)).load())
         rows = df.select("topic", "partition", "offset",
-                         F.expr("unix_millis(timestamp)").alias("ts"), "key", "value", "headers")
+                         F.unix_millis(F.col("timestamp")).alias("ts"), "key", "value", "headers")
 
         def write(batch: DataFrame, batch_id: int) -> None:
             table = batch.toArrow()
