@@ -292,6 +292,7 @@ class Checkpointer:
         self.target_admin = self.target.admin()
         self.syncs_admin = self.syncs.admin()
         self.syncs_consumer: Any = None
+        self.restored = False
 
     def read_syncs(self) -> None:
         """Apply the syncs topic's new records; the first read to its end opens translation."""
@@ -349,7 +350,37 @@ class Checkpointer:
                                       tp.metadata or ""))
         return out
 
+    def restore(self) -> None:
+        """The checkpoints emitted before this start (MM2 reads its checkpoints topic back),
+        so a restart does not emit a worse translation of the same group position."""
+        from confluent_kafka import TopicPartition
+
+        self.restored = True
+        if self.checkpoints_topic not in self.target_admin.list_topics(timeout=TIMEOUT).topics:
+            return
+        consumer = self.target.consumer()
+        try:
+            tp = TopicPartition(self.checkpoints_topic, 0)
+            low, high = consumer.get_watermark_offsets(tp, timeout=TIMEOUT)
+            position = low
+            consumer.assign([TopicPartition(self.checkpoints_topic, 0, low)])
+            deadline = time.monotonic() + TIMEOUT * 4
+            while position < high and time.monotonic() < deadline:
+                msg = consumer.poll(1.0)
+                if msg is None or msg.error():
+                    continue
+                position = msg.offset() + 1
+                try:
+                    c = Checkpoint.decode(msg.key() or b"", msg.value() or b"")
+                except ValueError:
+                    continue  # not ours to read: ignored, as MM2 skips what it cannot parse
+                self.emitted[(c.group, c.topic, c.partition)] = c
+        finally:
+            consumer.close()
+
     def round(self) -> None:
+        if not self.restored:
+            self.restore()
         self.read_syncs()
         found = [self._no_worse(c) for c in self.checkpoints()]
         if self.emit:
