@@ -104,8 +104,7 @@ def delta_rows(path: Path) -> int:
 
     if not (path / "_delta_log").exists():
         return 0
-    return sum(int(a) for a in DeltaTable(str(path)).get_add_actions(flatten=True)
-               .column("num_records").to_pylist())
+    return int(DeltaTable(str(path)).count())  # from the files' statistics: no scan
 
 
 def timed(roots: list[int], work: Callable[[], None]) -> tuple[float, float]:
