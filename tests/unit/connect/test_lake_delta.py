@@ -58,3 +58,40 @@ def test_offsets_helpers() -> None:
     assert left["offset"].to_pylist() == [2, 3]
     assert next_offsets(left.slice(0, 0)) == {}
     assert table_offsets("/nonexistent/table", "lake", [("a", 0)]) == {}
+
+
+def test_transforms_write_renamed_rows_and_keep_the_consumed_offsets(tmp_path: Path) -> None:
+    from odradek.connect import converters
+    from odradek.connect.connectors.lake_delta import lake_rows
+    from odradek.connect.sink_records import SinkRecords
+
+    t = "org.apache.kafka.connect.transforms."
+    config = {"key.converter": converters.STRING, "value.converter": converters.STRING,
+              "transforms": "drop,route",
+              "transforms.drop.type": t + "Filter", "transforms.drop.predicate": "tomb",
+              "transforms.route.type": t + "RegexRouter", "transforms.route.regex": "(.*)",
+              "transforms.route.replacement": "lake-$1",
+              "predicates": "tomb", "predicates.tomb.type": t + "predicates.RecordIsTombstone"}
+    records = SinkRecords("lake", config, {})
+    raw = pa.table({"topic": ["a", "a", "a"],
+                    "partition": pa.array([0, 0, 0], pa.int32()),
+                    "offset": pa.array([0, 1, 2], pa.int64()),
+                    "timestamp": pa.array([1000, 2000, 3000], pa.int64())
+                    .cast(pa.timestamp("ms")).cast(pa.timestamp("us", tz="UTC")),
+                    "key": [b"k0", b"k1", b"k2"], "value": [b"v0", None, b"v2"],
+                    "headers": pa.array([[], [], []], pa.list_(pa.struct(
+                        [("key", pa.string()), ("value", pa.binary())])))})
+
+    def convert(rows: pa.Table) -> pa.Table:
+        return lake_rows(records.convert(rows.to_pylist()), "string", "string")
+
+    path = str(tmp_path / "table")
+    writer = DeltaWriter(path, "lake", [])
+    assert writer.write(raw, convert) == 2  # the tombstone filtered out
+    assert writer.write(raw, convert) == 0
+    got = DeltaTable(path).to_pyarrow_table().sort_by("offset")
+    assert got["topic"].to_pylist() == ["lake-a", "lake-a"]
+    assert got["value"].to_pylist() == ["v0", "v2"]
+    assert got["timestamp"].cast(pa.int64()).to_pylist() == [1_000_000, 3_000_000]
+    # the offsets are the consumed topic's, not the renamed one's
+    assert table_offsets(path, "lake", [("a", 0), ("lake-a", 0)]) == {("a", 0): 3}

@@ -57,9 +57,10 @@ class LakeSink(ConnectorPlugin):
         # The lake's records go through Spark expressions, not per record in Python, so
         # what needs Python per record is refused here rather than ignored.
         out: dict[str, list[str]] = {}
-        if as_list(config.get("transforms")):
-            out["transforms"] = ["LakeSinkConnector does not apply Single Message Transforms "
-                                 "yet; remove 'transforms'"]
+        if (as_list(config.get("transforms"))
+                and config.get("format", "parquet").strip() != "delta"):
+            out["transforms"] = ["LakeSinkConnector applies Single Message Transforms with "
+                                 "format=delta only; remove 'transforms'"]
         for which in ("key.converter", "value.converter"):
             if config.get(which, converters.JSON).strip() == converters.AVRO:
                 out[which] = [f"LakeSinkConnector does not read {converters.AVRO} yet"]
@@ -79,6 +80,11 @@ class LakeSink(ConnectorPlugin):
         if delta:
             lake_delta.resume(ctx)  # the table's offsets, before the stream is planned
         df = sink_query.stream(ctx)
+        if delta and as_list(ctx.config.get("transforms")):
+            # Transforms run per record in Python (Kafka's WorkerSinkTask order: converters,
+            # then the chain) on the driver, between the table's offsets and its commit.
+            return lake_delta.start(ctx, df.select(*sink_query.COLUMNS), parts,
+                                    lake_delta.transformer(ctx, key, value))
         table = df.select("topic", "partition", "offset", "timestamp",
                           _column(df["key"], key).alias("key"),
                           _column(df["value"], value).alias("value"))

@@ -21,8 +21,8 @@ between the Parquet files and the log entry) are not part of the table.
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
-from typing import TYPE_CHECKING
+from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING, Any
 
 from odradek.connect.connectors import sink_query
 from odradek.connect.plugins import RunContext
@@ -32,6 +32,7 @@ if TYPE_CHECKING:
     from pyspark.sql import DataFrame
     from pyspark.sql.streaming import StreamingQuery
 
+Convert = Callable[["pa.Table"], "pa.Table"]
 COMMIT_RETRIES = 5
 METADATA_KEY = "odradek.connect.offsets"
 
@@ -92,8 +93,11 @@ class DeltaWriter:
         self.connector = connector
         self.partition_by = partition_by
 
-    def write(self, rows: pa.Table) -> int:
-        """Commit the rows not yet in the table, with their offsets; the rows written."""
+    def write(self, rows: pa.Table, convert: Convert | None = None) -> int:
+        """Commit the rows not yet in the table, with their offsets; the rows written.
+
+        `convert` (the transforms) turns the fresh rows into the rows to write; the offsets
+        are those of the rows consumed, so a record a transform drops still counts."""
         from deltalake import CommitProperties, Transaction, write_deltalake
         from deltalake.exceptions import CommitFailedError
 
@@ -108,12 +112,15 @@ class DeltaWriter:
             metadata = {METADATA_KEY: json.dumps(
                 {t: {str(p): o for (t2, p), o in sorted(ends.items()) if t2 == t}
                  for t in sorted({t for t, _ in ends})})}
+            out = convert(fresh) if convert is not None else fresh
+            if out.num_rows == 0:
+                return 0  # all dropped: a restart reads them again and drops them again
             try:
-                write_deltalake(self.path, fresh, mode="append",
+                write_deltalake(self.path, out, mode="append",
                                 partition_by=self.partition_by or None,
                                 commit_properties=CommitProperties(custom_metadata=metadata,
                                                                    app_transactions=txns))
-                return int(fresh.num_rows)
+                return int(out.num_rows)
             except CommitFailedError:
                 if attempt == COMMIT_RETRIES - 1:
                     raise
@@ -131,15 +138,17 @@ def resume(ctx: RunContext) -> None:
     ctx.offsets = committed
 
 
-def start(ctx: RunContext, table: DataFrame, parts: list[str]) -> StreamingQuery:
-    """The Delta query: `table` (the lake's columns, streamed from where `resume` said)
-    appended in one Delta commit per micro-batch."""
+def start(ctx: RunContext, table: DataFrame, parts: list[str],
+          convert: Convert | None = None) -> StreamingQuery:
+    """The Delta query: `table` (the lake's columns, streamed from where `resume` said;
+    with `convert`, the raw record columns it turns into them) appended in one Delta commit
+    per micro-batch."""
     writer = DeltaWriter(ctx.config["path"], ctx.name, parts)
 
     def write(batch: DataFrame, batch_id: int) -> None:
         rows = batch.toArrow()
         if rows.num_rows:
-            writer.write(_plain(rows))
+            writer.write(rows if convert is not None else _plain(rows), convert)
 
     return sink_query.start_each_batch(ctx, table, write)
 
@@ -156,3 +165,34 @@ def _plain(rows: pa.Table) -> pa.Table:
             fields.append(field)
     return rows.cast(pa.schema(fields))
 
+
+
+def transformer(ctx: RunContext, key: Any, value: Any) -> Convert:
+    """Raw record columns -> the lake's columns through the converters and the transforms
+    (a record's topic is the transformed one; key and value as text, or bytes for
+    ByteArrayConverter, as the Spark path writes them)."""
+    from odradek.connect.sink_records import SinkRecords
+
+    records = SinkRecords(ctx.name, ctx.config, ctx.worker_config, ctx.cluster)
+    return lambda raw: lake_rows(records.convert(raw.to_pylist()), key.kind, value.kind)
+
+
+def lake_rows(records: list[Any], key_kind: str, value_kind: str) -> pa.Table:
+    import pyarrow as pa
+
+    from odradek.connect.converters import text_of
+
+    def column(values: list[Any], kind: str) -> pa.Array:
+        if kind == "bytes":
+            return pa.array([v if v is None or isinstance(v, bytes) else text_of(v).encode()
+                             for v in values], pa.binary())
+        return pa.array([None if v is None else text_of(v) for v in values], pa.string())
+
+    return pa.table({
+        "topic": pa.array([r.topic for r in records], pa.string()),
+        "partition": pa.array([r.partition for r in records], pa.int32()),
+        "offset": pa.array([r.offset for r in records], pa.int64()),
+        "timestamp": pa.array([r.timestamp for r in records], pa.int64())
+        .cast(pa.timestamp("ms")).cast(pa.timestamp("us", tz="UTC")),
+        "key": column([r.key for r in records], key_kind),
+        "value": column([r.value for r in records], value_kind)})
