@@ -193,7 +193,10 @@ class MirrorSource(_Mirror):
                          F.unix_millis(F.col("timestamp")).alias("ts"), "key", "value", "headers")
 
         def write(batch: DataFrame, batch_id: int) -> None:
-            table = batch.toArrow()
+            # each partition's records in offset order, whatever Spark's partitioning did
+            table = batch.toArrow().sort_by([("topic", "ascending"),
+                                             ("partition", "ascending"),
+                                             ("offset", "ascending")])
             if table.num_rows:
                 replicator.replicate({c: table.column(c).to_pylist() for c in table.column_names},
                                      topics)
