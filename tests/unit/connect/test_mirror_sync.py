@@ -87,11 +87,12 @@ def test_sync_rule() -> None:
     assert state.update(0, 0)  # first of this task's life
     assert not state.update(1, 1)
     assert not state.update(2, 2)
-    assert state.update(3, 3)  # 3 - (0 + 1) >= 3: too stale
-    assert state.update(5, 4)  # upstream skipped 4
-    assert state.update(6, 2)  # downstream went back (truncated)
-    assert not state.update(7, 3)
-    assert state.promote() == (7, 3)
+    assert not state.update(3, 3)
+    assert state.update(4, 4)  # 4 - (0 + 1) >= 3: too stale
+    assert state.update(6, 5)  # upstream skipped 5
+    assert state.update(7, 2)  # downstream went back (truncated)
+    assert not state.update(8, 3)
+    assert state.promote() == (8, 3)
     assert state.promote() is None
 
 
