@@ -68,7 +68,8 @@ def fill(bootstrap: str, topic: str, count: int) -> None:
 
     from odradek.client import admin_client, producer
 
-    admin_client(bootstrap).create_topics([NewTopic(topic, PARTITIONS, 1)])[topic].result(60)
+    admin = admin_client(bootstrap)
+    admin.create_topics([NewTopic(topic, PARTITIONS, 1)])[topic].result(60)
     p = producer(bootstrap, {"linger.ms": 20, "compression.type": "lz4"})
     body = b"x" * 90
     for i in range(count):

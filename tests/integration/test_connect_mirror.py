@@ -16,11 +16,13 @@ from typing import Any
 
 import pytest
 
-from tests.integration.connect_support import NodeWorker, wait_for
+from tests.integration.connect_support import NodeWorker
+from tests.integration.connect_support import wait_for as wait_briefly
 from tests.support.broker import BrokerProcess, free_port
 
-pytestmark = pytest.mark.timeout(900)  # Spark starting on a loaded 2-core machine
+pytestmark = pytest.mark.timeout(1800)  # Spark starting on a loaded 2-core machine
 
+SPARK = 900.0  # deadline for what waits on Spark queries (their start takes minutes at load)
 T0 = 1_600_000_000_000  # the records' own timestamps (create time), which must survive
 
 
@@ -74,13 +76,14 @@ class Writer(threading.Thread):
         try:
             p = producer(self.bootstrap, {"enable.idempotence": True})
             while not self.stop.is_set():
-                for i in range(self.count, self.count + 100):
+                for i in range(self.count, self.count + 20):
                     p.produce(self.topic, key=f"k{i}".encode(), value=f"v{i}".encode(),
                               partition=i % self.partitions, headers=[("n", str(i).encode())],
                               timestamp=T0 + i)
                 assert p.flush(60) == 0
-                self.count += 100
-                self.stop.wait(0.05)
+                self.count += 20
+                # ~100 records/s: a stream, not a flood for Spark's first batch to carry
+                self.stop.wait(0.2)
         except BaseException as exc:  # reported by finish()
             self.error = exc
 
@@ -97,8 +100,8 @@ def create_topic(bootstrap: str, topic: str, partitions: int,
 
     from odradek.client import admin_client
 
-    futures = admin_client(bootstrap).create_topics([NewTopic(topic, partitions, 1,
-                                                              config=config or {})])
+    admin = admin_client(bootstrap)
+    futures = admin.create_topics([NewTopic(topic, partitions, 1, config=config or {})])
     futures[topic].result(timeout=60)
 
 
@@ -126,13 +129,15 @@ def records(bootstrap: str, topic: str, partition: int, start: int = 0) -> list[
 
 
 def high(bootstrap: str, topic: str, partition: int) -> int:
-    from confluent_kafka import TopicPartition
+    from confluent_kafka import KafkaException, TopicPartition
 
     from odradek.client import consumer
 
     c = consumer(bootstrap)
     try:
         return int(c.get_watermark_offsets(TopicPartition(topic, partition), timeout=30)[1])
+    except KafkaException:
+        return 0  # not there (yet)
     finally:
         c.close()
 
@@ -142,7 +147,8 @@ def committed(bootstrap: str, group: str) -> dict[tuple[str, int], int]:
 
     from odradek.client import admin_client
 
-    future = admin_client(bootstrap).list_consumer_group_offsets(
+    admin = admin_client(bootstrap)
+    future = admin.list_consumer_group_offsets(
         [ConsumerGroupTopicPartitions(group)])[group]
     try:
         result = future.result(timeout=30)
@@ -150,6 +156,10 @@ def committed(bootstrap: str, group: str) -> dict[tuple[str, int], int]:
         return {}
     return {(tp.topic, tp.partition): tp.offset for tp in result.topic_partitions or []
             if tp.offset >= 0}
+
+
+def wait_for(what: str, probe: Any, log: Any = lambda: "") -> Any:
+    return wait_briefly(what, probe, SPARK, log)
 
 
 def state_of(connect: NodeWorker, name: str) -> tuple[str, list[str]] | None:
@@ -195,7 +205,8 @@ def test_mirror_replicates_topics_and_translates_group_offsets(
     meta = admin_client(dst).list_topics(timeout=30).topics["us.orders"]
     assert len(meta.partitions) == 3
     res = ConfigResource(ConfigResource.Type.TOPIC, "us.orders")
-    entries = admin_client(dst).describe_configs([res])[res].result(timeout=30)
+    admin = admin_client(dst)
+    entries = admin.describe_configs([res])[res].result(timeout=30)
     assert entries["retention.ms"].value == "86400000"
 
     # A group on the source reads part of the stream and commits, the writer still going.

@@ -118,7 +118,8 @@ def topic_configs(source: Cluster, topics: list[str], exclude: str) -> dict[str,
     if not topics:
         return {}
     dropped = patterns(exclude)
-    futures = source.admin().describe_configs(
+    admin = source.admin()  # held until the futures answer (a dropped client cancels them)
+    futures = admin.describe_configs(
         [ConfigResource(ConfigResource.Type.TOPIC, t) for t in topics])
     out: dict[str, dict[str, str]] = {}
     for resource, future in futures.items():
