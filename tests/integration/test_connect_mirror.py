@@ -210,7 +210,8 @@ def test_mirror_replicates_topics_and_translates_group_offsets(
     assert entries["retention.ms"].value == "86400000"
 
     # A group on the source reads part of the stream and commits, the writer still going.
-    app = consumer(src, {"group.id": "app", "auto.offset.reset": "earliest"})
+    app = consumer(src, {"group.id": "app", "auto.offset.reset": "earliest",
+                         "enable.auto.offset.store": True})
     app.subscribe(["orders"])
     seen_upstream = 0
     while seen_upstream < 600:
