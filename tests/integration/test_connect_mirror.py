@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 import signal
 import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -23,7 +24,9 @@ from tests.support.broker import BrokerProcess, free_port
 pytestmark = pytest.mark.timeout(1800)  # Spark starting on a loaded 2-core machine
 
 SPARK = 900.0  # deadline for what waits on Spark queries (their start takes minutes at load)
-T0 = 1_600_000_000_000  # the records' own timestamps (create time), which must survive
+# The records' own timestamps (create time), which must survive; recent, or the topic's
+# retention.ms would delete them at once.
+T0 = int(time.time() * 1000) - 3_600_000
 
 
 @pytest.fixture(scope="module")
