@@ -212,19 +212,24 @@ def test_mirror_replicates_topics_and_translates_group_offsets(
     entries = admin.describe_configs([res])[res].result(timeout=30)
     assert entries["retention.ms"].value == "86400000"
 
-    # A group on the source reads part of the stream and commits, the writer still going.
+    # A group on the source reads the stream up to where it is now and commits, the writer
+    # still going (its translation is then made while the offset syncs near it are fresh).
     app = consumer(src, {"group.id": "app", "auto.offset.reset": "earliest",
                          "enable.auto.offset.store": True})
     app.subscribe(["orders"])
+    now = {p: high(src, "orders", p) for p in range(3)}
+    read = {p: 0 for p in range(3)}
     seen_upstream = 0
-    while seen_upstream < 600:
+    while any(read[p] < now[p] for p in range(3)):
         msg = app.poll(10)
         assert msg is not None and not msg.error(), msg and msg.error()
+        read[msg.partition()] = msg.offset() + 1
         seen_upstream += 1
     app.commit(asynchronous=False)
     upstream_done = {tp.partition: tp.offset
                      for tp in app.committed([TopicPartition("orders", p) for p in range(3)],
                                              timeout=30)}
+    assert all(upstream_done[p] >= now[p] for p in range(3))
     app.close()
     wait_for("a checkpoint on the target while the writer writes",
              lambda: committed(dst, "app"), log=connect.log)
