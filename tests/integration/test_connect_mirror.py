@@ -281,8 +281,7 @@ def test_mirror_replicates_topics_and_translates_group_offsets(
     values = []
 
     def at_end() -> bool:
-        msg = moved.poll(1)
-        if msg is not None:
+        for msg in moved.consume(1000, 1.0):
             assert not msg.error(), msg.error()
             values.append(msg.value())
         return all(tp.offset == end.offset
