@@ -58,8 +58,9 @@ def test_validation_errors_per_field() -> None:
     lake = {"name": "l", "connector.class": "odradek.connect.lake.LakeSinkConnector",
             "topics": "t", "path": "/p"}
     assert errors_of(lake) == {}
-    assert errors_of({**lake, "format": "delta"})["format"] == [
-        "Invalid value delta for configuration format: String must be one of: parquet"]
+    assert errors_of({**lake, "format": "delta"}) == {}
+    assert errors_of({**lake, "format": "orc"})["format"] == [
+        "Invalid value orc for configuration format: String must be one of: parquet, delta"]
     assert "partition.by" in errors_of({**lake, "partition.by": "nope"})
 
 
