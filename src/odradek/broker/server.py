@@ -233,7 +233,8 @@ class Connection(SessionMixin, asyncio.BufferedProtocol):
                 # RESULTS-h18.md). One clock read; counts and sums as plain list slots; the
                 # first bucket of each histogram is implied (the count less the others),
                 # so a request under it touches no bucket; queue time is 0 for a read's
-                # first request (`started is received`)
+                # first request (`started is received`). An answer here is of a key this node
+                # serves (the Dispatcher and the SASL exchange refuse others by raising)
                 done = _perf()
                 received, started = self.received, self.last_done
                 self.last_done = done

@@ -88,14 +88,19 @@ def list_quotas(cluster: Cluster) -> list[dict[str, Any]]:
     if code:
         raise refused(code, message)
     rows = []
-    for entity, values in entries:
+    for found, values in entries:
+        # the node lists an entity's parts in any order: users first, as kafka-configs does
+        entity = sorted(found, key=lambda p: _order(p[0]))
         for key, value in sorted(values.items()):
             rows.append({"entity": [{"type": t, "name": n} for t, n in entity],
                          "label": label(entity), "key": key,
                          "value": int(value) if value == int(value) else value})
-    return sorted(rows, key=lambda r: ([ENTITY_TYPES.index(p["type"]) if p["type"] in
-                                        ENTITY_TYPES else 9 for p in r["entity"]],
-                                       r["label"], r["key"]))
+    return sorted(rows, key=lambda r: ([_order(p["type"]) for p in r["entity"]], r["label"],
+                                       r["key"]))
+
+
+def _order(kind: str) -> int:
+    return ENTITY_TYPES.index(kind) if kind in ENTITY_TYPES else len(ENTITY_TYPES)
 
 
 def alter_quota(cluster: Cluster, entity: Entity, key: str, value: float | None) -> None:
