@@ -20,6 +20,7 @@ stock loop waits for writability and carries on with sendfile, other loops
 from __future__ import annotations
 
 import asyncio
+import bisect
 import collections
 import logging
 import os
@@ -33,7 +34,7 @@ from typing import Any
 from odradek.broker.acceptor import Acceptor, ConnectionLimits, RateLimitedLog
 from odradek.broker.connection_session import SessionMixin
 from odradek.broker.listener_security import PLAINTEXT_LISTENER, ListenerSecurity
-from odradek.broker.metrics.requests import RequestStats
+from odradek.broker.metrics.requests import BUCKETS_S, RequestStats
 from odradek.broker.refusals import api_name
 from odradek.broker.sasl_exchange import SASL_APIS, CloseAfter, SaslExchange
 from odradek.broker.transport_signals import Disconnect
@@ -47,6 +48,7 @@ log = logging.getLogger(__name__)
 
 _SIZE = struct.Struct(">i")
 _perf = time.perf_counter
+_bisect = bisect.bisect_left
 # requests one connection may have in flight before we stop reading from it
 MAX_IN_FLIGHT = 100
 # a connection with no read for this long gives its receive buffers back (FrameReceiver.release)
@@ -230,11 +232,11 @@ class Connection(SessionMixin, asyncio.BufferedProtocol):
             if stats is not None:
                 # The request's metrics (RequestStats.record's fast path), here rather than in
                 # a wrapper round the Dispatcher: one frame less per request (bench/
-                # RESULTS-h18.md). One clock read; counts and sums as plain list slots; the
-                # first bucket of each histogram is implied (the count less the others),
-                # so a request under it touches no bucket; queue time is 0 for a read's
-                # first request (`started is received`). An answer here is of a key this node
-                # serves (the Dispatcher and the SASL exchange refuse others by raising)
+                # RESULTS-h18.md). One clock read; counts and sums as plain list slots. A
+                # read's first request (`started is received`) has no queue time and its local
+                # time is its total: under the first bucket (implied: the count less the
+                # others) it touches no bucket, past it one. An answer here is of a key this
+                # node serves (the Dispatcher and the SASL exchange refuse others by raising)
                 done = _perf()
                 received, started = self.received, self.last_done
                 self.last_done = done
@@ -245,10 +247,15 @@ class Connection(SessionMixin, asyncio.BufferedProtocol):
                     stats.count(header[0], header[1])
                 row = stats.rows[header[0]]
                 row[56] += total  # SUMS + 2: the total time
-                if started is not received:
+                if started is not received:  # queued behind another request of its read
                     row[54] += started - received  # SUMS: the queue time
-                if total >= stats.rare:
-                    stats.past_first(header, row, received, started, done)
+                    if total > stats.rare:
+                        stats.past_first(header, row, received, started, done)
+                elif total > stats.rare:
+                    if total <= stats.slow_s:  # local time is the total: one bucket to count
+                        row[36 + _bisect(BUCKETS_S, total)] += 1  # TOTAL + its bucket
+                    else:
+                        stats.past_first(header, row, received, started, done)
             if result is None:
                 return  # no response (acks=0)
             slot.header_version, slot.parts = result

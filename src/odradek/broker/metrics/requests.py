@@ -9,9 +9,12 @@ key holding its three histograms and their sums at constant offsets, no method c
 way for a request under the first bucket, no prometheus-client object (its
 `labels().inc()` costs a dict lookup, a lock and a float add per call).
 
-Two things are implied instead of counted per request: the first bucket of each histogram
-(a key's request count, kept per version, less its other buckets), and the local time's sum
-(the total's less the queue's and the wait's: a request answered at once has no wait). The
+Three things are implied instead of counted per request: the first bucket of the queue and
+total histograms (a key's request count, kept per version, less their other buckets), the
+local time's histogram (the total's, plus corrections kept only for requests whose local
+time is not their total time: queued behind another of the same read, or answered later)
+and the local time's sum (the total's less the queue's and the wait's). So a read's first
+request under the first bucket touches no bucket, and past it one. The
 collector turns these lists into Kafka's `kafka_network_requestmetrics_*` families at scrape
 time.
 """
@@ -33,7 +36,7 @@ log = logging.getLogger("odradek.requests")
 # upper bounds in ms of the latency histograms (the last bucket is +Inf)
 BUCKETS_MS: tuple[float, ...] = (0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 25.0, 50.0, 100.0,
                                  250.0, 500.0, 1000.0, 2500.0, 5000.0, 10000.0, 30000.0)
-_BUCKETS_S = tuple(b / 1000 for b in BUCKETS_MS)  # compared with perf_counter seconds
+BUCKETS_S = tuple(b / 1000 for b in BUCKETS_MS)  # compared with perf_counter seconds
 NB = len(BUCKETS_MS) + 1  # buckets per api, +Inf included
 MAX_KEY = 128  # api keys counted (higher ones are refused before any handler runs)
 _perf = time.perf_counter
@@ -47,8 +50,10 @@ def request_name(api_key: int) -> str:
         return f"ApiKey{api_key}"
 
 
-# the layout of a key's row in RequestStats.rows: the queue, local and total histograms'
-# buckets (the first of each implied: never written), then the sums in seconds of the queue
+# the layout of a key's row in RequestStats.rows: the queue histogram's buckets (the first
+# implied), the local histogram's corrections to the total's (LOCAL + i: local time's
+# bucket i less total time's bucket i, over the requests), the total histogram's buckets
+# (the first implied), then the sums in seconds of the queue
 # time, of the wait after the handler returned (a later answer's), and of the total time.
 # The server writes the sums' offsets as literals (a constant costs less than a variable on
 # every request): they must stay so.
@@ -66,8 +71,9 @@ class RequestStats:
     """Every API's counters for one node, and the slow-request threshold.
 
     `versions[key][version]` counts requests; `rows[key]` holds the bucket counts of the
-    queue, local and total time histograms (QUEUE, LOCAL, TOTAL; the first bucket of each
-    implied) and the sums in seconds (SUM_QUEUE, SUM_WAIT, SUM_TOTAL). One list per key: a
+    queue and total time histograms (QUEUE, TOTAL; their first buckets implied), the local
+    histogram's corrections to the total's (LOCAL) and the sums in seconds (SUM_QUEUE,
+    SUM_WAIT, SUM_TOTAL). One list per key: a
     request looks its key up once, then writes at constant offsets. `rare` is the total time
     from which a request needs more than the fast path: past the first bucket, or slow.
     """
@@ -77,7 +83,7 @@ class RequestStats:
                          for key in range(MAX_KEY)]
         self.rows: list[list[Any]] = [[0] * SUMS + [0.0] * 3 for _ in range(MAX_KEY)]
         self.slow_s = slow_ms / 1000 if slow_ms >= 0 else float("inf")
-        self.rare = min(_BUCKETS_S[0], self.slow_s)
+        self.rare = min(BUCKETS_S[0], self.slow_s)
 
     def count(self, key: int, version: int) -> None:
         """A request of a version outside its key's row (only a Dispatcher that served such a
@@ -101,24 +107,30 @@ class RequestStats:
         row[SUM_QUEUE] += started - received
         if done != handled:
             row[SUM_WAIT] += done - handled
-        if done - received >= self.rare:
+        if done - received > self.rare:
             self._past_first(header, row, received, started, handled, done)
 
     def past_first(self, header: Any, row: list[Any], received: float, started: float,
                    done: float) -> None:
-        """The server's fast path for a request past the first bucket (or slow), answered
-        when its handler returned."""
+        """The server's fast path for a request it cannot finish inline (queued behind
+        another of its read, or slow), answered when its handler returned."""
         self._past_first(header, row, received, started, done, done)
 
     def _past_first(self, header: Any, row: list[Any], received: float, started: float,
                     handled: float, done: float) -> None:
-        for offset, seconds in ((QUEUE, started - received), (LOCAL, handled - started),
-                                (TOTAL, done - received)):
-            i = bisect_left(_BUCKETS_S, seconds)
-            if i:
-                row[offset + i] += 1
-        if done - received > self.slow_s:
-            self.slow(header, started - received, handled - started, done - received)
+        queue, local, total = started - received, handled - started, done - received
+        qi = bisect_left(BUCKETS_S, queue)
+        ti = bisect_left(BUCKETS_S, total)
+        li = bisect_left(BUCKETS_S, local)
+        if qi:
+            row[QUEUE + qi] += 1
+        if ti:
+            row[TOTAL + ti] += 1
+        if li != ti:
+            row[LOCAL + li] += 1
+            row[LOCAL + ti] -= 1
+        if total > self.slow_s:
+            self.slow(header, queue, local, total)
 
     def later(self, task: asyncio.Future[Any], header: Any, received: float, started: float,
               handled: float) -> None:
@@ -157,9 +169,17 @@ class RequestStats:
 
     def buckets(self, kind: str, key: int) -> list[int]:
         """Bucket counts (not cumulative) of `kind` ("queue", "local", "total") for `key`."""
-        offset = {"queue": QUEUE, "local": LOCAL, "total": TOTAL}[kind]
-        rest = self.rows[key][offset + 1:offset + NB]
-        return [sum(self.versions[key]) - sum(rest), *rest]
+        row, count = self.rows[key], sum(self.versions[key])
+        if kind == "queue":
+            rest = row[QUEUE + 1:QUEUE + NB]
+            return [count - sum(rest), *rest]
+        rest = row[TOTAL + 1:TOTAL + NB]
+        total = [count - sum(rest), *rest]
+        if kind == "total":
+            return total
+        if kind != "local":
+            raise KeyError(kind)
+        return [n + d for n, d in zip(total, row[LOCAL:LOCAL + NB], strict=True)]
 
     def seconds(self, kind: str, key: int) -> float:
         """The sum of `kind`'s observations for `key`, in seconds."""
