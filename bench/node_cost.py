@@ -15,9 +15,11 @@ raised so that 10k-record batches of 1 KB (a columnar producer's) are accepted.
 
 `--ab ROUNDS` is issue 18's metrics A/B: two nodes at once, one measuring requests (the
 default admin.listeners, request.slow.log.ms=10000) and one not (`admin.listeners=`,
-`request.slow.log.ms=-1`: the servers call the Dispatcher unwrapped), measured in turns
-(the first of each round alternates), so a change of the machine's load falls on both.
-With --profile, the share of py-spy's samples in the metrics code is printed too.
+`request.slow.log.ms=-1`: the servers time nothing), measured in turns (the first of each
+round alternates), so a change of the machine's load falls on both; Produce, Fetch and
+Metadata v9 (of the topic, as a client's refresh) requests. With --profile, the share of
+py-spy's samples in the metrics code is printed too (only what runs outside the server's
+inline timing: the slow path and the scrape).
 """
 
 from __future__ import annotations
@@ -98,6 +100,11 @@ def fetch_frames(topic: str, max_bytes: int) -> list[bytes]:
     return [wire.frame(wire.request_payload(req, cid)) for cid in range(1, WINDOW + 1)]
 
 
+def metadata_frames(topic: str) -> list[bytes]:
+    return [wire.frame(wire.request_payload(rq.metadata_v9([topic], auto_create=False), cid))
+            for cid in range(1, WINDOW + 1)]
+
+
 def measure(ps: psutil.Process, port: int, frames: list[bytes], count: int,
             profile: Path | None = None) -> tuple[float, float]:
     """The node's (user, system) CPU seconds for `count` requests."""
@@ -113,9 +120,9 @@ def measure(ps: psutil.Process, port: int, frames: list[bytes], count: int,
     return user2 - user, system2 - system
 
 
-# where the metrics' per-request work runs: the measuring closure, and the server's stamp
-# of each read (`self.received = self.last_done = time.perf_counter()`)
-METRICS_FRAMES = ("odradek/broker/metrics/requests.py", "Connection.buffer_updated (odradek/broker/server.py:172)")
+# where the metrics' work runs outside Connection._dispatch's inline timing (which py-spy
+# cannot tell from the rest of _dispatch): past the first bucket, later answers, scrapes
+METRICS_FRAMES = ("odradek/broker/metrics/",)
 
 
 def metrics_share(raw: Path) -> tuple[int, int]:
@@ -136,6 +143,7 @@ def metrics_share(raw: Path) -> tuple[int, int]:
     return ours, total
 
 
+KINDS = ("produce", "fetch", "metadata")
 ON = {"request.slow.log.ms": "10000"}
 OFF = {"admin.listeners": "", "request.slow.log.ms": "-1"}
 
@@ -154,12 +162,13 @@ def ab(args: argparse.Namespace, settings: dict[str, str]) -> None:
             for name, node in nodes.items():
                 ensure_topic(node.bootstrap, "cost", args.partitions)
                 frames[name] = (produce_frames("cost", n, args.record_size, args.partitions),
-                                fetch_frames("cost", fetch_bytes))
+                                fetch_frames("cost", fetch_bytes), metadata_frames("cost"))
                 pipelined(node.port, frames[name][0], 200)  # records for the fetches
-            rows: dict[str, list[tuple[float, float]]] = {"on": [], "off": []}
-            print(f"| round | produce on | produce off | fetch on | fetch off |  (us of node "
-                  f"CPU per request; produce v7 of {n} x {args.record_size} B, fetch v11 of "
-                  f"{fetch_bytes} B)\n|---|---|---|---|---|", flush=True)
+            rows: dict[str, list[tuple[float, ...]]] = {"on": [], "off": []}
+            print(f"| round | produce on | produce off | fetch on | fetch off | metadata on | "
+                  f"metadata off |  (us of node CPU per request; produce v7 of {n} x "
+                  f"{args.record_size} B, fetch v11 of {fetch_bytes} B, metadata v9 of one "
+                  f"topic)\n|---|---|---|---|---|---|---|", flush=True)
             for r in range(args.ab):
                 order = ("on", "off") if r % 2 == 0 else ("off", "on")
                 for name in order:
@@ -167,7 +176,7 @@ def ab(args: argparse.Namespace, settings: dict[str, str]) -> None:
                     ps = psutil.Process(node.proc.pid)  # type: ignore[union-attr]
                     prof = args.profile / f"{name}-{r}" if args.profile else None
                     cpu = []
-                    for kind, fr in zip(("produce", "fetch"), frames[name], strict=True):
+                    for kind, fr in zip(KINDS, frames[name], strict=True):
                         user, system = measure(ps, node.port, fr, args.requests,
                                                prof / kind if prof else None)
                         cpu.append((user + system) / args.requests * 1e6)
@@ -175,10 +184,11 @@ def ab(args: argparse.Namespace, settings: dict[str, str]) -> None:
                             ours, total = metrics_share(prof / f"{kind}.txt")
                             print(f"# py-spy {name} {kind}: {ours} of {total} samples in the "
                                   f"metrics code ({100 * ours / max(total, 1):.1f}%)")
-                    rows[name].append((cpu[0], cpu[1]))
-                (po, fo), (pf, ff) = rows["on"][-1], rows["off"][-1]
-                print(f"| {r + 1} | {po:.1f} | {pf:.1f} | {fo:.1f} | {ff:.1f} |", flush=True)
-            for i, kind in enumerate(("produce", "fetch")):
+                    rows[name].append(tuple(cpu))
+                cells = [f"{rows[side][-1][i]:.1f}" for i in range(len(KINDS))
+                         for side in ("on", "off")]
+                print(f"| {r + 1} | {' | '.join(cells)} |", flush=True)
+            for i, kind in enumerate(KINDS):
                 on = [x[i] for x in rows["on"]]
                 off = [x[i] for x in rows["off"]]
                 diffs = sorted(a / b - 1 for a, b in zip(on, off, strict=True))

@@ -236,3 +236,32 @@ def test_protobuf_types_from_imports_and_well_known_types_are_named() -> None:
     # without the imported file, its message's fields stay by number (nothing invented)
     assert decode_message(msg.SerializeToString(), pick(top, [0]), top)["total"] == [
         {"field": 1, "string": "EUR"}, {"field": 2, "varint": (1 << 64) - 5}]
+
+
+def test_quota_input_is_checked_before_anything_is_sent() -> None:
+    from odradek.console import quotas
+
+    assert quotas.entity_of([{"type": "User", "name": " alice "},
+                             {"type": "client-id", "name": ""}]) == [("user", "alice"),
+                                                                     ("client-id", None)]
+    assert quotas.label([("user", "alice"), ("client-id", None)]) == \
+        "user=alice, client-id=<default>"
+    for raw, why in (([{"type": "group", "name": "g"}], "unknown entity type 'group'"),
+                     ([], "entity must be a list"), ("user", "entity must be a list"),
+                     ([{"type": "user"}, {"type": "user", "name": "b"}], "each type once"),
+                     ([{"type": "ip", "name": "1.2.3.4"}, {"type": "user"}], "stands alone"),
+                     ([{"type": "user", "name": 7}], "must be a string")):
+        with pytest.raises(BadRequest, match=why):
+            quotas.entity_of(raw)
+    assert quotas.value_of("request_percentage", "12.5") == 12.5
+    assert quotas.value_of("producer_byte_rate", 1024) == 1024
+    for key, raw, why in (("producer_byte_rate", "-5", "positive number, got -5"),
+                          ("consumer_byte_rate", "0", "positive"),
+                          ("request_percentage", "nan", "positive"),
+                          ("request_percentage", "inf", "positive"),
+                          ("producer_byte_rate", "1.5", "whole number"),
+                          ("producer_byte_rate", "lots", "must be a number")):
+        with pytest.raises(BadRequest, match=why):
+            quotas.value_of(key, raw)
+    with pytest.raises(BadRequest, match="unknown quota 'speed'"):
+        quotas.key_of("speed")

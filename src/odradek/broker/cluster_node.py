@@ -120,7 +120,8 @@ class ClusterNode:
     def _server(self, ctx: BrokerContext, handlers: Any, forward: bool) -> Server:
         return Server(self.node.admin.dispatch(Dispatcher(ctx, handlers, forward=forward)),
                       self.config.get_int("socket.request.max.bytes"),
-                      limits=ConnectionLimits.from_config(self.config))
+                      limits=ConnectionLimits.from_config(self.config),
+                      stats=self.node.admin.stats)
 
     async def _listen(self, server: Server, lst: Listener) -> None:
         try:

@@ -316,7 +316,7 @@ class Node:
 
         server = Server(self.admin.dispatch(Dispatcher(ctx)),
                         config.get_int("socket.request.max.bytes"),
-                        limits=ConnectionLimits.from_config(config))
+                        limits=ConnectionLimits.from_config(config), stats=self.admin.stats)
         view.ctx = ctx
         self.admin.serving_with(server, listeners_of(config)[0].name)
         # the sockets were bound before anything was opened; listening can still fail when

@@ -3,8 +3,8 @@
 `NodeAdmin` owns the node's NodeView, the request stats (when requests are measured) and
 the uvicorn server. Requests are measured when there is an admin listener to read them or
 a slow-request log to write (`request.slow.log.ms` >= 0 with admin.listeners empty still
-times them); both off, the servers run the Dispatcher unwrapped (the A/B of
-bench/RESULTS.md, issue 18).
+times them); both off, the servers' `stats` is None and nothing is timed (the A/B of
+bench/RESULTS.md, issue 18). The timing itself is the server's (Connection._dispatch).
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ import socket
 from typing import Any
 
 from odradek.broker.admin_http import AdminHttp
-from odradek.broker.metrics.requests import RequestStats, bound_call, measured_dispatch
+from odradek.broker.metrics.requests import RequestStats, bound_call
 from odradek.broker.node_view import NodeView
 from odradek.broker.startup import StartRefused
 
@@ -46,15 +46,15 @@ class NodeAdmin:
             await self.http.stop()
             self.http = None
 
-    def dispatch(self, dispatcher: Any) -> Any:
-        """The Dispatcher as the Server should call it: measured, or as it is."""
-        stats = self.view.requests
-        return self.unmeasured(dispatcher) if stats is None else measured_dispatch(dispatcher,
-                                                                                     stats)
+    @property
+    def stats(self) -> RequestStats | None:
+        """What the Servers time requests into (None: requests are not measured)."""
+        return self.view.requests  # type: ignore[no-any-return]
 
     @staticmethod
-    def unmeasured(dispatcher: Any) -> Any:
-        # its bound __call__, cheaper to call than the object (as the measured path calls it)
+    def dispatch(dispatcher: Any) -> Any:
+        """The Dispatcher as the Server should call it: its bound __call__, cheaper to call
+        than the object."""
         return bound_call(dispatcher)
 
     def serving_with(self, server: Any, listener: str) -> Any:

@@ -22,9 +22,8 @@ from odradek.cli.common import (
     ClientConfigOption,
     CommandConfigOption,
     TimeoutOption,
-    fail,
     kafka_errors,
-    native_connection,
+    native_call,
     result,
     usage,
 )
@@ -156,23 +155,14 @@ def list_acls(topic: str | None = Topic, group: str | None = Group, cluster: boo
               timeout: float = TimeoutOption) -> None:
     """List the ACLs (of one resource, or all). Without Describe on the cluster the node
     answers CLUSTER_AUTHORIZATION_FAILED: an error, not an empty table."""
-    from odradek.client.connection import error_name
     from odradek.client.security_admin import describe_acls
 
     check_format(fmt)
     rtype, name = _resource(topic, group, cluster, transactional_id, delegation_token, False)
     pattern = _pattern(resource_pattern_type, False)
-    conn = native_connection(bootstrap, "odradek-acl-cli", timeout, client_config,
-                             command_config)
-    try:
-        code, message, rows = describe_acls(conn, int(rtype.value), name, int(pattern.value),
-                                            principal)
-    except (OSError, ConnectionError) as exc:
-        fail(f"no answer from {bootstrap}: {exc}")
-    finally:
-        conn.close()
-    if code:
-        fail(f"{error_name(code)}: {message or ''}".rstrip(": "))
+    _, _, rows = native_call(
+        bootstrap, "odradek-acl-cli", timeout, client_config, command_config,
+        lambda conn: describe_acls(conn, int(rtype.value), name, int(pattern.value), principal))
     emit(HEADER, [_row(r) for r in rows], fmt)
 
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 import concurrent.futures
 import logging
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn
@@ -218,6 +218,27 @@ def native_connection(bootstrap: str, client_id: str, timeout: float,
         fail(f"cannot connect to {host}:{port}: {exc}")
     except Exception as exc:  # a refused SASL login or TLS handshake, in the client's words
         fail(f"{host}:{port} refused the connection: {exc}")
+
+
+def native_call(bootstrap: str, client_id: str, timeout: float, client_config: list[str] | None,
+                command_config: Path | None, call: Callable[[Any], Any]) -> Any:
+    """`call(connection)` on a native connection (native_connection) that is closed after:
+    an answer whose first two items are a top-level (error code, message) fails naming the
+    code when it is not 0; a lost connection fails as "no answer from BOOTSTRAP". Returns the
+    answer as `call` gave it."""
+    from odradek.client.connection import error_name
+
+    conn = native_connection(bootstrap, client_id, timeout, client_config, command_config)
+    try:
+        answer = call(conn)
+    except (OSError, ConnectionError) as exc:
+        fail(f"no answer from {bootstrap}: {exc}")
+    finally:
+        conn.close()
+    code, message = answer[0], answer[1]
+    if code:
+        fail(f"{error_name(code)}: {message or ''}".rstrip(": "))
+    return answer
 
 
 def admin(bootstrap: str, client_config: list[str] | None = None,

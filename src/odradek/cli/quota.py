@@ -10,6 +10,7 @@ with -X / --command-config (TLS with PEM files; SASL PLAIN, SCRAM-SHA-256/512).
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import typer
 
@@ -18,8 +19,7 @@ from odradek.cli.common import (
     ClientConfigOption,
     CommandConfigOption,
     TimeoutOption,
-    fail,
-    native_connection,
+    native_call,
     usage,
 )
 from odradek.cli.table import FormatOption, check_format, emit
@@ -48,10 +48,10 @@ def _entity(user: str | None, user_default: bool, client: str | None,
     return out
 
 
-def _connect(bootstrap: str, client_config: list[str], command_config: Path | None,
-             timeout: float):  # type: ignore[no-untyped-def]
-    return native_connection(bootstrap, "odradek-quota-cli", timeout, client_config,
-                             command_config)
+def _call(bootstrap: str, client_config: list[str], command_config: Path | None,
+          timeout: float, call: Any) -> Any:
+    return native_call(bootstrap, "odradek-quota-cli", timeout, client_config, command_config,
+                       call)
 
 
 @app.command("set")
@@ -65,7 +65,6 @@ def set_quota(user: str | None = User, user_default: bool = UserDefault,
               command_config: Path | None = CommandConfigOption,
               timeout: float = TimeoutOption) -> None:
     """Set or remove quotas of one entity."""
-    from odradek.client.connection import error_name
     from odradek.client.quotas import alter_client_quotas
 
     entity = _entity(user, user_default, client_id, client_default, True)
@@ -81,15 +80,8 @@ def set_quota(user: str | None = User, user_default: bool = UserDefault,
     ops += [(key.strip(), 0.0, True) for key in delete]
     if not ops:
         usage("give --add key=value or --delete key")
-    conn = _connect(bootstrap, client_config, command_config, timeout)
-    try:
-        ((code, message),) = alter_client_quotas(conn, [(entity, ops)])
-    except (OSError, ConnectionError) as exc:
-        fail(f"no answer from {bootstrap}: {exc}")
-    finally:
-        conn.close()
-    if code:
-        fail(f"{error_name(code)}: {message or ''}".rstrip(": "))
+    _call(bootstrap, client_config, command_config, timeout,
+          lambda conn: alter_client_quotas(conn, [(entity, ops)])[0])
     print(f"Quotas of {_label(entity)} updated")
 
 
@@ -105,21 +97,13 @@ def describe(user: str | None = User, user_default: bool = UserDefault,
              command_config: Path | None = CommandConfigOption,
              timeout: float = TimeoutOption) -> None:
     """List quotas (of the matching entities, or all)."""
-    from odradek.client.connection import error_name
     from odradek.client.quotas import describe_client_quotas
 
     check_format(fmt)
     entity = _entity(user, user_default, client_id, client_default, False)
     components = [(t, 1 if n is None else 0, n) for t, n in entity]
-    conn = _connect(bootstrap, client_config, command_config, timeout)
-    try:
-        code, message, entries = describe_client_quotas(conn, components)
-    except (OSError, ConnectionError) as exc:
-        fail(f"no answer from {bootstrap}: {exc}")
-    finally:
-        conn.close()
-    if code:
-        fail(f"{error_name(code)}: {message or ''}".rstrip(": "))
+    _, _, entries = _call(bootstrap, client_config, command_config, timeout,
+                          lambda conn: describe_client_quotas(conn, components))
     rows = []
     for ent, values in entries:
         names = dict(ent)

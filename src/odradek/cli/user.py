@@ -21,7 +21,7 @@ from odradek.cli.common import (
     admin,
     fail,
     kafka_errors,
-    native_connection,
+    native_call,
     result,
     usage,
 )
@@ -110,16 +110,8 @@ def _describe(bootstrap: str, names: list[str] | None, client_config: list[str],
     from odradek.client.connection import error_name
     from odradek.client.security_admin import describe_scram_users
 
-    conn = native_connection(bootstrap, "odradek-user-cli", timeout, client_config,
-                             command_config)
-    try:
-        code, message, results = describe_scram_users(conn, names)
-    except (OSError, ConnectionError) as exc:
-        fail(f"no answer from {bootstrap}: {exc}")
-    finally:
-        conn.close()
-    if code:
-        fail(f"{error_name(code)}: {message or ''}".rstrip(": "))
+    _, _, results = native_call(bootstrap, "odradek-user-cli", timeout, client_config,
+                                command_config, lambda conn: describe_scram_users(conn, names))
     out = {}
     for user, user_code, user_message, infos in results:
         if user_code:

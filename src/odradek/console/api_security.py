@@ -1,5 +1,6 @@
-"""/api/acls and /api/users: ACLs (list, create, delete) and SCRAM users (list, create or
-change a password, delete), acting as the principal the console logs in as."""
+"""/api/acls, /api/users and /api/quotas: ACLs (list, create, delete), SCRAM users (list,
+create or change a password, delete) and client quotas (list, set, remove), acting as the
+principal the console logs in as."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse
 from starlette.routing import Route
 
-from odradek.console import security
+from odradek.console import quotas, security
 from odradek.console.state import Console, blocking, int_field, json_body, text_field
 
 
@@ -45,6 +46,23 @@ def routes(console: Console) -> list[Route]:
         await blocking(security.delete_user, cluster, user, mech)
         return JSONResponse({"deleted": user, "mechanism": mech})
 
+    async def list_quotas(request: Request) -> JSONResponse:
+        return JSONResponse({"quotas": await blocking(quotas.list_quotas, cluster)})
+
+    async def set_quota(request: Request) -> JSONResponse:
+        body = await json_body(request)
+        entity, key = quotas.entity_of(body.get("entity")), quotas.key_of(body.get("key"))
+        value = quotas.value_of(key, body.get("value"))
+        await blocking(quotas.alter_quota, cluster, entity, key, value)
+        return JSONResponse({"entity": quotas.label(entity), "key": key,
+                             "value": int(value) if value == int(value) else value})
+
+    async def remove_quota(request: Request) -> JSONResponse:
+        body = await json_body(request)
+        entity, key = quotas.entity_of(body.get("entity")), quotas.key_of(body.get("key"))
+        await blocking(quotas.alter_quota, cluster, entity, key, None)
+        return JSONResponse({"entity": quotas.label(entity), "removed": key})
+
     return [
         Route("/api/acls", acls),
         Route("/api/acls", create_acl, methods=["POST"]),
@@ -52,4 +70,7 @@ def routes(console: Console) -> list[Route]:
         Route("/api/users", users),
         Route("/api/users", upsert_user, methods=["POST"]),
         Route("/api/users/{user}", delete_user, methods=["DELETE"]),
+        Route("/api/quotas", list_quotas),
+        Route("/api/quotas", set_quota, methods=["POST"]),
+        Route("/api/quotas/remove", remove_quota, methods=["POST"]),
     ]

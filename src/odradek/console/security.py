@@ -1,8 +1,8 @@
 """ACLs and SCRAM users for the console, through Kafka's admin API (DescribeAcls, CreateAcls,
 DeleteAcls, Describe/AlterUserScramCredentials). The console acts as the principal its client
 config logs in as (`odradek console -X sasl.username=...`), so the node's authorizer decides
-what it may see and change, as for any client. Quotas are not here: confluent-kafka has no
-DescribeClientQuotas (`odradek quota` speaks it directly).
+what it may see and change, as for any client. Client quotas are in console/quotas.py (through
+odradek's native client: confluent-kafka has no DescribeClientQuotas).
 
 The two listings go through odradek's native client when it can log in with the console's
 settings: librdkafka drops DescribeAcls' CLUSTER_AUTHORIZATION_FAILED (an empty list where the
@@ -57,7 +57,7 @@ def _enum(kind: Any, value: str, allowed: tuple[str, ...], what: str) -> Any:
     return kind[name]
 
 
-def _native(cluster: Cluster, ask: Callable[[Connection], Any]) -> Any:
+def native(cluster: Cluster, ask: Callable[[Connection], Any]) -> Any:
     """`ask` over a native connection logged in as the console's clients are; NotImplemented
     when the native client cannot honour the settings (OAUTHBEARER, ...)."""
     from odradek.client.config import resolve_bootstrap
@@ -90,7 +90,7 @@ def _code_name(kind: Any, code: int) -> str:
     return _type_name(member) if kind is ResourceType else str(member.name)
 
 
-def _refused(code: int, message: str | None) -> KafkaFailure:
+def refused(code: int, message: str | None) -> KafkaFailure:
     from odradek.client.connection import error_name
 
     name = error_name(code)
@@ -101,7 +101,7 @@ def _refused(code: int, message: str | None) -> KafkaFailure:
 def list_acls(cluster: Cluster) -> list[dict[str, Any]]:
     from odradek.client.security_admin import describe_acls
 
-    got = _native(cluster, lambda conn: describe_acls(conn, 1, None, 1))
+    got = native(cluster, lambda conn: describe_acls(conn, 1, None, 1))
     if got is NotImplemented:
         flt = AclBindingFilter(ResourceType.ANY, None, ResourcePatternType.ANY, None, None,
                                AclOperation.ANY, AclPermissionType.ANY)
@@ -112,7 +112,7 @@ def list_acls(cluster: Cluster) -> list[dict[str, Any]]:
     else:
         code, message, found = got
         if code:
-            raise _refused(code, message)
+            raise refused(code, message)
         bindings = [(_code_name(ResourceType, a.resource_type), a.name,
                      _code_name(ResourcePatternType, a.pattern_type), a.principal, a.host,
                      _code_name(AclOperation, a.operation),
@@ -163,7 +163,7 @@ def delete_acl(cluster: Cluster, b: AclBinding) -> int:
 def list_users(cluster: Cluster) -> list[dict[str, Any]]:
     from odradek.client.security_admin import describe_scram_users
 
-    got = _native(cluster, describe_scram_users)
+    got = native(cluster, describe_scram_users)
     if got is NotImplemented:
         users = {name: [(i.mechanism.name.replace("_", "-"), i.iterations)
                         for i in desc.scram_credential_infos]
@@ -172,7 +172,7 @@ def list_users(cluster: Cluster) -> list[dict[str, Any]]:
     else:
         code, message, results = got
         if code:
-            raise _refused(code, message)
+            raise refused(code, message)
         users = {name: [(MECHANISMS[m - 1] if m in (1, 2) else str(m), i) for m, i in infos]
                  for name, _, _, infos in results}
     return [{"user": name, "mechanisms": [{"mechanism": m, "iterations": i} for m, i in infos]}

@@ -69,6 +69,10 @@ def test_histograms_count_each_request_in_its_bucket() -> None:
         0.05 + 3 + 40_000, rel=1e-6)
     assert got[("kafka_network_requestmetrics_requestqueuetimems_sum", req)] == pytest.approx(
         1.0, rel=1e-6)
+    # the local time's sum is implied: total less queue less the wait after the handler
+    assert got[("kafka_network_requestmetrics_localtimems_sum", req)] == pytest.approx(
+        0.05 + 1.0, rel=1e-6)
+    assert got[("kafka_network_requestmetrics_localtimems_bucket", req | {("le", "0.1")})] == 2
     assert got[("kafka_network_requestmetrics_requests_total",
                 frozenset({("request", "Produce"), ("version", "9")}))] == 3
     assert got[("kafka_network_requestmetrics_requests_total",
@@ -77,44 +81,69 @@ def test_histograms_count_each_request_in_its_bucket() -> None:
                                        and ("request", "Produce") in k[1]])
 
 
-class _Conn:
+class _Transport:
     def __init__(self) -> None:
-        self.received = self.last_done = 0.0
+        self.answers = 0
+
+    def get_extra_info(self, name: str, default: object = None) -> object:
+        return default
+
+    def set_write_buffer_limits(self, high: int = 0, low: int = 0) -> None:
+        pass
+
+    def writelines(self, parts: list[object]) -> None:
+        self.answers += 1
 
 
-def test_measured_dispatch_counts_as_record_does(monkeypatch: pytest.MonkeyPatch) -> None:
-    """The server's closure (RequestStats.record inlined, fast paths for the first bucket)
-    gives the same families as record() for the same times, every request counted once."""
-    from odradek.broker.metrics import requests as rq
+def test_the_servers_own_timing_counts_as_record_does(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The server's inline fast path (Connection._dispatch: one clock read per request and
+    one per read, first buckets implied) gives the same families as record() for the same
+    times, every request counted once."""
+    import asyncio
 
-    clock = iter([1.00004, 1.003, 3.5, 7.0, 7.00001, 7.00002]).__next__
-    monkeypatch.setattr(rq, "_perf", clock)
+    from odradek.broker import server as srv
+    from tests.support.wire import frame
 
-    class Dispatcher:  # as the server's: an object with __call__, answering at once
-        def __call__(self, conn: object, frame: memoryview, h: object) -> object:
-            return (0, [b"x"])
+    # reads: three produce requests at t=1.0 (answered at 1.00004, 1.003 and 3.5: queue time
+    # for the second and third), one at 3.6 (answered at 7.6), then two ApiVersions of
+    # versions no node serves (answered with UNSUPPORTED_VERSION, so counted) at 8.0
+    reads = [(1.0, [(0, 9)] * 3, [1.00004, 1.003, 3.5]), (3.6, [(0, 9)], [7.6]),
+             (8.0, [(18, 500), (18, -1)], [8.00001, 8.00002])]
+    clock = iter([t for at, _, dones in reads for t in (at, *dones)]).__next__
+    monkeypatch.setattr(srv, "_perf", clock)
 
-    measured_stats, recorded = RequestStats(), RequestStats()
-    dispatch = rq.measured_dispatch(Dispatcher(), measured_stats)
-    conn = _Conn()
-    frame = memoryview(b"")
-    # one read of three produce requests at t=1.0, then one at t=3.0, then ApiVersions of
-    # versions no node serves (answered with UNSUPPORTED_VERSION, so counted) at t=7.0
-    reads = [(1.0, [header(0, 9)] * 3), (3.0, [header(0, 9)]),
-             (7.0, [header(18, 500), header(18, -1)])]
-    for at, headers in reads:
-        conn.received = conn.last_done = at
-        for h in headers:
-            started = conn.last_done
-            assert dispatch(conn, frame, h) == (0, [b"x"])
-            recorded.record(h, at, started, conn.last_done, conn.last_done)
-    assert measured_stats.apis() == recorded.apis() == [(0, {9: 4}), (18, {-1: 1, 500: 1})]
-    assert samples(NodeView(1, ("broker",), requests=measured_stats)) == samples(
+    def dispatch(conn: object, frame: memoryview, h: object) -> object:
+        return (0, [b"x"])
+
+    measured, recorded = RequestStats(), RequestStats()
+
+    async def serve() -> None:
+        conn = srv.Connection(srv.Server(dispatch, 1 << 20, stats=measured))
+        transport = _Transport()
+        conn.connection_made(transport)  # type: ignore[arg-type]
+        for at, keys, dones in reads:
+            data = b"".join(frame(raw_header_v1(k, v, 1, "c") + b"\x00") for k, v in keys)
+            buf = conn.get_buffer(-1)
+            buf[:len(data)] = data
+            conn.buffer_updated(len(data))
+            started = at
+            for (k, v), done in zip(keys, dones, strict=True):
+                recorded.record(header(k, v), at, started, done, done)
+                started = done
+            await asyncio.sleep(0)
+            assert transport.answers >= 1
+    asyncio.run(serve())
+    assert measured.apis() == recorded.apis() == [(0, {9: 4}), (18, {-1: 1, 500: 1})]
+    assert samples(NodeView(1, ("broker",), requests=measured)) == samples(
         NodeView(1, ("broker",), requests=recorded))
-    assert measured_stats.buckets("total", 0) == recorded.buckets("total", 0)
-    assert sum(measured_stats.buckets("queue", 0)) == 4
-    assert measured_stats.seconds("total", 0) == pytest.approx(
-        0.00004 + 0.003 + 2.5 + 4.0, rel=1e-9)
+    for kind in ("queue", "local", "total"):
+        assert measured.buckets(kind, 0) == recorded.buckets(kind, 0)
+        assert sum(measured.buckets(kind, 0)) == 4
+    assert measured.buckets("total", 0)[0] == 1  # the 0.04 ms one: implied, never written
+    assert measured.seconds("total", 0) == pytest.approx(0.00004 + 0.003 + 2.5 + 4.0, rel=1e-9)
+    assert measured.seconds("queue", 0) == pytest.approx(0.00004 + 0.003, rel=1e-9)
+    assert measured.seconds("local", 0) == pytest.approx(0.00004 + 0.00296 + 2.497 + 4.0,
+                                                         rel=1e-9)
 
 
 def test_slow_requests_are_logged_with_client_api_version_and_time(

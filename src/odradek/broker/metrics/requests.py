@@ -1,13 +1,22 @@
 """Per-API request counts and latency histograms, kept as plain ints in flat lists.
 
-`measured_dispatch`'s closure runs once per request on the event loop. Its cost is the
-metrics' cost on the hot path (bench/RESULTS.md, issue 18), so it is written for few
-bytecodes: one perf_counter call (and one per read in the server), the header read by
-index (a NamedTuple's attribute is a property call), one list per api key holding its three
-histograms and their sums at constant offsets, a bisect only for times past the first
-bucket, no method call on the way, no prometheus-client object (its `labels().inc()` costs a dict
-lookup, a lock and a float add per call). The collector turns these lists into Kafka's
-`kafka_network_requestmetrics_*` families at scrape time.
+The server (broker.server.Connection._dispatch) records each request itself, inline, right
+after its handler: that code runs once per request on the event loop and is the metrics'
+cost on the hot path (issue 18: under 3% of the node's CPU per request; bench/RESULTS-h18.md),
+so it is written for few bytecodes. One perf_counter call per request (and one per read),
+the header read by index (a NamedTuple's attribute is a property call), one list per api
+key holding its three histograms and their sums at constant offsets, no method call on the
+way for a request under the first bucket, no prometheus-client object (its
+`labels().inc()` costs a dict lookup, a lock and a float add per call).
+
+Three things are implied instead of counted per request: the first bucket of the queue and
+total histograms (a key's request count, kept per version, less their other buckets), the
+local time's histogram (the total's, plus corrections kept only for requests whose local
+time is not their total time: queued behind another of the same read, or answered later)
+and the local time's sum (the total's less the queue's and the wait's). So a read's first
+request under the first bucket touches no bucket, and past it one. The
+collector turns these lists into Kafka's `kafka_network_requestmetrics_*` families at scrape
+time.
 """
 
 from __future__ import annotations
@@ -27,7 +36,7 @@ log = logging.getLogger("odradek.requests")
 # upper bounds in ms of the latency histograms (the last bucket is +Inf)
 BUCKETS_MS: tuple[float, ...] = (0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 25.0, 50.0, 100.0,
                                  250.0, 500.0, 1000.0, 2500.0, 5000.0, 10000.0, 30000.0)
-_BUCKETS_S = tuple(b / 1000 for b in BUCKETS_MS)  # compared with perf_counter seconds
+BUCKETS_S = tuple(b / 1000 for b in BUCKETS_MS)  # compared with perf_counter seconds
 NB = len(BUCKETS_MS) + 1  # buckets per api, +Inf included
 MAX_KEY = 128  # api keys counted (higher ones are refused before any handler runs)
 _perf = time.perf_counter
@@ -41,11 +50,16 @@ def request_name(api_key: int) -> str:
         return f"ApiKey{api_key}"
 
 
-# the layout of a key's row in RequestStats.rows: the queue, local and total histograms'
-# buckets, then their sums in seconds. The measuring closure writes these offsets as
-# literals (a constant costs less than a variable on every request): they must stay so.
+# the layout of a key's row in RequestStats.rows: the queue histogram's buckets (the first
+# implied), the local histogram's corrections to the total's (LOCAL + i: local time's
+# bucket i less total time's bucket i, over the requests), the total histogram's buckets
+# (the first implied), then the sums in seconds of the queue
+# time, of the wait after the handler returned (a later answer's), and of the total time.
+# The server writes the sums' offsets as literals (a constant costs less than a variable on
+# every request): they must stay so.
 QUEUE, LOCAL, TOTAL, SUMS = 0, NB, 2 * NB, 3 * NB
-assert (LOCAL, TOTAL, SUMS) == (18, 36, 54), "measured_dispatch's literal offsets"
+SUM_QUEUE, SUM_WAIT, SUM_TOTAL = SUMS, SUMS + 1, SUMS + 2
+assert (SUM_QUEUE, SUM_TOTAL) == (54, 56), "Connection._dispatch's literal offsets"
 ROW = SUMS + 3
 # versions counted per key; ApiVersions answers any int16 version (with its error), so its
 # row holds them all: a negative version indexes from the end, as i - 65536
@@ -57,8 +71,11 @@ class RequestStats:
     """Every API's counters for one node, and the slow-request threshold.
 
     `versions[key][version]` counts requests; `rows[key]` holds the bucket counts of the
-    queue, local and total time histograms and their sums in seconds (QUEUE, LOCAL, TOTAL,
-    SUMS). One list per key: a request looks its key up once, then writes at constant offsets.
+    queue and total time histograms (QUEUE, TOTAL; their first buckets implied), the local
+    histogram's corrections to the total's (LOCAL) and the sums in seconds (SUM_QUEUE,
+    SUM_WAIT, SUM_TOTAL). One list per key: a
+    request looks its key up once, then writes at constant offsets. `rare` is the total time
+    from which a request needs more than the fast path: past the first bucket, or slow.
     """
 
     def __init__(self, slow_ms: int = -1) -> None:
@@ -66,28 +83,66 @@ class RequestStats:
                          for key in range(MAX_KEY)]
         self.rows: list[list[Any]] = [[0] * SUMS + [0.0] * 3 for _ in range(MAX_KEY)]
         self.slow_s = slow_ms / 1000 if slow_ms >= 0 else float("inf")
+        self.rare = min(BUCKETS_S[0], self.slow_s)
 
     def count(self, key: int, version: int) -> None:
         """A request of a version outside its key's row (only a Dispatcher that served such a
         version would call this): counted at the row's last version."""
+        if not 0 <= key < MAX_KEY:
+            return
         row = self.versions[key]
         row[version if -len(row) <= version < len(row) else len(row) - 1] += 1
 
     def record(self, header: Any, received: float, started: float, handled: float,
                done: float) -> None:
         """One answered request: received (read off the socket), started (handler called),
-        handled (handler returned), done (answer ready); perf_counter seconds."""
+        handled (handler returned), done (answer ready); perf_counter seconds. The server's
+        inline fast path does the same for an answer ready when its handler returns."""
         key = header[0]
         if not 0 <= key < MAX_KEY:
             return
         self.count(key, header[1])
         row = self.rows[key]
-        for offset, seconds in ((QUEUE, started - received), (LOCAL, handled - started),
-                                (TOTAL, done - received)):
-            row[offset + bisect_left(_BUCKETS_S, seconds)] += 1
-            row[SUMS + offset // NB] += seconds
-        if done - received > self.slow_s:
-            self.slow(header, started - received, handled - started, done - received)
+        row[SUM_TOTAL] += done - received
+        row[SUM_QUEUE] += started - received
+        if done != handled:
+            row[SUM_WAIT] += done - handled
+        if done - received > self.rare:
+            self._past_first(header, row, received, started, handled, done)
+
+    def past_first(self, header: Any, row: list[Any], received: float, started: float,
+                   done: float) -> None:
+        """The server's fast path for a request it cannot finish inline (queued behind
+        another of its read, or slow), answered when its handler returned."""
+        self._past_first(header, row, received, started, done, done)
+
+    def _past_first(self, header: Any, row: list[Any], received: float, started: float,
+                    handled: float, done: float) -> None:
+        queue, local, total = started - received, handled - started, done - received
+        qi = bisect_left(BUCKETS_S, queue)
+        ti = bisect_left(BUCKETS_S, total)
+        li = bisect_left(BUCKETS_S, local)
+        if qi:
+            row[QUEUE + qi] += 1
+        if ti:
+            row[TOTAL + ti] += 1
+        if li != ti:
+            row[LOCAL + li] += 1
+            row[LOCAL + ti] -= 1
+        if total > self.slow_s:
+            self.slow(header, queue, local, total)
+
+    def later(self, task: asyncio.Future[Any], header: Any, received: float, started: float,
+              handled: float) -> None:
+        """An answer that comes later (a task): recorded when it is ready."""
+        def done(t: asyncio.Future[Any]) -> None:
+            if t.cancelled() or t.exception() is not None:
+                exc = None if t.cancelled() else t.exception()
+                self.failed(header, received, str(exc) if exc else "cancelled")
+                return
+            self.record(header, received, started, handled, _perf())
+
+        task.add_done_callback(done)
 
     def slow(self, header: Any, queue: float, local: float, total: float) -> None:
         log.warning("slow request: %s from client %r took %.1f ms (queue %.1f ms, "
@@ -114,101 +169,30 @@ class RequestStats:
 
     def buckets(self, kind: str, key: int) -> list[int]:
         """Bucket counts (not cumulative) of `kind` ("queue", "local", "total") for `key`."""
-        offset = {"queue": QUEUE, "local": LOCAL, "total": TOTAL}[kind]
-        return self.rows[key][offset:offset + NB]  # type: ignore[no-any-return]
+        row, count = self.rows[key], sum(self.versions[key])
+        if kind == "queue":
+            rest = row[QUEUE + 1:QUEUE + NB]
+            return [count - sum(rest), *rest]
+        rest = row[TOTAL + 1:TOTAL + NB]
+        total = [count - sum(rest), *rest]
+        if kind == "total":
+            return total
+        if kind != "local":
+            raise KeyError(kind)
+        return [n + d for n, d in zip(total, row[LOCAL:LOCAL + NB], strict=True)]
 
     def seconds(self, kind: str, key: int) -> float:
         """The sum of `kind`'s observations for `key`, in seconds."""
-        return float(self.rows[key][SUMS + {"queue": 0, "local": 1, "total": 2}[kind]])
+        row = self.rows[key]
+        if kind == "local":  # what was neither queue nor wait
+            return max(0.0, float(row[SUM_TOTAL] - row[SUM_QUEUE] - row[SUM_WAIT]))
+        return float(row[{"queue": SUM_QUEUE, "total": SUM_TOTAL}[kind]])
 
 
 def bound_call(target: Any) -> Any:
     """What to call for `target`: an object's bound __call__, which the interpreter calls in
     the same frame loop as a Python function; the object itself goes through a C slot and
-    a new frame loop (bench.metrics_cost: about 250 instructions more per call)."""
+    a new frame loop (about 250 instructions more per call, measured with cachegrind)."""
     if isinstance(target, types.FunctionType | types.MethodType):
         return target
     return target.__call__
-
-
-def measured_dispatch(inner: Any, stats: RequestStats) -> Any:
-    """The server's dispatch with each request recorded in `stats`: wraps the Dispatcher,
-    so the unmeasured path (admin.listeners empty, no slow log) runs the Dispatcher as it is.
-    A closure, not an object with __call__: one call level less per request.
-
-    Queue time runs from the read that brought the request (`conn.received`, set by the
-    server) to the handler's call; local time is the handler's own run; total time ends
-    when the answer is ready (for a long poll or acks=all produce, when its wait ends).
-    """
-    call = bound_call(inner)
-    perf = _perf
-    versions, rows = stats.versions, stats.rows
-    first = _BUCKETS_S[0]
-    bounds = _BUCKETS_S
-    slow = stats.slow_s
-
-    def dispatch(conn: Any, frame: memoryview, header: Any) -> Any:
-        # One clock read per request (they cost 0.1-0.4 us on a VM): the handler starts
-        # where the previous request of the same read ended (the read itself for the first)
-        started = conn.last_done
-        try:
-            result = call(conn, frame, header)
-        except BaseException as exc:
-            stats.failed(header, conn.received, str(exc) or type(exc).__name__)
-            raise
-        done = conn.last_done = perf()
-        if result is not None and type(result) is not tuple:
-            return _later(stats, result, header, conn.received, started, done)
-        # RequestStats.record inlined (a call per request saved); the api key is below
-        # MAX_KEY here: the Dispatcher refuses unknown keys before calling a handler, and
-        # versions outside the advertised range but ApiVersions' (whose row has them all)
-        key = header[0]
-        try:
-            versions[key][header[1]] += 1
-        except IndexError:  # free in 3.11 until raised
-            stats.count(key, header[1])
-        row = rows[key]
-        received = conn.received
-        queue = started - received
-        local = done - started
-        total = done - received
-        # most times are under the first bound: no bisect then. The offsets are QUEUE (0),
-        # LOCAL (18), TOTAL (36) and SUMS (54), as literals
-        if queue < first:
-            row[0] += 1
-        else:
-            row[bisect_left(bounds, queue)] += 1
-        if local < first:
-            row[18] += 1
-        else:
-            row[18 + bisect_left(bounds, local)] += 1
-        if total < first:
-            row[36] += 1
-        else:
-            row[36 + bisect_left(bounds, total)] += 1
-        row[54] += queue
-        row[55] += local
-        row[56] += total
-        if total > slow:
-            stats.slow(header, queue, local, total)
-        return result
-
-    dispatch.stats = stats  # type: ignore[attr-defined]  # the server times reads for it
-    dispatch.inner = inner  # type: ignore[attr-defined]
-    return dispatch
-
-
-def _later(stats: RequestStats, result: Any, header: Any, received: float, started: float,
-           handled: float) -> Any:
-    """An answer that comes later (a coroutine): recorded when it is ready."""
-    task = asyncio.ensure_future(result)
-
-    def done(t: asyncio.Future[Any]) -> None:
-        if t.cancelled() or t.exception() is not None:
-            exc = None if t.cancelled() else t.exception()
-            stats.failed(header, received, str(exc) if exc else "cancelled")
-            return
-        stats.record(header, received, started, handled, _perf())
-
-    task.add_done_callback(done)
-    return task

@@ -1,5 +1,6 @@
-// Security: ACLs (list, create, delete) and SCRAM users (list, set a password, delete), as
-// the principal the console logs in as (odradek console -X sasl.username=...).
+// Security: ACLs (list, create, delete), SCRAM users (list, set a password, delete) and client
+// quotas (list, set, remove), as the principal the console logs in as
+// (odradek console -X sasl.username=...).
 "use strict";
 
 C.pages.security = (page) => {
@@ -69,9 +70,55 @@ C.pages.security = (page) => {
       return out;
     }, out => `Saved the credentials of ${out.user}.`);
   });
+  const [quotaBox, quotaForm, loadQuotas] = quotaSection(select);
   page.append(el("h1", {}, "Security"),
-    el("p", {class: "muted"}, "The console acts as the principal it logs in as; the node's authorizer decides what it may see and change. Quotas: odradek quota."),
-    el("h2", {}, "ACLs"), aclBox, aclForm, el("h2", {}, "SCRAM users"), userBox, userForm);
+    el("p", {class: "muted"}, "The console acts as the principal it logs in as; the node's authorizer decides what it may see and change."),
+    el("h2", {}, "ACLs"), aclBox, aclForm, el("h2", {}, "SCRAM users"), userBox, userForm,
+    el("h2", {}, "Client quotas"), quotaBox, quotaForm);
   loadAcls();
   loadUsers();
+  loadQuotas();
 };
+
+// Client quotas (DescribeClientQuotas / AlterClientQuotas): one row per entity and quota.
+// An empty name is that entity type's default (<default>, as kafka-configs shows it).
+function quotaSection(select) {
+  const box = el("div", {"data-testid": "quotas"});
+  const load = async () => {
+    let r;
+    try { r = await api("GET", "/api/quotas"); }
+    catch (e) { box.replaceChildren(el("p", {class: "status-ERR", "data-testid": "quotas-error"}, e.message)); return; }
+    if (!r.quotas.length) { box.replaceChildren(el("p", {class: "muted", "data-testid": "quotas-table"}, "No client quotas.")); return; }
+    box.replaceChildren(table([{title: "Entity", key: "label"}, {title: "Quota", key: "key"},
+      {title: "Value", key: "value", num: true},
+      {title: "", render: q => {
+        const b = el("button", {class: "secondary"}, "Remove");
+        b.addEventListener("click", () => act(b, async () => {
+          const out = await api("POST", "/api/quotas/remove", {entity: q.entity, key: q.key});
+          load();
+          return out;
+        }, out => `Removed ${out.removed} of ${out.entity}.`));
+        return b;
+      }}], r.quotas, {"data-testid": "quotas-table"}));
+  };
+  const form = el("form", {"data-testid": "quota-form"}, el("h2", {}, "Set a client quota"),
+    el("label", {}, "Entity type", select("type", ["user", "client-id", "ip"])),
+    el("label", {}, "Name", el("input", {name: "name", placeholder: "empty: the default"})),
+    el("label", {}, "With client id", el("input", {name: "client", placeholder: "optional; <default>", size: 14})),
+    el("label", {}, "Quota", select("key", ["producer_byte_rate", "consumer_byte_rate", "request_percentage",
+                                            "controller_mutation_rate", "connection_creation_rate"])),
+    el("label", {}, "Value", el("input", {name: "value", size: 12})),
+    el("div", {}, el("button", {type: "submit"}, "Set")));
+  form.addEventListener("submit", e => {
+    e.preventDefault();
+    const f = Object.fromEntries(new FormData(form));
+    const entity = [{type: f.type, name: f.name || null}];
+    if (f.client) entity.push({type: "client-id", name: f.client === "<default>" ? null : f.client});
+    act(form.querySelector("button"), async () => {
+      const out = await api("POST", "/api/quotas", {entity, key: f.key, value: f.value});
+      load();
+      return out;
+    }, out => `Set ${out.key} = ${out.value} for ${out.entity}.`);
+  });
+  return [box, form, load];
+}
