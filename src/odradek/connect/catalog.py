@@ -4,9 +4,11 @@ from __future__ import annotations
 
 from odradek.connect.connectors.file_stream import FileStreamSink, FileStreamSource
 from odradek.connect.connectors.jdbc_sink import JdbcSink
+from odradek.connect.connectors.jdbc_source import JdbcSource
 from odradek.connect.connectors.lake import LakeSink
 from odradek.connect.plugins import Plugins
 
 
 def default_plugins() -> Plugins:
-    return Plugins([FileStreamSource(), FileStreamSink(), LakeSink(), JdbcSink()])
+    return Plugins([FileStreamSource(), FileStreamSink(), LakeSink(), JdbcSink(),
+                    JdbcSource()])
