@@ -141,7 +141,8 @@ def test_root_plugins_and_validation(connect: NodeWorker) -> None:
     assert code == 200
     assert {p["class"]: p["type"] for p in plugins} == {
         SOURCE: "source", SINK: "sink", "odradek.connect.lake.LakeSinkConnector": "sink",
-        "io.confluent.connect.jdbc.JdbcSinkConnector": "sink"}
+        "io.confluent.connect.jdbc.JdbcSinkConnector": "sink",
+        "io.confluent.connect.jdbc.JdbcSourceConnector": "source"}
     code, defs = connect.call("GET", "/connector-plugins/FileStreamSource/config")
     assert code == 200 and {"file", "topic", "batch.size", "tasks.max"} <= {d["name"] for d in defs}
 
@@ -537,6 +538,128 @@ def test_jdbc_sink_upserts_and_deletes_into_postgres(connect: NodeWorker,
     assert errors["delete.enabled"] == ["Deletes are only supported for pk.mode record_key"]
     assert "only jdbc:postgresql://" in errors["connection.url"][0]
     assert connect.call("DELETE", "/connectors/jdbc") == (204, None)
+
+
+# ---- the JDBC source from PostgreSQL ---------------------------------------------------------
+def test_jdbc_source_modes_resume_and_sink_evolves(connect: NodeWorker,
+                                                   shared_broker: BrokerProcess,
+                                                   postgres: PostgresServer) -> None:
+    """Confluent's JdbcSourceConnector in its three change-tracking modes at once: rows
+    there before the start, inserted and updated after it each arrive once; stopped and
+    resumed (incrementing), it goes on from connect-offsets (Confluent's offset format)
+    without a gap or a repeat. Its records feed the JDBC sink, which adds a column the
+    source's table grew (auto.evolve)."""
+    import psycopg
+
+    dsn = postgres.create_database("connect_source")
+    url = f"jdbc:postgresql://127.0.0.1:{postgres.port}/connect_source"
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        conn.execute("SET TIME ZONE 'UTC'")
+        conn.execute("CREATE TABLE inc_t (id SERIAL PRIMARY KEY, name TEXT NOT NULL)")
+        conn.execute("CREATE TABLE ts_t (id INT NOT NULL, name TEXT, "
+                     "updated TIMESTAMP NOT NULL DEFAULT now())")
+        conn.execute("CREATE TABLE tsi_t (id SERIAL PRIMARY KEY, name TEXT, "
+                     "updated TIMESTAMPTZ NOT NULL DEFAULT now())")
+        for name in ("a", "b"):
+            conn.execute("INSERT INTO inc_t (name) VALUES (%s)", (name,))
+            conn.execute("INSERT INTO ts_t (id, name) VALUES (%s, %s)", (ord(name), name))
+            conn.execute("INSERT INTO tsi_t (name) VALUES (%s)", (name,))
+    base = {"connector.class": "io.confluent.connect.jdbc.JdbcSourceConnector",
+            "connection.url": url, "connection.user": "postgres", "topic.prefix": "pg-",
+            "poll.interval.ms": "500", "batch.max.rows": "2"}
+    configs = {
+        "src-inc": {**base, "mode": "incrementing", "incrementing.column.name": "id",
+                    "table.whitelist": "inc_t"},
+        "src-ts": {**base, "mode": "timestamp", "timestamp.column.name": "updated",
+                   "table.whitelist": "public.ts_t"},
+        "src-tsi": {**base, "mode": "timestamp+incrementing", "incrementing.column.name": "id",
+                    "timestamp.column.name": "updated", "table.whitelist": "tsi_t"}}
+    for name, config in configs.items():
+        code, body = connect.call("POST", "/connectors", {"name": name, "config": config})
+        assert code == 201, body
+
+    def names(topic: str) -> list[str] | None:
+        try:
+            rows = read_topic(shared_broker.bootstrap, topic)
+        except KeyError:
+            return None  # not created yet
+        return [json.loads(v)["payload"]["name"] for _, v in rows if v is not None]
+
+    for topic in ("pg-inc_t", "pg-ts_t", "pg-tsi_t"):
+        wait_for(f"the rows there before the start in {topic}",
+                 lambda t=topic: names(t) == ["a", "b"], timeout=300, log=connect.log)
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        conn.execute("SET TIME ZONE 'UTC'")
+        for name in ("c", "d", "e"):
+            conn.execute("INSERT INTO inc_t (name) VALUES (%s)", (name,))
+            conn.execute("INSERT INTO ts_t (id, name) VALUES (%s, %s)", (ord(name), name))
+            conn.execute("INSERT INTO tsi_t (name) VALUES (%s)", (name,))
+        conn.execute("UPDATE ts_t SET name = 'A', updated = now() WHERE name = 'a'")
+        conn.execute("UPDATE tsi_t SET name = 'A', updated = now() WHERE name = 'a'")
+    wait_for("the inserted rows", lambda: names("pg-inc_t") == list("abcde"), log=connect.log)
+    for topic in ("pg-ts_t", "pg-tsi_t"):
+        wait_for(f"inserts and the update in {topic}",
+                 lambda t=topic: names(t) == [*"abcde", "A"], log=connect.log)
+    # A record is the row: a struct named after its table, with the columns' types.
+    _, value = read_topic(shared_broker.bootstrap, "pg-ts_t")[0]
+    record = json.loads(value)
+    assert record["schema"]["name"] == "ts_t"
+    assert [(f["field"], f["type"], f["optional"], f.get("name"))
+            for f in record["schema"]["fields"]] == [
+        ("id", "int32", False, None), ("name", "string", True, None),
+        ("updated", "int64", False, "org.apache.kafka.connect.data.Timestamp")]
+
+    def stored(name: str) -> list[dict[str, Any]]:
+        return connect.call("GET", f"/connectors/{name}/offsets")[1]["offsets"]
+
+    wait_for("the incrementing offset stored", lambda: stored("src-inc") == [
+        {"partition": {"protocol": "1", "table": "public.inc_t"},
+         "offset": {"incrementing": 5}}], log=connect.log)
+    ts_offset = wait_for("the timestamp offsets", lambda: (stored("src-ts") or [None])[0])
+    assert ts_offset["partition"] == {"protocol": "1", "table": "public.ts_t"}
+    assert set(ts_offset["offset"]) == {"timestamp", "timestamp_nanos"}
+
+    # Stopped, rows added, resumed: it goes on after row 5, once each.
+    assert connect.call("PUT", "/connectors/src-inc/stop")[0] == 204
+    wait_for("src-inc stopped", lambda: (state_of(connect, "src-inc") or ("",))[0] == "STOPPED",
+             log=connect.log)
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        conn.execute("ALTER TABLE inc_t ADD COLUMN note TEXT")
+        conn.execute("INSERT INTO inc_t (name, note) VALUES ('f', 'new'), ('g', NULL)")
+    assert connect.call("PUT", "/connectors/src-inc/resume")[0] == 202
+    wait_for("the rows after the resume", lambda: names("pg-inc_t") == list("abcdefg"),
+             log=connect.log)
+
+    # The JDBC sink copies the topic, adding the column the source's table grew.
+    sink_db = postgres.create_database("connect_copy")
+    code, body = connect.call("POST", "/connectors", {"name": "copy", "config": {
+        "connector.class": "io.confluent.connect.jdbc.JdbcSinkConnector", "topics": "pg-inc_t",
+        "connection.url": f"jdbc:postgresql://127.0.0.1:{postgres.port}/connect_copy",
+        "connection.user": "postgres", "insert.mode": "upsert", "pk.mode": "record_value",
+        "pk.fields": "id", "auto.create": "true", "auto.evolve": "true",
+        "table.name.format": "inc_copy"}})
+    assert code == 201, body
+
+    def copied() -> list[tuple[Any, ...]] | None:
+        try:
+            with psycopg.connect(sink_db) as conn:
+                return conn.execute("SELECT id, name, note FROM inc_copy ORDER BY id").fetchall()
+        except (psycopg.errors.UndefinedTable, psycopg.errors.UndefinedColumn):
+            return None
+
+    wait_for("the copy with its new column", lambda: copied() == [
+        (1, "a", None), (2, "b", None), (3, "c", None), (4, "d", None), (5, "e", None),
+        (6, "f", "new"), (7, "g", None)], timeout=300, log=connect.log)
+
+    code, body = connect.call("PUT", "/connector-plugins/JdbcSource/config/validate", {
+        "connector.class": "JdbcSource", "name": "x", "connection.url": url,
+        "topic.prefix": "p", "mode": "timestamp"})
+    errors = {c["value"]["name"]: c["value"]["errors"] for c in body["configs"]}
+    assert errors["timestamp.column.name"] == [
+        "Mode timestamp requires timestamp.column.name to be set"]
+    assert "Set table.whitelist" in errors["table.whitelist"][0]
+    for name in (*configs, "copy"):
+        assert connect.call("DELETE", f"/connectors/{name}") == (204, None)
 
 
 # ---- several workers in one group ------------------------------------------------------------
