@@ -149,7 +149,9 @@ class JdbcStreamReader(DataSourceStreamReader):
         else:
             conn = self.conn()
             for source in self.sources():
-                tables[source.key] = source.end_of_next(conn, tables.get(source.key, {}), rows)
+                end_of = source.end_of_next(conn, tables.get(source.key, {}), rows)
+                if end_of:  # a table with no row yet keeps no offset (no empty batch)
+                    tables[source.key] = end_of
             end = {"tables": tables, "polls": 0}
         self._last = end
         return end
