@@ -100,7 +100,7 @@ class Source:
     def rows(self, conn: Any, start: dict[str, Any], end: dict[str, Any]) -> Iterator[tuple]:
         args = {**sql.params(self.settings, start, self.naive_ts),
                 **sql.end_params(self.settings, end, self.naive_ts)}
-        with conn.cursor(name=None) as cur:
+        with conn.cursor() as cur:  # client-side: a range is at most about batch.max.rows
             cur.execute(self.range, args)
             while batch := cur.fetchmany(1000):
                 yield from batch
