@@ -83,7 +83,10 @@ class Source:
         self.range = sql.range_sql(settings, self.base)
 
     def end_of_next(self, conn: Any, start: dict[str, Any], limit: int) -> dict[str, Any]:
-        """The offset after at most `limit` rows past `start` (start itself when none)."""
+        """The offset after at most `limit` rows past `start` (start itself when none, and
+        in bulk mode, which keeps no offset)."""
+        if self.settings.mode == "bulk":
+            return start
         args = {**sql.params(self.settings, start, self.naive_ts), "limit": limit}
         if self.settings.uses_timestamp:
             until = conn.execute("SELECT CURRENT_TIMESTAMP - make_interval(secs => %s)",
