@@ -79,7 +79,7 @@ def fill(pg: PostgresServer, first: int, count: int) -> None:
 
     with psycopg.connect(pg.dsn("bench"), autocommit=True) as conn:
         conn.execute("INSERT INTO bench_rows (id, name, amount, note) SELECT i, 'name-' || i, "
-                     "i * 0.5, NULL FROM generate_series(%s, %s) AS i",
+                     "i * 0.5, NULL FROM generate_series(%s::int, %s::int) AS i",
                      (first, first + count - 1))
 
 
