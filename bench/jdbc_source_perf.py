@@ -142,7 +142,7 @@ def run_spark(bootstrap: str, pg: PostgresServer, rows: int) -> tuple[float, flo
         envelope = F.concat(F.lit('{"schema":' + json.dumps(schema) + ',"payload":'),
                             F.to_json(payload), F.lit("}"))
         (df.where(F.col("id") > 1).select(envelope.cast("binary").alias("value"))
-         .write.format("odradek").option("kafka.bootstrap.servers", bootstrap)
+         .write.format("odradek").mode("append").option("kafka.bootstrap.servers", bootstrap)
          .option("topic", "spark-rows").save())
 
     job_rows = spark.read.jdbc(f"jdbc:postgresql://127.0.0.1:{pg.port}/bench", "bench_rows",
