@@ -6,7 +6,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 TEST_STAMP := $(VENV)/.installed-test
 BENCH_STAMP := $(VENV)/.installed-bench
-DEB_PACKAGES := kcat postgresql-15 openjdk-17-jre-headless strace iptables gcc libc6-dev prometheus chromium
+DEB_PACKAGES := kcat postgresql-15 openjdk-17-jre-headless strace iptables gcc libc6-dev prometheus chromium libpostgresql-jdbc-java
 
 .PHONY: run test lint bench bench-node bench-tools clean setup setup-test setup-bench deb faults
 

@@ -139,9 +139,13 @@ def test_root_plugins_and_validation(connect: NodeWorker) -> None:
     assert code == 200 and root["version"] and root["kafka_cluster_id"]
     code, plugins = connect.call("GET", "/connector-plugins")
     assert code == 200
-    assert {p["class"]: p["type"] for p in plugins}.items() >= {
+    assert {p["class"]: p["type"] for p in plugins} == {
         SOURCE: "source", SINK: "sink", "odradek.connect.lake.LakeSinkConnector": "sink",
-        "io.confluent.connect.jdbc.JdbcSinkConnector": "sink"}.items()
+        "io.confluent.connect.jdbc.JdbcSinkConnector": "sink",
+        "io.confluent.connect.jdbc.JdbcSourceConnector": "source",
+        "org.apache.kafka.connect.mirror.MirrorSourceConnector": "source",
+        "org.apache.kafka.connect.mirror.MirrorCheckpointConnector": "source",
+        "org.apache.kafka.connect.mirror.MirrorHeartbeatConnector": "source"}
     code, defs = connect.call("GET", "/connector-plugins/FileStreamSource/config")
     assert code == 200 and {"file", "topic", "batch.size", "tasks.max"} <= {d["name"] for d in defs}
 
@@ -537,6 +541,187 @@ def test_jdbc_sink_upserts_and_deletes_into_postgres(connect: NodeWorker,
     assert errors["delete.enabled"] == ["Deletes are only supported for pk.mode record_key"]
     assert "only jdbc:postgresql://" in errors["connection.url"][0]
     assert connect.call("DELETE", "/connectors/jdbc") == (204, None)
+
+
+def test_jdbc_sink_evolves_the_table(postgres: PostgresServer) -> None:
+    """auto.evolve: a record whose schema has a new optional field adds the column (ALTER
+    TABLE ... ADD ... NULL), older rows keep NULL there; a new required field without a
+    default is refused, as Confluent refuses it. The sink's writer against the real
+    PostgreSQL, without a Spark query around it."""
+    import psycopg
+
+    from odradek.connect import data
+    from odradek.connect.connectors.jdbc_sink import TableWriter
+    from odradek.connect.data import ConnectRecord, DataError, Schema
+
+    postgres.create_database("connect_evolve")
+    writer = TableWriter({
+        "connection.url": f"jdbc:postgresql://127.0.0.1:{postgres.port}/connect_evolve",
+        "connection.user": "postgres", "insert.mode": "upsert", "pk.mode": "record_value",
+        "pk.fields": "id", "auto.create": "true", "auto.evolve": "true"})
+    v1 = data.struct([("id", Schema("INT32")), ("name", Schema("STRING"))], name="row")
+    v2 = data.struct([("id", Schema("INT32")), ("name", Schema("STRING")),
+                      ("note", Schema("STRING", optional=True))], name="row")
+    writer.write([ConnectRecord("rows", 0, None, None, v1, {"id": 1, "name": "a"}, offset=0)])
+    writer.write([ConnectRecord("rows", 0, None, None, v2, {"id": 2, "name": "b", "note": "n"},
+                                offset=1)])
+    with psycopg.connect(postgres.dsn("connect_evolve")) as conn:
+        assert conn.execute("SELECT id, name, note FROM rows ORDER BY id").fetchall() == [
+            (1, "a", None), (2, "b", "n")]
+    v3 = data.struct([*((f.name, f.schema) for f in v2.fields), ("qty", Schema("INT32"))])
+    with pytest.raises(DataError, match="as the field is not optional"):
+        writer.write([ConnectRecord("rows", 0, None, None, v3,
+                                    {"id": 3, "name": "c", "note": None, "qty": 1}, offset=2)])
+
+
+# ---- the JDBC source from PostgreSQL ---------------------------------------------------------
+def test_jdbc_source_ranges_in_each_mode(postgres: PostgresServer) -> None:
+    """The JDBC source's reads against the real PostgreSQL, without Spark around them: in
+    each mode, a micro-batch's range (at most batch.max.rows rows on, chosen first, then
+    read) gives the rows inserted or updated since the last offset, each once; rows that
+    share a timestamp are never split; bulk reads the whole table."""
+    import psycopg
+
+    from odradek.connect.connectors.jdbc_source_reader import Source, connect, resolve_tables
+    from odradek.connect.connectors.jdbc_source_sql import SourceSettings
+
+    postgres.create_database("connect_ranges")
+    url = f"jdbc:postgresql://127.0.0.1:{postgres.port}/connect_ranges"
+    with psycopg.connect(postgres.dsn("connect_ranges"), autocommit=True) as admin:
+        admin.execute("SET TIME ZONE 'UTC'")
+        admin.execute("CREATE TABLE t (id SERIAL PRIMARY KEY, name TEXT, "
+                      "updated TIMESTAMP NOT NULL DEFAULT now())")
+        admin.execute("INSERT INTO t (name) VALUES ('a'), ('b'), ('c')")  # one timestamp
+
+        def drain(mode: str, offset: dict[str, Any]) -> tuple[list[str], dict[str, Any]]:
+            settings = SourceSettings.of({
+                "mode": mode, "incrementing.column.name": "id", "batch.max.rows": "2",
+                "timestamp.column.name": "updated", "table.whitelist": "t"})
+            got: list[str] = []
+            with connect({"connection.url": url, "connection.user": "postgres"}) as conn:
+                source = Source(conn, settings, resolve_tables(conn, ["t"])[0])
+                for _ in range(10):
+                    end = source.end_of_next(conn, offset, settings.batch_max_rows)
+                    if end == offset and mode != "bulk":
+                        return got, offset
+                    names = [row[1] for row in source.rows(conn, offset, end)]
+                    if mode == "timestamp":
+                        assert names, "a range that moved has rows"
+                    got += names
+                    offset = end
+                    if mode == "bulk":
+                        return got, offset
+            raise AssertionError(f"{mode}: no end after 10 batches")
+
+        offsets: dict[str, dict[str, Any]] = {}
+        for mode in ("incrementing", "timestamp", "timestamp+incrementing"):
+            got, offsets[mode] = drain(mode, {})
+            assert got == ["a", "b", "c"], mode
+        assert offsets["incrementing"] == {"incrementing": 3}
+        assert drain("bulk", {})[0] == ["a", "b", "c"]
+        # the same three rows share a timestamp: timestamp mode read them in one range
+        admin.execute("INSERT INTO t (name) VALUES ('d')")
+        admin.execute("UPDATE t SET name = 'B', updated = now() WHERE name = 'b'")
+        assert drain("incrementing", offsets["incrementing"])[0] == ["d"]
+        assert drain("timestamp", offsets["timestamp"])[0] == ["d", "B"]
+        assert drain("timestamp+incrementing", offsets["timestamp+incrementing"])[0] == [
+            "d", "B"]
+        assert drain("bulk", {})[0] == ["a", "c", "d", "B"]
+
+
+def test_jdbc_source_modes_and_resume(connect: NodeWorker, shared_broker: BrokerProcess,
+                                      postgres: PostgresServer) -> None:
+    """Confluent's JdbcSourceConnector as the worker runs it (incrementing, and
+    timestamp+incrementing on a timestamptz column, side by side): rows there before the
+    start, inserted and updated after it each arrive once; stopped and resumed
+    (incrementing), it goes on from connect-offsets (Confluent's offset format) without a
+    gap or a repeat, with the column the table grew meanwhile. (Each mode's statements
+    against PostgreSQL: test_jdbc_source_ranges_in_each_mode.)"""
+
+    import psycopg
+
+    dsn = postgres.create_database("connect_source")
+    url = f"jdbc:postgresql://127.0.0.1:{postgres.port}/connect_source"
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        conn.execute("SET TIME ZONE 'UTC'")
+        conn.execute("CREATE TABLE inc_t (id SERIAL PRIMARY KEY, name TEXT NOT NULL)")
+        conn.execute("CREATE TABLE tsi_t (id SERIAL PRIMARY KEY, name TEXT, "
+                     "updated TIMESTAMPTZ NOT NULL DEFAULT now())")
+        for name in ("a", "b"):
+            conn.execute("INSERT INTO inc_t (name) VALUES (%s)", (name,))
+            conn.execute("INSERT INTO tsi_t (name) VALUES (%s)", (name,))
+    base = {"connector.class": "io.confluent.connect.jdbc.JdbcSourceConnector",
+            "connection.url": url, "connection.user": "postgres", "topic.prefix": "pg-",
+            "poll.interval.ms": "500", "batch.max.rows": "2"}
+    configs = {
+        "src-inc": {**base, "mode": "incrementing", "incrementing.column.name": "id",
+                    "table.whitelist": "inc_t"},
+        "src-tsi": {**base, "mode": "timestamp+incrementing", "incrementing.column.name": "id",
+                    "timestamp.column.name": "updated", "table.whitelist": "tsi_t"}}
+    for name, config in configs.items():
+        code, body = connect.call("POST", "/connectors", {"name": name, "config": config})
+        assert code == 201, body
+
+    def names(topic: str) -> list[str] | None:
+        try:
+            rows = read_topic(shared_broker.bootstrap, topic)
+        except KeyError:
+            return None  # not created yet
+        return [json.loads(v)["payload"]["name"] for _, v in rows if v is not None]
+
+    for topic in ("pg-inc_t", "pg-tsi_t"):
+        wait_for(f"the rows there before the start in {topic}",
+                 lambda t=topic: names(t) == ["a", "b"], timeout=300, log=connect.log)
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        conn.execute("SET TIME ZONE 'UTC'")
+        for name in ("c", "d", "e"):
+            conn.execute("INSERT INTO inc_t (name) VALUES (%s)", (name,))
+            conn.execute("INSERT INTO tsi_t (name) VALUES (%s)", (name,))
+        conn.execute("UPDATE tsi_t SET name = 'A', updated = now() WHERE name = 'a'")
+    wait_for("the inserted rows", lambda: names("pg-inc_t") == list("abcde"), log=connect.log)
+    wait_for("inserts and the update", lambda: names("pg-tsi_t") == [*"abcde", "A"],
+             log=connect.log)
+    # A record is the row: a struct named after its table, with the columns' types.
+    _, value = read_topic(shared_broker.bootstrap, "pg-tsi_t")[0]
+    record = json.loads(value)
+    assert record["schema"]["name"] == "tsi_t"
+    assert [(f["field"], f["type"], f["optional"], f.get("name"))
+            for f in record["schema"]["fields"]] == [
+        ("id", "int32", False, None), ("name", "string", True, None),
+        ("updated", "int64", False, "org.apache.kafka.connect.data.Timestamp")]
+
+    def stored(name: str) -> list[dict[str, Any]]:
+        return connect.call("GET", f"/connectors/{name}/offsets")[1]["offsets"]
+
+    wait_for("the incrementing offset stored", lambda: stored("src-inc") == [
+        {"partition": {"protocol": "1", "table": "public.inc_t"},
+         "offset": {"incrementing": 5}}], log=connect.log)
+    tsi = wait_for("the timestamp offsets", lambda: (stored("src-tsi") or [None])[0])
+    assert tsi["partition"] == {"protocol": "1", "table": "public.tsi_t"}
+    assert set(tsi["offset"]) == {"incrementing", "timestamp", "timestamp_nanos"}
+
+    # Stopped, rows added, resumed: it goes on after row 5, once each.
+    assert connect.call("PUT", "/connectors/src-inc/stop")[0] == 204
+    wait_for("src-inc stopped", lambda: (state_of(connect, "src-inc") or ("",))[0] == "STOPPED",
+             log=connect.log)
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        conn.execute("ALTER TABLE inc_t ADD COLUMN note TEXT")
+        conn.execute("INSERT INTO inc_t (name, note) VALUES ('f', 'new'), ('g', NULL)")
+    assert connect.call("PUT", "/connectors/src-inc/resume")[0] == 202
+    wait_for("the rows after the resume", lambda: names("pg-inc_t") == list("abcdefg"),
+             log=connect.log)
+    _, value = read_topic(shared_broker.bootstrap, "pg-inc_t")[5]
+    assert json.loads(value)["payload"] == {"id": 6, "name": "f", "note": "new"}
+
+    code, body = connect.call("PUT", "/connector-plugins/JdbcSource/config/validate", {
+        "connector.class": "JdbcSource", "name": "x", "connection.url": url,
+        "topic.prefix": "p", "mode": "timestamp"})
+    errors = {c["value"]["name"]: c["value"]["errors"] for c in body["configs"]}
+    assert errors["timestamp.column.name"] == [
+        "Mode timestamp requires timestamp.column.name to be set"]
+    assert "Set table.whitelist" in errors["table.whitelist"][0]
+    for name in configs:
+        assert connect.call("DELETE", f"/connectors/{name}") == (204, None)
 
 
 # ---- several workers in one group ------------------------------------------------------------

@@ -13,7 +13,7 @@ from pathlib import Path
 
 from odradek.broker.node import NodeService
 from odradek.broker.startup import StartRefused
-from odradek.cli.node_services import RegistryService, _listeners, node_services
+from odradek.cli.node_services import RegistryService, node_services, service_listeners
 from odradek.metadata.config.broker_configs import BrokerConfig
 
 CONNECT_CONFIG = "connect.listeners"
@@ -55,7 +55,7 @@ def connect_service(config: BrokerConfig, log_file: Path | None) -> ConnectServi
     """The worker `connect.listeners` asks for (None when empty); its properties file is
     read and checked here, so a bad one refuses the node's start rather than failing the
     child over and over."""
-    listeners = _listeners(config, CONNECT_CONFIG, "Connect worker")
+    listeners = service_listeners(config, CONNECT_CONFIG, "Connect worker")
     if not listeners:
         return None
     from odradek.connect.server import read_properties, worker_config

@@ -47,7 +47,9 @@ STOP_TIMEOUT_S = 10.0
 _PR_SET_PDEATHSIG = 1
 
 
-def _listeners(config: BrokerConfig, key: str, what: str) -> list[str]:
+def service_listeners(config: BrokerConfig, key: str, what: str) -> list[str]:
+    """The listeners `key` gives a service child of the node (empty: the service is off);
+    StartRefused when it is set on a node without the broker role."""
     listeners = [item.strip() for item in config.get_list(key) if item.strip()]
     if not listeners:
         return []
@@ -63,11 +65,11 @@ def _listeners(config: BrokerConfig, key: str, what: str) -> list[str]:
 def node_services(config: BrokerConfig, log_file: Path | None) -> list[NodeService]:
     services: list[NodeService] = []
     try:
-        registry = _listeners(config, CONFIG, "registry")
+        registry = service_listeners(config, CONFIG, "registry")
         if registry:
             client = service_client(config, REGISTRY_PREFIX, "the Schema Registry", CONFIG)
             services.append(RegistryService(registry, log_file, client))
-        console = _listeners(config, CONSOLE_CONFIG, "console")
+        console = service_listeners(config, CONSOLE_CONFIG, "console")
         if console:
             client = service_client(config, CONSOLE_PREFIX, "the console", CONSOLE_CONFIG)
             services.append(ConsoleService(console, log_file, client, registry[:1],

@@ -60,16 +60,27 @@ class RegistryClient:
                 last = exc
         raise DataError(f"Schema Registry at {', '.join(self.urls)} not reachable: {last}")
 
-    def register(self, subject: str, schema: str) -> int:
-        path = f"/subjects/{urllib.parse.quote(subject, safe='')}/versions"
-        return int(self._call("POST", path, {"schema": schema})["id"])
+    @staticmethod
+    def _body(schema: str, schema_type: str) -> dict[str, str]:
+        # Confluent's API: no schemaType means AVRO.
+        return {"schema": schema} if schema_type == "AVRO" else \
+            {"schema": schema, "schemaType": schema_type}
 
-    def lookup(self, subject: str, schema: str) -> int:
+    def register(self, subject: str, schema: str, schema_type: str = "AVRO") -> int:
+        path = f"/subjects/{urllib.parse.quote(subject, safe='')}/versions"
+        return int(self._call("POST", path, self._body(schema, schema_type))["id"])
+
+    def lookup(self, subject: str, schema: str, schema_type: str = "AVRO") -> int:
         path = f"/subjects/{urllib.parse.quote(subject, safe='')}"
-        return int(self._call("POST", path, {"schema": schema})["id"])
+        return int(self._call("POST", path, self._body(schema, schema_type))["id"])
 
     def schema(self, schema_id: int) -> str:
         return str(self._call("GET", f"/schemas/ids/{schema_id}")["schema"])
+
+    def schema_info(self, schema_id: int, fmt: str = "") -> dict[str, Any]:
+        """The registry's whole answer for an id (schemaType, references), `?format=` given."""
+        query = f"?format={urllib.parse.quote(fmt)}" if fmt else ""
+        return dict(self._call("GET", f"/schemas/ids/{schema_id}{query}"))
 
 
 @dataclass

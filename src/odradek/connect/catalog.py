@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from odradek.connect.connectors.file_stream import FileStreamSink, FileStreamSource
 from odradek.connect.connectors.jdbc_sink import JdbcSink
+from odradek.connect.connectors.jdbc_source import JdbcSource
 from odradek.connect.connectors.lake import LakeSink
 from odradek.connect.connectors.mirror import MirrorCheckpoint, MirrorHeartbeat, MirrorSource
 from odradek.connect.plugins import Plugins
@@ -11,4 +12,4 @@ from odradek.connect.plugins import Plugins
 
 def default_plugins() -> Plugins:
     return Plugins([FileStreamSource(), FileStreamSink(), LakeSink(), JdbcSink(),
-                    MirrorSource(), MirrorCheckpoint(), MirrorHeartbeat()])
+                    JdbcSource(), MirrorSource(), MirrorCheckpoint(), MirrorHeartbeat()])

@@ -10,8 +10,9 @@ Each converter turns a record's bytes into Connect data, `(schema, value)`, and 
 - JsonConverter: with `schemas.enable` (true by default) the `{"schema", "payload"}`
   envelope in Kafka's JSON schema format, with Connect's logical types (Decimal as base64,
   Date, Time, Timestamp as numbers); without it plain JSON and no schema.
-- io.confluent.connect.avro.AvroConverter (`avro_converter`): Confluent's wire format
-  against a Schema Registry.
+- io.confluent.connect.avro.AvroConverter (`avro_converter`), JsonSchemaConverter
+  (`jsonschema_converter`) and ProtobufConverter (`protobuf_converter`): Confluent's wire
+  formats against a Schema Registry.
 
 A converter we do not implement is refused by validation, never replaced with another.
 """
@@ -33,7 +34,10 @@ STRING = "org.apache.kafka.connect.storage.StringConverter"
 BYTES = "org.apache.kafka.connect.converters.ByteArrayConverter"
 JSON = "org.apache.kafka.connect.json.JsonConverter"
 AVRO = "io.confluent.connect.avro.AvroConverter"
-KNOWN = (STRING, BYTES, JSON, AVRO)
+JSON_SCHEMA = "io.confluent.connect.json.JsonSchemaConverter"
+PROTOBUF = "io.confluent.connect.protobuf.ProtobufConverter"
+REGISTRY_BASED = (AVRO, JSON_SCHEMA, PROTOBUF)
+KNOWN = (STRING, BYTES, JSON, *REGISTRY_BASED)
 # What connect-distributed.properties ships with.
 WORKER_DEFAULTS = {"key.converter": JSON, "value.converter": JSON,
                    "key.converter.schemas.enable": "true",
@@ -332,7 +336,7 @@ def class_errors(which: str, connector: Mapping[str, str],
     if name not in KNOWN:
         return [f"Invalid value {name} for configuration {which}: Class {name} could not be "
                 f"found."]
-    if name == AVRO and not own.get("schema.registry.url", "").strip():
+    if name in REGISTRY_BASED and not own.get("schema.registry.url", "").strip():
         return [f'{which}: Missing required configuration "schema.registry.url" which has no '
                 f"default value."]
     return []
@@ -353,6 +357,14 @@ def resolve(which: str, connector: Mapping[str, str],
         from odradek.connect.avro_converter import AvroConverter
 
         return AvroConverter.configure(own, is_key=which == "key.converter")
+    if name == JSON_SCHEMA:
+        from odradek.connect.jsonschema_converter import JsonSchemaConverter
+
+        return JsonSchemaConverter.configure(own, is_key=which == "key.converter")
+    if name == PROTOBUF:
+        from odradek.connect.protobuf_converter import ProtobufConverter
+
+        return ProtobufConverter.configure(own, is_key=which == "key.converter")
     return JsonConverter(own.get("schemas.enable", "true").strip().lower() == "true")
 
 

@@ -38,12 +38,14 @@ from odradek.connect.transforms.routing import (
     TimestampRouter,
     TopicNameMatches,
 )
+from odradek.connect.transforms.timestamp_converter import TimestampConverter
 
 __all__ = ["PREDICATES", "TRANSFORMS", "Chain", "ConfigError", "errors"]
 
 _PKG = "org.apache.kafka.connect.transforms."
 TRANSFORMS: dict[str, tuple[type[Transformation], bool]] = {}
-for _cls in (InsertField, ReplaceField, MaskField, ExtractField, HoistField, Cast):
+for _cls in (InsertField, ReplaceField, MaskField, ExtractField, HoistField, Cast,
+             TimestampConverter):
     TRANSFORMS[f"{_PKG}{_cls.__name__}$Key"] = (_cls, True)
     TRANSFORMS[f"{_PKG}{_cls.__name__}$Value"] = (_cls, False)
 for _cls in (ValueToKey, TimestampRouter, RegexRouter, Filter):
