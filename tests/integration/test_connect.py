@@ -141,7 +141,8 @@ def test_root_plugins_and_validation(connect: NodeWorker) -> None:
     assert code == 200
     assert {p["class"]: p["type"] for p in plugins} == {
         SOURCE: "source", SINK: "sink", "odradek.connect.lake.LakeSinkConnector": "sink",
-        "io.confluent.connect.jdbc.JdbcSinkConnector": "sink"}
+        "io.confluent.connect.jdbc.JdbcSinkConnector": "sink",
+        "io.debezium.connector.postgresql.PostgresConnector": "source"}
     code, defs = connect.call("GET", "/connector-plugins/FileStreamSource/config")
     assert code == 200 and {"file", "topic", "batch.size", "tasks.max"} <= {d["name"] for d in defs}
 
