@@ -108,7 +108,7 @@ class Postgres:
         rows = (conn or self.conn).execute(
             "SELECT n.nspname, c.relname FROM pg_class c JOIN pg_namespace n ON "
             "n.oid = c.relnamespace WHERE c.relkind IN ('r', 'p') AND n.nspname NOT IN "
-            "('pg_catalog', 'information_schema') AND n.nspname NOT LIKE 'pg_toast%%' "
+            "('pg_catalog', 'information_schema') AND n.nspname NOT LIKE 'pg_toast%' "
             "ORDER BY 1, 2").fetchall()
         return [(s, t) for s, t in rows if wanted is None or wanted(s, t)]
 
@@ -123,7 +123,7 @@ class Postgres:
         repl = psycopg.connect(**conninfo(self.config, replication="database"), autocommit=True)
         result = repl.pgconn.exec_(f"CREATE_REPLICATION_SLOT {quote_ident(self.slot)} LOGICAL "
                                    "pgoutput EXPORT_SNAPSHOT".encode())
-        if result.status != 2:  # PGRES_TUPLES_OK
+        if result.status != psycopg.pq.ExecStatus.TUPLES_OK:
             message = (result.error_message or b"").decode(errors="replace")
             repl.close()
             raise CdcError(f"CREATE_REPLICATION_SLOT {self.slot} failed: {message}")
