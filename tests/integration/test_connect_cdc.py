@@ -56,24 +56,30 @@ def rows(dsn: str, table: str) -> list[tuple[Any, ...]] | None:
 
 
 def topic_records(bootstrap: str, topic: str) -> list[tuple[Any, Any]]:
-    """Every record of partition 0 of `topic`: (key, value) as JSON (None for a tombstone)."""
+    """Every record of `topic`, partition by partition: (key, value) as JSON (None for a
+    tombstone)."""
     from confluent_kafka import TopicPartition
 
     from odradek.client import consumer
 
     c = consumer(bootstrap)
     try:
-        _, high = c.get_watermark_offsets(TopicPartition(topic, 0), timeout=30)
-        c.assign([TopicPartition(topic, 0, 0)])
+        partitions = sorted(c.list_topics(topic, timeout=30).topics[topic].partitions)
         out: list[tuple[Any, Any]] = []
-        while len(out) < high:
-            msg = c.poll(10)
-            if msg is None:
-                pytest.fail(f"{topic}: read {len(out)} of {high} records")
-            if msg.error():
-                continue
-            key, value = msg.key(), msg.value()
-            out.append((json.loads(key) if key else None, json.loads(value) if value else None))
+        for p in partitions:
+            _, high = c.get_watermark_offsets(TopicPartition(topic, p), timeout=30)
+            c.assign([TopicPartition(topic, p, 0)])
+            seen = 0
+            while seen < high:
+                msg = c.poll(10)
+                if msg is None:
+                    pytest.fail(f"{topic}[{p}]: read {seen} of {high} records")
+                if msg.error():
+                    continue
+                seen += 1
+                key, value = msg.key(), msg.value()
+                out.append((json.loads(key) if key else None,
+                            json.loads(value) if value else None))
         return out
     finally:
         c.close()
