@@ -125,9 +125,19 @@ def test_cdc_end_to_end_through_the_jdbc_sink_and_a_killed_worker(
         assert code == 201, body
 
         def equal() -> bool:
+            for name in ("pg-cdc", "pg-sink"):
+                code, status = worker.call("GET", f"/connectors/{name}/status")
+                failed = [t.get("trace", "") for t in (status.get("tasks", []) if code == 200
+                                                       else []) if t["state"] == "FAILED"]
+                if failed:
+                    pytest.fail(f"{name} failed: {failed[0][-6000:]}")
             return all(rows(src, t) == rows(dst, t) for t in TABLES)
 
-        wait_for("the snapshot in the sink database", equal, 400, worker.log)
+        def state() -> str:
+            tables = {t: (rows(src, t), rows(dst, t)) for t in TABLES}
+            return f"{tables}\n{worker.log()}"
+
+        wait_for("the snapshot in the sink database", equal, 400, state)
 
         with psycopg.connect(src, autocommit=True) as conn:
             conn.execute("INSERT INTO customers VALUES (21, 'new', 3.50, true)")
@@ -140,7 +150,7 @@ def test_cdc_end_to_end_through_the_jdbc_sink_and_a_killed_worker(
             conn.execute("ALTER TABLE customers ADD COLUMN email text")
             conn.execute("INSERT INTO customers VALUES (22, 'mailed', 1.00, false, 'm@x')")
             conn.execute("UPDATE customers SET email = 'one@x' WHERE id = 1")
-        wait_for("the changes and the new column in the sink database", equal, 300, worker.log)
+        wait_for("the changes and the new column in the sink database", equal, 300, state)
         assert [r[0] for r in rows(dst, "customers") or []][-3:] == [21, 22, 100]
 
         # What the topic holds is Debezium's: snapshot reads, c/u/d, tombstones, the envelope.
@@ -198,7 +208,7 @@ def test_cdc_end_to_end_through_the_jdbc_sink_and_a_killed_worker(
                  lambda: len(written) >= at_restart + 50 or not writer.is_alive(), 120)
         stop.set()
         writer.join(60)
-        wait_for("the sink equal again after the SIGKILL", equal, 400, worker.log)
+        wait_for("the sink equal again after the SIGKILL", equal, 400, state)
         # Nothing lost: every streamed insert reached the topic (repeats are allowed).
         created = {k["payload"]["id"] for k, v in topic_records(node.bootstrap,
                                                                 "cdc.public.orders")

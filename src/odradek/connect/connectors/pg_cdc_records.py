@@ -75,7 +75,8 @@ def _bytea(text: str) -> bytes:
 
 
 def _bool(text: str) -> bool:
-    return text == "t"
+    # pgoutput sends the output function's t/f; the snapshot's ::text cast says true/false.
+    return text in ("t", "true")
 
 
 def _float(text: str) -> float:

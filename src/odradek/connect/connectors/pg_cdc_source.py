@@ -241,6 +241,7 @@ class PgCdcReader(SimpleDataSourceStreamReader):
         self._pg: Postgres | None = None
         self._records: Any = None
         self.snapshot: Snapshot | None = None
+        self._initial: dict[str, Any] | None = None
 
     @property
     def pg(self) -> Postgres:
@@ -258,6 +259,13 @@ class PgCdcReader(SimpleDataSourceStreamReader):
 
     # ---- Spark's calls -----------------------------------------------------------------------
     def initialOffset(self) -> dict[str, Any]:
+        # Spark asks more than once (planning the first batch, then reading it); the slot
+        # and its snapshot are made once per reader.
+        if self._initial is None:
+            self._initial = self._initial_offset()
+        return self._initial
+
+    def _initial_offset(self) -> dict[str, Any]:
         pg = self.pg
         pg.ensure_publication()
         mode = self.config.get("snapshot.mode", "initial")
