@@ -179,6 +179,8 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--rows", type=int, default=100_000)
     parser.add_argument("--write", action="store_true")
+    parser.add_argument("--loop-only", action="store_true",
+                        help="only the plain loop (no Connect worker, no Spark)")
     args = parser.parse_args()
     tmp = Path(tempfile.mkdtemp(prefix="cdc-bench-"))
     port = free_port()
@@ -198,9 +200,11 @@ def main() -> None:
                 conn.execute("CREATE PUBLICATION bench_pub FOR TABLE t_conn, t_loop")
             results.append(("plain loop (peek + decode + Debezium JSON + confluent-kafka)",
                             loop_run(node, pg, args.rows)))
-            worker = NodeWorker(node, port).start()
-            results.append(("PostgresConnector (Connect worker, Spark local[2])",
-                            connector_run(worker, node, pg, args.rows)))
+            print(results[-1], flush=True)
+            if not args.loop_only:
+                worker = NodeWorker(node, port).start()
+                results.append(("PostgresConnector (Connect worker, Spark local[2])",
+                               connector_run(worker, node, pg, args.rows)))
     finally:
         node.stop()
     load = os.getloadavg()
