@@ -145,7 +145,8 @@ def test_root_plugins_and_validation(connect: NodeWorker) -> None:
         "io.confluent.connect.jdbc.JdbcSourceConnector": "source",
         "org.apache.kafka.connect.mirror.MirrorSourceConnector": "source",
         "org.apache.kafka.connect.mirror.MirrorCheckpointConnector": "source",
-        "org.apache.kafka.connect.mirror.MirrorHeartbeatConnector": "source"}
+        "org.apache.kafka.connect.mirror.MirrorHeartbeatConnector": "source",
+        "io.debezium.connector.postgresql.PostgresConnector": "source"}
     code, defs = connect.call("GET", "/connector-plugins/FileStreamSource/config")
     assert code == 200 and {"file", "topic", "batch.size", "tasks.max"} <= {d["name"] for d in defs}
 

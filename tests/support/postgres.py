@@ -101,6 +101,9 @@ class PostgresServer:
             "-c listen_addresses=127.0.0.1", f"-p {self.port}", f"-k {self.socket_dir}",
             "-c fsync=off", "-c synchronous_commit=off", "-c full_page_writes=off",
             "-c shared_buffers=32MB", "-c max_connections=40",
+            # Logical decoding for the CDC connector (issue 19): a little more WAL per write,
+            # nothing to wait for at start; slots and senders stay at their small defaults.
+            "-c wal_level=logical", "-c max_replication_slots=10", "-c max_wal_senders=10",
         ])
         # Marked before pg_ctl returns: if it times out, stop() still shuts the server down.
         self.started = True
