@@ -39,6 +39,8 @@ from google.protobuf import descriptor_pb2
 from odradek.connect import data
 from odradek.connect.avro_converter import RegistryClient
 from odradek.connect.data import DataError, Schema
+from odradek.protocol.errors import ProtocolError
+from odradek.protocol.primitives import decode_uvarint, encode_varint, zigzag_decode
 
 MAGIC = 0
 DEFAULT_NAME = "ConnectDefault1"
@@ -61,47 +63,27 @@ _WRAPPERS = {"google.protobuf.DoubleValue": "FLOAT64", "google.protobuf.FloatVal
 
 
 # ---- message indexes -------------------------------------------------------------------------
-def _zigzag(n: int) -> bytes:
-    n = (n << 1) ^ (n >> 63)
-    out = bytearray()
-    while True:
-        byte = n & 0x7F
-        n >>= 7
-        if n:
-            out.append(byte | 0x80)
-        else:
-            out.append(byte)
-            return bytes(out)
-
-
 def encode_indexes(indexes: list[int]) -> bytes:
     if indexes == [0]:
         return b"\x00"  # Confluent's shortcut for the file's first message
-    return _zigzag(len(indexes)) + b"".join(_zigzag(i) for i in indexes)
+    return encode_varint(len(indexes)) + b"".join(encode_varint(i) for i in indexes)
 
 
 def decode_indexes(raw: bytes, pos: int) -> tuple[list[int], int]:
-    def varint() -> int:
+    def index() -> int:
         nonlocal pos
-        shift = result = 0
-        while True:
-            if pos >= len(raw):
-                raise DataError("Invalid message indexes: the record ends inside them")
-            byte = raw[pos]
-            pos += 1
-            result |= (byte & 0x7F) << shift
-            if not byte & 0x80:
-                return (result >> 1) ^ -(result & 1)
-            shift += 7
-            if shift > 63:
-                raise DataError("Invalid message indexes: a varint too long")
+        try:
+            value, pos = decode_uvarint(raw, pos)
+        except ProtocolError as exc:
+            raise DataError(f"Invalid message indexes: {exc}") from None
+        return zigzag_decode(value)
 
-    count = varint()
+    count = index()
     if count == 0:
         return [0], pos
     if count < 0 or count > 100:
         raise DataError(f"Invalid message indexes: count {count}")
-    return [varint() for _ in range(count)], pos
+    return [index() for _ in range(count)], pos
 
 
 # ---- Connect schema -> descriptor ------------------------------------------------------------
