@@ -127,9 +127,14 @@ def wait(probe: Callable[[], bool], limit: float = 1800) -> None:
 
 def plain_mirror(src: str, dst: str, topic: str, count: int) -> None:
     from confluent_kafka import TopicPartition
+    from confluent_kafka.admin import NewTopic
 
-    from odradek.client import consumer, producer
+    from odradek.client import admin_client, consumer, producer
 
+    # the target topic with the source's partitions, as the connector creates its remote topic
+    # (a topic auto-created on the first produce would have one partition)
+    admin = admin_client(dst)
+    admin.create_topics([NewTopic("plain." + topic, PARTITIONS, 1)])["plain." + topic].result(60)
     c = consumer(src, {"enable.partition.eof": True})
     c.assign([TopicPartition(topic, p, 0) for p in range(PARTITIONS)])
     p = producer(dst, {"enable.idempotence": True, "linger.ms": 5,
