@@ -34,6 +34,7 @@ import importlib
 import json
 import multiprocessing as mp
 import os
+import shutil
 import statistics
 import sys
 import tempfile
@@ -548,6 +549,9 @@ def run_system(runner: Runner, name: str, workdir: Path, run: int,
     a = runner.args
     system = make_system(name, a)
     log(f"# {name}, run {run}: starting")
+    # Each system's run gets its own directory, removed after the run: a full comparison
+    # writes tens of GB, and a full disk fails the runs after it (KAFKA_STORAGE_ERROR).
+    workdir = Path(tempfile.mkdtemp(prefix=f"{name}-{run}-", dir=workdir))
     system.start(workdir)
     try:
         for size in a.sizes:
@@ -559,6 +563,7 @@ def run_system(runner: Runner, name: str, workdir: Path, run: int,
             runner.native(system, run)
     finally:
         system.stop()
+        shutil.rmtree(workdir, ignore_errors=True)
     return getattr(system, "description", name)
 
 
