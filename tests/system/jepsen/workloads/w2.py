@@ -62,7 +62,7 @@ class W2:
 
     def run(self, stop: threading.Event) -> None:
         ensure_topics(self.env)
-        w = Workers()
+        w = Workers(self.history)
         for i in range(self.workers):
             rng = thread_rng(self.rng)
             w.start(f"w2-worker-{i}", lambda i=i, r=rng: self._worker(i, r, stop))
