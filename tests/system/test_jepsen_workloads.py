@@ -17,14 +17,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from confluent_kafka.admin import AdminClient, NewTopic
 
-from odradek.coordinator.offsets_topic import partition_for
 from tests.system.cluster_support import Cluster, running_cluster, wait_until
 from tests.system.jepsen.checker import Report, check, check_raft
 from tests.system.jepsen.env import Env
 from tests.system.jepsen.history import History
-from tests.system.jepsen.workloads import W2, WORKLOADS
+from tests.system.jepsen.workloads import WORKLOADS
 
 pytestmark = pytest.mark.timeout(900)
 
@@ -58,51 +56,6 @@ PROGRESS: dict[str, Callable[[History], int]] = {
 STEP = 30  # ok ops a workload must add at each stage of a run
 
 
-def colocate_w2(cluster: Cluster, workload: W2, env: Env) -> list[int]:
-    """Give W2 a group and transactional ids whose coordinator partitions have one leader,
-    and create its topics led by that node too (a follower may die, not that leader).
-
-    Why: transaction markers do cross nodes now, and W2 without this passed 3 runs in a row
-    on a loaded machine, but in the session-9 full check (fresh clone, `.ci/run`) one W2
-    worker never stopped within 180 s after a node kill left its coordinators elsewhere.
-    Until that hang is understood, the suite keeps W2's coordinators and leaders together;
-    the fault harness (`make faults`) runs W2 with random ids.
-    """
-    offsets = wait_until(
-        lambda: cluster.partitions("__consumer_offsets"), "__consumer_offsets", 120, cluster
-    )
-    txns = wait_until(
-        lambda: cluster.partitions("__transaction_state"), "__transaction_state", 120, cluster
-    )
-    # a group whose coordinator partition is led by its first replica (elections during the
-    # module's earlier runs move some leaders; one fixed name flaked)
-    for group in (f"w2-co-group-{i}" for i in range(200)):
-        part = offsets[partition_for(group, len(offsets))]
-        leader, replicas = part["leader"], part["replicas"]
-        if leader != replicas[0]:
-            continue
-        tids = [
-            t
-            for t in (f"w2-co-txn-{i}" for i in range(1000))
-            if txns[partition_for(t, len(txns))]["leader"] == leader
-        ]
-        if len(tids) < workload.workers:
-            continue
-        workload.group, workload.txn_ids = group, tids[: workload.workers]
-        admin = AdminClient({"bootstrap.servers": env.admin_bootstrap})
-        for topic in env.topics:
-            new = NewTopic(
-                topic,
-                num_partitions=env.partitions,
-                replica_assignment=[replicas] * env.partitions,
-                config={"min.insync.replicas": "2"},
-            )
-            admin.create_topics([new])[topic].result(60)
-            cluster.wait_isr(topic, 3)
-        return list(replicas)
-    raise AssertionError(f"no co-located coordinator partitions: {offsets} {txns}")
-
-
 def run_workload(
     cluster: Cluster,
     tmp: Path,
@@ -120,8 +73,6 @@ def run_workload(
     path = tmp / f"{tag}.jsonl"
     h = History(path)
     workload = WORKLOADS[name](env, h, random.Random(seed))
-    if isinstance(workload, W2):
-        colocate_w2(cluster, workload, env)
     stop = threading.Event()
     failed: list[BaseException] = []
 
@@ -202,10 +153,9 @@ def test_workload_on_a_healthy_cluster(cluster: Cluster, tmp_path: Path, name: s
 @pytest.mark.parametrize("name", ["w1", "w2", "w3", "w4"])
 def test_workload_with_a_node_killed(cluster: Cluster, tmp_path: Path, name: str) -> None:
     def kill_and_restart(h: History, workload: Any) -> None:
-        # W1 loses a partition leader, W3 the active controller (the quorum leader), W4 a
-        # node that leads neither; W2 a follower of its co-located leaders (see colocate_w2:
-        # partitions led elsewhere after a leader's death would meet the missing cross-node
-        # transaction markers)
+        # W1 loses a partition leader, W3 the active controller (the quorum leader), W2 and
+        # W4 a node that leads neither (W2's random group and transactional ids put some of
+        # its coordinators there or not: both happen across runs)
         controller = cluster.quorum_leader()
         leader = (
             controller if name == "w3" else cluster.partitions(workload.env.topics[0])[0]["leader"]

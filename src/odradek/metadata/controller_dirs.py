@@ -14,14 +14,15 @@ ClusterControlManager.defaultDir, sans-I/O:
   BrokerRegistrationChangeRecord lists the directories still online. The broker's other
   directories keep serving.
 - A replica whose directory is offline may not lead (Kafka's LeaderAcceptor checks
-  hasOnlineDir): `_dir_acceptable` narrows every election's acceptable set.
+  hasOnlineDir): `replica_dir_online` is what controller_elections' one leader filter
+  (`_leader_acceptable`) asks of every candidate.
 """
 
 from __future__ import annotations
 
 import logging
 import uuid
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from odradek.metadata.directories import (
@@ -43,7 +44,6 @@ __all__ = ["DirectoryControl"]
 
 log = logging.getLogger(__name__)
 
-Acceptable = Callable[[int], bool]
 # (directory id, topic id, partition) -> the error for that replica's assignment
 AssignResults = dict[tuple[uuid.UUID, uuid.UUID, int], ErrorCode]
 
@@ -54,8 +54,8 @@ class DirectoryControl:
     _lock: Any
     _commit: Any
     _require_active: Any
-    _change: Any
     _acceptable: Any
+    _isr_removal_changes: Any
     check_broker_epoch: Any
 
     # ---------------------------------------------------------------- placement
@@ -79,15 +79,6 @@ class DirectoryControl:
         registration = self.image.brokers.get(broker_id)
         online = registration.log_dirs if registration is not None else ()
         return is_online(dir_of(part.replicas, part.directories, broker_id), online)
-
-    def _dir_acceptable(self, part: PartitionImage, acceptable: Acceptable) -> Acceptable:
-        """`acceptable` without the replicas whose directory is offline."""
-        if not part.directories:
-            return acceptable
-
-        def ok(broker_id: int) -> bool:
-            return acceptable(broker_id) and self.replica_dir_online(part, broker_id)
-        return ok
 
     # ---------------------------------------------------------------- AssignReplicasToDirs
 
@@ -162,21 +153,11 @@ class DirectoryControl:
 
     def _leave_isrs(self, broker_id: int,
                     pairs: Iterable[tuple[TopicImage, PartitionImage]]) -> list[MetadataRecord]:
-        """`broker_id` leaves these partitions' ISRs and leaderships (Kafka's
-        generateLeaderAndIsrUpdates with it as the broker to remove)."""
-        base = self._acceptable()
-
-        def acceptable(b: int) -> bool:
-            return b != broker_id and base(b)
-        out: list[MetadataRecord] = []
-        for topic, part in pairs:
-            if broker_id not in part.isr and part.leader != broker_id:
-                continue
-            isr = [r for r in part.isr if r != broker_id]
-            change = self._change(topic, part, acceptable, target_isr=isr)
-            if change.record is not None:
-                out.append(change.record)
-        return out
+        """`broker_id` leaves these partitions' ISRs and leaderships; it stays registered and
+        unfenced, so it is taken as fenced for them (the registration may still list the
+        directory online while this batch is built)."""
+        return self._isr_removal_changes(broker_id, self._acceptable(fenced=[broker_id]),
+                                         pairs)
 
     # ---------------------------------------------------------------- offline directories
 

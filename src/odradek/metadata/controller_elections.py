@@ -45,7 +45,7 @@ class PartitionControl:
     check_broker_epoch: Any
     fence_stale_brokers: Any
     _acceptable: Any
-    _dir_acceptable: Any
+    replica_dir_online: Any
 
     def __init__(self) -> None:
         self._next_rebalance_ms: int | None = None
@@ -59,10 +59,21 @@ class PartitionControl:
             return value.strip().lower() == "true"
         return bool(self.broker_config.get_bool("unclean.leader.election.enable"))
 
+    def _leader_acceptable(self, part: PartitionImage, acceptable: Acceptable) -> Acceptable:
+        """The one filter of who may lead `part`, which every election goes through: the
+        broker state's `acceptable` (registered, unfenced, as the batch being built leaves
+        it) narrowed to replicas whose log directory is online (KIP-858; Kafka's
+        LeaderAcceptor with its hasOnlineDir)."""
+        if not part.directories:
+            return acceptable
+
+        def ok(broker_id: int) -> bool:
+            return acceptable(broker_id) and self.replica_dir_online(part, broker_id)
+        return ok
+
     def _change(self, topic: TopicImage, part: PartitionImage, acceptable: Acceptable,
                 **kwargs: Any) -> PartitionChange:
-        # a replica whose log directory is offline may not lead (KIP-858)
-        acceptable = self._dir_acceptable(part, acceptable)
+        acceptable = self._leader_acceptable(part, acceptable)
         change = partition_change(part, topic.topic_id, acceptable,
                                   unclean_allowed=self.unclean_enabled(topic.name), **kwargs)
         if change.unclean:
@@ -71,19 +82,24 @@ class PartitionControl:
                         topic.name, part.partition, change.leader, list(part.isr))
         return change
 
-    def _isr_removal_changes(self, broker_id: int, acceptable: Acceptable
+    def _isr_removal_changes(self, broker_id: int, acceptable: Acceptable,
+                             pairs: Iterable[tuple[TopicImage, PartitionImage]] | None = None
                              ) -> list[MetadataRecord]:
-        """The broker leaves every ISR (never emptying one) and leaderships move away from it
-        (Kafka's generateLeaderAndIsrUpdates for a fenced or shutting-down broker)."""
+        """The broker leaves the ISRs (never emptying one) and leaderships move away from it
+        (Kafka's generateLeaderAndIsrUpdates for a fenced or shutting-down broker, or for its
+        replicas in a failed log directory): of every partition, or of `pairs` only.
+        `acceptable` must already refuse `broker_id`."""
+        if pairs is None:
+            pairs = [(topic, part) for topic in self.image.topics_by_id.values()
+                     for part in topic.partitions.values()]
         out: list[MetadataRecord] = []
-        for topic in self.image.topics_by_id.values():
-            for part in topic.partitions.values():
-                if broker_id not in part.isr and part.leader != broker_id:
-                    continue
-                isr = [r for r in part.isr if r != broker_id]
-                change = self._change(topic, part, acceptable, target_isr=isr)
-                if change.record is not None:
-                    out.append(change.record)
+        for topic, part in pairs:
+            if broker_id not in part.isr and part.leader != broker_id:
+                continue
+            isr = [r for r in part.isr if r != broker_id]
+            change = self._change(topic, part, acceptable, target_isr=isr)
+            if change.record is not None:
+                out.append(change.record)
         return out
 
     def _unclean_shutdown_changes(self, broker_id: int, acceptable: Acceptable
@@ -122,7 +138,7 @@ class PartitionControl:
         out: list[MetadataRecord] = []
         for topic in self.image.topics_by_id.values():
             for part in topic.partitions.values():
-                if part.leader != -1 and acceptable(part.leader):
+                if part.leader != -1 and self._leader_acceptable(part, acceptable)(part.leader):
                     continue
                 change = self._change(topic, part, acceptable)
                 if change.record is not None:
@@ -270,6 +286,7 @@ class PartitionControl:
                     f"Failed to elect leader for partition {name}-{index} under strategy "
                     "PreferredReplicaPartitionLeaderElectionStrategy")
         else:
+            acceptable = self._leader_acceptable(part, acceptable)
             if part.leader != -1 and acceptable(part.leader):
                 return ElectLeadersResult(name, index, ErrorCode.election_not_needed,
                                           "Leader election not needed for topic partition.")
@@ -326,7 +343,8 @@ class PartitionControl:
             if not misled or len(misled) * 100 <= percentage * len(parts):
                 continue
             for topic, part in misled:
-                change = partition_change(part, topic.topic_id, acceptable,
+                change = partition_change(part, topic.topic_id,
+                                          self._leader_acceptable(part, acceptable),
                                           election=Election.PREFERRED)
                 if change.record is not None and change.leader == broker_id:
                     out.append(change.record)

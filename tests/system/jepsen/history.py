@@ -51,6 +51,7 @@ from __future__ import annotations
 import json
 import threading
 import time
+from collections import deque
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -62,6 +63,7 @@ FAIL = "fail"
 INFO = "info"
 TYPES = (INVOKE, OK, FAIL, INFO)
 NEMESIS = "nemesis"
+THREAD_OPS = 12  # ops kept per thread for `History.thread_ops`
 
 
 @dataclass(frozen=True, slots=True)
@@ -126,6 +128,8 @@ class History:
         self._next = 0
         self._ops: list[Op] = []
         self._processes = 0
+        # each thread's last ops, for a harness to say what a stuck worker was doing
+        self._by_thread: dict[str, deque[Op]] = {}
 
     def new_process(self) -> int:
         """A fresh process id (a client's lifetime), unique within this history."""
@@ -142,6 +146,11 @@ class History:
             self._file.write(json.dumps(op.to_dict(), separators=(",", ":")) + "\n")
             self._file.flush()
             self._ops.append(op)
+            name = threading.current_thread().name
+            last = self._by_thread.get(name)
+            if last is None:
+                last = self._by_thread[name] = deque(maxlen=THREAD_OPS)
+            last.append(op)
             return op
 
     def invoke(self, process: int | str, f: str, value: Any = None) -> Op:
@@ -168,6 +177,11 @@ class History:
     def ops(self) -> list[Op]:
         with self._lock:
             return list(self._ops)
+
+    def thread_ops(self, thread_name: str) -> list[Op]:
+        """The last ops (up to THREAD_OPS) the thread of that name wrote."""
+        with self._lock:
+            return list(self._by_thread.get(thread_name, ()))
 
     def close(self) -> None:
         with self._lock:

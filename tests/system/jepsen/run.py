@@ -143,6 +143,9 @@ def play(cluster: JepsenCluster, proxy: Proxy | None, seed: int, families: list[
                 w.run(stop)
             except Exception as exc:  # a workload that died: the run says so, never hides it
                 workload_errors.append(f"{type(w).__name__}: {exc!r}"[:1000])
+                # the whole text (a stuck worker's stacks and last ops) beside the history
+                with (out / "workload-errors.txt").open("a", encoding="utf-8") as f:
+                    f.write(f"{type(w).__name__}: {exc}\n")
 
         threads = [threading.Thread(target=guarded, args=(w,), daemon=True) for w in loads]
         for t in threads:
@@ -157,7 +160,7 @@ def play(cluster: JepsenCluster, proxy: Proxy | None, seed: int, families: list[
         history.nemesis("workloads-stop", {})  # not a fault: where unavailability ends
         stop.set()
         for t in threads:
-            t.join(120)
+            t.join(240)  # past Workers.join's 180 s, so a stuck worker's report is in
         settled = settle(cluster.bootstrap, list(topics), partitions)
         history.nemesis("settled", settled)  # not a fault: what the final reads waited for
         wenv.offline = set(settled.get("offline", ()))

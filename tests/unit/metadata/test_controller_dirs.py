@@ -153,6 +153,11 @@ def test_a_replica_in_an_offline_directory_is_never_elected_even_unclean():
     for name in ("solo", "dirty"):
         p = c.image.partition(name, 0)
         assert (p.leader, p.isr) == (-1, (1,))  # the ISR is never emptied; no leader
+    # nor by ElectLeaders UNCLEAN, nor by the preferred-leader rebalance (1 is preferred and
+    # in both ISRs): every election goes through the one leader filter
+    [result] = c.controller.elect_leaders(1, [("solo", 0)])
+    assert result.error_code == E.eligible_leaders_not_available
+    assert [r for r in c.controller.rebalance_changes() if r.leader == 1] == []
     # broker 2's unfencing runs the offline elections: 1 is still not acceptable, the
     # unclean topic takes 2
     assert not heartbeat(c, 2).is_fenced

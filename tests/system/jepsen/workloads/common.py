@@ -4,10 +4,13 @@ and the worker-thread plumbing."""
 from __future__ import annotations
 
 import itertools
+import json
 import logging
 import random
+import sys
 import threading
 import time
+import traceback
 from collections.abc import Callable
 from typing import Any
 
@@ -177,13 +180,24 @@ def _stable_end(c: Consumer, topic: str, part: int) -> int:
     return int(high)
 
 
+class WorkersStuck(RuntimeError):
+    """Worker threads still running after `stop` and the join deadline. The message names
+    them; `dump` holds every thread's Python stack and each stuck worker's last ops."""
+
+    def __init__(self, alive: list[str], dump: str) -> None:
+        super().__init__(f"workload threads did not stop: {alive}\n{dump}")
+        self.alive, self.dump = alive, dump
+
+
 class Workers:
     """Named worker threads that run a loop until `stop`; an exception escaping a loop (a
-    workload bug, not a fault: faults are caught per op) is kept and raised by `join`."""
+    workload bug, not a fault: faults are caught per op) is kept and raised by `join`.
+    `history` (optional) lets a join that times out say what the stuck workers last did."""
 
-    def __init__(self) -> None:
+    def __init__(self, history: History | None = None) -> None:
         self.threads: list[threading.Thread] = []
         self.errors: list[BaseException] = []
+        self.history = history
 
     def start(self, name: str, fn: Callable[[], None]) -> None:
         def run() -> None:
@@ -201,11 +215,34 @@ class Workers:
         deadline = time.monotonic() + timeout
         for t in self.threads:
             t.join(max(0.0, deadline - time.monotonic()))
-        alive = [t.name for t in self.threads if t.is_alive()]
+        alive = [t for t in self.threads if t.is_alive()]
         if self.errors:
             raise RuntimeError(f"workload threads failed: {self.errors!r}") from self.errors[0]
         if alive:
-            raise RuntimeError(f"workload threads did not stop: {alive}")
+            dump = stuck_report(alive, self.history)
+            log.error("workload threads did not stop: %s\n%s", [t.name for t in alive], dump)
+            raise WorkersStuck([t.name for t in alive], dump)
+
+
+def stuck_report(stuck: list[threading.Thread], history: History | None) -> str:
+    """Every live thread's Python stack (the stuck ones first, each with its last history
+    ops): where a worker blocks inside a client call shows as that call's frame."""
+    frames = sys._current_frames()
+    names = {t.ident: t.name for t in threading.enumerate()}
+    first = [t.ident for t in stuck]
+    out: list[str] = []
+    for ident in [*first, *(i for i in frames if i not in first)]:
+        frame = frames.get(ident) if ident is not None else None
+        if frame is None:
+            continue
+        name = names.get(ident, f"thread {ident}")
+        out.append(f"--- {name}{' (stuck)' if ident in first else ''}")
+        out.append("".join(traceback.format_stack(frame)).rstrip())
+        if ident in first and history is not None:
+            out.append("  last ops:")
+            out += [f"    {json.dumps(op.to_dict(), default=str)[:400]}"
+                    for op in history.thread_ops(name)]
+    return "\n".join(out)
 
 
 def thread_rng(rng: random.Random) -> random.Random:

@@ -26,7 +26,7 @@ class W1:
 
     def run(self, stop: threading.Event) -> None:
         ensure_topics(self.env)
-        w = Workers()
+        w = Workers(self.history)
         for i in range(self.producers):
             rng = thread_rng(self.rng)
             w.start(

@@ -11,6 +11,15 @@ transaction) or commit failed and abort_transaction then succeeded; info otherwi
 commit's fate is unknown). After a fail the consumer seeks back to the group's committed
 offsets, as an application must; after an info both clients are replaced (a new process) and
 the new producer's init_transactions fences the old one, finishing its transaction either way.
+
+A transactional call that overruns its timeout by STUCK_AFTER is given up on (`_bounded`):
+librdkafka's send_offsets_to_transaction ignores its timeout while it waits for a group
+coordinator (librdkafka #5456), and waits for good when that coordinator's node left the
+cluster's metadata, as a killed node does once fenced (#5511): the call never returns. Its
+transaction was never asked to commit when it sticks before commit (fail), its fate is unknown
+when commit itself sticks (info); either way the producer is abandoned, never closed (its
+handle is in use by the stuck call), and the next producer's init_transactions with the same
+transactional.id fences it.
 The op's value keeps the polls even when it failed (they are what the consumer saw) and the
 sends with the offsets their delivery reports gave.
 """
@@ -18,8 +27,10 @@ sends with the offsets their delivery reports gave.
 from __future__ import annotations
 
 import contextlib
+import logging
 import random
 import threading
+from collections.abc import Callable
 from typing import Any
 
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer
@@ -40,11 +51,43 @@ from .common import (
     thread_rng,
 )
 
+log = logging.getLogger(__name__)
+
 TXN_TIMEOUT = 20.0
+# how long past its own timeout a client call may take before the worker gives up on it
+STUCK_AFTER = 30.0
 
 
 class _Abortable(Exception):
     """The transaction failed before commit was asked for."""
+
+
+class _Stuck(Exception):
+    """A client call did not return within its timeout plus STUCK_AFTER: the client is
+    abandoned (it is still inside that call, on a helper thread)."""
+
+
+def _bounded(what: str, timeout: float, fn: Callable[..., Any], *args: Any) -> Any:
+    """fn(*args) on a helper thread; its result or exception, or _Stuck after timeout +
+    STUCK_AFTER. A daemon thread: one that never returns does not keep the process alive."""
+    box: dict[str, Any] = {}
+    done = threading.Event()
+
+    def call() -> None:
+        try:
+            box["result"] = fn(*args)
+        except BaseException as exc:
+            box["error"] = exc
+        finally:
+            done.set()
+
+    name = f"{threading.current_thread().name}:{what}"
+    threading.Thread(target=call, name=name, daemon=True).start()
+    if not done.wait(timeout + STUCK_AFTER):
+        raise _Stuck(f"{what} did not return within {timeout + STUCK_AFTER:g} s")
+    if "error" in box:
+        raise box["error"]
+    return box.get("result")
 
 
 class W2:
@@ -62,7 +105,7 @@ class W2:
 
     def run(self, stop: threading.Event) -> None:
         ensure_topics(self.env)
-        w = Workers()
+        w = Workers(self.history)
         for i in range(self.workers):
             rng = thread_rng(self.rng)
             w.start(f"w2-worker-{i}", lambda i=i, r=rng: self._worker(i, r, stop))
@@ -117,27 +160,38 @@ class W2:
             process = h.new_process()
             op = h.invoke(process, "init", {"transactional.id": self.txn_ids[i]})
             p, c, moves = self._clients(i)
+            stuck: str | None = None
             try:
-                p.init_transactions(TXN_TIMEOUT)
-            except KafkaException as exc:
+                _bounded("init_transactions", TXN_TIMEOUT, p.init_transactions, TXN_TIMEOUT)
+            except (KafkaException, _Stuck) as exc:
                 h.info(op, error=str(exc))
-                with contextlib.suppress(KafkaException):
-                    c.close()
-                close_producer(p)
+                self._close(c, p, None if isinstance(exc, KafkaException) else str(exc))
                 continue
             h.ok(op, op.value)
             try:
                 while not stop.is_set():
                     if not self._txn(process, p, c, moves, rng):
                         break  # unknown outcome: new clients, new process
+            except _Stuck as exc:
+                stuck = str(exc)  # the op is recorded; the producer is left to its call
             finally:
-                crash = h.invoke(process, "crash", {"reason": "replaced"})
-                # a fenced or fatally failed producer raises from flush and close alike: it
-                # is being thrown away either way
-                with contextlib.suppress(KafkaException):
-                    c.close()
-                close_producer(p)
+                reason = "replaced" if stuck is None else f"abandoned: {stuck}"
+                crash = h.invoke(process, "crash", {"reason": reason})
+                self._close(c, p, stuck)
                 h.ok(crash, crash.value)
+
+    @staticmethod
+    def _close(c: Consumer, p: Producer, stuck: str | None) -> None:
+        """Close both clients, except a producer abandoned inside a stuck call. A fenced or
+        fatally failed producer raises from flush and close alike: it is being thrown away
+        either way. A close that does not return is left behind too."""
+        with contextlib.suppress(KafkaException, _Stuck):
+            _bounded("consumer close", TXN_TIMEOUT, c.close)
+        if stuck is not None:
+            log.warning("W2 abandons a transactional producer: %s", stuck)
+            return
+        with contextlib.suppress(KafkaException, _Stuck):
+            _bounded("producer close", TXN_TIMEOUT, close_producer, p)
 
     def _txn(
         self, process: int, p: Producer, c: Consumer, moves: list[list[Any]], rng: random.Random
@@ -169,15 +223,27 @@ class W2:
                     p.produce(topic, str(v).encode(), partition=part, on_delivery=report)
                 positions = [tp for tp in c.position(c.assignment()) if tp.offset >= 0]
                 if positions:
-                    p.send_offsets_to_transaction(
-                        positions, c.consumer_group_metadata(), TXN_TIMEOUT
+                    _bounded(
+                        "send_offsets_to_transaction",
+                        TXN_TIMEOUT,
+                        p.send_offsets_to_transaction,
+                        positions,
+                        c.consumer_group_metadata(),
+                        TXN_TIMEOUT,
                     )
             except (KafkaException, BufferError) as exc:
                 raise _Abortable(str(exc)) from exc
             committing = True
-            p.commit_transaction(TXN_TIMEOUT)
+            _bounded("commit_transaction", TXN_TIMEOUT, p.commit_transaction, TXN_TIMEOUT)
             h.ok(op, value())
             return True
+        except _Stuck as exc:
+            # never asked to commit: it cannot have committed; a stuck commit: unknown
+            if committing:
+                h.info(op, value(), error=f"commit: {exc}")
+            else:
+                h.fail(op, value(), error=str(exc))
+            raise
         except SystemError as exc:
             # an error librdkafka raised through a callback: what became of the transaction
             # is unknown, the clients are replaced
@@ -189,13 +255,15 @@ class W2:
                 h.info(op, value(), error=f"commit: {err}")
                 return False
             try:
-                p.abort_transaction(TXN_TIMEOUT)
-            except KafkaException as abort_exc:
+                _bounded("abort_transaction", TXN_TIMEOUT, p.abort_transaction, TXN_TIMEOUT)
+            except (KafkaException, _Stuck) as abort_exc:
                 if committing:
                     h.info(op, value(), error=f"commit: {err}; abort: {_describe(abort_exc)}")
                 else:
                     # never asked to commit: it cannot have committed, whatever abort says
                     h.fail(op, value(), error=f"{err}; abort: {_describe(abort_exc)}")
+                if isinstance(abort_exc, _Stuck):
+                    raise
                 return False
             h.fail(op, value(), error=err)
             return self._rewind(c)

@@ -56,7 +56,7 @@ class W3:
         self.tag = f"{rng.getrandbits(32):08x}"
 
     def run(self, stop: threading.Event) -> None:
-        w = Workers()
+        w = Workers(self.history)
         for i in range(self.workers):
             rng = thread_rng(self.rng)
             w.start(f"w3-worker-{i}", lambda i=i, r=rng: self._worker(i, r, stop))

@@ -25,7 +25,7 @@ class W4:
 
     def run(self, stop: threading.Event) -> None:
         ensure_topics(self.env)
-        w = Workers()
+        w = Workers(self.history)
         for i in range(self.producers):
             rng = thread_rng(self.rng)
             w.start(
