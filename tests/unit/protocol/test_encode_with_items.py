@@ -39,7 +39,7 @@ def values(topic_list: list[dict[str, object]], cluster_ops: int) -> dict[str, o
 
 
 @pytest.mark.parametrize("version", VERSIONS)
-@settings(max_examples=30, deadline=None)
+@settings(max_examples=8, deadline=None)
 @given(topic_list=topics, cluster_ops=st.integers(-(2**31), 2**31 - 1))
 def test_spliced_metadata_response_is_the_whole_encoding(
         version: int, topic_list: list[dict[str, object]], cluster_ops: int) -> None:
