@@ -98,5 +98,10 @@ def ms(value: datetime.timedelta | int | None) -> int:
     return int(value)
 
 
+def nested_class(cls: type, name: str) -> Any:
+    """The entity class of field `name`'s elements (None for a field of plain values)."""
+    return next((nested for f, _kind, nested in _plan(cls) if f == name), None)
+
+
 def has_field(cls: type, name: str) -> bool:
     return any(f[0] == name for f in _plan(cls))

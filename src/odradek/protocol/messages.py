@@ -13,7 +13,7 @@ from __future__ import annotations
 import io
 import struct
 from collections.abc import Callable, Mapping
-from dataclasses import fields
+from dataclasses import fields, replace
 from functools import cache
 from typing import Any
 
@@ -40,6 +40,7 @@ __all__ = [
     "encode_api_versions_response",
     "encode_request",
     "encode_response",
+    "encode_response_with_items",
     "request_class",
     "response_class",
     "scan_entity",
@@ -268,6 +269,41 @@ def encode_response(entity: Any) -> bytes:
 def encode_request(entity: Any) -> bytes:
     """A request body (no header)."""
     return _encode(entity)
+
+
+@cache
+def _tail_size(cls: type, name: str) -> int | None:
+    """Bytes after array field `name` in an encoded `cls`, when only fixed-size fields follow
+    it and the class has no tagged fields (so its tag section is one empty byte); else None."""
+    all_fields = fields(cls)
+    names = [f.name for f in all_fields]
+    if name not in names or any(get_field_tag(f) is not None for f in all_fields):
+        return None
+    size = 0
+    for f in all_fields[names.index(name) + 1:]:
+        kafka_type = f.metadata.get("kafka_type")
+        if not isinstance(classify_field(f), PrimitiveField) or kafka_type not in _FIXED_SIZES:
+            return None
+        size += _FIXED_SIZES[kafka_type]
+    return size + (1 if cls.__flexible__ else 0)  # type: ignore[attr-defined]
+
+
+def encode_response_with_items(entity: Any, name: str, items: list[bytes]) -> bytes:
+    """A response body whose array field `name` holds `items`, each an element already encoded
+    on its own (encode_response of the element's entity; `entity`'s own value of the field is
+    ignored). Lets a handler keep the encoded form of elements that do not change between
+    requests (Metadata's topics: 20,000 partitions re-encoded per request otherwise). Raises
+    ValueError for a class where the field is not followed only by fixed-size fields."""
+    cls = type(entity)
+    tail = _tail_size(cls, name)
+    if tail is None:
+        raise ValueError(f"{cls.__name__}.{name} cannot take encoded items")
+    empty = _encode(replace(entity, **{name: ()}))
+    flexible = bool(cls.__flexible__)  # type: ignore[attr-defined]
+    # the empty array as written: compact (uvarint length + 1) or int32 length
+    cut = len(empty) - tail - (1 if flexible else 4)
+    count = encode_uvarint(len(items) + 1) if flexible else _I32.pack(len(items))
+    return b"".join((empty[:cut], count, *items, empty[len(empty) - tail:]))
 
 
 def encode_api_versions_response(

@@ -5,10 +5,15 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from odradek.broker.entities import build
+from odradek.broker.entities import build, nested_class
 from odradek.broker.refusals import REFUSALS
 from odradek.protocol.apis import response_header_version
-from odradek.protocol.messages import decode_request, encode_response, response_class
+from odradek.protocol.messages import (
+    decode_request,
+    encode_response,
+    encode_response_with_items,
+    response_class,
+)
 
 Response = tuple[int, list[Any]]
 
@@ -39,6 +44,29 @@ def respond(header: Any, values: dict[str, Any]) -> Response:
     cls = response_class(header.api_key, header.api_version)
     entity = build(cls, values)
     return response_header_version(header.api_key, header.api_version), [encode_response(entity)]
+
+
+def item_class(header: Any, name: str) -> Any:
+    """The entity class of the elements of response field `name` at the request's version."""
+    return nested_class(response_class(header.api_key, header.api_version), name)
+
+
+def encode_item(header: Any, name: str, values: dict[str, Any]) -> bytes:
+    """One element of response field `name`, encoded alone (for respond_with_items)."""
+    return encode_response(build(item_class(header, name), values))
+
+
+def respond_with_items(header: Any, values: dict[str, Any], name: str,
+                       items: list[bytes]) -> Response:
+    """As respond, with field `name` made of elements already encoded (encode_item): their
+    error codes are the caller's to log (refusals.py sees only `values`)."""
+    REFUSALS.response(header, values)
+    throttle = getattr(header, "throttle_ms", 0)
+    if throttle and "throttle_time" in values:
+        values["throttle_time"] = max(throttle, int(values["throttle_time"] or 0))
+    entity = build(response_class(header.api_key, header.api_version), {**values, name: ()})
+    return (response_header_version(header.api_key, header.api_version),
+            [encode_response_with_items(entity, name, items)])
 
 
 def code(value: Any) -> int:

@@ -16,9 +16,13 @@ from odradek.broker.handlers.common import (
     INTERNAL_TOPICS,
     Response,
     decode,
+    encode_item,
+    item_class,
     respond,
+    respond_with_items,
     valid_topic_name,
 )
+from odradek.broker.refusals import REFUSALS
 from odradek.metadata.acls import AclOperation, ResourceType
 from odradek.metadata.directories import MIGRATING_DIR, UNASSIGNED_DIR, dir_of, is_online
 from odradek.protocol.apis import ApiKey, ApiVersionRange
@@ -79,6 +83,37 @@ def topic_entry(topic: Any, brokers: Any = None) -> dict[str, Any]:
             "topic_authorized_operations": NO_AUTHORIZED_OPS}
 
 
+class _Found:
+    """A topic the answer shows as it is in the image (encoded from the cache if it can be)."""
+
+    __slots__ = ("brokers", "topic")
+
+    def __init__(self, topic: Any, brokers: Any) -> None:
+        self.topic = topic
+        self.brokers = brokers
+
+
+# Encoded topic entries, per entry class (one a version), by topic id: (topic image, brokers,
+# bytes). Images are immutable and a change makes new TopicImage/brokers objects, so an entry
+# whose objects are the ones cached is answered with the bytes encoded then. Without it a
+# client's Metadata of every topic rebuilt and re-encoded each partition per request: with
+# 20,000 partitions most of a producer's start went there (tests/system/test_partitions_20k.py).
+_ENCODED: dict[Any, dict[Any, tuple[Any, Any, bytes]]] = {}
+
+
+def _encoded_topic(header: Any, found: _Found, topic_count: int) -> bytes:
+    cache = _ENCODED.setdefault(item_class(header, "topics"), {})
+    topic = found.topic
+    hit = cache.get(topic.topic_id)
+    if hit is not None and hit[0] is topic and hit[1] is found.brokers:
+        return hit[2]
+    encoded = encode_item(header, "topics", topic_entry(topic, found.brokers))
+    if len(cache) > 2 * topic_count + 64:  # deleted topics' entries: start again
+        cache.clear()
+    cache[topic.topic_id] = (topic, found.brokers, encoded)
+    return encoded
+
+
 def error_entry(code: ErrorCode, name: str | None, topic_id: Any = None) -> dict[str, Any]:
     return {"error_code": code, "name": name, "topic_id": topic_id, "is_internal": False,
             "partitions": (), "topic_authorized_operations": NO_AUTHORIZED_OPS}
@@ -96,7 +131,7 @@ def handle(ctx: Any, header: Any, frame: memoryview) -> Any:
     if requested is None or (version == 0 and len(requested) == 0):
         # every topic the principal may describe; the others are left out, unlogged (Kafka)
         return _answer(ctx, header, req, [
-            topic_entry(t, image.brokers) for t in sorted(image.topics_by_name.values(), key=lambda t: t.name)
+            _Found(t, image.brokers) for t in sorted(image.topics_by_name.values(), key=lambda t: t.name)
             if not secured or authz.allowed(ctx, header, AclOperation.DESCRIBE,
                                             ResourceType.TOPIC, t.name, log_if_denied=False)])
     allow_auto = version < 4 or bool(getattr(req, "allow_auto_topic_creation", True))
@@ -111,7 +146,7 @@ def handle(ctx: Any, header: Any, frame: memoryview) -> Any:
             if found is not None and secured and not _describable(ctx, header, found.name):
                 entries.append(error_entry(ErrorCode.topic_authorization_failed, None, topic_id))
                 continue
-            entries.append(topic_entry(found, image.brokers) if found is not None
+            entries.append(_Found(found, image.brokers) if found is not None
                            else error_entry(ErrorCode.unknown_topic_id, None, topic_id))
             continue
         if name is None:
@@ -122,7 +157,7 @@ def handle(ctx: Any, header: Any, frame: memoryview) -> Any:
             continue
         found = image.topics_by_name.get(name)
         if found is not None:
-            entries.append(topic_entry(found, image.brokers))
+            entries.append(_Found(found, image.brokers))
         elif not valid_topic_name(name):
             log.debug("Metadata request from client %r names an invalid topic %r",
                      header.client_id, name)
@@ -148,7 +183,7 @@ async def _auto_create(ctx: Any, header: Any, req: Any, entries: list[Any],
         if isinstance(e, str):
             topic = image.topics_by_name.get(e)
             if topic is not None:
-                final.append(topic_entry(topic, image.brokers))
+                final.append(_Found(topic, image.brokers))
             else:
                 final.append(error_entry(errors.get(e, ErrorCode.leader_not_available), e))
         else:
@@ -167,8 +202,11 @@ def _creatable(ctx: Any, header: Any, name: str) -> bool:
             or authz.allowed(ctx, header, AclOperation.CREATE, ResourceType.TOPIC, name))
 
 
-def _answer(ctx: Any, header: Any, req: Any, topics: list[dict[str, Any]]) -> Response:
-    if getattr(req, "include_topic_authorized_operations", False):
+def _answer(ctx: Any, header: Any, req: Any, entries: list[Any]) -> Response:
+    include_ops = getattr(req, "include_topic_authorized_operations", False)
+    topics = [e if isinstance(e, dict) or not include_ops else topic_entry(e.topic, e.brokers)
+              for e in entries]
+    if include_ops:
         for t in topics:
             if t["error_code"] == ErrorCode.none:
                 t["topic_authorized_operations"] = authz.authorized_operations(
@@ -178,7 +216,15 @@ def _answer(ctx: Any, header: Any, req: Any, topics: list[dict[str, Any]]) -> Re
             and authz.cluster_allowed(ctx, header, AclOperation.DESCRIBE)):
         cluster_ops = authz.authorized_operations(ctx, header, ResourceType.CLUSTER,
                                                   "kafka-cluster")
-    return respond(header, {
+    values = {
         "throttle_time": 0, "error_code": ErrorCode.none, "brokers": brokers(ctx), "cluster_id": ctx.cluster_id,
-        "controller_id": ctx.controller_id, "topics": topics,
-        "cluster_authorized_operations": cluster_ops})
+        "controller_id": ctx.controller_id, "cluster_authorized_operations": cluster_ops}
+    if include_ops:
+        return respond(header, {**values, "topics": topics})
+    # the error entries go by refusals.py as respond's would; a found topic's partition
+    # codes are none or LEADER_NOT_AVAILABLE, routine, never logged
+    errors = [t for t in topics if isinstance(t, dict)]
+    REFUSALS.response(header, {"topics": errors})
+    return respond_with_items(header, values, "topics", [
+        encode_item(header, "topics", t) if isinstance(t, dict)
+        else _encoded_topic(header, t, len(ctx.image.topics_by_id)) for t in topics])
