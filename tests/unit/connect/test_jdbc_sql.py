@@ -8,8 +8,8 @@ import pytest
 
 from odradek.connect import data
 from odradek.connect.connectors import jdbc_sql
-from odradek.connect.connectors.jdbc_sink import JdbcSink, conninfo
-from odradek.connect.connectors.jdbc_sql import SinkSettings
+from odradek.connect.connectors.jdbc_sink import JdbcSink
+from odradek.connect.connectors.jdbc_sql import SinkSettings, conninfo
 from odradek.connect.data import ConnectRecord, DataError, Schema
 
 VALUE = data.struct([("id", Schema("INT32")), ("name", Schema("STRING")),

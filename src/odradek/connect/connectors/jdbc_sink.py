@@ -16,47 +16,16 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
-from urllib.parse import parse_qs, unquote, urlsplit
 
 from odradek.connect.configdef import Field, as_list
 from odradek.connect.connectors import jdbc_sql, sink_query
-from odradek.connect.connectors.jdbc_sql import Column, SinkSettings
+from odradek.connect.connectors.jdbc_sql import Column, SinkSettings, conninfo
 from odradek.connect.data import ConnectRecord, DataError
 from odradek.connect.plugins import ConnectorPlugin, RunContext
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
     from pyspark.sql.streaming import StreamingQuery
-
-
-def conninfo(config: Mapping[str, str]) -> dict[str, Any]:
-    """`jdbc:postgresql://host:port/db?user=..&password=..` (and connection.user/password)
-    as psycopg's connect() arguments; ValueError for another URL."""
-    url = config.get("connection.url", "").strip()
-    if not url.startswith("jdbc:postgresql://"):
-        raise ValueError(f"Invalid value {url} for configuration connection.url: only "
-                         "jdbc:postgresql:// URLs are supported here")
-    parts = urlsplit(url[len("jdbc:"):])
-    query = {k: v[-1] for k, v in parse_qs(parts.query).items()}
-    out: dict[str, Any] = {"host": parts.hostname or "localhost", "port": parts.port or 5432,
-                           "dbname": unquote(parts.path.lstrip("/")) or "postgres"}
-    user = config.get("connection.user") or query.get("user")
-    password = config.get("connection.password") or query.get("password")
-    if user:
-        out["user"] = user
-    if password:
-        out["password"] = password
-    if "sslmode" in query:
-        out["sslmode"] = query["sslmode"]
-    return out
-
-
-def _url_check(raw: str, config: Mapping[str, str]) -> list[str]:
-    try:
-        conninfo(config)
-    except ValueError as exc:
-        return [str(exc)]
-    return []
 
 
 def settings_of(config: Mapping[str, str]) -> SinkSettings:
@@ -73,13 +42,7 @@ class JdbcSink(ConnectorPlugin):
     type = "sink"
     version = "0.1.0"
     fields = (
-        Field("connection.url", "STRING", None, "HIGH",
-              "JDBC connection URL: jdbc:postgresql://host:port/database", group="Connection",
-              check=_url_check),
-        Field("connection.user", "STRING", "", "HIGH", "JDBC connection user.",
-              group="Connection"),
-        Field("connection.password", "PASSWORD", "", "HIGH", "JDBC connection password.",
-              group="Connection"),
+        *jdbc_sql.connection_fields("Connection"),
         Field("insert.mode", "STRING", "insert", "HIGH", "The insertion mode to use.",
               group="Writes", recommended=("insert", "upsert", "update")),
         Field("batch.size", "INT", "3000", "MEDIUM",

@@ -23,20 +23,12 @@ from typing import TYPE_CHECKING, Any
 from odradek.connect.configdef import Field
 from odradek.connect.connectors import jdbc_source_sql as sql
 from odradek.connect.connectors import sink_query
-from odradek.connect.connectors.jdbc_sink import conninfo
 from odradek.connect.connectors.jdbc_source_sql import SourceSettings
+from odradek.connect.connectors.jdbc_sql import connection_fields
 from odradek.connect.plugins import ConnectorPlugin, RunContext
 
 if TYPE_CHECKING:
     from pyspark.sql.streaming import StreamingQuery
-
-
-def _url_check(raw: str, config: Mapping[str, str]) -> list[str]:
-    try:
-        conninfo(config)
-    except ValueError as exc:
-        return [str(exc)]
-    return []
 
 
 class JdbcSource(ConnectorPlugin):
@@ -44,13 +36,7 @@ class JdbcSource(ConnectorPlugin):
     type = "source"
     version = "0.1.0"
     fields = (
-        Field("connection.url", "STRING", None, "HIGH",
-              "JDBC connection URL: jdbc:postgresql://host:port/database", group="Database",
-              check=_url_check),
-        Field("connection.user", "STRING", "", "HIGH", "JDBC connection user.",
-              group="Database"),
-        Field("connection.password", "PASSWORD", "", "HIGH", "JDBC connection password.",
-              group="Database"),
+        *connection_fields("Database"),
         Field("table.whitelist", "LIST", "", "MEDIUM",
               "The tables to read (`table` in the current schema, or `schema.table`).",
               group="Database"),

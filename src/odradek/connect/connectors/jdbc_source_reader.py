@@ -29,7 +29,7 @@ NAME = "odradek_connect_jdbc"
 def connect(config: dict[str, str]) -> Any:
     import psycopg
 
-    from odradek.connect.connectors.jdbc_sink import conninfo
+    from odradek.connect.connectors.jdbc_sql import conninfo
 
     conn = psycopg.connect(**conninfo(config), autocommit=True)
     conn.execute("SET TIME ZONE 'UTC'")  # db.timezone: UTC, as Confluent's default

@@ -1,19 +1,66 @@
 """The JDBC sink's SQL for PostgreSQL, sans I/O: which columns a record has (as Confluent's
 FieldsMetadata decides from `pk.mode` and `pk.fields`), the table to create or evolve, and
 the statements `insert.mode` and `delete.enabled` ask for (as its PostgreSqlDatabaseDialect
-writes them: quoted identifiers, `ON CONFLICT (...) DO UPDATE SET ... = EXCLUDED....`).
+writes them: quoted identifiers, `ON CONFLICT (...) DO UPDATE SET ... = EXCLUDED....`),
+and the connection settings the JDBC source and sink share (`connection.url`, `.user`,
+`.password`, and the psycopg arguments they give).
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
+from urllib.parse import parse_qs, unquote, urlsplit
 
 from odradek.connect import data
+from odradek.connect.configdef import Field
 from odradek.connect.data import ConnectRecord, DataError, Schema
 
 KAFKA_PK = ("__connect_topic", "__connect_partition", "__connect_offset")
 DEFAULT_KEY_COLUMN = "__connect_key"
+
+
+def conninfo(config: Mapping[str, str]) -> dict[str, Any]:
+    """`jdbc:postgresql://host:port/db?user=..&password=..` (and connection.user/password)
+    as psycopg's connect() arguments; ValueError for another URL."""
+    url = config.get("connection.url", "").strip()
+    if not url.startswith("jdbc:postgresql://"):
+        raise ValueError(f"Invalid value {url} for configuration connection.url: only "
+                         "jdbc:postgresql:// URLs are supported here")
+    parts = urlsplit(url[len("jdbc:"):])
+    query = {k: v[-1] for k, v in parse_qs(parts.query).items()}
+    out: dict[str, Any] = {"host": parts.hostname or "localhost", "port": parts.port or 5432,
+                           "dbname": unquote(parts.path.lstrip("/")) or "postgres"}
+    user = config.get("connection.user") or query.get("user")
+    password = config.get("connection.password") or query.get("password")
+    if user:
+        out["user"] = user
+    if password:
+        out["password"] = password
+    if "sslmode" in query:
+        out["sslmode"] = query["sslmode"]
+    return out
+
+
+def _url_check(raw: str, config: Mapping[str, str]) -> list[str]:
+    try:
+        conninfo(config)
+    except ValueError as exc:
+        return [str(exc)]
+    return []
+
+
+def connection_fields(group: str) -> tuple[Field, ...]:
+    """Confluent's connection.url/user/password, in the connector's own config group."""
+    return (
+        Field("connection.url", "STRING", None, "HIGH",
+              "JDBC connection URL: jdbc:postgresql://host:port/database", group=group,
+              check=_url_check),
+        Field("connection.user", "STRING", "", "HIGH", "JDBC connection user.", group=group),
+        Field("connection.password", "PASSWORD", "", "HIGH", "JDBC connection password.",
+              group=group),
+    )
 
 
 def sql_type(schema: Schema) -> str:
