@@ -15,8 +15,6 @@ from __future__ import annotations
 
 import io
 import json
-import struct as _struct
-import threading
 import urllib.error
 import urllib.parse
 import urllib.request
@@ -26,8 +24,8 @@ from typing import Any
 
 from odradek.connect import data
 from odradek.connect.data import DataError, Schema
+from odradek.connect.registry_wire import Cache, frame, split_wire
 
-MAGIC = 0
 NAMESPACE = "io.confluent.connect.avro"
 _AVRO_PRIMITIVE = {"INT32": "int", "INT64": "long", "FLOAT32": "float", "FLOAT64": "double",
                    "BOOLEAN": "boolean", "STRING": "string", "BYTES": "bytes",
@@ -61,18 +59,25 @@ class RegistryClient:
         raise DataError(f"Schema Registry at {', '.join(self.urls)} not reachable: {last}")
 
     @staticmethod
-    def _body(schema: str, schema_type: str) -> dict[str, str]:
+    def _body(schema: str, schema_type: str,
+              references: list[dict[str, Any]] | None = None) -> dict[str, Any]:
         # Confluent's API: no schemaType means AVRO.
-        return {"schema": schema} if schema_type == "AVRO" else \
-            {"schema": schema, "schemaType": schema_type}
+        out: dict[str, Any] = {"schema": schema}
+        if schema_type != "AVRO":
+            out["schemaType"] = schema_type
+        if references:
+            out["references"] = references
+        return out
 
-    def register(self, subject: str, schema: str, schema_type: str = "AVRO") -> int:
+    def register(self, subject: str, schema: str, schema_type: str = "AVRO",
+                 references: list[dict[str, Any]] | None = None) -> int:
         path = f"/subjects/{urllib.parse.quote(subject, safe='')}/versions"
-        return int(self._call("POST", path, self._body(schema, schema_type))["id"])
+        return int(self._call("POST", path, self._body(schema, schema_type, references))["id"])
 
-    def lookup(self, subject: str, schema: str, schema_type: str = "AVRO") -> int:
+    def lookup(self, subject: str, schema: str, schema_type: str = "AVRO",
+               references: list[dict[str, Any]] | None = None) -> int:
         path = f"/subjects/{urllib.parse.quote(subject, safe='')}"
-        return int(self._call("POST", path, self._body(schema, schema_type))["id"])
+        return int(self._call("POST", path, self._body(schema, schema_type, references))["id"])
 
     def schema(self, schema_id: int) -> str:
         return str(self._call("GET", f"/schemas/ids/{schema_id}")["schema"])
@@ -90,9 +95,8 @@ class AvroConverter:
     auto_register: bool = True
     kind: str = "avro"
     schemas: bool = True
-    _ids: dict[tuple[str, str], int] = field(default_factory=dict)
-    _readers: dict[int, tuple[Any, Schema]] = field(default_factory=dict)
-    _lock: threading.Lock = field(default_factory=threading.Lock)
+    _ids: Cache[tuple[str, str], int] = field(default_factory=Cache)
+    _readers: Cache[int, tuple[Any, Schema]] = field(default_factory=Cache)
 
     @classmethod
     def configure(cls, own: Mapping[str, str], is_key: bool) -> AvroConverter:
@@ -117,48 +121,40 @@ class AvroConverter:
         avro = to_avro_schema(schema)
         text = json.dumps(avro, separators=(",", ":"))
         subject = self.subject(topic)
-        with self._lock:
-            schema_id = self._ids.get((subject, text))
-        if schema_id is None:
-            schema_id = (self.registry.register(subject, text) if self.auto_register
-                         else self.registry.lookup(subject, text))
-            with self._lock:
-                self._ids[(subject, text)] = schema_id
+        schema_id = self._ids.get((subject, text), lambda: (
+            self.registry.register(subject, text) if self.auto_register
+            else self.registry.lookup(subject, text)))
         out = io.BytesIO()
-        out.write(_struct.pack(">bI", MAGIC, schema_id))
         fastavro.schemaless_writer(out, fastavro.parse_schema(avro),
                                    to_avro_value(schema, value))
-        return out.getvalue()
+        return frame(schema_id, out.getvalue())
 
     def to_connect(self, topic: str, raw: bytes | None) -> tuple[Schema | None, Any]:
         import fastavro
 
         if raw is None:
             return None, None
-        if len(raw) < 5 or raw[0] != MAGIC:
-            raise DataError("Unknown magic byte!")
-        schema_id = _struct.unpack(">I", raw[1:5])[0]
-        with self._lock:
-            cached = self._readers.get(schema_id)
-        if cached is None:
-            text = self.registry.schema(schema_id)
-            try:
-                avro = json.loads(text)
-                cached = (fastavro.parse_schema(avro), from_avro_schema(avro))
-            except DataError:
-                raise
-            except Exception as exc:  # a schema the registry holds but Avro cannot parse
-                raise DataError(f"Error retrieving Avro schema for id {schema_id}: {exc}") \
-                    from None
-            with self._lock:
-                self._readers[schema_id] = cached
-        parsed, schema = cached
+        schema_id, body = split_wire(raw)
+        parsed, schema = self._readers.get(schema_id, lambda: self._reader(schema_id))
         try:
-            value = fastavro.schemaless_reader(io.BytesIO(raw[5:]), parsed, None)
+            value = fastavro.schemaless_reader(io.BytesIO(body), parsed, None)
         except Exception as exc:  # truncated or foreign bytes: any reader error is bad data
             raise DataError(f"Error deserializing Avro message for id {schema_id}: {exc}") \
                 from None
         return schema, from_avro_value(schema, value)
+
+    def _reader(self, schema_id: int) -> tuple[Any, Schema]:
+        import fastavro
+
+        text = self.registry.schema(schema_id)
+        try:
+            avro = json.loads(text)
+            return fastavro.parse_schema(avro), from_avro_schema(avro)
+        except DataError:
+            raise
+        except Exception as exc:  # a schema the registry holds but Avro cannot parse
+            raise DataError(f"Error retrieving Avro schema for id {schema_id}: {exc}") \
+                from None
 
 
 # ---- schemas ---------------------------------------------------------------------------------

@@ -23,8 +23,6 @@ import base64
 import datetime as dt
 import decimal
 import json
-import struct as _struct
-import threading
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -32,8 +30,8 @@ from typing import Any
 from odradek.connect import data
 from odradek.connect.avro_converter import RegistryClient
 from odradek.connect.data import DataError, Schema
+from odradek.connect.registry_wire import Cache, frame, split_wire
 
-MAGIC = 0
 _INT_TYPES = {"INT8": "int8", "INT16": "int16", "INT32": "int32", "INT64": "int64"}
 _FROM_CONNECT_TYPE = {"int8": "INT8", "int16": "INT16", "int32": "INT32", "int64": "INT64",
                       "float32": "FLOAT32", "float64": "FLOAT64"}
@@ -304,9 +302,8 @@ class JsonSchemaConverter:
     decimal_format: str = "BASE64"
     kind: str = "jsonschema"
     schemas: bool = True
-    _ids: dict[tuple[str, str], int] = field(default_factory=dict)
-    _readers: dict[int, Schema] = field(default_factory=dict)
-    _lock: threading.Lock = field(default_factory=threading.Lock)
+    _ids: Cache[tuple[str, str], int] = field(default_factory=Cache)
+    _readers: Cache[int, Schema] = field(default_factory=Cache)
 
     @classmethod
     def configure(cls, own: Mapping[str, str], is_key: bool) -> JsonSchemaConverter:
@@ -332,40 +329,31 @@ class JsonSchemaConverter:
         data.validate(schema, value)
         text = json.dumps(to_json_schema(schema), separators=(",", ":"))
         subject = self.subject(topic)
-        with self._lock:
-            schema_id = self._ids.get((subject, text))
-        if schema_id is None:
-            schema_id = (self.registry.register(subject, text, "JSON") if self.auto_register
-                         else self.registry.lookup(subject, text, "JSON"))
-            with self._lock:
-                self._ids[(subject, text)] = schema_id
-        body = _dumps(value_to_json(schema, value, self.decimal_format))
-        return _struct.pack(">bI", MAGIC, schema_id) + body
+        schema_id = self._ids.get((subject, text), lambda: (
+            self.registry.register(subject, text, "JSON") if self.auto_register
+            else self.registry.lookup(subject, text, "JSON")))
+        return frame(schema_id, _dumps(value_to_json(schema, value, self.decimal_format)))
+
+    def _reader(self, schema_id: int) -> Schema:
+        info = self.registry.schema_info(schema_id)
+        if info.get("schemaType", "AVRO") != "JSON":
+            raise DataError(f"Schema {schema_id} is not a JSON Schema "
+                            f"({info.get('schemaType', 'AVRO')})")
+        try:
+            return from_json_schema(json.loads(info["schema"]))
+        except ValueError as exc:
+            if isinstance(exc, DataError):
+                raise
+            raise DataError(f"Error retrieving JSON schema for id {schema_id}: {exc}") \
+                from None
 
     def to_connect(self, topic: str, raw: bytes | None) -> tuple[Schema | None, Any]:
         if raw is None:
             return None, None
-        if len(raw) < 5 or raw[0] != MAGIC:
-            raise DataError("Unknown magic byte!")
-        schema_id = _struct.unpack(">I", raw[1:5])[0]
-        with self._lock:
-            schema = self._readers.get(schema_id)
-        if schema is None:
-            info = self.registry.schema_info(schema_id)
-            if info.get("schemaType", "AVRO") != "JSON":
-                raise DataError(f"Schema {schema_id} is not a JSON Schema "
-                                f"({info.get('schemaType', 'AVRO')})")
-            try:
-                schema = from_json_schema(json.loads(info["schema"]))
-            except ValueError as exc:
-                if isinstance(exc, DataError):
-                    raise
-                raise DataError(f"Error retrieving JSON schema for id {schema_id}: {exc}") \
-                    from None
-            with self._lock:
-                self._readers[schema_id] = schema
+        schema_id, body = split_wire(raw)
+        schema = self._readers.get(schema_id, lambda: self._reader(schema_id))
         try:
-            obj = json.loads(raw[5:], parse_float=decimal.Decimal)
+            obj = json.loads(body, parse_float=decimal.Decimal)
         except ValueError as exc:
             raise DataError(f"Converting byte[] to Kafka Connect data failed due to "
                             f"serialization error: {exc}") from None
