@@ -8,27 +8,26 @@ Writing translates the schema as Confluent's ProtobufData does: a proto3 file wh
 and message come from the STRUCT's name (`ConnectDefault1` without one), fields numbered in
 order from 1, an ARRAY a repeated field, a MAP a protobuf map (`<Field>Entry`), a nested
 STRUCT a nested message (named by its schema, `Message` added when that equals the field's
-name), Timestamp `google.protobuf.Timestamp`. Optional primitives are proto3 scalars (a null
-reads back as the type's default, as in Confluent's default without wrappers).
+name), the logical types as protobuf_types says (Timestamp `google.protobuf.Timestamp`,
+Date `google.type.Date`, Time `google.type.TimeOfDay`, Decimal `confluent.type.Decimal` with
+its scale and precision in the field's `confluent.field_meta`). Optional primitives are proto3
+scalars (a null reads back as the type's default, as in Confluent's default without wrappers).
+The imports other than Google's well-known files are registered as subjects of their own
+(named as the file) and referenced, so any Confluent-compatible registry takes the schema.
 
-Not carried here, refused with a DataError rather than written differently: Date, Time and
-Decimal (Confluent imports google/type/*.proto and confluent/type/decimal.proto, which the
-registry would need as referenced subjects), nested arrays, maps with non-scalar keys. INT8
-and INT16 are written as int32 without Confluent's `connect.type` option (that option lives in
-confluent/meta.proto, another reference), so they read back as INT32.
+Not carried here, refused with a DataError rather than written differently: nested arrays,
+maps with non-scalar keys. INT8 and INT16 are written as int32 without Confluent's
+`connect.type` field meta, so they read back as INT32.
 
 Reading takes the writer's descriptor by id (`format=serialized`, with its references and
-Google's well-known imports), finds the message the index list names, and gives a STRUCT of
-optional fields (as Confluent's reader does): enums as their names, wrappers and Timestamp
-as values, maps and repeated fields as MAP and ARRAY; a message with a real `oneof` is refused.
+Google's well-known and Confluent's built-in imports), finds the message the index list names, and gives a STRUCT of
+optional fields (as Confluent's reader does): enums as their names, wrappers and the logical
+messages as values, maps and repeated fields as MAP and ARRAY; a message with a real `oneof` is refused.
 """
 
 from __future__ import annotations
 
 import base64
-import datetime as dt
-import struct as _struct
-import threading
 import urllib.parse
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -37,16 +36,17 @@ from typing import Any
 from google.protobuf import descriptor_pb2
 
 from odradek.connect import data
+from odradek.connect import protobuf_types as types
 from odradek.connect.avro_converter import RegistryClient
 from odradek.connect.data import DataError, Schema
+from odradek.connect.registry_wire import Cache, frame, split_wire
 from odradek.protocol.errors import ProtocolError
 from odradek.protocol.primitives import decode_uvarint, encode_varint, zigzag_decode
 
-MAGIC = 0
 DEFAULT_NAME = "ConnectDefault1"
 FDP = descriptor_pb2.FileDescriptorProto
 F = descriptor_pb2.FieldDescriptorProto
-TIMESTAMP_FILE, TIMESTAMP_TYPE = "google/protobuf/timestamp.proto", ".google.protobuf.Timestamp"
+WELL_KNOWN_PREFIX = "google/protobuf/"
 _SCALARS = {"INT8": F.TYPE_INT32, "INT16": F.TYPE_INT32, "INT32": F.TYPE_INT32,
             "INT64": F.TYPE_INT64, "FLOAT32": F.TYPE_FLOAT, "FLOAT64": F.TYPE_DOUBLE,
             "BOOLEAN": F.TYPE_BOOL, "STRING": F.TYPE_STRING, "BYTES": F.TYPE_BYTES}
@@ -141,14 +141,18 @@ def _field_type(fdp: Any, msg: Any, fd: Any, name: str, schema: Schema, full: st
         fd.label, fd.type, fd.type_name = F.LABEL_REPEATED, F.TYPE_MESSAGE, \
             f"{full}.{entry.name}"
         return
-    if schema.name in (data.DATE, data.TIME, data.DECIMAL):
-        raise DataError(f"ProtobufConverter: field {name}: {schema.name.rsplit('.', 1)[-1]} is "
-                        "not written here (it needs google/type or confluent/type imports as "
-                        "registry references)")
-    if schema.name == data.TIMESTAMP:
-        if TIMESTAMP_FILE not in fdp.dependency:
-            fdp.dependency.append(TIMESTAMP_FILE)
-        fd.type, fd.type_name = F.TYPE_MESSAGE, TIMESTAMP_TYPE
+    if schema.name in types.LOGICAL:
+        imported, message = types.LOGICAL[schema.name]
+        needs = [imported]
+        if schema.name == data.DECIMAL:
+            params = types.decimal_params(schema)
+            if params:
+                needs.append(types.META_FILE)
+                fd.options.MergeFromString(types.meta_options(params))
+        for dep in needs:
+            if dep not in fdp.dependency:
+                fdp.dependency.append(dep)
+        fd.type, fd.type_name = F.TYPE_MESSAGE, "." + message
         return
     if schema.type == "STRUCT":
         nested = _unqualified(schema.name) or _camel(name)
@@ -198,8 +202,10 @@ def _element_schema(f: Any) -> Schema:
             ("io.confluent.connect.protobuf.Enum", f.enum_type.name), *values))
     if f.type in (F.TYPE_MESSAGE, F.TYPE_GROUP):
         full = f.message_type.full_name
-        if full == "google.protobuf.Timestamp":
-            return Schema("INT64", optional=True, name=data.TIMESTAMP, version=1)
+        logical = types.logical_schema(full, types.meta_params(
+            f.GetOptions().SerializeToString()) if full == "confluent.type.Decimal" else {})
+        if logical is not None:
+            return logical
         if full in _WRAPPERS:
             return Schema(_WRAPPERS[full], optional=True)
         return schema_of(f.message_type, optional=True)
@@ -219,13 +225,6 @@ def _field_schema(f: Any) -> Schema:
 
 
 # ---- values ------------------------------------------------------------------------------------
-def _set_timestamp(target: Any, value: dt.datetime) -> None:
-    aware = value if value.tzinfo is not None else value.replace(tzinfo=dt.UTC)
-    micros = (aware - data.EPOCH) // dt.timedelta(microseconds=1)
-    seconds, within = divmod(micros, 1_000_000)
-    target.seconds, target.nanos = seconds, within * 1000
-
-
 def fill(msg: Any, schema: Schema, value: Mapping[str, Any]) -> None:
     for f in schema.fields:
         item = value.get(f.name)
@@ -238,8 +237,8 @@ def fill(msg: Any, schema: Schema, value: Mapping[str, Any]) -> None:
             for element in item:
                 if s.value_schema.type == "STRUCT":
                     fill(target.add(), s.value_schema, element)
-                elif s.value_schema.name == data.TIMESTAMP:
-                    _set_timestamp(target.add(), element)
+                elif s.value_schema.name in types.LOGICAL:
+                    types.set_value(target.add(), s.value_schema.name, element)
                 else:
                     target.append(_scalar(s.value_schema, element))
         elif s.type == "MAP":
@@ -250,15 +249,15 @@ def fill(msg: Any, schema: Schema, value: Mapping[str, Any]) -> None:
                     continue
                 if s.value_schema.type == "STRUCT":
                     fill(target[k], s.value_schema, v)
-                elif s.value_schema.name == data.TIMESTAMP:
-                    _set_timestamp(target[k], v)
+                elif s.value_schema.name in types.LOGICAL:
+                    types.set_value(target[k], s.value_schema.name, v)
                 else:
                     target[k] = _scalar(s.value_schema, v)
         elif s.type == "STRUCT":
             fill(getattr(msg, f.name), s, item)
             getattr(msg, f.name).SetInParent()
-        elif s.name == data.TIMESTAMP:
-            _set_timestamp(getattr(msg, f.name), item)
+        elif s.name in types.LOGICAL:
+            types.set_value(getattr(msg, f.name), s.name, item)
         else:
             setattr(msg, f.name, _scalar(s, item))
 
@@ -292,8 +291,8 @@ def _element(f: Any, schema: Schema, raw: Any) -> Any:
         return found.name if found is not None else str(raw)
     if f.type == F.TYPE_MESSAGE:
         full = f.message_type.full_name
-        if full == "google.protobuf.Timestamp":
-            return data.EPOCH + dt.timedelta(seconds=raw.seconds, microseconds=raw.nanos // 1000)
+        if full in types.MESSAGES:
+            return types.get_value(full, raw)
         if full in _WRAPPERS:
             return raw.value
         return read(raw, schema)
@@ -307,8 +306,22 @@ class _Registry(RegistryClient):
                 f"?format={fmt}")
         return dict(self._call("GET", path))
 
+    def reference(self, name: str, register: bool) -> dict[str, Any]:
+        """A built-in import as Confluent's DefaultReferenceSubjectNameStrategy names it (the
+        subject is the file's name), registered first when `register`."""
+        text = base64.standard_b64encode(types.BUILT_IN[name].SerializeToString()).decode()
+        deps = [d for d in types.BUILT_IN[name].dependency if d in types.BUILT_IN]
+        refs = [self.reference(d, register) for d in deps]
+        if register:
+            self.register(name, text, "PROTOBUF", refs)
+        path = f"/subjects/{urllib.parse.quote(name, safe='')}"
+        found = self._call("POST", path, self._body(text, "PROTOBUF", refs))
+        return {"name": name, "subject": name, "version": int(found["version"])}
+
 
 def _well_known(name: str) -> Any:
+    if name in types.BUILT_IN:
+        return types.BUILT_IN[name]
     # Importing Google's modules puts their files in the default pool.
     from google.protobuf import (  # noqa: F401
         any_pb2,
@@ -331,6 +344,16 @@ def _well_known(name: str) -> Any:
     return out
 
 
+def _add_imports(pool: Any, fdp: Any, added: set[str]) -> None:
+    """Add the well-known and built-in files `fdp` imports to `pool`, theirs first."""
+    for dep in fdp.dependency:
+        if dep not in added:
+            added.add(dep)
+            known = _well_known(dep)
+            _add_imports(pool, known, added)
+            pool.Add(known)
+
+
 @dataclass
 class ProtobufConverter:
     registry: _Registry
@@ -338,10 +361,9 @@ class ProtobufConverter:
     auto_register: bool = True
     kind: str = "protobuf"
     schemas: bool = True
-    _writers: dict[tuple[str, Schema], tuple[int, Any]] = field(default_factory=dict)
-    _readers: dict[tuple[int, tuple[int, ...]], tuple[Any, Schema]] = field(
-        default_factory=dict)
-    _lock: threading.Lock = field(default_factory=threading.Lock)
+    _writers: Cache[tuple[str, Schema], tuple[int, Any]] = field(default_factory=Cache)
+    _readers: Cache[tuple[int, tuple[int, ...]], tuple[Any, Schema]] = field(
+        default_factory=Cache)
 
     @classmethod
     def configure(cls, own: Mapping[str, str], is_key: bool) -> ProtobufConverter:
@@ -361,8 +383,7 @@ class ProtobufConverter:
 
         fdp, full = file_of(schema)
         pool = descriptor_pool.DescriptorPool()
-        for dep in fdp.dependency:
-            pool.Add(_well_known(dep))
+        _add_imports(pool, fdp, set())
         pool.Add(fdp)
         return message_factory.GetMessageClass(pool.FindMessageTypeByName(full)), fdp
 
@@ -373,50 +394,42 @@ class ProtobufConverter:
             raise DataError("ProtobufConverter needs a schema: the value has none")
         data.validate(schema, value)
         subject = self.subject(topic)
-        with self._lock:
-            cached = self._writers.get((subject, schema))
-        if cached is None:
-            try:
-                cls, fdp = self.message_class(schema)
-            except DataError:
-                raise
-            except Exception as exc:  # protobuf refused the file (a field name, say)
-                what = schema.name or DEFAULT_NAME
-                raise DataError(f"ProtobufConverter: no Protobuf schema for {what}: {exc}") \
-                    from None
-            text = base64.standard_b64encode(fdp.SerializeToString()).decode()
-            schema_id = (self.registry.register(subject, text, "PROTOBUF") if self.auto_register
-                         else self.registry.lookup(subject, text, "PROTOBUF"))
-            cached = (schema_id, cls)
-            with self._lock:
-                self._writers[(subject, schema)] = cached
-        schema_id, cls = cached
+        schema_id, cls = self._writers.get((subject, schema),
+                                           lambda: self._writer(subject, schema))
         msg = cls()
         try:
             fill(msg, schema, value)
         except (TypeError, ValueError) as exc:
             raise DataError(f"ProtobufConverter: {exc}") from None
-        return _struct.pack(">bI", MAGIC, schema_id) + encode_indexes([0]) + \
-            msg.SerializeToString()
+        return frame(schema_id, encode_indexes([0]) + msg.SerializeToString())
+
+    def _writer(self, subject: str, schema: Schema) -> tuple[int, Any]:
+        try:
+            cls, fdp = self.message_class(schema)
+        except DataError:
+            raise
+        except Exception as exc:  # protobuf refused the file (a field name, say)
+            what = schema.name or DEFAULT_NAME
+            raise DataError(f"ProtobufConverter: no Protobuf schema for {what}: {exc}") \
+                from None
+        text = base64.standard_b64encode(fdp.SerializeToString()).decode()
+        refs = [self.registry.reference(d, self.auto_register) for d in fdp.dependency
+                if not d.startswith(WELL_KNOWN_PREFIX)]
+        schema_id = (self.registry.register(subject, text, "PROTOBUF", refs)
+                     if self.auto_register
+                     else self.registry.lookup(subject, text, "PROTOBUF", refs))
+        return schema_id, cls
 
     def to_connect(self, topic: str, raw: bytes | None) -> tuple[Schema | None, Any]:
         if raw is None:
             return None, None
-        if len(raw) < 6 or raw[0] != MAGIC:
-            raise DataError("Unknown magic byte!")
-        schema_id = _struct.unpack(">I", raw[1:5])[0]
-        indexes, pos = decode_indexes(raw, 5)
-        key = (schema_id, tuple(indexes))
-        with self._lock:
-            cached = self._readers.get(key)
-        if cached is None:
-            cached = self._reader(schema_id, indexes)
-            with self._lock:
-                self._readers[key] = cached
-        cls, schema = cached
+        schema_id, body = split_wire(raw)
+        indexes, pos = decode_indexes(body, 0)
+        cls, schema = self._readers.get((schema_id, tuple(indexes)),
+                                        lambda: self._reader(schema_id, indexes))
         msg = cls()
         try:
-            msg.ParseFromString(raw[pos:])
+            msg.ParseFromString(body[pos:])
         except Exception as exc:  # protobuf's DecodeError and friends: the bytes are bad
             raise DataError(f"Error deserializing Protobuf message for id {schema_id}: "
                             f"{exc}") from None
@@ -442,7 +455,9 @@ class ProtobufConverter:
                 added.add(dep)
                 ref = by_name.get(dep)
                 if ref is None:
-                    pool.Add(_well_known(dep))
+                    known = _well_known(dep)
+                    _add_imports(pool, known, added)
+                    pool.Add(known)
                 else:
                     got = self.registry.version(ref["subject"], int(ref["version"]),
                                                 "serialized")
