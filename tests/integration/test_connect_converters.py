@@ -140,3 +140,57 @@ def test_protobuf_converter_round_trip_and_confluent_reads_it(
     got = conv.to_connect("conv-proto-theirs", ser(theirs, SerializationContext(
         "conv-proto-theirs", MessageField.VALUE)))[1]
     assert (got["id"], got["name"], got["tags"], got["at"]) == (9, "z", ["q"], None)
+
+
+LOGICAL = data.struct([
+    ("day", Schema("INT32", name=data.DATE, version=1)),
+    ("at", Schema("INT32", name=data.TIME, version=1)),
+    ("when", Schema("INT64", name=data.TIMESTAMP, version=1)),
+    ("price", Schema("BYTES", name=data.DECIMAL, version=1,
+                     parameters=(("connect.decimal.precision", "10"), ("scale", "2")))),
+], name="shop.Priced")
+
+
+def test_protobuf_logical_types_through_the_registry_and_confluents_reader(
+        shared_broker: BrokerProcess, registry: RegistryProcess) -> None:
+    import decimal
+
+    from confluent_kafka.schema_registry import SchemaRegistryClient
+    from confluent_kafka.schema_registry.confluent.type.decimal_utils import from_proto_decimal
+    from confluent_kafka.schema_registry.protobuf import ProtobufDeserializer
+    from confluent_kafka.serialization import MessageField, SerializationContext
+
+    conv = convert(converters.PROTOBUF, registry)
+    topic = "conv-proto-logical"
+    values = [{"day": dt.date(2024, 2, 29), "at": dt.time(13, 5, 7, 250_000),
+               "when": dt.datetime(2024, 1, 1, 0, 0, 1, 5, tzinfo=dt.UTC),
+               "price": decimal.Decimal("-1234.50")},
+              {"day": dt.date(1970, 1, 1), "at": dt.time(0, 0), "when": data.EPOCH,
+               "price": decimal.Decimal("0.00")}]
+    raw = through_topic(shared_broker.bootstrap, topic,
+                        [conv.from_connect(topic, LOGICAL, v) for v in values])
+
+    # The imports are subjects of their own, referenced by the record's schema.
+    status, latest = registry.call("GET", f"/subjects/{topic}-value/versions/latest")
+    assert status == 200 and latest["schemaType"] == "PROTOBUF"
+    assert {r["name"] for r in latest["references"]} == {
+        "google/type/date.proto", "google/type/timeofday.proto",
+        "confluent/type/decimal.proto", "confluent/meta.proto"}
+
+    # A fresh converter reads the schema and the values back from the registry by id.
+    schema, value = convert(converters.PROTOBUF, registry).to_connect(topic, raw[0])
+    assert value == values[0]
+    price = schema.field("price")
+    assert price is not None and price.schema.params == {
+        "connect.decimal.precision": "10", "scale": "2"}
+    assert convert(converters.PROTOBUF, registry).to_connect(topic, raw[1])[1] == values[1]
+
+    # confluent-kafka's reader parses them by the registry's schema: Confluent's own types.
+    cls, _ = conv.message_class(LOGICAL)
+    de = ProtobufDeserializer(cls, {"use.deprecated.format": False},
+                              schema_registry_client=SchemaRegistryClient({"url": registry.url}))
+    msg = de(raw[0], SerializationContext(topic, MessageField.VALUE))
+    assert (msg.day.year, msg.day.month, msg.day.day) == (2024, 2, 29)
+    assert (msg.at.hours, msg.at.minutes, msg.at.seconds, msg.at.nanos) == (13, 5, 7, 250_000_000)
+    assert (msg.when.seconds, msg.when.nanos) == (1_704_067_201, 5_000)
+    assert from_proto_decimal(msg.price) == decimal.Decimal("-1234.50")

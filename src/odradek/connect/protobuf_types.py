@@ -123,16 +123,24 @@ def _wire(raw: bytes) -> Iterator[tuple[int, Any]]:
 
 def meta_params(options: bytes) -> dict[str, str]:
     """The `(confluent.field_meta).params` in a field's serialized FieldOptions."""
+    def message(value: Any) -> Iterator[tuple[int, Any]]:
+        if not isinstance(value, bytes):
+            raise ProtocolError("a message field that is not length-delimited")
+        return _wire(value)
+
     out: dict[str, str] = {}
     try:
         for number, meta in _wire(options):
             if number != FIELD_META:
                 continue
-            for part, entry in _wire(meta):
+            for part, entry in message(meta):
                 if part == 2:
-                    kv = dict(_wire(entry))
-                    out[bytes(kv.get(1, b"")).decode()] = bytes(kv.get(2, b"")).decode()
-    except (ProtocolError, UnicodeDecodeError, TypeError) as exc:
+                    kv = {n: v for n, v in message(entry) if n in (1, 2)}
+                    key, value = kv.get(1, b""), kv.get(2, b"")
+                    if not isinstance(key, bytes) or not isinstance(value, bytes):
+                        raise ProtocolError("a param that is not a string")
+                    out[key.decode()] = value.decode()
+    except (ProtocolError, UnicodeDecodeError) as exc:
         raise DataError(f"ProtobufConverter: unreadable field options: {exc}") from None
     return out
 

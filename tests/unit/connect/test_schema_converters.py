@@ -94,8 +94,8 @@ def test_protobuf_file_as_confluent_writes_it() -> None:
     fdp, full = pb.file_of(anon)
     assert full == pb.DEFAULT_NAME and fdp.message_type[0].field[0].type_name == (
         f".{pb.DEFAULT_NAME}.innerMessage")
-    for refused in (data.struct([("d", data.decimal_schema(2))]),
-                    data.struct([("d", Schema("INT32", name=data.DATE, version=1))]),
+    for refused in (data.struct([("a", Schema("ARRAY", value_schema=Schema(
+                        "ARRAY", value_schema=Schema("INT32"))))]),
                     Schema("STRING")):
         with pytest.raises(DataError):
             pb.file_of(refused)
