@@ -41,6 +41,22 @@ class RegistryClient:
         self.urls = urls
         self.timeout = timeout
 
+    @staticmethod
+    def settings(own: Mapping[str, str]) -> tuple[list[str], bool]:
+        """A converter's `schema.registry.url` (required) and `auto.register.schemas`."""
+        urls = [u.strip() for u in own.get("schema.registry.url", "").split(",") if u.strip()]
+        if not urls:
+            raise ValueError('Missing required configuration "schema.registry.url" which has '
+                             "no default value.")
+        return urls, own.get("auto.register.schemas", "true").strip().lower() == "true"
+
+    def id_for(self, subject: str, schema: str, schema_type: str, register: bool,
+               references: list[dict[str, Any]] | None = None) -> int:
+        """The schema's id under `subject`: registered (auto.register.schemas) or looked up."""
+        if register:
+            return self.register(subject, schema, schema_type, references)
+        return self.lookup(subject, schema, schema_type, references)
+
     def _call(self, method: str, path: str, body: Any = None) -> Any:
         last: Exception | None = None
         for url in self.urls:
@@ -100,11 +116,7 @@ class AvroConverter:
 
     @classmethod
     def configure(cls, own: Mapping[str, str], is_key: bool) -> AvroConverter:
-        urls = [u.strip() for u in own.get("schema.registry.url", "").split(",") if u.strip()]
-        if not urls:
-            raise ValueError('Missing required configuration "schema.registry.url" which has '
-                             "no default value.")
-        auto = own.get("auto.register.schemas", "true").strip().lower() == "true"
+        urls, auto = RegistryClient.settings(own)
         return cls(RegistryClient(urls), is_key=is_key, auto_register=auto)
 
     def subject(self, topic: str) -> str:
@@ -121,9 +133,8 @@ class AvroConverter:
         avro = to_avro_schema(schema)
         text = json.dumps(avro, separators=(",", ":"))
         subject = self.subject(topic)
-        schema_id = self._ids.get((subject, text), lambda: (
-            self.registry.register(subject, text) if self.auto_register
-            else self.registry.lookup(subject, text)))
+        schema_id = self._ids.get((subject, text), lambda: self.registry.id_for(
+            subject, text, "AVRO", self.auto_register))
         out = io.BytesIO()
         fastavro.schemaless_writer(out, fastavro.parse_schema(avro),
                                    to_avro_value(schema, value))

@@ -307,11 +307,7 @@ class JsonSchemaConverter:
 
     @classmethod
     def configure(cls, own: Mapping[str, str], is_key: bool) -> JsonSchemaConverter:
-        urls = [u.strip() for u in own.get("schema.registry.url", "").split(",") if u.strip()]
-        if not urls:
-            raise ValueError('Missing required configuration "schema.registry.url" which has '
-                             "no default value.")
-        auto = own.get("auto.register.schemas", "true").strip().lower() == "true"
+        urls, auto = RegistryClient.settings(own)
         fmt = own.get("decimal.format", "BASE64").strip().upper()
         if fmt not in ("BASE64", "NUMERIC"):
             raise ValueError(f"Invalid value {fmt} for configuration decimal.format: String "
@@ -329,9 +325,8 @@ class JsonSchemaConverter:
         data.validate(schema, value)
         text = json.dumps(to_json_schema(schema), separators=(",", ":"))
         subject = self.subject(topic)
-        schema_id = self._ids.get((subject, text), lambda: (
-            self.registry.register(subject, text, "JSON") if self.auto_register
-            else self.registry.lookup(subject, text, "JSON")))
+        schema_id = self._ids.get((subject, text), lambda: self.registry.id_for(
+            subject, text, "JSON", self.auto_register))
         return frame(schema_id, _dumps(value_to_json(schema, value, self.decimal_format)))
 
     def _reader(self, schema_id: int) -> Schema:

@@ -367,11 +367,7 @@ class ProtobufConverter:
 
     @classmethod
     def configure(cls, own: Mapping[str, str], is_key: bool) -> ProtobufConverter:
-        urls = [u.strip() for u in own.get("schema.registry.url", "").split(",") if u.strip()]
-        if not urls:
-            raise ValueError('Missing required configuration "schema.registry.url" which has '
-                             "no default value.")
-        auto = own.get("auto.register.schemas", "true").strip().lower() == "true"
+        urls, auto = RegistryClient.settings(own)
         return cls(_Registry(urls), is_key=is_key, auto_register=auto)
 
     def subject(self, topic: str) -> str:
@@ -415,10 +411,7 @@ class ProtobufConverter:
         text = base64.standard_b64encode(fdp.SerializeToString()).decode()
         refs = [self.registry.reference(d, self.auto_register) for d in fdp.dependency
                 if not d.startswith(WELL_KNOWN_PREFIX)]
-        schema_id = (self.registry.register(subject, text, "PROTOBUF", refs)
-                     if self.auto_register
-                     else self.registry.lookup(subject, text, "PROTOBUF", refs))
-        return schema_id, cls
+        return self.registry.id_for(subject, text, "PROTOBUF", self.auto_register, refs), cls
 
     def to_connect(self, topic: str, raw: bytes | None) -> tuple[Schema | None, Any]:
         if raw is None:
