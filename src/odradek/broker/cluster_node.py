@@ -438,6 +438,8 @@ class ClusterNode:
                 await asyncio.wait_for(task, 5.0)
         if rm is not None:
             await self._step("replication", rm.stop())
+        # metadata syncs in flight end (they start nothing now) before the logs close
+        await self.node.finish_tasks()
         if self.quorum is not None:
             await self._step("the quorum", self.quorum.stop())
         if self.channels is not None:
