@@ -292,6 +292,7 @@ class ClusterNode:
             config=ReplicationConfig.from_config(config),
             broker_epoch=lambda: lifecycle.broker_epoch, channel_security=peers.inter_broker)
         rm.alter_log_dirs.rate = lambda: topic_configs.broker_setting(MOVE_RATE)
+        rm.image_of = lambda: publisher.image
         began = time.monotonic()
         image = publisher.image
 

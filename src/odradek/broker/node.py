@@ -269,6 +269,7 @@ class Node:
                                  log_dirs=self.log_dirs[1:])
         rm = ReplicaManager(log_manager, node_id, self.data_dir, topic_configs)
         rm.alter_log_dirs.rate = lambda: topic_configs.broker_setting(MOVE_RATE)
+        rm.image_of = lambda: controller.image
         view.log_manager = log_manager
         began = time.monotonic()
         try:

@@ -149,6 +149,9 @@ class ReplicaManager(FetchReading):
         self._loading = False
         # set by stop(): the logs close next; a metadata change no longer changes anything
         self.stopped = False
+        # () -> the node's current metadata image (set by the node): a partition it knows
+        # but this node does not host (yet) answers NOT_LEADER_OR_FOLLOWER, as in Kafka
+        self.image_of: Callable[[], Any] | None = None
         # partitions of the image this node cannot host while a log directory is offline
         # (their log may be on it): they answer KAFKA_STORAGE_ERROR, as Kafka's offline
         # partitions do
