@@ -55,6 +55,8 @@ def test_a_replica_append_racing_the_close_fails_without_touching_the_file(
         follower = c.part(2).log
         held = HeldFetches(c.net)
         c.rms[2].fetchers.channels = held
+        # a fetch sent before the swap has been answered: the next ones go through `held`
+        await c.until(lambda: held.calls > 0, "node 2 fetching through the gate")
         assert c.rms[1].append_to(leader, batch(), 1, 9).error == ErrorCode.none
         await asyncio.wait_for(held.holding.wait(), 10)
         # node 2's logs close while its fetcher holds an answer with a batch to append
