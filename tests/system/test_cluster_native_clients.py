@@ -55,6 +55,19 @@ def create(cluster: Cluster, topic: str) -> None:
         wait_until(lambda n=node: (found := topic_leaders(n.bootstrap, topic, "check")) and
                    not found.error_code and len(found.leaders) == PARTITIONS,
                    f"node {node.node_id} knowing {topic}", 60, cluster)
+    # and every leader has opened its partition's log: the metadata names a new topic's
+    # leaders before they host it (they answer NOT_LEADER_OR_FOLLOWER meanwhile, as Kafka's
+    # do); a producer's first pipelined batches racing that could be refused while a later
+    # one lands. The fetcher asks again on NOT_LEADER_OR_FOLLOWER until the leader answers.
+    client = {"bootstrap.servers": cluster.bootstrap, "client.id": "check"}
+    for p in range(PARTITIONS):
+        fetcher = PartitionFetcher(client, topic, p, read_committed=False, max_wait_ms=0)
+        try:
+            fetcher.send(0)
+            got = fetcher.receive()
+            assert got.error_code == 0, f"{topic}-{p}: error {got.error_code}"
+        finally:
+            fetcher.close()
 
 
 def numbered(start: int, count: int) -> np.ndarray:

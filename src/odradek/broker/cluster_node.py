@@ -292,6 +292,7 @@ class ClusterNode:
             config=ReplicationConfig.from_config(config),
             broker_epoch=lambda: lifecycle.broker_epoch, channel_security=peers.inter_broker)
         rm.alter_log_dirs.rate = lambda: topic_configs.broker_setting(MOVE_RATE)
+        rm.image_of = lambda: publisher.image
         began = time.monotonic()
         image = publisher.image
 
@@ -438,6 +439,8 @@ class ClusterNode:
                 await asyncio.wait_for(task, 5.0)
         if rm is not None:
             await self._step("replication", rm.stop())
+        # metadata syncs in flight end (they start nothing now) before the logs close
+        await self.node.finish_tasks()
         if self.quorum is not None:
             await self._step("the quorum", self.quorum.stop())
         if self.channels is not None:

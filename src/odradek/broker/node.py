@@ -51,6 +51,7 @@ from odradek.broker.log_dirs import (
 )
 from odradek.broker.logging_setup import log_levels, logs_to_stderr, setup_logging
 from odradek.broker.node_admin import NodeAdmin
+from odradek.broker.process_exit import BoundedExecutor, exit_unless_held
 from odradek.broker.schema_validation import SchemaValidation, registry_urls
 from odradek.broker.server import Server
 from odradek.broker.server_properties import load_config
@@ -268,6 +269,7 @@ class Node:
                                  log_dirs=self.log_dirs[1:])
         rm = ReplicaManager(log_manager, node_id, self.data_dir, topic_configs)
         rm.alter_log_dirs.rate = lambda: topic_configs.broker_setting(MOVE_RATE)
+        rm.image_of = lambda: controller.image
         view.log_manager = log_manager
         began = time.monotonic()
         try:
@@ -351,6 +353,8 @@ class Node:
         periodic.cancel()
         with contextlib.suppress(asyncio.CancelledError):
             await periodic
+        await rm.stop()  # nothing appends once the logs close
+        await self.finish_tasks()
         await self._close(rm, log_manager, quorum)
         stop_watching(self.log_dirs)
         log.info("node %d stopped", node_id)
@@ -390,6 +394,21 @@ class Node:
         watch_log_dirs(self.log_dirs, self.config,
                        lambda why: loop.call_soon_threadsafe(self._dir_failed, why))
 
+    async def finish_tasks(self, timeout_s: float = 5.0) -> None:
+        """At shutdown, once the replica manager stopped: the node's own tasks (metadata
+        syncs, which may be waiting on a thread) end before the logs close; what is still
+        running after `timeout_s` is cancelled."""
+        tasks = [t for t in self._tasks if not t.done()]
+        if not tasks:
+            return
+        _, pending = await asyncio.wait(tasks, timeout=timeout_s)
+        for task in pending:
+            task.cancel()
+        if pending:
+            log.warning("shutdown: %d node tasks still running after %.0f s; cancelled",
+                        len(pending), timeout_s)
+            await asyncio.wait(pending, timeout=timeout_s)
+
     async def close_logs(self, rm: ReplicaManager, log_manager: LogManager) -> None:
         await rm.alter_log_dirs.stop()  # moves resume at the next start
         try:
@@ -412,7 +431,7 @@ class Node:
         """Let the partitions (and the coordinators, `runtime()`) follow `image()`, coalescing
         bursts of metadata changes into one sync; then `after()` (JBOD directory
         assignments)."""
-        if self._sync_pending:
+        if self._sync_pending or rm.stopped:
             return
         self._sync_pending = True
 
@@ -421,6 +440,8 @@ class Node:
             try:
                 self.follow_broker_configs(rm, image())
                 await rm.sync(image())
+                if rm.stopped:
+                    return  # shutting down: the coordinators and the logs are closing
                 if after is not None:
                     after()
                 coordinators = runtime() if runtime is not None else None
@@ -525,6 +546,12 @@ ServiceFactory = Callable[[BrokerConfig, "Path | None"], list[NodeService]]
 
 def run_node(data_dir: Path, config_file: Path | None, overrides: list[str],
              log_file: Path | None = None, services: ServiceFactory | None = None) -> int:
+    # once the node stopped, a thread still running must not hold the process
+    return exit_unless_held(_run_node(data_dir, config_file, overrides, log_file, services))
+
+
+def _run_node(data_dir: Path, config_file: Path | None, overrides: list[str],
+              log_file: Path | None, services: ServiceFactory | None) -> int:
     try:
         config = load_config(config_file, overrides)
         check_config(config)
@@ -551,6 +578,8 @@ def run_node(data_dir: Path, config_file: Path | None, overrides: list[str],
         return _refuse(str(exc))
     try:
         with runner:
+            # its close waits a few seconds for worker threads, not for ever
+            runner.get_loop().set_default_executor(BoundedExecutor())
             return runner.run(node.run())
     except KeyboardInterrupt:
         return 0

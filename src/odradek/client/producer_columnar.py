@@ -432,10 +432,14 @@ class ColumnarProducer:
             if code == 0 or (code == DUPLICATE_SEQUENCE_NUMBER and self.producer_id >= 0):
                 # a duplicate is a batch the leader already has: written once, acknowledged
                 self.acked_records += count
-            elif code in RETRIABLE or (code == OUT_OF_ORDER_SEQUENCE_NUMBER and self.producer_id
-                                       >= 0 and (self._retry or self._bump_wanted)):
-                # (out of order behind a batch of this round that failed: it goes again too,
-                # stamped anew if the epoch is bumped)
+            elif (code in RETRIABLE
+                  or (code == UNKNOWN_TOPIC_OR_PARTITION and partition in self.leaders)
+                  or (code == OUT_OF_ORDER_SEQUENCE_NUMBER and self.producer_id >= 0
+                      and (self._retry or self._bump_wanted))):
+                # (UNKNOWN_TOPIC_OR_PARTITION for a partition the metadata names is Kafka's
+                # InvalidMetadataException: again after a refresh; out of order behind a batch
+                # of this round that failed: it goes again too, stamped anew if the epoch is
+                # bumped)
                 self._retry.append(_Retry(partition, batch, count, code))
             elif code == UNKNOWN_PRODUCER_ID and self.producer_id >= 0:
                 self._bump_wanted = True  # the leader never took it: again, in a new epoch

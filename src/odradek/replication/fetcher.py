@@ -52,9 +52,14 @@ class ReplicaFetcherManager:
         self.on_fetched = on_fetched
         self.fetchers: dict[tuple[int, int], ReplicaFetcher] = {}
         self._where: dict[tuple[str, int], tuple[int, int]] = {}
+        # set by shutdown: the logs close next, so a late add (a metadata change applied
+        # meanwhile) must not start a fetcher that would append into a closed log
+        self.closed = False
 
     def add(self, part: Partition) -> None:
         """Fetch `part` from its leader, truncating first (a new leader or epoch)."""
+        if self.closed:
+            return
         key = (part.topic, part.index)
         where = (part.leader, fetcher_id(part.topic, part.index, self.config.num_replica_fetchers))
         old = self._where.get(key)
@@ -84,6 +89,7 @@ class ReplicaFetcherManager:
         return fetcher.states.get((topic, partition)) if fetcher is not None else None
 
     async def shutdown(self) -> None:
+        self.closed = True
         fetchers, self.fetchers = list(self.fetchers.values()), {}
         self._where.clear()
         for f in fetchers:

@@ -147,6 +147,11 @@ class ReplicaManager(FetchReading):
         self._hw_at_load: dict[tuple[str, int], int] = {}
         self._ineligible: set[int] = set()
         self._loading = False
+        # set by stop(): the logs close next; a metadata change no longer changes anything
+        self.stopped = False
+        # () -> the node's current metadata image (set by the node): a partition it knows
+        # but this node does not host (yet) answers NOT_LEADER_OR_FOLLOWER, as in Kafka
+        self.image_of: Callable[[], Any] | None = None
         # partitions of the image this node cannot host while a log directory is offline
         # (their log may be on it): they answer KAFKA_STORAGE_ERROR, as Kafka's offline
         # partitions do
@@ -325,7 +330,7 @@ class ReplicaManager(FetchReading):
                      list(item.new_isr), result.error.name.upper())
 
     def _ensure_isr_task(self) -> None:
-        if not self._isr_expiration_enabled:
+        if not self._isr_expiration_enabled or self.stopped:
             return
         if self._isr_task is None or self._isr_task.done():
             try:
@@ -350,13 +355,19 @@ class ReplicaManager(FetchReading):
         return n
 
     async def stop(self) -> None:
-        """Stop the fetchers and the ISR task (the node, at shutdown)."""
+        """Stop the fetchers and the ISR task (the node, at shutdown). Nothing appends to a
+        log after this returns: a sync in flight (which may start fetchers) is waited for,
+        and later ones do nothing."""
+        self.stopped = True
+        # first: the fetcher manager refuses new fetchers from here on
+        await self.fetchers.shutdown()
         if self._isr_task is not None:
             self._isr_task.cancel()
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await self._isr_task
             self._isr_task = None
-        await self.fetchers.shutdown()
+        async with self._sync_lock:
+            pass
         await self.alter_log_dirs.stop()
         for task in list(self._alters):
             task.cancel()
@@ -410,6 +421,8 @@ class ReplicaManager(FetchReading):
     async def sync(self, image: Any) -> None:
         """Create/delete/update partitions so that they follow the image."""
         async with self._sync_lock:
+            if self.stopped:
+                return
             self._note_brokers(image)
             create, drop, update = self._plan(image)
             for part in drop:  # stop serving before the files go

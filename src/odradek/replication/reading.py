@@ -33,9 +33,17 @@ class FetchReading:
 
     def missing_partition_error(self, topic: str | None, partition: int) -> ErrorCode:
         """The error for a partition not hosted here: KAFKA_STORAGE_ERROR when its log may
-        be on an offline log directory (JBOD), else UNKNOWN_TOPIC_OR_PARTITION."""
+        be on an offline log directory (JBOD); NOT_LEADER_OR_FOLLOWER when the metadata
+        knows it (Kafka's getPartitionOrError: the client refreshes its metadata and tries
+        again; a new topic's image is served before this node has opened its logs); else
+        UNKNOWN_TOPIC_OR_PARTITION."""
         if (topic, partition) in getattr(self, "offline_partitions", ()):
             return ErrorCode.kafka_storage_error
+        image_of = getattr(self, "image_of", None)
+        if image_of is not None and topic is not None:
+            known = image_of().topics_by_name.get(topic)
+            if known is not None and partition in known.partitions:
+                return ErrorCode.not_leader_or_follower
         return ErrorCode.unknown_topic_or_partition
 
     def _read_from_log(self, params: FetchParams, topics: list[FetchTopic]

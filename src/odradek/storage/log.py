@@ -268,6 +268,8 @@ class Log(SegmentLoading, Retention, TimestampLookup):
         if state.refusing and (state.offline or not self._internal):
             raise state.refused(str(self._dir))
         with self.lock:
+            if self._closed:
+                raise self._closed_error()
             first = self._leo
             last = first + header.last_offset_delta
             seg = self._segments[-1]
@@ -324,6 +326,8 @@ class Log(SegmentLoading, Retention, TimestampLookup):
             raise KafkaError(
                 ErrorCode.corrupt_message, f"batch is {len(batch)} bytes, header says {size}"
             )
+        if self._closed:
+            raise self._closed_error()
         first = header.base_offset
         if first < self._leo:
             raise KafkaError(
@@ -353,6 +357,12 @@ class Log(SegmentLoading, Retention, TimestampLookup):
             self.epochs.assign(header.partition_leader_epoch, first)
         self._maybe_flush(now)
         return first, last, header.max_timestamp
+
+    def _closed_error(self) -> KafkaError:
+        # Kafka's KafkaStorageException for a closed log (retriable for the client): the
+        # node is shutting down; the files are not touched and the directory stays online
+        return KafkaError(ErrorCode.kafka_storage_error,
+                          f"{self._dir.name}: the log is closed (the node is shutting down)")
 
     def _write_failed(self, seg: Segment, exc: OSError) -> KafkaError:
         return self.dir_state.write_failed(str(seg.log_path), exc, isinstance(exc, SegmentTorn))
@@ -454,6 +464,8 @@ class Log(SegmentLoading, Retention, TimestampLookup):
     @locked
     def truncate_to(self, offset: int) -> None:
         """Remove everything at or after `offset` (a follower diverged, or a leader epoch moved)."""
+        if self._closed:
+            raise self._closed_error()
         if offset >= self._leo:
             return
         self._note_cut(offset)
@@ -475,6 +487,8 @@ class Log(SegmentLoading, Retention, TimestampLookup):
     def truncate_fully_and_start_at(self, offset: int) -> None:
         """Drop every segment and start empty at `offset` (a follower whose leader's log
         starts above this log's end)."""
+        if self._closed:
+            raise self._closed_error()
         self._truncate_fully_and_start_at(offset)
 
     def _note_cut(self, offset: int) -> None:

@@ -68,6 +68,22 @@ def test_unknown_partitions(rm: ReplicaManager) -> None:
     assert only(fetch(rm, name=None, by_id=True)).error_code == ErrorCode.unknown_topic_id
 
 
+def test_a_partition_the_metadata_knows_but_not_hosted_here_is_not_led_here(
+        rm: ReplicaManager) -> None:
+    # Kafka's getPartitionOrError: the image names it (a new topic whose logs this node has
+    # not opened yet, or one it is no replica of): NOT_LEADER_OR_FOLLOWER, which clients
+    # retry after a metadata refresh; a partition the image lacks stays unknown
+    from odradek.metadata.image import MetadataImage, PartitionImage, TopicImage
+
+    topic = TopicImage("new", uuid.uuid4(), {0: PartitionImage(0, (1, 2), (1, 2), 1, 0, 0)})
+    rm.image_of = lambda: MetadataImage(topics_by_name={"new": topic},
+                                        topics_by_id={topic.topic_id: topic})
+    assert only(fetch(rm, name="new")).error_code == ErrorCode.not_leader_or_follower
+    assert rm.append("new", 0, memoryview(b"x"), 1).error == ErrorCode.not_leader_or_follower
+    assert rm.append("new", 1, memoryview(b"x"), 1).error == ErrorCode.unknown_topic_or_partition
+    assert only(fetch(rm, name="nope")).error_code == ErrorCode.unknown_topic_or_partition
+
+
 def test_each_kind_of_fetch_reads_to_its_bound(rm: ReplicaManager) -> None:
     produce(rm, 2)  # offsets 0-1
     pid = 11

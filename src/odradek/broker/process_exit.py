@@ -1,0 +1,85 @@
+"""The end of an `odradek serve` process: nothing left running may hold it once the node
+stopped.
+
+A stopped node has closed its logs and written its clean-shutdown markers; what still runs
+then is a worker thread that outlived its task (a `to_thread` call whose awaiting task was
+cancelled, blocked on a peer or on a loop that is closing). Python waits for such threads
+twice: asyncio's `Runner.close` shuts the default executor down with no time limit (3.11),
+and the interpreter joins every executor thread and every non-daemon thread at exit. Kafka's
+broker ends with `System.exit`, which waits for no thread; here the executor is given a few
+seconds, and a thread still alive after that is logged with its stack (the next such hang
+is then explained by the log) before the process exits with the node's code.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import sys
+import threading
+import time
+import traceback
+from concurrent.futures import ThreadPoolExecutor
+
+__all__ = ["BoundedExecutor", "exit_unless_held", "lingering_threads"]
+
+log = logging.getLogger(__name__)
+
+EXECUTOR_GRACE_S = 10.0  # longest the loop's executor threads are waited for at shutdown
+
+
+class BoundedExecutor(ThreadPoolExecutor):
+    """The event loop's default executor (`asyncio.to_thread`), whose `shutdown(wait=True)`
+    waits at most `grace_s` for its threads: the loop's close must not wait forever on a
+    thread blocked in a call that nobody awaits any more."""
+
+    def __init__(self, grace_s: float = EXECUTOR_GRACE_S) -> None:
+        super().__init__(thread_name_prefix="odradek-worker")
+        self.grace_s = grace_s
+
+    def shutdown(self, wait: bool = True, *, cancel_futures: bool = False) -> None:
+        # queued calls that have not started are dropped: nothing awaits them any more
+        super().shutdown(wait=False, cancel_futures=True)
+        if not wait:
+            return
+        deadline = time.monotonic() + self.grace_s
+        for thread in list(self._threads):
+            thread.join(max(0.0, deadline - time.monotonic()))
+
+
+def lingering_threads() -> list[threading.Thread]:
+    """Threads that would hold the interpreter's exit (non-daemon, other than this one)."""
+    me = threading.current_thread()
+    return [t for t in threading.enumerate()
+            if t is not me and t.is_alive() and not t.daemon]
+
+
+def _describe(threads: list[threading.Thread]) -> str:
+    frames = sys._current_frames()
+    parts = []
+    for t in threads:
+        frame = frames.get(t.ident or -1)
+        stack = "".join(traceback.format_stack(frame)) if frame is not None else "(no frame)\n"
+        parts.append(f"thread {t.name}:\n{stack}")
+    return "".join(parts)
+
+
+def exit_unless_held(code: int, grace_s: float = 2.0) -> int:
+    """Return `code` when nothing would hold the exit; otherwise (a thread still running
+    `grace_s` after the node stopped) log what holds it and end the process now."""
+    deadline = time.monotonic() + grace_s
+    held = lingering_threads()
+    while held and time.monotonic() < deadline:
+        time.sleep(0.05)
+        held = lingering_threads()
+    if not held:
+        return code
+    log.warning("%d threads still running after the node stopped; exiting without them:\n%s",
+                len(held), _describe(held))
+    logging.shutdown()
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except (OSError, ValueError):
+            pass
+    os._exit(code)
