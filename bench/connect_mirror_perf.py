@@ -304,7 +304,7 @@ class Bench:
              lambda: highs(down, f"plain.{src}"))]
 
     def lake(self, fmt: str, r: int) -> list[Job]:
-        conn, spark = self.tmp / f"{fmt}-conn{r}", self.tmp / f"{fmt}-spark{r}"
+        conn, by_spark = self.tmp / f"{fmt}-conn{r}", self.tmp / f"{fmt}-spark{r}"
         rows = delta_rows if fmt == "delta" else parquet_rows
         config = {"connector.class": "LakeSink", "topics": "lake", "path": str(conn),
                   "format": fmt, "partition.by": "partition", "tasks.max": "2", **STRINGS}
@@ -314,12 +314,12 @@ class Bench:
         if fmt == "parquet":
             out.append((f"lake {fmt}", "plain Spark: odradek source -> write.parquet",
                         lambda: plain.lake_parquet(self.spark, self.down.bootstrap, "lake",
-                                                   spark), lambda: rows(spark)))
+                                                   by_spark), lambda: rows(by_spark)))
         else:
             loop = self.tmp / f"delta-loop{r}"
             out += [(f"lake {fmt}", "plain Spark: odradek source -> Arrow -> write_deltalake",
-                     lambda: plain.lake_delta(self.spark, self.down.bootstrap, "lake", spark),
-                     lambda: rows(spark)),
+                     lambda: plain.lake_delta(self.spark, self.down.bootstrap, "lake", by_spark),
+                     lambda: rows(by_spark)),
                     (f"lake {fmt}", "plain consume -> write_deltalake loop (100k rows per "
                      "commit)", lambda: plain_delta(self.down.bootstrap, "lake", loop, self.n),
                      lambda: rows(loop))]
