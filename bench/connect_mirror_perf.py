@@ -195,7 +195,8 @@ def fill_json(bootstrap: str, topic: str, count: int) -> None:
 
     from odradek.client import admin_client, producer
 
-    admin_client(bootstrap).create_topics([NewTopic(topic, PARTITIONS, 1)])[topic].result(60)
+    admin = admin_client(bootstrap)  # held: a collected client fails its futures
+    admin.create_topics([NewTopic(topic, PARTITIONS, 1)])[topic].result(60)
     p = producer(bootstrap, {"linger.ms": 20, "compression.type": "lz4"})
     for i in range(count):
         key = json.dumps({"schema": {"type": "int64", "optional": False}, "payload": i})
@@ -215,7 +216,8 @@ def create_topic(bootstrap: str, topic: str) -> None:
 
     from odradek.client import admin_client
 
-    admin_client(bootstrap).create_topics([NewTopic(topic, PARTITIONS, 1)])[topic].result(60)
+    admin = admin_client(bootstrap)  # held: a collected client fails its futures
+    admin.create_topics([NewTopic(topic, PARTITIONS, 1)])[topic].result(60)
 
 
 def committed(worker: NodeWorker, name: str) -> int:
