@@ -287,7 +287,19 @@ class Bench:
     def connector(self, name: str, config: dict[str, str], done: Callable[[], bool]) -> None:
         code, body = self.worker.call("POST", "/connectors", {"name": name, "config": config})
         assert code == 201, body
-        wait(done)
+
+        def finished() -> bool:
+            if done():
+                return True
+            # a failed task stays failed: say why now rather than wait out the limit (on a
+            # loaded machine Spark's Python workers can miss their connect-back timeout)
+            code, status = self.worker.call("GET", f"/connectors/{name}/status")
+            failed = [t for t in status.get("tasks", []) if t.get("state") == "FAILED"]
+            if code == 200 and failed:
+                raise RuntimeError(f"{name}'s task failed: {failed[0].get('trace', '')[:2000]}")
+            return False
+
+        wait(finished)
 
     def mirror(self, r: int) -> list[Job]:
         src, down = f"bench{r}", self.down.bootstrap
