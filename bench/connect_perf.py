@@ -9,7 +9,8 @@ connector on its own topic, waits for one warm-up record to be committed (the Sp
 start is not in the rate), then produces `--records` JsonConverter records (schema + payload
 envelope, a struct of four fields) and times them to the last committed offset (GET
 /offsets). The load average goes beside the figures. `--write` replaces
-bench/RESULTS-connect2.md.
+bench/RESULTS-connect2.md. The JDBC sink beside a plain Spark job doing the same upserts, with
+CPU per record: bench/connect_mirror_perf.py.
 """
 
 from __future__ import annotations

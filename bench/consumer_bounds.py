@@ -52,6 +52,7 @@ from typing import Any
 
 import psutil
 
+from bench.cpu import walk
 from odradek.client.consumer_settings import SHIPPED
 
 HERE = Path(__file__).resolve().parent
@@ -146,25 +147,20 @@ def node_cpu(ps: psutil.Process) -> float:
 def _threads(pid: int) -> dict[int, tuple[str, float]]:
     """tid -> (name, CPU seconds) for every thread of pid and of its children."""
     out: dict[int, tuple[str, float]] = {}
-    try:
-        procs = [psutil.Process(pid)]
-        procs += procs[0].children(recursive=True)
-    except psutil.Error:
-        return out
-    for proc in procs:
+    for proc in walk([pid]):
         try:
-            tids = os.listdir(f"/proc/{proc.pid}/task")
+            tids = os.listdir(f"/proc/{proc}/task")
         except OSError:
-            continue
+            continue  # it ended
         for tid in tids:
-            task = f"/proc/{proc.pid}/task/{tid}"
+            task = f"/proc/{proc}/task/{tid}"
             try:
                 name = Path(f"{task}/comm").read_text().strip()
             except OSError:
                 continue
             ns, wait = _sched(task)
             if ns:
-                role = "app" if int(tid) == proc.pid else name
+                role = "app" if int(tid) == proc else name
                 out[int(tid)] = (role, ns / 1e9)
                 out[-int(tid)] = (role + " wait", wait / 1e9)
     return out

@@ -28,50 +28,17 @@ import json
 import os
 import tempfile
 import time
-from collections.abc import Callable
 from pathlib import Path
 
 from tests.integration.connect_support import NodeWorker
 from tests.support.broker import BrokerProcess, free_port
 from tests.support.postgres import PostgresServer, running_postgres
 
+from bench.connect_spark_jobs import JAR
+from bench.cpu import measure
 from bench.run import git_revision, machine
 
 RESULTS = Path(__file__).parent / "RESULTS-h19a.md"
-JAR = "/usr/share/java/postgresql.jar"  # Debian's libpostgresql-jdbc-java
-_TICK = os.sysconf("SC_CLK_TCK")
-
-
-def tree_cpu(roots: list[int]) -> float:
-    """CPU seconds (user+sys, with reaped children) of these processes and their descendants."""
-    seen: set[int] = set()
-    todo, total = list(roots), 0.0
-    while todo:
-        pid = todo.pop()
-        if pid in seen:
-            continue
-        seen.add(pid)
-        try:
-            with open(f"/proc/{pid}/stat") as f:
-                stat = f.read()
-        except OSError:
-            continue
-        total += sum(int(x) for x in stat[stat.rindex(")") + 2:].split()[11:15]) / _TICK
-        try:
-            for tid in os.listdir(f"/proc/{pid}/task"):
-                with open(f"/proc/{pid}/task/{tid}/children") as f:
-                    todo += [int(x) for x in f.read().split()]
-        except OSError:
-            pass
-    return total
-
-
-def measure(fn: Callable[[], None], roots: list[int]) -> tuple[float, float]:
-    before = tree_cpu(roots)
-    began = time.monotonic()
-    fn()
-    took = time.monotonic() - began
-    return took, tree_cpu(roots) - before
 
 
 def fill(pg: PostgresServer, first: int, count: int) -> None:
@@ -114,7 +81,8 @@ def run_connector(node: BrokerProcess, worker: NodeWorker, pg: PostgresServer,
             time.sleep(0.1)
 
     assert node.proc is not None
-    result = measure(timed, [node.proc.pid])
+    _, took, cpu = measure(timed, node.proc.pid)
+    result = (took, cpu)
     worker.call("DELETE", "/connectors/jdbc-src")
     return result
 
@@ -150,7 +118,8 @@ def run_spark(bootstrap: str, pg: PostgresServer, rows: int) -> tuple[float, flo
                                            "driver": "org.postgresql.Driver"}).count()
     assert job_rows == rows + 1, job_rows  # the JVM and driver are warm before the timing
     try:
-        return measure(job, [os.getpid()])
+        _, took, cpu = measure(job, os.getpid())
+        return took, cpu
     finally:
         spark.stop()
 
@@ -177,7 +146,8 @@ def run_psycopg(bootstrap: str, pg: PostgresServer, rows: int) -> tuple[float, f
                         p.poll(0.05)
         assert p.flush(120) == 0
 
-    return measure(job, [os.getpid()])
+    _, took, cpu = measure(job, os.getpid())
+    return took, cpu
 
 
 def main() -> None:

@@ -33,10 +33,10 @@ from confluent_kafka.admin import AdminClient, NewTopic
 from pyspark.sql import DataFrameReader
 from tests.support.broker import BrokerProcess
 
+from bench import cpu
 from odradek.spark import session
 
 PARTITIONS = 6
-_TICK = os.sysconf("SC_CLK_TCK")
 
 
 def create(bootstrap: str, name: str, partitions: int = PARTITIONS) -> None:
@@ -65,22 +65,11 @@ def fill(bootstrap: str, topic: str, n: int, size: int, partitions: int = PARTIT
     assert p.flush(120) == 0
 
 
-def _children(pid: int) -> list[int]:
-    out: list[int] = []
-    try:
-        for tid in os.listdir(f"/proc/{pid}/task"):
-            with open(f"/proc/{pid}/task/{tid}/children") as f:
-                out += [int(x) for x in f.read().split()]
-    except OSError:
-        pass
-    return out
-
-
 def tree_cpu(broker_pid: int) -> dict[str, float]:
-    """CPU seconds (user+sys, plus reaped children) of this process tree by role."""
-    todo, out = [os.getpid()], {"jvm": 0.0, "pyworkers": 0.0, "node": 0.0, "driver": 0.0}
-    while todo:
-        pid = todo.pop()
+    """CPU seconds (user+sys, plus reaped children) of this process tree by role; the node's
+    own children are the node's (not walked: its cutime holds the reaped ones)."""
+    out = {"jvm": 0.0, "pyworkers": 0.0, "node": 0.0, "driver": 0.0}
+    for pid in cpu.walk([os.getpid()], into=lambda pid: pid != broker_pid):
         try:
             with open(f"/proc/{pid}/stat") as f:
                 stat = f.read()
@@ -89,7 +78,6 @@ def tree_cpu(broker_pid: int) -> dict[str, float]:
         except OSError:
             continue
         name = stat[stat.index("(") + 1:stat.rindex(")")]
-        secs = sum(int(x) for x in stat[stat.rindex(")") + 2:].split()[11:15]) / _TICK
         if pid == broker_pid:
             role = "node"
         elif name == "java":
@@ -98,11 +86,7 @@ def tree_cpu(broker_pid: int) -> dict[str, float]:
             role = "driver"
         else:
             role = "pyworkers" if b"pyspark" in cmd else "driver"
-        out[role] += secs
-        if pid != broker_pid:  # the node's own children are the node's
-            todo += _children(pid)
-        else:
-            out["node"] += 0.0
+        out[role] += cpu.proc_cpu(pid)
     return out
 
 
