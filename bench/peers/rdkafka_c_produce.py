@@ -43,8 +43,11 @@ SWEEP: dict[str, dict[str, object]] = {
     # exactly the batch and queue settings of the Python clients (producer_config)
     "batch.size 1 MiB": {**_BIG_QUEUE, "batch.size": 1024 * 1024,
                          "message.max.bytes": 2 * 1024 * 1024},
+    # the same batches with librdkafka's local queue (100,000 records / 1 GB)
+    "batch.size 1 MiB, default queue": {"batch.size": 1024 * 1024, "batch.num.messages": 100_000,
+                                        "message.max.bytes": 2 * 1024 * 1024},
 }
-SHIPPED = "batch.size 1 MiB"
+SHIPPED = "batch.size 1 MiB, default queue"
 PRODUCER_SETTINGS: dict[str, object] = {**BASE, **SWEEP[SHIPPED]}
 
 
@@ -87,26 +90,22 @@ def produce_bundled(endpoint: str, stream: str, size: int, max_records: int,
 
 # ---------------------------------------------------------------- the sweep
 
-def batch_stats(path: Path) -> dict[str, float]:
-    """From librdkafka's statistics lines: the mean batch (bytes and records, weighted by the
-    batches of each window) and the produce requests sent, over the broker connections."""
+def batch_stats(path: Path, topic: str) -> dict[str, float]:
+    """From librdkafka's statistics lines: the topic's mean batch (bytes and records, weighted
+    by the batches of each window) and the produce requests sent to the brokers."""
     nbytes = nrecs = batches = 0.0
-    requests = 0.0
     last: dict[str, Any] = {}
     for line in path.read_text().splitlines():
-        doc = json.loads(line)
-        last = doc
-        for b in doc.get("brokers", {}).values():
-            n = b.get("batchcnt", {}).get("cnt", 0)
-            batches += n
-            nbytes += b.get("batchsize", {}).get("avg", 0) * n
-            nrecs += b.get("batchcnt", {}).get("avg", 0) * n
-    for b in last.get("brokers", {}).values():
-        if b.get("nodeid", -1) >= 0:
-            requests += b.get("req", {}).get("Produce", 0)
+        last = json.loads(line)
+        t = last.get("topics", {}).get(topic, {})
+        n = t.get("batchcnt", {}).get("cnt", 0)
+        batches += n
+        nbytes += t.get("batchsize", {}).get("avg", 0) * n
+        nrecs += t.get("batchcnt", {}).get("avg", 0) * n
+    requests = sum(b.get("req", {}).get("Produce", 0) for b in last.get("brokers", {}).values())
     return {"batch_bytes": nbytes / batches if batches else 0.0,
             "batch_records": nrecs / batches if batches else 0.0,
-            "produce_requests": requests}
+            "produce_requests": float(requests)}
 
 
 def sweep(args: argparse.Namespace) -> None:
@@ -134,7 +133,7 @@ def sweep(args: argparse.Namespace) -> None:
                             res = run_producer(system.endpoint, stream, size, args.records,
                                                args.seconds, tool, {**BASE, **setting}, stats)
                             cpu = system.cpu_seconds() - cpu0
-                            st = batch_stats(stats)
+                            st = batch_stats(stats, stream)
                             p = phase(res)
                             per_req = (f"{cpu * 1000 / st['produce_requests']:.2f}"
                                        if st["produce_requests"] else "—")
