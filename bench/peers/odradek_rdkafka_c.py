@@ -17,7 +17,11 @@ from pathlib import Path
 from typing import Any
 
 from bench.peers.base import Phase
+from bench.peers.c_tools import CONSUME_TOOL as TOOL
+from bench.peers.c_tools import PRODUCE_TOOL
+from bench.peers.c_tools import bundled_tool as bundled_tool
 from bench.peers.odradek_node import OdradekSystem
+from bench.peers.rdkafka_c_produce import produce_debian
 from odradek.client.consumer_settings import SHIPPED
 
 CLIENT = "bench.peers.odradek_rdkafka_c"
@@ -26,26 +30,7 @@ CLIENT = "bench.peers.odradek_rdkafka_c"
 # with the shipped settings alone, 1.3-2.3M with these).
 C_SETTINGS: dict[str, object] = {**SHIPPED, "queued.max.messages.kbytes": 2_097_151,
                                  "queued.min.messages": 10_000_000}
-TOOL = Path(__file__).resolve().parents[1] / "c" / "rdkafka_consume"
 BUNDLED = TOOL.with_name("rdkafka_consume_bundled")
-
-
-def bundled_tool(tool: Path = TOOL) -> Path:
-    """`tool` (a bench/c program: the consumer unless told) linked against the librdkafka
-    confluent-kafka's wheel bundles (2.16, which has fetch.queue.backoff.ms) as
-    `<tool>_bundled`, built on first use with Debian's headers (2.0.2: every function the
-    programs call has the same C signature in both). It shows the C client with exactly the
-    settings and library the Python clients have."""
-    import confluent_kafka
-
-    libs = Path(confluent_kafka.__file__).resolve().parents[1] / "confluent_kafka.libs"
-    so = next(libs.glob("librdkafka*.so*"))
-    src = tool.with_name(tool.name + ".c")
-    out = tool.with_name(tool.name + "_bundled")
-    if not out.exists() or out.stat().st_mtime < src.stat().st_mtime:
-        subprocess.run(["cc", "-O2", "-Wall", "-Wextra", "-o", str(out), str(src),
-                        f"-L{libs}", f"-l:{so.name}", f"-Wl,-rpath,{libs}"], check=True)
-    return out
 
 
 class OdradekRdkafkaCSystem(OdradekSystem):
@@ -55,7 +40,7 @@ class OdradekRdkafkaCSystem(OdradekSystem):
     latency = False
 
     def start(self, workdir: Path) -> None:
-        for tool in (TOOL, TOOL.with_name("rdkafka_produce")):
+        for tool in (TOOL, PRODUCE_TOOL):
             if not tool.exists():
                 raise RuntimeError(f"{tool} is missing: run `make bench-tools`")
         super().start(workdir)
@@ -71,8 +56,6 @@ class OdradekRdkafkaCSystem(OdradekSystem):
 
 def produce(endpoint: str, stream: str, partitions: int, size: int, max_records: int,
             max_seconds: float, processes: int = 1) -> Phase:
-    from bench.peers.rdkafka_c_produce import produce_debian
-
     if processes > 1:
         raise ValueError("the C producer runs as one process")
     return produce_debian(endpoint, stream, size, max_records, max_seconds)

@@ -1,6 +1,7 @@
 """The produce rows of the C client systems: bench/c/rdkafka_produce, a librdkafka C producer of
 our own (`make bench-tools` builds it against Debian's librdkafka-dev; `bundled_tool` links it
-against confluent-kafka's bundled librdkafka 2.16 on first use, as for the C consumer).
+against confluent-kafka's bundled librdkafka 2.16 on first use, as for the C consumer:
+bench.peers.c_tools).
 
     python -m bench.peers.rdkafka_c_produce [--brokers odradek,tansu] [--sizes 100,1024]
         [--partitions 6] [--records 3000000] [--seconds 3] [--runs 1] [--library 2.16|debian]
@@ -25,9 +26,8 @@ from pathlib import Path
 from typing import Any
 
 from bench.peers.base import Phase
-from bench.peers.odradek_rdkafka_c import TOOL, bundled_tool
+from bench.peers.c_tools import PRODUCE_TOOL, bundled_tool
 
-PRODUCE_TOOL = TOOL.with_name("rdkafka_produce")
 BASE: dict[str, object] = {"acks": "1", "linger.ms": 5, "compression.type": "none"}
 # Throughput tuning as Kafka's docs advise: larger batches and a local queue that never blocks
 # the application. A record batch stays under the brokers' message.max.bytes (1,048,588 by
