@@ -52,13 +52,14 @@ lint: setup-test
 
 setup-bench: $(BENCH_STAMP)
 
-# bench/c/rdkafka_consume: a librdkafka C consumer of our own for the consume rows, built
-# against Debian's librdkafka-dev (installed here, for the benchmarks only).
-BENCH_TOOLS := bench/c/rdkafka_consume
+# bench/c/rdkafka_produce and rdkafka_consume: librdkafka C clients of our own for the C rows,
+# built against Debian's librdkafka-dev (installed here, for the benchmarks only); the peers
+# link the same sources against confluent-kafka's bundled librdkafka on first use.
+BENCH_TOOLS := bench/c/rdkafka_consume bench/c/rdkafka_produce
 
 bench-tools: $(BENCH_TOOLS)
 
-bench/c/rdkafka_consume: bench/c/rdkafka_consume.c
+bench/c/rdkafka_%: bench/c/rdkafka_%.c
 	@$(MAKE) --no-print-directory deb DEB_PACKAGES="librdkafka-dev gcc pkg-config"
 	$(CC) -O2 -Wall -Wextra -o $@ $< $$(pkg-config --cflags --libs rdkafka)
 

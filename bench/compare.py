@@ -10,16 +10,20 @@ Every system is installed when missing (Debian packages), started on loopback wi
 temp data dir, driven by its own client in child processes, and stopped. Workloads: 100 B and
 1 KB records, 1 and 6 partitions (streams, for the peers), produce-only then consume-only,
 produce and consume together, and end-to-end latency at fixed rates and at the maximum. odradek
-runs twice per run: `odradek` with confluent-kafka (librdkafka in C, one Python object per
+runs under several clients per run: `odradek` with confluent-kafka (librdkafka in C, one Python object per
 record) and `odradek-columnar` with odradek's own columnar client (record batches built from
 and decoded into numpy columns), so the node's figures are shown apart from the client's;
-`odradek-rdkafka-c` adds consume rows read by bench/c/rdkafka_consume, a librdkafka C consumer
-(`make bench-tools`). `tansu` is Tansu 0.6, a Kafka-protocol peer driven by the same
-confluent-kafka clients as `odradek`. The C consumer reads both brokers too:
-`odradek-rdkafka-c-2.16` and `tansu-rdkafka-c-2.16` are the same program linked against
-confluent-kafka's bundled librdkafka 2.16 with the shipped settings (Debian's 2.0.2 cannot talk
-to Tansu), compared with each other only. Tansu keeps records in memory only, odradek a
-durable log. Every
+`odradek-rdkafka-c` adds rows driven by librdkafka's C API with no Python in between:
+bench/c/rdkafka_produce (acks=1, linger.ms=5, 1 MiB batches, one process) and
+bench/c/rdkafka_consume (the shipped consumer settings, with the 2 GB queue 2.0.2 needs), built by `make bench-tools` against
+Debian's librdkafka 2.0.2. `tansu` is Tansu 0.6, a Kafka-protocol peer driven by the same
+confluent-kafka clients as `odradek`. The C clients drive both brokers too:
+`odradek-rdkafka-c-2.16` and `tansu-rdkafka-c-2.16` are the same two programs linked against
+confluent-kafka's bundled librdkafka 2.16 (Debian's 2.0.2 cannot talk to Tansu) with the same
+settings, so their produce and consume rows (100 B and 1 KB) and node CPU per GB differ only
+by the broker; they are compared with each other only (bench.compare_pairs), with a table of
+issue 23's rows for the pair (and for `odradek` / `tansu`). Tansu keeps records in memory
+only, odradek writes a durable log: Tansu's figures have no disk in them. Every
 figure is the median of --runs runs with min and max; odradek's ratio to each peer is taken
 from the same run. The physical limits (loopback TCP, sequential disk write) are measured in
 the same run. Results go to bench/compare.json, the plot to bench/compare.png, and the
@@ -45,6 +49,7 @@ from pathlib import Path
 from typing import Any
 
 from bench import limits as limits_mod
+from bench.compare_pairs import pair_table, ratio_by_run, ratio_pairs
 from bench.peers.base import Phase
 from bench.rows import aggregate, rate_label
 from bench.run import git_revision, machine
@@ -262,18 +267,6 @@ class Runner:
                 self.add(f"{system.name}-benchmark", workload, run, size, 1, phase)
 
 
-def _ratio_by_run(rows: list[dict[str, Any]], peer: str, workload: str, size: int,
-                  partitions: int, field: str, ours: str = "odradek") -> list[float]:
-    """ours / peer for each run in which both were measured (same run, same machine state)."""
-    mine = {r["run"]: r[field] for r in rows
-            if (r["system"], r["workload"], r["size"], r["partitions"]) ==
-            (ours, workload, size, partitions) and field in r}
-    theirs = {r["run"]: r[field] for r in rows
-              if (r["system"], r["workload"], r["size"], r["partitions"]) ==
-              (peer, workload, size, partitions) and field in r}
-    return [mine[k] / theirs[k] for k in mine if theirs.get(k)]
-
-
 # ---------------------------------------------------------------- RESULTS.md
 
 def fmt_rate(agg: dict[str, Any] | None, field: str = "records_per_sec") -> str:
@@ -313,18 +306,8 @@ def _ratio_cell(rows: list[dict[str, Any]], agg: dict[tuple[str, str, int, int],
         rs = ([mine["records_per_sec"]["median"] / theirs["records_per_sec"]["median"]]
               if mine and theirs and theirs["records_per_sec"]["median"] else [])
     else:
-        rs = _ratio_by_run(rows, peer, workload, size, partitions, "records_per_sec", ours)
+        rs = ratio_by_run(rows, peer, workload, size, partitions, "records_per_sec", ours)
     return f"{statistics.median(rs):.2f}x" if rs else "—"
-
-
-def ratio_pairs(ours: list[str], peers: list[str]) -> list[tuple[str, str]]:
-    """(ours, peer) columns: every pair, except that a C consumer's rows (`-rdkafka-c...`) are
-    compared only with the peer read by the same C client and library (`odradek-rdkafka-c-2.16`
-    with `tansu-rdkafka-c-2.16`)."""
-    def client(name: str) -> str:
-        return name[name.index("-rdkafka-c"):] if "-rdkafka-c" in name else ""
-
-    return [(o, p) for o in ours for p in peers if client(o) == client(p)]
 
 
 def render(data: dict[str, Any]) -> str:
@@ -401,9 +384,12 @@ def render(data: dict[str, Any]) -> str:
             g = agg.get((s, label, 100, a["e2e_partitions"]))
             cells.append(f"{fmt_ms(g)} at {fmt_rate(g)}/s" if g else "—")
         lines.append(f"| {rate_label(rate)} | " + " | ".join(cells) + " |")
-    lines += ["", "### Server CPU seconds per GB of record bytes (median)", "",
-              "| workload | size | partitions | " + " | ".join(lat_systems) + " |",
-              "|---|---:|---:|" + "---:|" * len(lat_systems)]
+    cpu_pairs = [(o, p) for o, p in pairs if not p.endswith("-benchmark")]
+    lines += ["", "### Server CPU seconds per GB of record bytes (median; ratios: odradek's CPU "
+              "/ the peer's, below 1 means odradek used less)", "",
+              "| workload | size | partitions | "
+              + " | ".join([*lat_systems, *(f"{o} / {p}" for o, p in cpu_pairs)]) + " |",
+              "|---|---:|---:|" + "---:|" * (len(lat_systems) + len(cpu_pairs))]
     for workload in ("produce", "consume"):
         for size in a["sizes"]:
             for partitions in a["partitions"]:
@@ -412,7 +398,13 @@ def render(data: dict[str, Any]) -> str:
                     g = agg.get((s, workload, size, partitions))
                     cells.append(f"{g['cpu_s_per_gb']['median']:.1f}"
                                  if g and "cpu_s_per_gb" in g else "—")
+                for o, p in cpu_pairs:
+                    rs = ratio_by_run(rows, p, workload, size, partitions, "cpu_s_per_gb", o)
+                    cells.append(f"{statistics.median(rs):.2f}x" if rs else "—")
                 lines.append(f"| {workload} | {size} B | {partitions} | " + " | ".join(cells) + " |")
+    for o, p in pairs:
+        if p == o.replace("odradek", "tansu", 1):  # the Kafka peer under the same clients
+            lines += ["", *pair_table(rows, o, p, max(a["partitions"]))]
     lines += ["", "### Issue 3 targets (2-core machine)", "", *targets(agg, rows, peers, ours), ""]
     return "\n".join(line for line in lines if line is not None) + "\n"
 
@@ -434,18 +426,20 @@ def targets(agg: dict[tuple[str, str, int, int], dict[str, Any]], rows: list[dic
 
     out = ["| target | " + " | ".join(f"`{o}`" for o in ours) + " |",
            "|---|" + "---:|" * len(ours)]
-    # a C consumer's produce rows are only its fill (odradek's columnar client): not a peer's
-    best = [med((s, "produce", 100, 1 if s.endswith("-benchmark") else 6)) for s in peers
-            if "-rdkafka-c" not in s]
-    best_v = max((b for b in best if b), default=None)
+    # each client's best peer is among the peers driven by the same client (ratio_pairs): a C
+    # client's rows meet only the peer the same C programs drive
+    def best_v(o: str) -> float | None:
+        best = [med((p, "produce", 100, 1 if p.endswith("-benchmark") else 6))
+                for mine, p in ratio_pairs([o], peers) if mine == o]
+        return max((b for b in best if b), default=None)
 
     def produce(o: str) -> tuple[float | None, bool | None]:
         v = med((o, "produce", 100, 6))
         return v, None if v is None else v >= 1_000_000
 
     def ratio(o: str) -> tuple[float | None, bool | None]:
-        v = med((o, "produce", 100, 6))
-        r = v / best_v if v and best_v else None
+        v, b = med((o, "produce", 100, 6)), best_v(o)
+        r = v / b if v and b else None
         return r, None if r is None else r >= 2.5
 
     def consume(o: str) -> tuple[float | None, bool | None]:
@@ -466,7 +460,7 @@ def targets(agg: dict[tuple[str, str, int, int], dict[str, Any]], rows: list[dic
 
     for name, fn, unit in (
             ("produce 100 B, 6 partitions, acks=1 >= 1,000,000 records/s", produce, ""),
-            ("produce 100 B >= 2.5x the best peer measured in the same run", ratio, "x"),
+            ("produce 100 B >= 2.5x the best peer under the same client, same run", ratio, "x"),
             ("consume 100 B >= 2,000,000 records/s", consume, ""),
             ("produce 1 KB >= 800 MB/s", kb, " MB/s"),
             ("end to end at 100k records/s: p99 <= 5 ms", e2e, " ms"),

@@ -1,13 +1,12 @@
-"""odradek read by a librdkafka C consumer of our own (bench/c/rdkafka_consume, `make
-bench-tools` builds it against Debian's librdkafka-dev).
+"""odradek driven by librdkafka C clients of our own, bench/c/rdkafka_produce and
+bench/c/rdkafka_consume (`make bench-tools` builds both against Debian's librdkafka-dev).
 
-No Python between librdkafka and the count, so the consume rows show what the node serves to a
-native client with odradek's shipped fetch settings (odradek.client.consumer_settings, passed
-as -X). Produce uses the columnar client (the fast way to fill the topic); its rows repeat the
-odradek-columnar ones and are there only because every phase produces first. No together or
-end-to-end phases. Debian's librdkafka is 2.0.2: it has no `fetch.queue.backoff.ms` (2.3), so
-there the queue-full backoff is librdkafka's fixed second and only the larger queue helps
-(C_SETTINGS).
+No Python between librdkafka and the count, so the rows show what the node does for a native
+client: produce with the C producer's settings (bench.peers.rdkafka_c_produce: acks=1,
+linger.ms=5, 1 MiB batches), consume with odradek's shipped fetch settings
+(odradek.client.consumer_settings, passed as -X). No together or end-to-end phases. Debian's
+librdkafka is 2.0.2: it has no `fetch.queue.backoff.ms` (2.3), so there the queue-full backoff
+is librdkafka's fixed second and only the larger queue helps (C_SETTINGS).
 """
 
 from __future__ import annotations
@@ -18,8 +17,11 @@ from pathlib import Path
 from typing import Any
 
 from bench.peers.base import Phase
-from bench.peers.odradek_columnar import produce as columnar_produce
+from bench.peers.c_tools import CONSUME_TOOL as TOOL
+from bench.peers.c_tools import PRODUCE_TOOL
+from bench.peers.c_tools import bundled_tool as bundled_tool
 from bench.peers.odradek_node import OdradekSystem
+from bench.peers.rdkafka_c_produce import produce_debian
 from odradek.client.consumer_settings import SHIPPED
 
 CLIENT = "bench.peers.odradek_rdkafka_c"
@@ -28,24 +30,7 @@ CLIENT = "bench.peers.odradek_rdkafka_c"
 # with the shipped settings alone, 1.3-2.3M with these).
 C_SETTINGS: dict[str, object] = {**SHIPPED, "queued.max.messages.kbytes": 2_097_151,
                                  "queued.min.messages": 10_000_000}
-TOOL = Path(__file__).resolve().parents[1] / "c" / "rdkafka_consume"
 BUNDLED = TOOL.with_name("rdkafka_consume_bundled")
-
-
-def bundled_tool() -> Path:
-    """The same C program linked against the librdkafka confluent-kafka's wheel bundles (2.16,
-    which has fetch.queue.backoff.ms), built on first use with Debian's headers (2.0.2: every
-    function the program calls has the same C signature in both). It shows the C client with
-    exactly the settings and library the Python consumers have."""
-    import confluent_kafka
-
-    libs = Path(confluent_kafka.__file__).resolve().parents[1] / "confluent_kafka.libs"
-    so = next(libs.glob("librdkafka*.so*"))
-    src = TOOL.with_name("rdkafka_consume.c")
-    if not BUNDLED.exists() or BUNDLED.stat().st_mtime < src.stat().st_mtime:
-        subprocess.run(["cc", "-O2", "-Wall", "-Wextra", "-o", str(BUNDLED), str(src),
-                        f"-L{libs}", f"-l:{so.name}", f"-Wl,-rpath,{libs}"], check=True)
-    return BUNDLED
 
 
 class OdradekRdkafkaCSystem(OdradekSystem):
@@ -55,22 +40,25 @@ class OdradekRdkafkaCSystem(OdradekSystem):
     latency = False
 
     def start(self, workdir: Path) -> None:
-        if not TOOL.exists():
-            raise RuntimeError(f"{TOOL} is missing: run `make bench-tools`")
+        for tool in (TOOL, PRODUCE_TOOL):
+            if not tool.exists():
+                raise RuntimeError(f"{tool} is missing: run `make bench-tools`")
         super().start(workdir)
 
     @property
     def description(self) -> str:
-        return ("the same odradek node, consumed by bench/c/rdkafka_consume (librdkafka's C "
-                "API, rd_kafka_consumer_poll per record, odradek's shipped fetch settings with "
-                "the 2 GB queue Debian's librdkafka 2.0.2 needs); "
-                "produce rows are the columnar client's")
+        return ("the same odradek node, driven by librdkafka's C API on Debian's librdkafka "
+                "2.0.2: produced by bench/c/rdkafka_produce (acks=1, linger.ms=5, 1 MiB "
+                "batches, one process) and consumed by bench/c/rdkafka_consume "
+                "(rd_kafka_consumer_poll per record, odradek's shipped fetch settings with "
+                "the 2 GB queue 2.0.2 needs)")
 
 
 def produce(endpoint: str, stream: str, partitions: int, size: int, max_records: int,
             max_seconds: float, processes: int = 1) -> Phase:
-    return columnar_produce(endpoint, stream, partitions, size, max_records, max_seconds,
-                            processes)
+    if processes > 1:
+        raise ValueError("the C producer runs as one process")
+    return produce_debian(endpoint, stream, size, max_records, max_seconds)
 
 
 def run_tool(endpoint: str, stream: str, expected: int, timeout_s: float,

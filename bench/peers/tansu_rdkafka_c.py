@@ -1,28 +1,26 @@
-"""Tansu read by the same librdkafka C consumer as `odradek-rdkafka-c-2.16` (bench/c/rdkafka_consume
-linked against confluent-kafka's bundled librdkafka 2.16, odradek's shipped settings), so the C
-consumer's rows have a Kafka-protocol peer in the same run, as the confluent-kafka rows have
-(`odradek` against `tansu`). Not Debian's librdkafka 2.0.2 (`odradek-rdkafka-c`'s): it cannot
-talk to Tansu 0.6 at all (ApiVersions: "Read underflow", then "1/1 brokers are down").
+"""Tansu driven by the same librdkafka C clients as `odradek-rdkafka-c-2.16`: bench/c/rdkafka_produce
+and bench/c/rdkafka_consume linked against confluent-kafka's bundled librdkafka 2.16, with the
+same settings (bench.peers.rdkafka_c_produce's for produce, odradek's shipped ones for
+consume), so the C rows have a Kafka-protocol peer in the same run, as the confluent-kafka rows
+have (`odradek` against `tansu`). Not Debian's librdkafka 2.0.2 (`odradek-rdkafka-c`'s): it
+cannot talk to Tansu 0.6 at all (ApiVersions: "Read underflow", then "1/1 brokers are down").
 
-Produce fills the topic the way `odradek-rdkafka-c` does, with odradek's columnar client (the
-same record batches on both brokers), and counts what Tansu holds from the true log end
-(bench.peers.tansu: its high watermark is its last batch's base offset + 1, which the
-columnar producer's own count would take at its word). Its produce rows are there only because
-every phase produces first. No together or end-to-end phases.
+Produce counts the records whose delivery report has no error, as on odradek, and checks that
+count against Tansu's true log end (bench.peers.tansu.log_end: its high watermark is its last
+batch's base offset + 1); the smaller of the two is the row's count. No together or end-to-end
+phases.
 """
 
 from __future__ import annotations
 
-import contextlib
-import io
 import sys
 from pathlib import Path
 from typing import Any
 
 from bench.peers import odradek_rdkafka_c, odradek_rdkafka_c_bundled
 from bench.peers.base import Phase
+from bench.peers.rdkafka_c_produce import produce_bundled
 from bench.peers.tansu import TansuSystem, log_end
-from odradek.perf import runs
 
 CLIENT = "bench.peers.tansu_rdkafka_c"
 consume = odradek_rdkafka_c_bundled.consume
@@ -41,25 +39,24 @@ class TansuRdkafkaCSystem(TansuSystem):
 
     @property
     def description(self) -> str:
-        return ("the same Tansu 0.6 (memory storage only), consumed by bench/c/rdkafka_consume "
-                "linked against confluent-kafka's bundled librdkafka 2.16, with exactly the client "
-                "and settings of `odradek-rdkafka-c-2.16`; produce rows are odradek's "
-                "columnar client's (the same batches as odradek's), counted from "
-                "Tansu's true log end")
+        return ("the same Tansu 0.6 (memory storage only: no disk, unlike odradek's durable "
+                "log), driven by exactly the clients, library and settings of "
+                "`odradek-rdkafka-c-2.16`: produced by bench/c/rdkafka_produce (counted from "
+                "its delivery reports and checked against Tansu's true log end), consumed by "
+                "bench/c/rdkafka_consume")
 
 
 def produce(endpoint: str, stream: str, partitions: int, size: int, max_records: int,
             max_seconds: float, processes: int = 1) -> Phase:
+    if processes > 1:
+        raise ValueError("the C producer runs as one process")
     before = log_end(endpoint, stream)
-    # the columnar producer counts from the high watermarks, wrong on Tansu: keep its message
-    # out and count from the log end
-    with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
-        res = runs.run_producer_columnar(endpoint, stream, max_records, size, "1", out=None,
-                                         max_seconds=max_seconds, processes=processes)
-    acked = sum(log_end(endpoint, stream).values()) - sum(before.values())
-    if acked < res.records:
-        print(f"tansu: {res.records - acked} of {res.records} records not in the log",
-              file=sys.stderr)
+    res = produce_bundled(endpoint, stream, size, max_records, max_seconds)
+    in_log = sum(log_end(endpoint, stream).values()) - sum(before.values())
+    if in_log < res.records:
+        print(f"tansu: {res.records - in_log} of {res.records} acknowledged records not in the "
+              "log", file=sys.stderr)
+    acked = min(in_log, res.records)
     return Phase(acked, acked * size, res.seconds)
 
 
