@@ -181,15 +181,13 @@ def test_produce_and_consume_move_the_counters_by_the_right_amounts(
         and ("request", "Fetch") in k[1] for k in final)
 
     # fetches past the log's end answer OFFSET_OUT_OF_RANGE: one raw Fetch v11 counts exactly
-    # one, and no NONE
+    # one (Fetch's NONE is not checked: the closed consumer's last long poll may still end)
     with Conn(node.port) as conn:
         resp = conn.request(fetch_v11("counted", 1000))
         assert resp.responses[0].partitions[0].error_code == OFFSET_OUT_OF_RANGE
     ranged = scrape(node.admin_url)
     assert (value(ranged, ERRORS, request="Fetch", error="OFFSET_OUT_OF_RANGE")
             - value(final, ERRORS, request="Fetch", error="OFFSET_OUT_OF_RANGE")) == 1
-    assert (value(ranged, ERRORS, request="Fetch", error="NONE")
-            - value(final, ERRORS, request="Fetch", error="NONE")) == 0
     # and a real consumer asked to start there (auto.offset.reset=error: it reports the
     # error to the application instead of resetting)
     consumer = Consumer({"bootstrap.servers": node.bootstrap, "group.id": "unused",
