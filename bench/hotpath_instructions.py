@@ -24,6 +24,9 @@ with one partition:
   51 KB) as a region the server sends with sendfile (the send itself is not measured).
 - `produce_request`, `fetch_request`: Produce v7 of that batch / the Fetch of `fetch` through
   the header parse and the Dispatcher (decode, handler, encode).
+- `produce16`, `fetch16`: the same requests as `produce` and `fetch_conn`, 16 in one read (as
+  bench.node_cost's client pipelines them): all but the first are queued behind another, the
+  metrics' costlier path (queue time, three buckets). --n counts requests (a multiple of 16).
 - `produce`, `fetch_conn`, `metadata`: whole requests through the server's Connection, as
   the event loop drives it: the bytes of one request land in its receive buffer
   (`buffer_updated`: framing, header, the Dispatcher, the answer's framing), then one pass of
@@ -48,7 +51,9 @@ from pathlib import Path
 from typing import Any
 
 PATHS = ("append_to", "fetch", "fetch_large", "produce_request", "fetch_request")
-SERVER_PATHS = ("produce", "fetch_conn", "metadata")
+SERVER_PATHS = ("produce", "fetch_conn", "metadata", "produce16", "fetch16")
+# requests in one read on the pipelined paths (bench.node_cost's client keeps 16 in flight)
+DEEP = 16
 WARMUP = 200
 # batches in the log before a fetch path runs: the 1000-byte fetch at offset 0 reads several
 LOG_BATCHES = 50
@@ -164,8 +169,14 @@ def _serve(path: str, broker: Any, metrics: bool, n: int) -> None:
 
     frame = {"produce": lambda: _produce_frame("hot")[0],
              "fetch_conn": lambda: _fetch_frame("hot", 1000),
-             "metadata": lambda: _metadata_frame("hot")}[path]()
+             "metadata": lambda: _metadata_frame("hot"),
+             "produce16": lambda: _produce_frame("hot")[0],
+             "fetch16": lambda: _fetch_frame("hot", 1000)}[path]()
     data = len(frame).to_bytes(4, "big") + frame
+    deep = path.endswith("16")
+    if deep:  # DEEP requests in one read: all but the first queued behind another
+        data *= DEEP
+        n //= DEEP
 
     async def run() -> None:
         conn = Connection(_server(broker.dispatch, metrics))
@@ -182,11 +193,12 @@ def _serve(path: str, broker: Any, metrics: bool, n: int) -> None:
                 pos += got
         for _ in range(WARMUP):
             one()
-            await asyncio.sleep(0)  # the loop pass that writes the answer
+            await asyncio.sleep(0)  # the loop pass that writes the answer(s)
         assert transport.answers == WARMUP and not transport.closed, "requests not answered"
         for _ in range(n):
             one()
             await asyncio.sleep(0)
+        # a read's answers leave in one writelines
         assert transport.answers == WARMUP + n and not transport.closed
 
     asyncio.run(run())

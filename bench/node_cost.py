@@ -20,6 +20,18 @@ round alternates), so a change of the machine's load falls on both; Produce, Fet
 Metadata v9 (of the topic, as a client's refresh) requests. With --profile, the share of
 py-spy's samples in the metrics code is printed too (only what runs outside the server's
 inline timing: the slow path and the scrape).
+
+`--instructions` is the same A/B counted in instructions, which the machine's load does not
+move: each node runs under `valgrind --tool=callgrind` (started one after the other, measured
+at once), and for each kind of request its counters are zeroed (`callgrind_control -z`),
+--requests requests sent, and the counters dumped (`callgrind_control -d`): the whole
+process's instructions over those requests, its event loop's idle work, the admin HTTP
+server's ticks, garbage collection and every thread included. The node's instructions per
+second while idle are measured the same way (--idle-seconds) and printed apart, and
+subtracted from the requests' (a request takes ~50x its time under valgrind, so the idle
+work falls on it ~50x; the idle figure is the per-second cost a real node pays). Under
+valgrind every request is past the histograms' first bucket (0.1 ms), so the metrics' figure
+is that of the path with one bisect, not the cheapest one. PYTHONHASHSEED=0.
 """
 
 from __future__ import annotations
@@ -27,12 +39,15 @@ from __future__ import annotations
 import argparse
 import datetime
 import os
+import re
 import socket
 import struct
+import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 import psutil
 from kio.schema.fetch.v11 import request as f11
@@ -201,6 +216,89 @@ def ab(args: argparse.Namespace, settings: dict[str, str]) -> None:
                 node.stop()
 
 
+class CallgrindNode(BrokerProcess):
+    """A node under callgrind, whose counters are zeroed and dumped from outside."""
+
+    def __init__(self, data_dir: Path, settings: dict[str, str]) -> None:
+        super().__init__(data_dir, settings=settings)
+        self.out = data_dir.parent / f"{data_dir.name}.callgrind"
+
+    def command(self) -> list[str]:
+        return ["valgrind", "--tool=callgrind", f"--callgrind-out-file={self.out}",
+                "--vgdb=yes", "--dump-line=no", *super().command()]
+
+    def _control(self, flag: str) -> None:
+        assert self.proc is not None
+        subprocess.run(["callgrind_control", flag, str(self.proc.pid)], check=True,
+                       capture_output=True, timeout=600)
+
+    def count(self, work: Any) -> tuple[int, float]:
+        """(instructions of the whole process, seconds) while `work()` runs."""
+        self._control("-z")
+        before = set(self.out.parent.glob(self.out.name + "*"))
+        start = time.monotonic()
+        work()
+        elapsed = time.monotonic() - start
+        self._control("-d")
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline:
+            new = sorted(set(self.out.parent.glob(self.out.name + "*")) - before,
+                         key=lambda f: f.stat().st_mtime)
+            if new:
+                text = new[-1].read_text(errors="replace")
+                totals = re.findall(r"^(?:totals|summary): (\d+)", text, re.M)
+                if totals:
+                    return int(totals[-1]), elapsed
+            time.sleep(0.5)
+        raise RuntimeError(f"no callgrind dump of {self.out} appeared")
+
+
+def instructions(args: argparse.Namespace, settings: dict[str, str]) -> None:
+    """Metrics on vs off in instructions: two nodes under callgrind (module docstring)."""
+    os.environ["PYTHONHASHSEED"] = "0"  # the same dict and set layouts on both nodes
+    n = int(args.records_per_batch.split(",")[0])
+    fetch_bytes = int(args.fetch_bytes.split(",")[0])
+    count = args.requests
+    with tempfile.TemporaryDirectory(prefix="odradek-instr-") as tmp:
+        nodes = {name: CallgrindNode(Path(tmp) / name, {**settings, **extra})
+                 for name, extra in (("on", ON), ("off", OFF))}
+        try:
+            for node in nodes.values():
+                node.start(timeout=900)
+            frames = {}
+            for name, node in nodes.items():
+                ensure_topic(node.bootstrap, "cost", args.partitions, timeout=300)
+                frames[name] = (produce_frames("cost", n, args.record_size, args.partitions),
+                                fetch_frames("cost", fetch_bytes), metadata_frames("cost"))
+                pipelined(node.port, frames[name][0], 200)  # records for the fetches
+                for fr in frames[name]:
+                    pipelined(node.port, fr, 200)  # warm up: imports, caches
+            idle: dict[str, float] = {}
+            for name, node in nodes.items():
+                ir, secs = node.count(lambda: time.sleep(args.idle_seconds))
+                idle[name] = ir / secs
+            print(f"idle: on {idle['on'] / 1e6:.2f} M instructions/s, off "
+                  f"{idle['off'] / 1e6:.2f} M instructions/s", flush=True)
+            print(f"| request | metrics off | metrics on | added | share |  (instructions per "
+                  f"request, whole node, {count} requests, idle rate subtracted)\n"
+                  f"|---|---|---|---|---|", flush=True)
+            for i, kind in enumerate(KINDS):
+                per: dict[str, float] = {}
+                raw: dict[str, float] = {}
+                for name, node in nodes.items():
+                    fr = frames[name][i]
+                    ir, secs = node.count(lambda: pipelined(node.port, fr, count))  # noqa: B023
+                    raw[name] = ir / count
+                    per[name] = (ir - idle[name] * secs) / count
+                added = per["on"] - per["off"]
+                print(f"| {kind} | {per['off']:,.0f} | {per['on']:,.0f} | {added:,.0f} | "
+                      f"{100 * added / per['off']:.2f}% |  (raw: off {raw['off']:,.0f}, on "
+                      f"{raw['on']:,.0f})", flush=True)
+        finally:
+            for node in nodes.values():
+                node.stop(timeout=300)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--requests", type=int, default=20000)
@@ -224,10 +322,21 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--ab", type=int, default=0, metavar="ROUNDS",
                         help="metrics on vs off: ROUNDS interleaved rounds on two nodes, of "
                              "--requests each (the first --records-per-batch and --fetch-bytes)")
+    parser.add_argument("--instructions", action="store_true",
+                        help="metrics on vs off in instructions of the whole node process, "
+                             "each node under valgrind's callgrind (--requests of each kind; "
+                             "a few thousand are enough)")
+    parser.add_argument("--idle-seconds", type=float, default=10.0,
+                        help="with --instructions: how long the idle nodes are counted")
     args = parser.parse_args(argv)
     settings = {"message.max.bytes": str(MAX_BATCH_BYTES),
                 "socket.request.max.bytes": str(4 * MAX_BATCH_BYTES),
                 **dict(kv.split("=", 1) for kv in args.set)}
+    if args.instructions:
+        print(f"load average {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
+        instructions(args, settings)
+        print(f"load average {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
+        return 0
     if args.ab:
         print(f"load average {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
         ab(args, settings)

@@ -3,6 +3,7 @@ right amounts as real clients produce and consume."""
 
 from __future__ import annotations
 
+import datetime
 import json
 import socket
 import subprocess
@@ -12,6 +13,8 @@ from pathlib import Path
 import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
+from kio.schema.fetch.v11 import request as f11
+from kio.static.primitive import i8, i32, i64
 
 from tests.support.broker import ODRADEK, BrokerProcess, free_port
 from tests.support.metrics import get, get_json, scrape, value, wait_for
@@ -19,6 +22,19 @@ from tests.support.requests import api_versions_v3, produce
 from tests.support.wire import Conn, Rec, build_batch_v2
 
 pytestmark = pytest.mark.timeout(240)
+
+ERRORS = "kafka_network_requestmetrics_errors_total"
+OFFSET_OUT_OF_RANGE, UNKNOWN_TOPIC_OR_PARTITION = 1, 3
+
+
+def fetch_v11(topic: str, offset: int) -> f11.FetchRequest:
+    return f11.FetchRequest(
+        replica_id=i32(-1), max_wait=datetime.timedelta(0), min_bytes=i32(1),
+        max_bytes=i32(1 << 20), isolation_level=i8(0), session_id=i32(0),
+        session_epoch=i32(-1), rack_id="", forgotten_topics_data=(),
+        topics=(f11.FetchTopic(topic=topic, partitions=(f11.FetchPartition(
+            partition=i32(0), current_leader_epoch=i32(-1), fetch_offset=i64(offset),
+            log_start_offset=i64(-1), partition_max_bytes=i32(1 << 20)),)),))
 
 
 @pytest.fixture
@@ -105,7 +121,7 @@ def test_produce_and_consume_move_the_counters_by_the_right_amounts(
         resp = conn.request(produce(9, "counted", 0, batch))
         assert resp.responses[0].partition_responses[0].error_code == 0
         # a produce to a partition that does not exist: a failed produce of no topic here
-        conn.request(produce(9, "counted", 5, batch))
+        bad = conn.request(produce(9, "counted", 5, batch))
     after = scrape(node.admin_url)
 
     def delta(name: str, **labels: str) -> float:
@@ -125,6 +141,12 @@ def test_produce_and_consume_move_the_counters_by_the_right_amounts(
         assert delta(f"kafka_network_requestmetrics_{kind}_bucket", request="Produce",
                      le="+Inf") == 2
         assert delta(f"kafka_network_requestmetrics_{kind}_sum", request="Produce") >= 0
+    # errors_total (Kafka's ErrorsPerSec): the codes the responses carried, NONE once for
+    # each response without another code
+    assert bad.responses[0].partition_responses[0].error_code == UNKNOWN_TOPIC_OR_PARTITION
+    assert delta(ERRORS, request="Produce", error="UNKNOWN_TOPIC_OR_PARTITION") == 1
+    assert delta(ERRORS, request="Produce", error="NONE") == 1
+    assert delta(ERRORS, request="ApiVersions", error="NONE") == 3
     assert value(after, "kafka_log_log_size", topic="counted", partition="0") == len(batch)
     assert value(after, "kafka_log_log_logendoffset", topic="counted", partition="0") == 7
     assert value(after, "kafka_log_log_numlogsegments", topic="counted", partition="0") == 1
@@ -157,6 +179,31 @@ def test_produce_and_consume_move_the_counters_by_the_right_amounts(
                  version="17") >= 1 or any(
         k[0] == "kafka_network_requestmetrics_requests_total"
         and ("request", "Fetch") in k[1] for k in final)
+
+    # fetches past the log's end answer OFFSET_OUT_OF_RANGE: one raw Fetch v11 counts exactly
+    # one (Fetch's NONE is not checked: the closed consumer's last long poll may still end)
+    with Conn(node.port) as conn:
+        resp = conn.request(fetch_v11("counted", 1000))
+        assert resp.responses[0].partitions[0].error_code == OFFSET_OUT_OF_RANGE
+    ranged = scrape(node.admin_url)
+    assert (value(ranged, ERRORS, request="Fetch", error="OFFSET_OUT_OF_RANGE")
+            - value(final, ERRORS, request="Fetch", error="OFFSET_OUT_OF_RANGE")) == 1
+    # and a real consumer asked to start there (auto.offset.reset=error: it reports the
+    # error to the application instead of resetting)
+    consumer = Consumer({"bootstrap.servers": node.bootstrap, "group.id": "unused",
+                         "enable.auto.commit": False, "auto.offset.reset": "error"})
+    try:
+        consumer.assign([TopicPartition("counted", 0, 500)])
+
+        def counted() -> bool:
+            consumer.poll(0.5)
+            return value(scrape(node.admin_url), ERRORS, request="Fetch",
+                         error="OFFSET_OUT_OF_RANGE") > value(
+                ranged, ERRORS, request="Fetch", error="OFFSET_OUT_OF_RANGE")
+
+        wait_for(counted, "the consumer's out-of-range fetch to be counted")
+    finally:
+        consumer.close()
 
 
 def test_lag_metrics_match_group_describe(node: BrokerProcess) -> None:

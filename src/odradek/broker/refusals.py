@@ -18,7 +18,7 @@ from __future__ import annotations
 import collections
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 from odradek.protocol.apis import ApiKey
@@ -127,15 +127,18 @@ class RefusalLog:
         return True
 
     def response(self, header: Any, values: dict[str, Any]) -> None:
-        """Log the non-routine error codes in a response's plain values: one line per response."""
-        found = _refusals(values)
+        """Count every error code in a response's plain values (errors_total) and log the
+        non-routine ones: one line per response."""
+        errors: list[int] = []
+        found = _refusals(values, errors)
+        if not errors:
+            return
+        count_codes(header.api_key, errors)
         if not found:
             return
         if header.api_key == ApiKey.API_VERSIONS and found[0][0] == E.unsupported_version:
             return  # clients probe ApiVersions with their newest version: routine
         codes = list(dict.fromkeys(error_name(code) for code, _ in found))
-        for code in codes:
-            _count(api_name(header.api_key), code)
         details = [d for _, d in found[:MAX_DETAILS] if d]
         if len(found) > MAX_DETAILS:
             details.append(f"and {len(found) - MAX_DETAILS} more")
@@ -148,13 +151,16 @@ MAX_DETAILS = 10
 _SUBJECT_KEYS = ("name", "topic", "group_id", "resource_name", "transactional_id")
 
 
-def _refusals(values: dict[str, Any]) -> list[tuple[int, str | None]]:
-    """(code, what and why) of every non-routine error code, in the response's order."""
+def _refusals(values: dict[str, Any], errors: list[int]) -> list[tuple[int, str | None]]:
+    """(code, what and why) of every non-routine error code, in the response's order; every
+    error code other than NONE is appended to `errors` (the routine ones too)."""
     found: list[tuple[int, str | None]] = []
     stack: list[dict[str, Any]] = [values]
     while stack:
         entry = stack.pop()
         code = entry.get("error_code")
+        if code and isinstance(code, int):
+            errors.append(int(code))
         if code and isinstance(code, int) and int(code) not in ROUTINE:
             # what was refused (a topic, group or resource name) and why, where the
             # response says so
@@ -173,9 +179,16 @@ def _refusals(values: dict[str, Any]) -> list[tuple[int, str | None]]:
 
 
 REFUSALS = RefusalLog()
-# (API name as ApiKey spells it, error name) -> requests refused with it, for the metrics
-# (kafka_network_requestmetrics_errors_total); one node per process, as `odradek serve` runs
+# errors_total (Kafka's RequestMetrics ErrorsPerSec, by request and error): (API name as
+# ApiKey spells it, error name) -> how often a response carried that code (each partition's,
+# topic's or resource's code counts, as Kafka's AbstractResponse.errorCounts), plus the
+# refusals answered by closing the connection. NONE is not counted here: the success path
+# must not pay for it. ERRED[api key] counts the answered responses that carried a code other
+# than NONE, and the collector gives NONE as the API's answered requests less those (one per
+# response: a response with both NONE and other codes counts only its other codes). One node
+# per process, as `odradek serve` runs.
 ERRORS: dict[tuple[str, str], int] = {}
+ERRED: dict[int, int] = {}
 
 
 def _count(api: str, error: str) -> None:
@@ -183,16 +196,32 @@ def _count(api: str, error: str) -> None:
     ERRORS[key] = ERRORS.get(key, 0) + 1
 
 
+def count_codes(api_key: int, codes: Iterable[int], answered: bool = True) -> None:
+    """The error codes one response carries (NONEs are skipped): the handlers call this only
+    when they know a response holds an error, so a successful request never gets here.
+    `answered`: False when the response is never sent (acks=0), so NONE's count stays right."""
+    api = api_name(api_key)
+    erred = False
+    for code in codes:
+        if code:
+            erred = True
+            key = (api, error_name(code))
+            ERRORS[key] = ERRORS.get(key, 0) + 1
+    if erred and answered:
+        ERRED[api_key] = ERRED.get(api_key, 0) + 1
+
+
 def refused(client_id: str | None, api: str, error: str, reason: str | None = None,
             peer: str | None = None) -> bool:
-    """Log a refusal through the node's one RefusalLog."""
+    """Log a refusal through the node's one RefusalLog, and count it: these refusals close
+    the connection, no response carries their code."""
     _count(api, error)
     return REFUSALS.refused(client_id, api, error, reason, peer)
 
 
 def note(header: Any, code: int, reason: str | None = None) -> None:
-    """A handler's refusal with `code`: logged if not routine (DEBUG otherwise)."""
-    _count(api_name(header.api_key), error_name(code))
+    """A handler's refusal with `code`: logged if not routine (DEBUG otherwise). Counted where
+    the response carrying it is (common.respond, or the handler's own encoder's caller)."""
     if int(code) in ROUTINE:
         if log.isEnabledFor(logging.DEBUG):
             log.debug("%s from client %r: %s%s", api_name(header.api_key, header.api_version), header.client_id,

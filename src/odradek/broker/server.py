@@ -49,6 +49,7 @@ log = logging.getLogger(__name__)
 _SIZE = struct.Struct(">i")
 _perf = time.perf_counter
 _bisect = bisect.bisect_left
+_FIRST = BUCKETS_S[0]  # the histograms' first bucket's bound: under it, no bisect
 # requests one connection may have in flight before we stop reading from it
 MAX_IN_FLIGHT = 100
 # a connection with no read for this long gives its receive buffers back (FrameReceiver.release)
@@ -230,13 +231,12 @@ class Connection(SessionMixin, asyncio.BufferedProtocol):
                 stats.later(task, header, self.received, started, handled)
         else:
             if stats is not None:
-                # The request's metrics (RequestStats.record's fast path), here rather than in
-                # a wrapper round the Dispatcher: one frame less per request (bench/
-                # RESULTS-h18.md). One clock read; counts and sums as plain list slots. A
-                # read's first request (`started is received`) has no queue time and its local
-                # time is its total: under the first bucket (implied: the count less the
-                # others) it touches no bucket, past it one. An answer here is of a key this
-                # node serves (the Dispatcher and the SASL exchange refuse others by raising)
+                # The request's metrics (RequestStats.record's fast path) inline: one frame
+                # less per request (bench/RESULTS-h18.md). One clock read; counts and sums as
+                # plain list slots. A read's first request (`started is received`) has no
+                # queue time and its local time is its total: under the first bucket (implied:
+                # the count less the others) it touches no bucket, past it one. An answer here
+                # is of a key this node serves (the Dispatcher and SASL refuse others by raising)
                 done = _perf()
                 received, started = self.received, self.last_done
                 self.last_done = done
@@ -248,9 +248,23 @@ class Connection(SessionMixin, asyncio.BufferedProtocol):
                 row = stats.rows[header[0]]
                 row[56] += total  # SUMS + 2: the total time
                 if started is not received:  # queued behind another request of its read
-                    row[54] += started - received  # SUMS: the queue time
+                    queue = started - received
+                    row[54] += queue  # SUMS: the queue time
                     if total > stats.rare:
-                        stats.past_first(header, row, received, started, done)
+                        if total <= stats.slow_s:
+                            # RequestStats._past_first inline, without its two calls: in a
+                            # pipelined read most requests get here (issue 18, RESULTS-s18)
+                            ti = _bisect(BUCKETS_S, total)
+                            row[36 + ti] += 1  # TOTAL + its bucket
+                            if queue > _FIRST:
+                                row[_bisect(BUCKETS_S, queue)] += 1  # QUEUE + its bucket
+                            local = done - started
+                            li = _bisect(BUCKETS_S, local) if local > _FIRST else 0
+                            if li != ti:  # LOCAL: the correction to the total's bucket
+                                row[18 + li] += 1
+                                row[18 + ti] -= 1
+                        else:
+                            stats.past_first(header, row, received, started, done)
                 elif total > stats.rare:
                     if total <= stats.slow_s:  # local time is the total: one bucket to count
                         row[36 + _bisect(BUCKETS_S, total)] += 1  # TOTAL + its bucket

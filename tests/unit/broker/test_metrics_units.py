@@ -13,6 +13,7 @@ from hypothesis import strategies as st
 from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
+from odradek.broker import refusals
 from odradek.broker.admin_config import admin_listeners_of
 from odradek.broker.admin_views import BadParameter, partitions_json, readiness
 from odradek.broker.config import ConfigError
@@ -21,6 +22,7 @@ from odradek.broker.metrics.collector import NodeCollector
 from odradek.broker.metrics.requests import BUCKETS_MS, RequestStats, request_name
 from odradek.broker.node_view import NodeView
 from odradek.metadata.config.broker_configs import BrokerConfig
+from odradek.protocol.errors import ErrorCode
 from odradek.protocol.headers import parse_request_header
 from tests.support.wire import raw_header_v1
 
@@ -221,3 +223,32 @@ def test_admin_listeners_fuzzed(spec: str) -> None:
             assert lst.name == "ADMIN" and 0 <= lst.port <= 65535
     except ConfigError as exc:
         assert str(exc)
+
+
+def test_errors_count_each_code_a_response_carries_and_none_per_clean_response(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(refusals, "ERRORS", {})
+    monkeypatch.setattr(refusals, "ERRED", {})
+    stats = RequestStats()
+    for _ in range(5):
+        stats.record(header(0, 9), 0.0, 0.0, 0.0, 0.0)
+    stats.record(header(3, 12), 0.0, 0.0, 0.0, 0.0)
+    # one Produce with two partitions refused and one appended, one with one refused
+    refusals.count_codes(0, [ErrorCode.unknown_topic_or_partition, ErrorCode.none,
+                             ErrorCode.unknown_topic_or_partition])
+    refusals.count_codes(0, [ErrorCode.not_enough_replicas])
+    refusals.count_codes(0, [ErrorCode.none])  # no error: nothing counted, NONE stays
+    # a Metadata response through common.respond's walk: a topic's code (routine, not logged)
+    refusals.REFUSALS.response(header(3, 12), {"error_code": 0, "topics": [
+        {"error_code": ErrorCode.unknown_topic_or_partition, "name": "x", "partitions": []}]})
+    got = samples(NodeView(1, ("broker",), requests=stats))
+
+    def errors(request: str, error: str) -> float:
+        return got.get(("kafka_network_requestmetrics_errors_total",
+                        frozenset({("request", request), ("error", error)})), 0.0)
+
+    assert errors("Produce", "UNKNOWN_TOPIC_OR_PARTITION") == 2
+    assert errors("Produce", "NOT_ENOUGH_REPLICAS") == 1
+    assert errors("Produce", "NONE") == 3  # 5 answered, 2 of them with errors
+    assert errors("Metadata", "UNKNOWN_TOPIC_OR_PARTITION") == 1
+    assert errors("Metadata", "NONE") == 0

@@ -8,6 +8,7 @@ from typing import Any
 
 from odradek.broker.entities import build
 from odradek.broker.handlers.common import Response, respond
+from odradek.broker.refusals import count_codes
 from odradek.metadata.controller_features import SUPPORTED_FEATURES
 from odradek.protocol.apis import ApiKey, ApiVersionRange
 from odradek.protocol.errors import ErrorCode
@@ -47,6 +48,7 @@ def handle(ctx: Any, header: Any, frame: memoryview) -> Response:
 
 def unsupported(ctx: Any, header: Any) -> Response:
     """A version we do not know: answer v0 with UNSUPPORTED_VERSION and our list."""
+    count_codes(ApiKey.API_VERSIONS, (ErrorCode.unsupported_version,))  # errors_total
     cls = response_class(18, 0)
     entity = build(cls, {"error_code": ErrorCode.unsupported_version,
                          "api_keys": _api_keys(ctx.advertised_apis)})

@@ -13,6 +13,7 @@ import uuid
 from functools import partial
 from typing import Any
 
+from odradek.broker import refusals
 from odradek.broker.handlers.fetch_authz import authorized_fetch
 from odradek.protocol.apis import ApiKey, ApiVersionRange, response_header_version
 from odradek.protocol.errors import ErrorCode
@@ -20,6 +21,7 @@ from odradek.protocol.fetch import decode_fetch_request, encode_fetch_response
 from odradek.replication.fetch_params import FetchParams, FetchTopic, FetchTopicResult
 
 _ZERO_UUID = uuid.UUID(int=0)
+FETCH = int(ApiKey.FETCH)
 # topic ids in place of names from this version on (KIP-516)
 _TOPIC_IDS_VERSION = 13
 # client metadata (rack id) from this version on
@@ -38,6 +40,7 @@ def handle(ctx: Any, header: Any, frame: memoryview) -> Any:
     req = decode_fetch_request(frame, header.body_offset, version)
     hv = response_header_version(1, version)
     if req.session_id != 0 and req.session_epoch > 0:
+        refusals.count_codes(FETCH, (ErrorCode.fetch_session_id_not_found,))
         return hv, encode_fetch_response(version, 0, ErrorCode.fetch_session_id_not_found, 0, [])
     for t in req.topics:
         if t.name == METADATA_TOPIC or t.topic_id == METADATA_TOPIC_ID:
@@ -75,11 +78,24 @@ def _metadata_fetch(ctx: Any, header: Any, frame: memoryview) -> Any:
     handler = getattr(raft, "handle_metadata_fetch", None)
     if handler is None:
         hv = response_header_version(1, header.api_version)
+        refusals.count_codes(FETCH, (ErrorCode.unknown_server_error,))
         return hv, encode_fetch_response(header.api_version, 0, ErrorCode.unknown_server_error,
                                          0, [])
     return handler(ctx, header, frame)
 
 
 def _respond(hv: int, version: int, results: list[FetchTopicResult]) -> tuple[int, list[Any]]:
+    # errors_total: a partition's error code (p[1]: a NamedTuple's attribute is a property
+    # call) sends the response's codes to be counted; a fetch without one pays this loop only
+    for _, _, parts in results:
+        for p in parts:
+            if p[1]:
+                count_fetch_codes(results)
+                return hv, encode_fetch_response(version, 0, ErrorCode.none, 0, results)
     return hv, encode_fetch_response(version, 0, ErrorCode.none, 0, results)
+
+
+def count_fetch_codes(results: list[FetchTopicResult]) -> None:
+    """The partitions' error codes of a Fetch response, into errors_total."""
+    refusals.count_codes(FETCH, [p[1] for _, _, parts in results for p in parts])
 

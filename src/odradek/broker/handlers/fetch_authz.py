@@ -13,8 +13,9 @@ from __future__ import annotations
 from functools import partial
 from typing import Any
 
-from odradek.broker import authz
+from odradek.broker import authz, refusals
 from odradek.metadata.acls import AclOperation, ResourceType
+from odradek.protocol.apis import ApiKey
 from odradek.protocol.errors import ErrorCode
 from odradek.protocol.fetch import FetchPartitionResponse, encode_fetch_response, parts_size
 from odradek.replication.fetch_params import FetchParams, FetchTopic, FetchTopicResult
@@ -51,16 +52,24 @@ def authorized_fetch(ctx: Any, header: Any, params: FetchParams, topics: list[Fe
 
 def _respond(ctx: Any, header: Any, hv: int, version: int, refused: list[FetchTopicResult],
              results: list[FetchTopicResult]) -> tuple[int, list[Any]]:
-    parts = encode_fetch_response(version, 0, ErrorCode.none, 0, [*results, *refused])
+    every = [*results, *refused]
+    parts = encode_fetch_response(version, 0, ErrorCode.none, 0, every)
     if header is None:
+        _count_codes(every)
         return hv, parts
     quotas, user, client = ctx.quotas, header.session.principal.name, header.client_id or ""
     size = parts_size(parts)
     throttle = quotas.record(CONSUMER_BYTE_RATE, user, client, size)
     if throttle <= 0:
+        _count_codes(every)
         return hv, parts
     quotas.unrecord(CONSUMER_BYTE_RATE, user, client, size)
     mute = getattr(header.conn, "mute", None)
     if mute is not None:
         mute(throttle)
     return hv, encode_fetch_response(version, throttle, ErrorCode.none, 0, [])
+
+
+def _count_codes(results: list[FetchTopicResult]) -> None:
+    """errors_total: the refused topics' codes and the partitions' errors of an answer."""
+    refusals.count_codes(ApiKey.FETCH, [p[1] for _, _, parts in results for p in parts])

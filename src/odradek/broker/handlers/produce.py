@@ -198,7 +198,11 @@ def _produce(ctx: Any, header: Any, req: Any, refused: dict[tuple[str, int], Err
     throttle = header.throttle_ms if isinstance(header, SessionHeader) else 0
     if waits:
         return rm.delay_produce(waits, req.timeout_ms,
-                                partial(_after_replication, version, results, slots, throttle))
+                                partial(_after_replication, version, results, slots, throttle,
+                                        failed))
+    if failed:  # errors_total: only a response with an error pays for counting
+        refusals.count_codes(0, (r.error_code for _, out in results for r in out),
+                             answered=acks != 0)
     if acks == 0:
         if failed:
             # the client expects no answer: closing is the only way to tell it (as Kafka does)
@@ -211,12 +215,15 @@ def _produce(ctx: Any, header: Any, req: Any, refused: dict[tuple[str, int], Err
 def _after_replication(version: int,
                        results: list[tuple[str | uuid.UUID, list[PartitionResult]]],
                        slots: list[tuple[list[PartitionResult], int]], throttle: int,
-                       errors: list[ErrorCode]) -> Response:
+                       failed: bool, errors: list[ErrorCode]) -> Response:
     # acks=all: a batch the ISR did not reach in time is REQUEST_TIMED_OUT (it is in the
     # leader's log; a retry of an idempotent producer is answered as a duplicate)
     for (out, i), code in zip(slots, errors, strict=True):
         if code != ErrorCode.none:
             out[i] = out[i]._replace(error_code=code)
+            failed = True
+    if failed:
+        refusals.count_codes(0, (r.error_code for _, out in results for r in out))
     return response_header_version(0, version), [
         encode_produce_response(version, results, throttle)]
 

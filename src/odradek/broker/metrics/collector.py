@@ -82,7 +82,8 @@ class NodeCollector(Collector):
             labels=["request", "version"])
         errors = CounterMetricFamily(
             "kafka_network_requestmetrics_errors",
-            "Requests refused, by error code (ErrorsPerSec; the codes handlers report)",
+            "Error codes of the responses, by request and code (ErrorsPerSec; NONE: "
+            "responses without an error)",
             labels=["request", "error"])
         hists = {
             "queue": HistogramMetricFamily(
@@ -97,6 +98,7 @@ class NodeCollector(Collector):
                 "Time from receipt to answer, waits in purgatory included (TotalTimeMs)",
                 labels=["request"]),
         }
+        codes = {(_camel(api), error): n for (api, error), n in refusals.ERRORS.items()}
         if stats is not None:
             for key, versions in stats.apis():
                 name = request_name(key)
@@ -105,8 +107,12 @@ class NodeCollector(Collector):
                 for attr, family in hists.items():
                     family.add_metric([name], _buckets(stats.buckets(attr, key)),
                                       stats.seconds(attr, key) * 1000.0)
-        for (api, error), n in sorted(refusals.ERRORS.items()):
-            errors.add_metric([_camel(api), error], n)
+                # NONE: the answered requests whose response carried no other code (counted
+                # from the request count: the success path counts nothing for it)
+                codes[(name, "NONE")] = max(
+                    0, sum(versions.values()) - refusals.ERRED.get(key, 0))
+        for (api, error), n in sorted(codes.items()):
+            errors.add_metric([api, error], n)
         yield requests
         yield errors
         yield from hists.values()

@@ -59,7 +59,8 @@ def request_name(api_key: int) -> str:
 # every request): they must stay so.
 QUEUE, LOCAL, TOTAL, SUMS = 0, NB, 2 * NB, 3 * NB
 SUM_QUEUE, SUM_WAIT, SUM_TOTAL = SUMS, SUMS + 1, SUMS + 2
-assert (SUM_QUEUE, SUM_TOTAL) == (54, 56), "Connection._dispatch's literal offsets"
+assert (LOCAL, TOTAL, SUM_QUEUE, SUM_TOTAL) == (18, 36, 54, 56), \
+    "Connection._dispatch's literal offsets"
 ROW = SUMS + 3
 # versions counted per key; ApiVersions answers any int16 version (with its error), so its
 # row holds them all: a negative version indexes from the end, as i - 65536
