@@ -177,7 +177,7 @@ def test_mirror_replicates_topics_and_translates_group_offsets(
     from confluent_kafka import TopicPartition
     from confluent_kafka.admin import ConfigResource
 
-    from odradek.client import admin_client, consumer
+    from odradek.client import admin_client, consumer, producer
     from odradek.connect.connectors.mirror_sync import Checkpoint, OffsetSync
 
     src, dst = upstream.bootstrap, downstream.bootstrap
@@ -186,16 +186,18 @@ def test_mirror_replicates_topics_and_translates_group_offsets(
     writer.start()
     common = {"source.cluster.alias": "us", "target.cluster.alias": "eu",
               "source.cluster.bootstrap.servers": src, "target.cluster.bootstrap.servers": dst,
-              "topics": "orders", "groups": "app"}
+              "topics": "orders,late.*", "groups": "app"}
     code, _ = connect.call("POST", "/connectors", {"name": "mm2-source", "config": {
         **common, "connector.class": "org.apache.kafka.connect.mirror.MirrorSourceConnector",
         "replication.factor": "1", "offset-syncs.topic.replication.factor": "1",
-        "offset.lag.max": "50"}})
+        "offset.lag.max": "50", "refresh.topics.interval.seconds": "1"}})
     assert code == 201
     code, _ = connect.call("POST", "/connectors", {"name": "mm2-checkpoints", "config": {
         **common, "connector.class": "MirrorCheckpointConnector",
         "checkpoints.topic.replication.factor": "1", "emit.checkpoints.interval.seconds": "1",
-        "sync.group.offsets.enabled": "true", "sync.group.offsets.interval.seconds": "1"}})
+        "sync.group.offsets.enabled": "true", "sync.group.offsets.interval.seconds": "1",
+        # "app" commits after the start: the group refresh finds it
+        "refresh.groups.interval.seconds": "1"}})
     assert code == 201
     code, body = connect.call("PUT", "/connector-plugins/MirrorSource/config/validate", {
         **common, "connector.class": "MirrorSource", "name": "x",
@@ -211,6 +213,14 @@ def test_mirror_replicates_topics_and_translates_group_offsets(
     admin = admin_client(dst)
     entries = admin.describe_configs([res])[res].result(timeout=30)
     assert entries["retention.ms"].value == "86400000"
+
+    # A topic created on the source after the start, matching `topics`: the topic refresh
+    # restarts the copy with it, from its first record.
+    create_topic(src, "late", 1)
+    p = producer(src, {"enable.idempotence": True})
+    for i in range(10):
+        p.produce("late", key=f"l{i}".encode(), value=f"late{i}".encode(), timestamp=T0 + i)
+    assert p.flush(60) == 0
 
     # A group on the source reads the stream up to where it is now and commits, the writer
     # still going (its translation is then made while the offset syncs near it are fresh).
@@ -251,13 +261,20 @@ def test_mirror_replicates_topics_and_translates_group_offsets(
                 got.append(r)
         assert got == list(ups[p].values())
     assert sum(len(u) for u in ups.values()) == total
+    late = wait_for("the late topic copied", lambda: high(dst, "us.late", 0) >= 10,
+                    log=connect.log)
+    assert late
+    copied = records(dst, "us.late", 0)
+    assert list(dict.fromkeys((r[0], r[1], r[3]) for r in copied)) == [
+        (f"l{i}".encode(), f"late{i}".encode(), T0 + i) for i in range(10)]
 
     # Offset syncs on the source, MM2's format, pairing upstream and downstream offsets.
     syncs = [OffsetSync.decode(r[0], r[1])
              for r in records(src, "mm2-offset-syncs.eu.internal", 0)]
-    assert syncs and {s.topic for s in syncs} == {"orders"}
+    assert syncs and {s.topic for s in syncs} == {"orders", "late"}
     for s in syncs:
-        assert downs[s.partition][s.downstream] == ups[s.partition][s.upstream]
+        if s.topic == "orders":
+            assert downs[s.partition][s.downstream] == ups[s.partition][s.upstream]
 
     # The checkpoints reach the group's committed offsets, and the target group follows.
     def final() -> dict[int, Checkpoint] | None:

@@ -10,7 +10,8 @@ configs, checks offsets a user writes (KIP-875), and starts its Spark query (`st
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+import threading
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -134,6 +135,12 @@ class RunContext:
     offsets: Any = None
     tasks: int = 1
     extra: dict[str, Any] = field(default_factory=dict)
+    # Set by the worker when this start's query is stopped (threads the connector starts for
+    # it end on it).
+    stopped: threading.Event = field(default_factory=threading.Event)
+    # ConnectorContext.requestTaskReconfiguration: the connector's inputs changed (the reason
+    # given); the worker stops its query and starts it again from the stored offsets.
+    reconfigure: Callable[[str], None] = lambda reason: None
 
 
 class NotReady(RuntimeError):

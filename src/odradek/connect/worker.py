@@ -60,6 +60,8 @@ class Running:
     waiting: str = ""  # why the query is not started yet (NotReady); retried every turn
     transient: int = 0  # restarts after Spark's own transient failures, see TRANSIENT
     extra: dict[str, Any] = field(default_factory=dict)
+    stopped: threading.Event = field(default_factory=threading.Event)
+    reconfigure: str = ""  # why the connector asked for a new start (set from its thread)
 
 
 class Worker:
@@ -223,7 +225,8 @@ class Worker:
             ctx = RunContext(spark=self._spark, name=name, cluster=self.cluster,
                              config=config, worker_config=self.worker_config,
                              checkpoint=checkpoint, offsets=offsets,
-                             tasks=int(config.get("tasks.max", "1")))
+                             tasks=int(config.get("tasks.max", "1")), stopped=run.stopped,
+                             reconfigure=lambda reason: self._reconfigure(run, reason))
             run.query = plugin.start(ctx)
             _settle(run.query)
         except NotReady as exc:
@@ -239,6 +242,10 @@ class Worker:
             return
         log.info("connector %s started (%s)", name, plugin.class_name)
         self._status(name, run, "RUNNING")
+
+    def _reconfigure(self, run: Running, reason: str) -> None:
+        run.reconfigure = reason
+        self.wake()
 
     def _retry(self, name: str, run: Running) -> None:
         """Start a waiting connector's query again (its RUNNING status already stands)."""
@@ -256,7 +263,10 @@ class Worker:
 
     def _halt(self, name: str) -> None:
         run = self.running.get(name)
-        if run is None or run.query is None:
+        if run is None:
+            return
+        run.stopped.set()
+        if run.query is None:
             return
         try:
             if run.query.isActive:
@@ -275,6 +285,10 @@ class Worker:
                 self._retry(name, run)
             query = run.query
             if query is None or run.failed:
+                continue
+            if run.reconfigure and self.running.get(name) is run:
+                log.info("connector %s restarts: %s", name, run.reconfigure)
+                self._restart(name, run.config, run.tasks)
                 continue
             self._sync_offsets(name, run)
             if not query.isActive:

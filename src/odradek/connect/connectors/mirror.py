@@ -12,11 +12,14 @@ go to `mm2-offset-syncs.<target>.internal` on the source (`offset-syncs.topic.lo
 Its Connect offsets are MM2's: partition {cluster, topic, partition}, offset {offset} (the
 last upstream offset copied), so a restart resumes after it. At-least-once, as MM2 without
 exactly-once source support: a crash between the copy and the offset write copies again.
-Topics that appear after the start are picked up at the connector's next (re)start.
+With `refresh.topics.enabled` (default true) the source's topics are listed again every
+`refresh.topics.interval.seconds` (default 600); a new matching topic, or a topic with more
+partitions, restarts the query (MM2 reconfigures its tasks) to read it from its start.
 
 MirrorCheckpointConnector: every `emit.checkpoints.interval.seconds` it reads the offset
 syncs, translates the committed offsets of the source's groups (`groups` minus
-`groups.exclude`) on replicated topics with MM2's conservative rule (mirror_sync), writes
+`groups.exclude`, listed at the start and, with `refresh.groups.enabled`, again every
+`refresh.groups.interval.seconds`: defaults true and 600) on replicated topics with MM2's conservative rule (mirror_sync), writes
 checkpoints to `<source>.checkpoints.internal` on the target and, with
 `sync.group.offsets.enabled`, commits them in the target's groups that have no live members
 (never backwards). A consumer that moves to the target then misses nothing; it may re-read
@@ -34,6 +37,7 @@ from __future__ import annotations
 import json
 import logging
 import re
+import threading
 import time
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
@@ -142,6 +146,11 @@ class MirrorSource(_Mirror):
               Field("replication.factor", "INT", "2", "HIGH",
                     "Replication factor for newly created remote topics.", group="Mirror",
                     at_least=1),
+              Field("refresh.topics.enabled", "BOOLEAN", "true", "LOW",
+                    "Whether to periodically check for new topics and partitions.",
+                    group="Mirror"),
+              Field("refresh.topics.interval.seconds", "LONG", "600", "LOW",
+                    "Frequency of topic refresh.", group="Mirror", at_least=1),
               Field("sync.topic.configs.enabled", "BOOLEAN", "true", "LOW",
                     "Whether to periodically configure remote topics to match their "
                     "corresponding upstream topics.", group="Mirror"),
@@ -201,7 +210,12 @@ class MirrorSource(_Mirror):
                 replicator.replicate({c: table.column(c).to_pylist() for c in table.column_names},
                                      topics)
 
-        return sink_query.start_each_batch(ctx, rows, write)
+        query = sink_query.start_each_batch(ctx, rows, write)
+        if ctx.config.get("refresh.topics.enabled", "true").strip().lower() == "true":
+            seconds = float(ctx.config.get("refresh.topics.interval.seconds", "600"))
+            threading.Thread(target=_watch_topics, args=(ctx, source, topics, seconds),
+                             name=f"mirror-topics-{ctx.name}", daemon=True).start()
+        return query
 
     def source_offset(self, config: Mapping[str, str],
                       end: Any) -> list[tuple[dict[str, Any], dict[str, Any]]]:
@@ -211,6 +225,21 @@ class MirrorSource(_Mirror):
                 if int(o) > 0]
 
 
+def _watch_topics(ctx: RunContext, source: Any, known: dict[str, int], seconds: float) -> None:
+    """MM2's topic refresh for one start of the source query: until the query stops, list the
+    source's topics every `seconds`; a new one (or new partitions) asks for a new start."""
+    while not ctx.stopped.wait(seconds):
+        try:
+            now = mirror_io.source_topics(ctx.config, source)
+        except Exception as exc:  # the source briefly unreachable: the next round tries again
+            log.warning("%s: listing the source's topics failed: %s", ctx.name, exc)
+            continue
+        changed = sorted(t for t, n in now.items() if n > known.get(t, 0))
+        if changed:
+            ctx.reconfigure(f"new topics or partitions on the source: {', '.join(changed)}")
+            return
+
+
 class MirrorCheckpoint(_Mirror):
     class_name = PACKAGE + "MirrorCheckpointConnector"
     fields = (*CLUSTERS, *TOPICS, *SYNCS,
@@ -218,6 +247,10 @@ class MirrorCheckpoint(_Mirror):
                     "comma-separated group IDs and regexes.", group="Mirror", check=_regexes),
               Field("groups.exclude", "LIST", GROUPS_EXCLUDE, "HIGH", "Consumer groups to "
                     "exclude.", group="Mirror", check=_regexes),
+              Field("refresh.groups.enabled", "BOOLEAN", "true", "LOW",
+                    "Whether to periodically check for new consumer groups.", group="Mirror"),
+              Field("refresh.groups.interval.seconds", "LONG", "600", "LOW",
+                    "Frequency of group refresh.", group="Mirror", at_least=1),
               Field("emit.checkpoints.enabled", "BOOLEAN", "true", "LOW",
                     "Whether to replicate consumer offsets to target cluster.", group="Mirror"),
               Field("emit.checkpoints.interval.seconds", "LONG", "60", "LOW",

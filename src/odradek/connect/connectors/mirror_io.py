@@ -285,6 +285,12 @@ class Checkpointer:
         self.sync_groups = _flag(config, "sync.group.offsets.enabled", "false")
         self.sync_interval = float(config.get("sync.group.offsets.interval.seconds", "60"))
         self.last_group_sync = -1e18
+        # MM2's refresh.groups: the source's groups are listed at the start and then again
+        # every interval (never again when disabled)
+        self.refresh_groups = _flag(config, "refresh.groups.enabled", "true")
+        self.groups_interval = float(config.get("refresh.groups.interval.seconds", "600"))
+        self.known_groups: list[str] | None = None
+        self.last_group_list = 0.0
         self.emitted: dict[tuple[str, str, int], Checkpoint] = {}
         self.producer: Any = None
         # One client of each kind for the connector's life (a round runs every few seconds).
@@ -329,10 +335,9 @@ class Checkpointer:
         from confluent_kafka import ConsumerGroupTopicPartitions
 
         admin = self.source_admin
-        listed = admin.list_consumer_groups(request_timeout=TIMEOUT).result(timeout=TIMEOUT)
         _, target = aliases(self.config)
         out = []
-        for group in sorted(g.group_id for g in listed.valid if self.groups(g.group_id)):
+        for group in self.source_groups():
             future = admin.list_consumer_group_offsets(
                 [ConsumerGroupTopicPartitions(group)], request_timeout=TIMEOUT)[group]
             try:
@@ -350,6 +355,21 @@ class Checkpointer:
                 out.append(Checkpoint(group, remote, tp.partition, tp.offset, downstream,
                                       tp.metadata or ""))
         return out
+
+    def source_groups(self) -> list[str]:
+        """The source's groups this connector checkpoints (`groups` minus `groups.exclude`),
+        as last listed: at the first round, then every refresh.groups.interval.seconds."""
+        due = (self.known_groups is None or (
+            self.refresh_groups
+            and time.monotonic() - self.last_group_list >= self.groups_interval))
+        if due:
+            listed = self.source_admin.list_consumer_groups(
+                request_timeout=TIMEOUT).result(timeout=TIMEOUT)
+            self.known_groups = sorted(g.group_id for g in listed.valid
+                                       if self.groups(g.group_id))
+            self.last_group_list = time.monotonic()
+        assert self.known_groups is not None
+        return self.known_groups
 
     def restore(self) -> None:
         """The checkpoints emitted before this start (MM2 reads its checkpoints topic back),
