@@ -14,15 +14,22 @@ def pytest_configure(config: pytest.Config) -> None:
         "markers", "slow: takes tens of seconds or more (100k-record client runs, crash rounds)")
 
 
+CONNECT_MODULES = ("tests/integration/test_connect.py", "tests/integration/test_connect_cdc.py",
+                   "tests/integration/test_connect_mirror.py")
+
+
 def xdist_group_of(nodeid: str) -> str:
     """The unit `make test` hands to one xdist worker, in collection order (integration, spark,
     system, then the many short unit modules, which even out the end): a module, so its
     module-scoped node or cluster is started once; every Spark test together, so they share
     one SparkSession and its node; every Jepsen short run together, so they share one
-    namespaced cluster (tests/system/jepsen/testing.py)."""
+    namespaced cluster (tests/system/jepsen/testing.py); the Connect modules together, so
+    they share one node, its Connect worker and PostgreSQL (tests/support/connect.py)."""
     path = nodeid.split("::", 1)[0]
     if path.startswith("tests/spark/"):
         return "spark"
+    if path in CONNECT_MODULES:
+        return "connect"
     if path.startswith("tests/system/test_jepsen_"):
         return "jepsen"
     return path

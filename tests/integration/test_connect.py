@@ -3,20 +3,20 @@ error bodies), its three topics in Kafka's record formats, and connectors runnin
 queries that move data end to end (FileStreamSource -> topic -> FileStreamSink and the
 Parquet lake sink), resuming from connect-offsets after a pause and a restart.
 
-One node for the whole module, running its worker itself (`connect.listeners`: one
-SparkSession inside that child); a second worker (`odradek connect serve`) joins the group
-over the node's SASL_PLAINTEXT listener with --command-config.
+The node, its worker (`connect.listeners`: one SparkSession inside that child) and
+PostgreSQL are the Connect modules' shared ones (tests/support/connect.py); a second worker
+(`odradek connect serve`) joins the group over the node's SASL_PLAINTEXT listener with
+--command-config. That the node starts its worker again after a kill -9 is shown by
+test_connect_cdc.py, whose kill is that worker's.
 """
 
 from __future__ import annotations
 
 import json
 import os
-import signal
 import socket
 import subprocess
 import urllib.request
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -25,7 +25,8 @@ import pytest
 from tests.integration.cli_support import odradek, ok
 from tests.integration.connect_support import ConnectApi, ConnectProcess, NodeWorker, wait_for
 from tests.support.broker import ODRADEK, BrokerProcess, free_port
-from tests.support.postgres import PostgresServer, running_postgres
+from tests.support.connect import JAAS, ConnectPorts
+from tests.support.postgres import PostgresServer
 
 pytestmark = pytest.mark.timeout(900)  # Spark starting on a loaded 2-core machine
 
@@ -35,52 +36,24 @@ SINK = "org.apache.kafka.connect.file.FileStreamSinkConnector"
 GROUP_TIMEOUTS = ["--set", "session.timeout.ms=6000", "--set", "heartbeat.interval.ms=1000"]
 
 
-SASL_USER, SASL_PASSWORD = "connect", "connect-secret"
-JAAS = ('org.apache.kafka.common.security.plain.PlainLoginModule required '
-        f'username="{SASL_USER}" password="{SASL_PASSWORD}";')
+@pytest.fixture
+def shared_broker(connect_node: BrokerProcess) -> BrokerProcess:
+    return connect_node  # the Connect modules' node (tests/support/connect.py)
 
 
-@pytest.fixture(scope="module")
-def worker_port() -> int:
-    return free_port()
+@pytest.fixture
+def registry_url(connect_ports: ConnectPorts) -> str:
+    return connect_ports.registry_url
 
 
-@pytest.fixture(scope="module")
-def sasl_port() -> int:
-    return free_port()
+@pytest.fixture
+def sasl_port(connect_ports: ConnectPorts) -> int:
+    return connect_ports.sasl
 
 
-@pytest.fixture(scope="module")
-def registry_url() -> str:
-    return f"http://127.0.0.1:{free_port()}"
-
-
-@pytest.fixture(scope="module")
-def shared_broker(tmp_path_factory: pytest.TempPathFactory, worker_port: int,
-                  sasl_port: int, registry_url: str) -> Iterator[BrokerProcess]:
-    """The module's node: PLAINTEXT and SASL_PLAINTEXT (PLAIN) listeners, its Schema
-    Registry, and a Connect worker of its own on `connect.listeners`."""
-    data = tmp_path_factory.mktemp("connect-node") / "data"
-    port = free_port()
-    node = BrokerProcess(data, port=port, settings={
-        "listeners": f"PLAINTEXT://127.0.0.1:{port},SASL_PLAINTEXT://127.0.0.1:{sasl_port}",
-        "sasl.enabled.mechanisms": "PLAIN",
-        "listener.name.sasl_plaintext.plain.sasl.jaas.config":
-            "org.apache.kafka.common.security.plain.PlainLoginModule required "
-            f'user_{SASL_USER}="{SASL_PASSWORD}";',
-        "connect.listeners": f"http://127.0.0.1:{worker_port}",
-        "schema.registry.listeners": registry_url,
-        "connect.spark.master": "local[1]"})
-    node.start(timeout=120)
-    try:
-        yield node
-    finally:
-        node.stop()
-
-
-@pytest.fixture(scope="module")
-def connect(shared_broker: BrokerProcess, worker_port: int) -> NodeWorker:
-    return NodeWorker(shared_broker, worker_port).start()
+@pytest.fixture
+def postgres(connect_postgres: PostgresServer) -> PostgresServer:
+    return connect_postgres
 
 
 def read_topic(bootstrap: str, topic: str) -> list[tuple[bytes | None, bytes | None]]:
@@ -461,12 +434,6 @@ def test_avro_transforms_and_dead_letter_queue(connect: NodeWorker, tmp_path: Pa
 
 
 # ---- the JDBC sink into PostgreSQL -----------------------------------------------------------
-@pytest.fixture(scope="module")
-def postgres() -> Iterator[PostgresServer]:
-    with running_postgres() as server:
-        yield server
-
-
 def json_record(schema: dict[str, Any], payload: Any) -> bytes | None:
     """What JsonConverter with schemas writes (the worker's default converter)."""
     if payload is None:
@@ -782,28 +749,6 @@ def test_two_workers_share_connectors_and_take_over(connect: NodeWorker, tmp_pat
 
 
 # ---- the node's worker (connect.listeners) ---------------------------------------------------
-def test_the_nodes_worker_is_restarted_when_it_dies(connect: NodeWorker, tmp_path: Path) -> None:
-    """kill -9 of the worker child: the node starts another on the same listener, which
-    reads its state back from the topics."""
-    code, _ = connect.call("POST", "/connectors", {"name": "kept", "initial_state": "STOPPED",
-                                                   "config": {"connector.class": "FileStreamSink",
-                                                              "file": str(tmp_path / "k"),
-                                                              "topics": "quick"}})
-    assert code == 201
-    wait_for("kept STOPPED", lambda: state_of(connect, "kept") == ("STOPPED", []),
-             log=connect.log)
-    first = connect.pids()
-    assert len(first) == 1
-    os.kill(first[0], signal.SIGKILL)
-    wait_for("a second worker child", lambda: len(connect.pids()) == 2, log=connect.log)
-    wait_for("the new worker answering with the connector",
-             lambda: connect.answers() and connect.call("GET", "/connectors") == (200, ["kept"]),
-             log=connect.log)
-    wait_for("kept STOPPED on the new worker",
-             lambda: state_of(connect, "kept") == ("STOPPED", []), log=connect.log)
-    assert connect.call("DELETE", "/connectors/kept") == (204, None)
-
-
 def test_unusable_settings_refuse_the_start(tmp_path: Path) -> None:
     """A connect.listeners port in use: the node refuses to start in one line (the other
     refusals: tests/unit/cli/test_connect_service.py); `connect serve` refuses security

@@ -5,44 +5,30 @@ updates, deletes, a primary-key change and a schema change (ALTER TABLE ADD COLU
 by the sink). Then the worker is killed with SIGKILL mid-stream and started again: the second
 database is equal again, nothing missing (the connector is at-least-once: repeats allowed).
 
-One node, one PostgreSQL and one `odradek connect serve` worker (restarted once) for the module.
+The worker is the Connect modules' shared node's own (`connect.listeners`,
+tests/support/connect.py), with their PostgreSQL: the kill is of that child, which the node
+starts again and which reads its connectors back from the Connect topics.
 """
 
 from __future__ import annotations
 
 import json
+import os
+import signal
 import threading
-from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
 
-from tests.integration.connect_support import ConnectProcess, wait_for
+from tests.integration.connect_support import NodeWorker, wait_for
 from tests.support.broker import BrokerProcess
-from tests.support.postgres import PostgresServer, running_postgres
+from tests.support.postgres import PostgresServer
 
 pytestmark = pytest.mark.timeout(900)  # Spark starting on a loaded 2-core machine
 
 PG_CONNECTOR = "io.debezium.connector.postgresql.PostgresConnector"
-GROUP_TIMEOUTS = ["--set", "session.timeout.ms=6000", "--set", "heartbeat.interval.ms=1000"]
 TABLES = ("customers", "orders")
-
-
-@pytest.fixture(scope="module")
-def node(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
-    broker = BrokerProcess(tmp_path_factory.mktemp("cdc-node") / "data")
-    broker.start(timeout=120)
-    try:
-        yield broker
-    finally:
-        broker.stop()
-
-
-@pytest.fixture(scope="module")
-def postgres() -> Iterator[PostgresServer]:
-    with running_postgres() as server:
-        yield server
+CONNECTORS = ["pg-cdc", "pg-sink"]
 
 
 def rows(dsn: str, table: str) -> list[tuple[Any, ...]] | None:
@@ -86,8 +72,11 @@ def topic_records(bootstrap: str, topic: str) -> list[tuple[Any, Any]]:
 
 
 def test_cdc_end_to_end_through_the_jdbc_sink_and_a_killed_worker(
-        node: BrokerProcess, postgres: PostgresServer, tmp_path: Path) -> None:
+        connect_node: BrokerProcess, connect_postgres: PostgresServer,
+        connect: NodeWorker) -> None:
     import psycopg
+
+    node, postgres, worker = connect_node, connect_postgres, connect
 
     src = postgres.create_database("cdc_src")
     dst = postgres.create_database("cdc_dst")
@@ -100,7 +89,6 @@ def test_cdc_end_to_end_through_the_jdbc_sink_and_a_killed_worker(
         conn.execute("INSERT INTO orders SELECT i, i % 20 + 1, 'first' FROM "
                      "generate_series(1, 30) i")
 
-    worker = ConnectProcess(node.bootstrap, tmp_path, GROUP_TIMEOUTS).start(timeout=180)
     try:
         code, body = worker.call("POST", "/connectors", {"name": "pg-cdc", "config": {
             "connector.class": PG_CONNECTOR, "database.hostname": "127.0.0.1",
@@ -199,10 +187,14 @@ def test_cdc_end_to_end_through_the_jdbc_sink_and_a_killed_worker(
             return sum(1 for r in rows(dst, "orders") or [] if r[0] >= 1000)
 
         wait_for("some of the stream in the sink", lambda: streamed() >= 20, 300, worker.log)
-        assert worker.proc is not None
-        worker.proc.kill()
-        worker.proc.wait()
-        worker = ConnectProcess(node.bootstrap, tmp_path, GROUP_TIMEOUTS).start(timeout=180)
+        first = worker.pids()
+        os.kill(first[-1], signal.SIGKILL)
+        # The node starts another worker on the same listener, which reads its connectors
+        # back from the Connect topics and runs them from their stored offsets.
+        wait_for("a new worker child", lambda: len(worker.pids()) == len(first) + 1, 180,
+                 worker.log)
+        wait_for("the new worker answering with the connectors", lambda: worker.answers()
+                 and worker.call("GET", "/connectors") == (200, CONNECTORS), 180, worker.log)
         at_restart = len(written)
         wait_for("the writer to go on after the restart",
                  lambda: len(written) >= at_restart + 50 or not writer.is_alive(), 120)
@@ -215,4 +207,5 @@ def test_cdc_end_to_end_through_the_jdbc_sink_and_a_killed_worker(
                    if v and v["payload"]["op"] == "c"}
         assert set(written) <= created
     finally:
-        worker.stop()
+        for name in CONNECTORS:
+            worker.call("DELETE", f"/connectors/{name}")

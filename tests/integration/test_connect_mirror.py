@@ -1,8 +1,9 @@
 """Issue 19: MirrorMaker 2's connectors between two odradek nodes, and the lake sink writing
 Delta exactly-once through a worker killed with SIGKILL.
 
-Two nodes for the module: `upstream` (the source cluster) and `downstream`, which runs the
-Connect worker (`connect.listeners`, one SparkSession in that child).
+Two nodes: `upstream` (the source cluster, this module's) and `downstream`, the Connect
+modules' shared node, which runs the Connect worker (`connect.listeners`, one SparkSession in
+that child; tests/support/connect.py).
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ import pytest
 
 from tests.integration.connect_support import NodeWorker
 from tests.integration.connect_support import wait_for as wait_briefly
-from tests.support.broker import BrokerProcess, free_port
+from tests.support.broker import BrokerProcess
 
 pytestmark = pytest.mark.timeout(1800)  # Spark starting on a loaded 2-core machine
 
@@ -39,27 +40,9 @@ def upstream(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess
         node.stop()
 
 
-@pytest.fixture(scope="module")
-def worker_port() -> int:
-    return free_port()
-
-
-@pytest.fixture(scope="module")
-def downstream(tmp_path_factory: pytest.TempPathFactory,
-               worker_port: int) -> Iterator[BrokerProcess]:
-    node = BrokerProcess(tmp_path_factory.mktemp("mirror-down") / "data", settings={
-        "connect.listeners": f"http://127.0.0.1:{worker_port}",
-        "connect.spark.master": "local[1]"})
-    node.start(timeout=120)
-    try:
-        yield node
-    finally:
-        node.stop()
-
-
-@pytest.fixture(scope="module")
-def connect(downstream: BrokerProcess, worker_port: int) -> NodeWorker:
-    return NodeWorker(downstream, worker_port).start()
+@pytest.fixture
+def downstream(connect_node: BrokerProcess) -> BrokerProcess:
+    return connect_node
 
 
 class Writer(threading.Thread):
