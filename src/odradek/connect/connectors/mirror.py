@@ -228,9 +228,10 @@ class MirrorSource(_Mirror):
 def _watch_topics(ctx: RunContext, source: Any, known: dict[str, int], seconds: float) -> None:
     """MM2's topic refresh for one start of the source query: until the query stops, list the
     source's topics every `seconds`; a new one (or new partitions) asks for a new start."""
+    admin = source.admin()  # one client for the watch's life
     while not ctx.stopped.wait(seconds):
         try:
-            now = mirror_io.source_topics(ctx.config, source)
+            now = mirror_io.source_topics(ctx.config, source, admin)
         except Exception as exc:  # the source briefly unreachable: the next round tries again
             log.warning("%s: listing the source's topics failed: %s", ctx.name, exc)
             continue

@@ -101,12 +101,14 @@ def ensure_compacted(cluster: Cluster, topic: str, replication: int) -> None:
           ok=("TOPIC_ALREADY_EXISTS",))
 
 
-def source_topics(config: Mapping[str, str], source: Cluster) -> dict[str, int]:
-    """The source's topics this connector replicates, with their partition counts."""
+def source_topics(config: Mapping[str, str], source: Cluster,
+                  admin: Any = None) -> dict[str, int]:
+    """The source's topics this connector replicates, with their partition counts (through
+    `admin`, a client of the source kept by a caller that asks often)."""
     names = topic_filter(config)
     policy = policy_of(config)
     _, target = aliases(config)
-    meta = source.admin().list_topics(timeout=TIMEOUT)
+    meta = (admin or source.admin()).list_topics(timeout=TIMEOUT)
     return {t: len(m.partitions) for t, m in sorted(meta.topics.items())
             if replicated(t, names, policy, target)}
 
