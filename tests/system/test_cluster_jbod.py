@@ -135,8 +135,16 @@ def test_a_failed_directory_moves_only_its_leaderships_and_loses_nothing(
             replica_assignments={0: [1, 2, 3], 1: [1, 3, 2], 2: [1, 2, 3], 3: [1, 3, 2]},
             topic_configs={"min.insync.replicas": "2"})])
         c.wait_isr(TOPIC, 3)
-        result = mover.alter_replica_log_dirs({(TOPIC, p, 1): d for p, d in want.items()})
-        assert [getattr(e, "errno", 0) for e in result.values()] == [0] * PARTITIONS, result
+        # The initial ISR is every replica, so wait_isr does not say node 1 has opened the
+        # logs yet: until it has, it answers REPLICA_NOT_AVAILABLE (and keeps the wanted
+        # directory for when it creates them), as Kafka does. Ask again until every move is
+        # accepted, as Kafka's reassignment tool does.
+        def moved() -> bool:
+            result = mover.alter_replica_log_dirs({(TOPIC, p, 1): d for p, d in want.items()})
+            codes = [getattr(e, "errno", 0) for e in result.values()]
+            assert set(codes) <= {0, 9}, result  # 9: REPLICA_NOT_AVAILABLE, not hosted yet
+            return codes == [0] * PARTITIONS
+        wait_until(moved, "node 1 accepting the four directory moves", timeout=120, cluster=c)
     finally:
         mover.close()
 

@@ -75,7 +75,10 @@ def test_cluster_in_namespaces_produce_consume_and_nothing_left(tmp_path: Path) 
 
 
 CHILD = """
-import sys, time
+import signal, sys, time
+# a parent that ignores SIGINT (a shell's background job, some runners) passes SIG_IGN on:
+# the run under test is an interactive one, where Ctrl-C raises KeyboardInterrupt
+signal.signal(signal.SIGINT, signal.default_int_handler)
 from tests.system.jepsen.netns import Net
 net = Net(2)
 print(net.pid, flush=True)
