@@ -10,34 +10,11 @@
  * ones odradek ships (odradek.client.consumer_settings), so the client is no unknown.
  * With -s, librdkafka's statistics JSON (every statistics.interval.ms, 100 ms unless -X sets
  * it) is appended to STATS_FILE, one line each, for bench/consumer_bounds.py. */
-#include <librdkafka/rdkafka.h>
-#include <stdio.h>
-#include <stdlib.h>
+#define PROG "rdkafka_consume"
+#include "common.h"
+
 #include <string.h>
-#include <time.h>
 #include <unistd.h>
-
-static double now(clockid_t clock) {
-    struct timespec ts;
-    clock_gettime(clock, &ts);
-    return ts.tv_sec + ts.tv_nsec / 1e9;
-}
-
-static FILE *stats_out;
-
-/* Called from rd_kafka_consumer_poll (the main queue is forwarded to the consumer's). */
-static int on_stats(rd_kafka_t *rk, char *json, size_t len, void *opaque) {
-    (void)rk;
-    (void)opaque;
-    fwrite(json, 1, len, stats_out);
-    fputc('\n', stats_out);
-    return 0; /* librdkafka frees json */
-}
-
-static void die(const char *what, const char *why) {
-    fprintf(stderr, "rdkafka_consume: %s: %s\n", what, why);
-    exit(2);
-}
 
 int main(int argc, char **argv) {
     char err[512];
@@ -63,8 +40,7 @@ int main(int argc, char **argv) {
         case 'n': want = atoll(optarg); break;
         case 'T': idle = atof(optarg); break;
         case 's':
-            if (!(stats_out = fopen(optarg, "a"))) die(optarg, "cannot open");
-            rd_kafka_conf_set_stats_cb(conf, on_stats);
+            stats_to(conf, optarg);
             break;
         case 'X': {
             char *eq = strchr(optarg, '=');
@@ -141,6 +117,6 @@ int main(int argc, char **argv) {
            count, bytes, count ? last - first : 0.0, cpu, errors, rd_kafka_version_str());
     rd_kafka_consumer_close(rk);
     rd_kafka_destroy(rk);
-    if (stats_out) fclose(stats_out);
+    stats_close();
     return count >= want && !errors ? 0 : 1;
 }
