@@ -65,14 +65,16 @@ def python_path(src: str | None) -> Iterator[None]:
 
 
 def consume(endpoint: str, topic: str, expected: int, settings: dict[str, object],
-            stats: Path, debug: bool = False) -> tuple[dict[str, Any], str]:
-    """One run of the bundled C consumer with statistics (and `debug=fetch`): its JSON line
-    and its stderr."""
+            stats: Path, debug: bool = False, perf: Path | None = None
+            ) -> tuple[dict[str, Any], str]:
+    """One run of the bundled C consumer with statistics (and `debug=fetch`; under `perf
+    record` into `perf`): its JSON line and its stderr."""
     conf = {**settings, "statistics.interval.ms": 100, **({"debug": "fetch"} if debug else {})}
     xs = [a for k, v in conf.items() for a in ("-X", f"{k}={v}")]
-    out = subprocess.run([str(bundled_tool()), "-b", endpoint, "-t", topic, "-n", str(expected),
-                          "-T", "30", "-s", str(stats), *xs], capture_output=True, text=True,
-                         timeout=900)
+    prefix = ["perf", "record", "-q", "-F", "2000", "-g", "-o", str(perf), "--"] if perf else []
+    out = subprocess.run([*prefix, str(bundled_tool()), "-b", endpoint, "-t", topic, "-n",
+                          str(expected), "-T", "30", "-s", str(stats), *xs],
+                         capture_output=True, text=True, timeout=900)
     if not out.stdout.strip():
         raise RuntimeError(f"rdkafka_consume failed ({out.returncode}): {out.stderr[-2000:]}")
     return dict(json.loads(out.stdout.splitlines()[-1])), out.stderr
@@ -91,6 +93,15 @@ def fetch_partitions(stderr: str) -> str:
             + ", ".join(f"{k}: {v}" for k, v in sorted(counts.items())) + ")")
 
 
+def perf_top(data: Path, lines: int = 25) -> str:
+    """The consumer's hottest symbols (self time) by thread name, from `perf report`."""
+    out = subprocess.run(["perf", "report", "-i", str(data), "--no-children", "--stdio",
+                          "--sort", "comm,dso,symbol", "-g", "none", "--percent-limit", "1"],
+                         capture_output=True, text=True, timeout=300)
+    rows = [ln for ln in out.stdout.splitlines() if ln.strip() and not ln.startswith("#")]
+    return "\n".join("    " + ln.strip() for ln in rows[:lines])
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--records", type=int, default=3_000_000)
@@ -100,6 +111,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--systems", default="odradek,tansu")
     ap.add_argument("--before", help="odradek source tree (its src/) for the `before` entry")
     ap.add_argument("--debug-fetch", action="store_true")
+    ap.add_argument("--perf", action="store_true",
+                    help="One more run per entry under `perf record`: the consumer's hot spots.")
     ap.add_argument("-X", action="append", default=[], metavar="key=value")
     a = ap.parse_args(argv)
     extra = dict(x.split("=", 1) for x in a.X)
@@ -128,23 +141,28 @@ def main(argv: list[str] | None = None) -> int:
             topics[n] = (topic, ph.records)
             print(f"{n}: filled {ph.records:,} records ({ph.records_per_sec:,.0f}/s)", flush=True)
         rates: dict[str, list[float]] = {e[0]: [] for e in entries}
-        for run in range(a.runs + (1 if a.debug_fetch else 0)):
-            debug = a.debug_fetch and run == a.runs
-            for label, name, settings in entries:
+        extra_runs = [k for k, on in (("debug", a.debug_fetch), ("perf", a.perf)) if on]
+        for run in range(a.runs + len(extra_runs)):
+            kind = extra_runs[run - a.runs] if run >= a.runs else ""
+            debug = kind == "debug"
+            for i, (label, name, settings) in enumerate(entries):
                 s = systems[name]
                 topic, n = topics[name]
                 stats = work / f"{label}-{run}.stats".replace("/", "_")
                 os.sync()
                 cpu0 = s.cpu_seconds()
-                r, err = consume(s.endpoint, topic, n, settings, stats, debug)
+                perf = work / f"{run}-{i}.perf.data" if kind == "perf" else None
+                r, err = consume(s.endpoint, topic, n, settings, stats, debug, perf)
                 node = s.cpu_seconds() - cpu0
                 rate = r["records"] / max(r["seconds"], 1e-9)
                 samples = [json.loads(line) for line in stats.read_text().splitlines()]
                 st = summarize(samples)
                 fetches = max(st.get("fetches", 0), 1)
                 client = r["cpu_seconds"] / max(r["records"], 1) * 1e6
-                head = (f"{label:>10} run {run}{' (debug=fetch)' if debug else ''}: "
-                        f"{rate:>10,.0f} rec/s, client {client:.2f} CPU s/1M, node "
+                head = (f"{label:>10} run {run}{f' ({kind})' if kind else ''}: "
+                        f"{rate:>10,.0f} rec/s, client {client:.2f} CPU s/1M (app "
+                        f"{r.get('cpu_app', 0):.2f} s, broker thread "
+                        f"{r.get('cpu_rdk_broker', 0):.2f} s), node "
                         f"{node:.2f} CPU s; Fetches {st.get('fetches', 0)}, "
                         f"{st.get('rx_mb', 0) / fetches:.2f} MB and "
                         f"{st.get('rxmsgs', 0) / fetches:,.0f} records per Fetch, rtt "
@@ -155,6 +173,8 @@ def main(argv: list[str] | None = None) -> int:
                         f"), load {os.getloadavg()[0]:.1f}")
                 if debug:
                     head += "\n    " + fetch_partitions(err)
+                elif perf is not None:
+                    head += "\n" + perf_top(perf)
                 else:
                     rates[label].append(rate)
                 if r["records"] < n:
