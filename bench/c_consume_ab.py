@@ -65,13 +65,16 @@ def python_path(src: str | None) -> Iterator[None]:
 
 
 def consume(endpoint: str, topic: str, expected: int, settings: dict[str, object],
-            stats: Path, debug: bool = False, perf: Path | None = None
-            ) -> tuple[dict[str, Any], str]:
+            stats: Path, debug: bool = False, perf: Path | None = None,
+            strace: Path | None = None) -> tuple[dict[str, Any], str]:
     """One run of the bundled C consumer with statistics (and `debug=fetch`; under `perf
-    record` into `perf`): its JSON line and its stderr."""
+    record` into `perf`; under `strace -c` into `strace`): its JSON line and its stderr."""
     conf = {**settings, "statistics.interval.ms": 100, **({"debug": "fetch"} if debug else {})}
     xs = [a for k, v in conf.items() for a in ("-X", f"{k}={v}")]
     prefix = ["perf", "record", "-q", "-F", "2000", "-g", "-o", str(perf), "--"] if perf else []
+    if strace is not None:
+        prefix = ["strace", "-f", "-c", "-o", str(strace), "-e",
+                  "trace=recvmsg,recvfrom,read,sendmsg,poll,ppoll,futex"]
     out = subprocess.run([*prefix, str(bundled_tool()), "-b", endpoint, "-t", topic, "-n",
                           str(expected), "-T", "30", "-s", str(stats), *xs],
                          capture_output=True, text=True, timeout=900)
@@ -113,6 +116,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--debug-fetch", action="store_true")
     ap.add_argument("--perf", action="store_true",
                     help="One more run per entry under `perf record`: the consumer's hot spots.")
+    ap.add_argument("--strace", action="store_true",
+                    help="One more run per entry under `strace -c`: the consumer's reads and "
+                    "wake-ups per Fetch.")
     ap.add_argument("-X", action="append", default=[], metavar="key=value")
     a = ap.parse_args(argv)
     extra = dict(x.split("=", 1) for x in a.X)
@@ -141,7 +147,8 @@ def main(argv: list[str] | None = None) -> int:
             topics[n] = (topic, ph.records)
             print(f"{n}: filled {ph.records:,} records ({ph.records_per_sec:,.0f}/s)", flush=True)
         rates: dict[str, list[float]] = {e[0]: [] for e in entries}
-        extra_runs = [k for k, on in (("debug", a.debug_fetch), ("perf", a.perf)) if on]
+        extra_runs = [k for k, on in (("debug", a.debug_fetch), ("perf", a.perf),
+                                      ("strace", a.strace)) if on]
         for run in range(a.runs + len(extra_runs)):
             kind = extra_runs[run - a.runs] if run >= a.runs else ""
             debug = kind == "debug"
@@ -152,7 +159,8 @@ def main(argv: list[str] | None = None) -> int:
                 os.sync()
                 cpu0 = s.cpu_seconds()
                 perf = work / f"{run}-{i}.perf.data" if kind == "perf" else None
-                r, err = consume(s.endpoint, topic, n, settings, stats, debug, perf)
+                trace = work / f"{run}-{i}.strace" if kind == "strace" else None
+                r, err = consume(s.endpoint, topic, n, settings, stats, debug, perf, trace)
                 node = s.cpu_seconds() - cpu0
                 rate = r["records"] / max(r["seconds"], 1e-9)
                 samples = [json.loads(line) for line in stats.read_text().splitlines()]
@@ -175,6 +183,9 @@ def main(argv: list[str] | None = None) -> int:
                     head += "\n    " + fetch_partitions(err)
                 elif perf is not None:
                     head += "\n" + perf_top(perf)
+                elif trace is not None:
+                    head += "\n" + "\n".join("    " + ln for ln in
+                                              trace.read_text().splitlines()[:12])
                 else:
                     rates[label].append(rate)
                 if r["records"] < n:
