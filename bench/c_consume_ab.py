@@ -10,8 +10,10 @@ on 2.16, odradek's shipped consumer settings) in interleaved rounds, so a machin
 drifts weighs on every entry alike. Each entry of --systems is a broker (`odradek`, `tansu`,
 or `before`: an odradek node run from the source tree SRC given by --before, e.g. a `git
 archive` of main, for a before/after of a node change in the same run), optionally with
-consumer settings of its own after `+` (`odradek+max.partition.fetch.bytes=4194304`). Ratios
-are each entry's rate over the last entry's, per round.
+consumer settings of its own after `+` (`odradek+max.partition.fetch.bytes=4194304`), where
+`tool=PATH` is not a setting but another consumer binary (an older build of
+bench/c/rdkafka_consume, for a before/after of the tool). Ratios are each entry's rate over the
+last entry's, per round.
 
 Per run: records/s (the tool's own window, first record to last), the consumer's CPU per 1M
 records, the node's CPU, and from librdkafka's statistics (every 100 ms, every run alike):
@@ -66,7 +68,7 @@ def python_path(src: str | None) -> Iterator[None]:
 
 def consume(endpoint: str, topic: str, expected: int, settings: dict[str, object],
             stats: Path, debug: bool = False, perf: Path | None = None,
-            strace: Path | None = None) -> tuple[dict[str, Any], str]:
+            strace: Path | None = None, tool: Path | None = None) -> tuple[dict[str, Any], str]:
     """One run of the bundled C consumer with statistics (and `debug=fetch`; under `perf
     record` into `perf`; under `strace -c` into `strace`): its JSON line and its stderr."""
     conf = {**settings, "statistics.interval.ms": 100, **({"debug": "fetch"} if debug else {})}
@@ -75,7 +77,7 @@ def consume(endpoint: str, topic: str, expected: int, settings: dict[str, object
     if strace is not None:
         prefix = ["strace", "-f", "-c", "-o", str(strace), "-e",
                   "trace=recvmsg,recvfrom,read,sendmsg,poll,ppoll,futex"]
-    out = subprocess.run([*prefix, str(bundled_tool()), "-b", endpoint, "-t", topic, "-n",
+    out = subprocess.run([*prefix, str(tool or bundled_tool()), "-b", endpoint, "-t", topic, "-n",
                           str(expected), "-T", "30", "-s", str(stats), *xs],
                          capture_output=True, text=True, timeout=900)
     if not out.stdout.strip():
@@ -173,7 +175,10 @@ def main(argv: list[str] | None = None) -> int:
                 cpu0 = s.cpu_seconds()
                 perf = work / f"{run}-{i}.perf.data" if kind == "perf" else None
                 trace = work / f"{run}-{i}.strace" if kind == "strace" else None
-                r, err = consume(s.endpoint, topic, n, settings, stats, debug, perf, trace)
+                conf = dict(settings)
+                tool = conf.pop("tool", None)
+                r, err = consume(s.endpoint, topic, n, conf, stats, debug, perf, trace,
+                                 Path(str(tool)) if tool else None)
                 node = s.cpu_seconds() - cpu0
                 rate = r["records"] / max(r["seconds"], 1e-9)
                 samples = [json.loads(line) for line in stats.read_text().splitlines()]

@@ -126,10 +126,11 @@ int main(int argc, char **argv) {
     long long count = 0, bytes = 0, errors = 0;
     double first = 0, last = now(CLOCK_MONOTONIC), cpu0 = 0, threads0[3] = {0, 0, 0};
     /* The clock is read at the first record, every 1,024th, the last one wanted, and when a
-     * poll returns nothing (for the idle limit), not per record: per record it took a quarter
-     * of this program's CPU (perf: __vdso_clock_gettime, 24% of the samples on this VM), a
-     * cost of the tool, not of the broker. A run that ends idle (a failed one: too few
-     * records) may end its window up to 1,023 records early. */
+     * poll returns nothing (for the idle limit), not per record: per record it was a cost of
+     * the tool, not of the broker (perf put 24% of this program's samples in
+     * __vdso_clock_gettime on this VM; its CPU per record fell 4-6% without it,
+     * bench/RESULTS-s23.md). A run that ends idle (a failed one: too few records) may end its
+     * window up to 1,023 records early. */
     while (count < want) {
         rd_kafka_message_t *m = rd_kafka_consumer_poll(rk, 500);
         if (!m) {
