@@ -98,19 +98,6 @@ def fetch_partitions(stderr: str) -> str:
             + ", ".join(f"{k}: {v}" for k, v in sorted(counts.items())) + ")")
 
 
-def mean_rtt_ms(samples: list[dict[str, Any]]) -> float:
-    """The brokers' mean round trip over the whole run: librdkafka's `rtt` window restarts
-    with every statistics sample, so its sums and counts are added up over all of them (the
-    last sample's `avg` alone covers its last 100 ms)."""
-    total = count = 0
-    for s in samples:
-        for b in s.get("brokers", {}).values():
-            if b.get("nodeid", -1) >= 0:
-                total += b["rtt"]["sum"]
-                count += b["rtt"]["cnt"]
-    return total / count / 1000 if count else 0.0
-
-
 def perf_top(data: Path, lines: int = 25) -> str:
     """The consumer's hottest symbols (self time) by thread name, from `perf report`."""
     out = subprocess.run(["perf", "report", "-i", str(data), "--no-children", "--stdio",
@@ -183,7 +170,6 @@ def main(argv: list[str] | None = None) -> int:
                 rate = r["records"] / max(r["seconds"], 1e-9)
                 samples = [json.loads(line) for line in stats.read_text().splitlines()]
                 st = summarize(samples)
-                st["rtt_ms"] = mean_rtt_ms(samples)
                 fetches = max(st.get("fetches", 0), 1)
                 client = r["cpu_seconds"] / max(r["records"], 1) * 1e6
                 head = (f"{label:>10} run {run}{f' ({kind})' if kind else ''}: "

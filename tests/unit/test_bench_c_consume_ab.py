@@ -1,10 +1,11 @@
 """bench.c_consume_ab's helpers: the partitions per Fetch read from librdkafka's `debug=fetch`
-log, the mean round trip over every statistics window, and the PYTHONPATH a `before` node
-starts with (restored afterwards)."""
+log, the mean round trip over every statistics window (bench.consume_ab's, both A/B tools
+use it), and the PYTHONPATH a `before` node starts with (restored afterwards)."""
 
 import os
 
-from bench.c_consume_ab import fetch_partitions, mean_rtt_ms, python_path
+from bench.c_consume_ab import fetch_partitions, python_path
+from bench.consume_ab import mean_rtt_ms
 
 # lines as librdkafka 2.16 logs them (rd_kafka_broker_fetch_toppars), with others between
 _LOG = """\
