@@ -62,6 +62,10 @@ Listener = Callable[[MetadataDelta], None]
 ACTIVATION_WAIT_S = 10.0
 
 
+def monotonic_ms() -> int:
+    return int(time.monotonic() * 1000)
+
+
 def _on_event_loop() -> bool:
     """Called on a running event loop (where waiting would stop the loop that delivers)."""
     try:
@@ -93,7 +97,10 @@ class Controller(TopicControl, BrokerControl, PartitionControl, ReassignmentCont
         self.node_id = broker_config.node_id
         self._lock = threading.RLock()
         self._rng = random.Random()
-        self._clock = clock or (lambda: int(time.time() * 1000))
+        # Sessions, fencing and the rebalance timer run on the monotonic clock, as Kafka's
+        # heartbeat manager does: a wall clock stepped by NTP (or skewed) by minutes must
+        # not fence every broker at once (docs/reliability.md, finding 9).
+        self._clock = clock or monotonic_ms
         self._delta_listeners: dict[Listener, Any] = {}
         BrokerControl.__init__(self)
         PartitionControl.__init__(self)

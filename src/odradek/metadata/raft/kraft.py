@@ -231,9 +231,9 @@ class KRaftQuorum(Quorum):
 
     @property
     def leader_contact(self) -> tuple[int, int, int] | None:
-        """(leader id, its epoch, wall-clock ms) of this node's last good Fetch answer."""
-        contact = self.client.leader_contact
-        return None if contact is None else (contact[0], contact[1], self._wall(contact[2]))
+        """(leader id, its epoch, monotonic ms) of this node's last good Fetch answer: the
+        controller's session clock (`metadata.controller.monotonic_ms`) is the same."""
+        return self.client.leader_contact
 
     @property
     def high_watermark(self) -> int:
