@@ -59,7 +59,7 @@ BENCH_TOOLS := bench/c/rdkafka_consume bench/c/rdkafka_produce
 
 bench-tools: $(BENCH_TOOLS)
 
-bench/c/rdkafka_%: bench/c/rdkafka_%.c
+bench/c/rdkafka_%: bench/c/rdkafka_%.c bench/c/common.h
 	@$(MAKE) --no-print-directory deb DEB_PACKAGES="librdkafka-dev gcc pkg-config"
 	$(CC) -O2 -Wall -Wextra -o $@ $< $$(pkg-config --cflags --libs rdkafka)
 

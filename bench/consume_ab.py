@@ -126,6 +126,19 @@ def consume_child(endpoint: str, topic: str, expected: int, stats: bool,
     return out
 
 
+def mean_rtt_ms(samples: list[dict[str, Any]]) -> float:
+    """The brokers' mean round trip over the whole run: librdkafka's `rtt` window restarts
+    with every statistics sample, so its sums and counts are added up over all of them (the
+    last sample's `avg` alone covers its last 100 ms)."""
+    total = count = 0
+    for s in samples:
+        for b in s.get("brokers", {}).values():
+            if b.get("nodeid", -1) >= 0:
+                total += b["rtt"]["sum"]
+                count += b["rtt"]["cnt"]
+    return total / count / 1000 if count else 0.0
+
+
 def summarize(samples: list[dict[str, Any]]) -> dict[str, Any]:
     """Totals from the last sample, and the queue's state over the samples taken while reading."""
     if not samples:
@@ -136,7 +149,6 @@ def summarize(samples: list[dict[str, Any]]) -> dict[str, Any]:
     rx = sum(b["rx"] for b in brokers)
     rxbytes = sum(b["rxbytes"] for b in brokers)
     rxpartial = sum(b.get("rxpartial", 0) for b in brokers)
-    rtt = [b["rtt"]["avg"] / 1000 for b in brokers if b["rtt"]["cnt"]]
     tparts = [p for t in end["topics"].values() for k, p in t["partitions"].items() if k != "-1"]
     rxmsgs = sum(p["rxmsgs"] for p in tparts)
     dry = full = reading = 0
@@ -158,7 +170,7 @@ def summarize(samples: list[dict[str, Any]]) -> dict[str, Any]:
         dry += cnt == 0 and to_fetch > 0
         full += cnt >= int(SHIPPED["queued.min.messages"])  # type: ignore[call-overload]
     return {"fetches": fetches, "responses": rx, "rx_mb": rxbytes / 1e6, "rxpartial": rxpartial,
-            "rxmsgs": rxmsgs, "rtt_ms": statistics.fmean(rtt) if rtt else 0.0,
+            "rxmsgs": rxmsgs, "rtt_ms": mean_rtt_ms(samples),
             "samples": reading, "dry": dry, "full": full,
             "queue_median": statistics.median(cnts) if cnts else 0}
 

@@ -6,37 +6,49 @@
  * Assigns every partition of TOPIC from its beginning (no group is joined), reads until
  * RECORDS records or IDLE_SECONDS without one, and prints one JSON line: records, key + value
  * bytes, seconds from the first record to the last, and the process CPU seconds over the
- * same interval. The fetch settings come from the caller (-X): bench/compare.py passes the
+ * same interval, in all and split by thread (the polling application thread, librdkafka's
+ * broker threads that receive and parse Fetch responses, the rest). The fetch settings come from the caller (-X): bench/compare.py passes the
  * ones odradek ships (odradek.client.consumer_settings), so the client is no unknown.
  * With -s, librdkafka's statistics JSON (every statistics.interval.ms, 100 ms unless -X sets
  * it) is appended to STATS_FILE, one line each, for bench/consumer_bounds.py. */
-#include <librdkafka/rdkafka.h>
-#include <stdio.h>
-#include <stdlib.h>
+#define PROG "rdkafka_consume"
+#include "common.h"
+
+#include <dirent.h>
 #include <string.h>
-#include <time.h>
 #include <unistd.h>
 
-static double now(clockid_t clock) {
-    struct timespec ts;
-    clock_gettime(clock, &ts);
-    return ts.tv_sec + ts.tv_nsec / 1e9;
-}
-
-static FILE *stats_out;
-
-/* Called from rd_kafka_consumer_poll (the main queue is forwarded to the consumer's). */
-static int on_stats(rd_kafka_t *rk, char *json, size_t len, void *opaque) {
-    (void)rk;
-    (void)opaque;
-    fwrite(json, 1, len, stats_out);
-    fputc('\n', stats_out);
-    return 0; /* librdkafka frees json */
-}
-
-static void die(const char *what, const char *why) {
-    fprintf(stderr, "rdkafka_consume: %s: %s\n", what, why);
-    exit(2);
+/* CPU seconds of this process's threads by role, from /proc/self/task/<tid>/stat: [0] the
+ * application thread (the one polling), [1] librdkafka's broker threads (`rdk:broker*`:
+ * receive and parse Fetch responses), [2] the rest (librdkafka's main thread, ...). */
+static void thread_cpu(double out[3]) {
+    out[0] = out[1] = out[2] = 0;
+    DIR *d = opendir("/proc/self/task");
+    if (!d) return;
+    long tick = sysconf(_SC_CLK_TCK);
+    struct dirent *e;
+    while ((e = readdir(d))) {
+        if (e->d_name[0] == '.') continue;
+        char path[300], buf[512];
+        snprintf(path, sizeof path, "/proc/self/task/%s/stat", e->d_name);
+        FILE *f = fopen(path, "r");
+        if (!f) continue;
+        size_t n = fread(buf, 1, sizeof buf - 1, f);
+        fclose(f);
+        buf[n] = '\0';
+        char *open = strchr(buf, '('), *close = strrchr(buf, ')');
+        if (!open || !close) continue;
+        /* after ") ": state ppid pgrp session tty tpgid flags minflt cminflt majflt cmajflt
+         * utime stime: utime is the 12th field, stime the 13th */
+        unsigned long utime = 0, stime = 0;
+        if (sscanf(close + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %lu %lu", &utime,
+                   &stime) != 2)
+            continue;
+        double sec = (double)(utime + stime) / tick;
+        int role = atoi(e->d_name) == getpid() ? 0 : !strncmp(open + 1, "rdk:broker", 10) ? 1 : 2;
+        out[role] += sec;
+    }
+    closedir(d);
 }
 
 int main(int argc, char **argv) {
@@ -63,8 +75,7 @@ int main(int argc, char **argv) {
         case 'n': want = atoll(optarg); break;
         case 'T': idle = atof(optarg); break;
         case 's':
-            if (!(stats_out = fopen(optarg, "a"))) die(optarg, "cannot open");
-            rd_kafka_conf_set_stats_cb(conf, on_stats);
+            stats_to(conf, optarg);
             break;
         case 'X': {
             char *eq = strchr(optarg, '=');
@@ -113,12 +124,17 @@ int main(int argc, char **argv) {
     rd_kafka_topic_partition_list_destroy(list);
 
     long long count = 0, bytes = 0, errors = 0;
-    double first = 0, last = now(CLOCK_MONOTONIC), cpu0 = 0;
+    double first = 0, last = now(CLOCK_MONOTONIC), cpu0 = 0, threads0[3] = {0, 0, 0};
+    /* The clock is read at the first record, every 1,024th, the last one wanted, and when a
+     * poll returns nothing (for the idle limit), not per record: per record it was a cost of
+     * the tool, not of the broker (perf put 24% of this program's samples in
+     * __vdso_clock_gettime on this VM; its CPU per record fell 4-6% without it,
+     * bench/RESULTS-s23.md). A run that ends idle (a failed one: too few records) may end its
+     * window up to 1,023 records early. */
     while (count < want) {
         rd_kafka_message_t *m = rd_kafka_consumer_poll(rk, 500);
-        double t = now(CLOCK_MONOTONIC);
         if (!m) {
-            if (t - last > idle) break;
+            if (now(CLOCK_MONOTONIC) - last > idle) break;
             continue;
         }
         if (m->err) {
@@ -126,21 +142,26 @@ int main(int argc, char **argv) {
                 fprintf(stderr, "rdkafka_consume: %s\n", rd_kafka_message_errstr(m));
         } else {
             if (count == 0) {
-                first = t;
+                first = last = now(CLOCK_MONOTONIC);
                 cpu0 = now(CLOCK_PROCESS_CPUTIME_ID);
+                thread_cpu(threads0);
             }
             count++;
             bytes += (long long)m->len + (long long)m->key_len;
-            last = t;
+            if ((count & 1023) == 0 || count == want) last = now(CLOCK_MONOTONIC);
         }
         rd_kafka_message_destroy(m);
     }
     double cpu = count ? now(CLOCK_PROCESS_CPUTIME_ID) - cpu0 : 0;
+    double threads[3];
+    thread_cpu(threads);
     printf("{\"records\": %lld, \"bytes\": %lld, \"seconds\": %.6f, \"cpu_seconds\": %.6f, "
+           "\"cpu_app\": %.2f, \"cpu_rdk_broker\": %.2f, \"cpu_other\": %.2f, "
            "\"errors\": %lld, \"librdkafka\": \"%s\"}\n",
-           count, bytes, count ? last - first : 0.0, cpu, errors, rd_kafka_version_str());
+           count, bytes, count ? last - first : 0.0, cpu, threads[0] - threads0[0],
+           threads[1] - threads0[1], threads[2] - threads0[2], errors, rd_kafka_version_str());
     rd_kafka_consumer_close(rk);
     rd_kafka_destroy(rk);
-    if (stats_out) fclose(stats_out);
+    stats_close();
     return count >= want && !errors ? 0 : 1;
 }

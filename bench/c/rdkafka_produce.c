@@ -15,20 +15,12 @@
  * passes the ones it ships. With -s, librdkafka's statistics JSON (every
  * statistics.interval.ms, 500 ms unless -X sets it) is appended to STATS_FILE, one line each:
  * its per-broker `batchsize`/`batchcnt` are the batches the producer actually sent. */
-#include <librdkafka/rdkafka.h>
-#include <stdio.h>
-#include <stdlib.h>
+#define PROG "rdkafka_produce"
+#include "common.h"
+
 #include <string.h>
-#include <time.h>
 #include <unistd.h>
 
-static double now(clockid_t clock) {
-    struct timespec ts;
-    clock_gettime(clock, &ts);
-    return ts.tv_sec + ts.tv_nsec / 1e9;
-}
-
-static FILE *stats_out;
 static long long acked, errors;
 static double last_report;
 
@@ -43,19 +35,6 @@ static void on_delivery(rd_kafka_t *rk, const rd_kafka_message_t *m, void *opaqu
         acked++;
     }
     last_report = now(CLOCK_MONOTONIC);
-}
-
-static int on_stats(rd_kafka_t *rk, char *json, size_t len, void *opaque) {
-    (void)rk;
-    (void)opaque;
-    fwrite(json, 1, len, stats_out);
-    fputc('\n', stats_out);
-    return 0; /* librdkafka frees json */
-}
-
-static void die(const char *what, const char *why) {
-    fprintf(stderr, "rdkafka_produce: %s: %s\n", what, why);
-    exit(2);
 }
 
 static void set(rd_kafka_conf_t *conf, const char *key, const char *value) {
@@ -83,8 +62,7 @@ int main(int argc, char **argv) {
         case 'S': size = atol(optarg); break;
         case 'd': max_seconds = atof(optarg); break;
         case 's':
-            if (!(stats_out = fopen(optarg, "a"))) die(optarg, "cannot open");
-            rd_kafka_conf_set_stats_cb(conf, on_stats);
+            stats_to(conf, optarg);
             break;
         case 'X': {
             char *eq = strchr(optarg, '=');
@@ -145,7 +123,7 @@ int main(int argc, char **argv) {
     fflush(stdout);
     rd_kafka_topic_destroy(rkt);
     rd_kafka_destroy(rk);
-    if (stats_out) fclose(stats_out);
+    stats_close();
     free(payload);
     return acked == sent && !errors ? 0 : 1;
 }

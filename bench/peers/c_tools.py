@@ -23,7 +23,8 @@ def bundled_tool(tool: Path = CONSUME_TOOL) -> Path:
     so = next(libs.glob("librdkafka*.so*"))
     src = tool.with_name(tool.name + ".c")
     out = tool.with_name(tool.name + "_bundled")
-    if not out.exists() or out.stat().st_mtime < src.stat().st_mtime:
+    newest = max(src.stat().st_mtime, (C_DIR / "common.h").stat().st_mtime)
+    if not out.exists() or out.stat().st_mtime < newest:
         subprocess.run(["cc", "-O2", "-Wall", "-Wextra", "-o", str(out), str(src),
                         f"-L{libs}", f"-l:{so.name}", f"-Wl,-rpath,{libs}"], check=True)
     return out

@@ -8,7 +8,9 @@ Kafka's ClusterControlManager and BrokerHeartbeatManager, sans-I/O:
   gives every registered broker a fresh session, except the node that led the quorum before
   (its session starts at our last Fetch answer from it: `_start_previous_leader_session`). `tick(now_ms)` fences a broker whose last
   heartbeat is older than broker.session.timeout.ms, moving its leaderships away and taking it
-  out of ISRs.
+  out of ISRs; a request that takes a broker out of ISRs (a heartbeat asking for a
+  controlled shutdown or fencing, a registration, UnregisterBroker) does the same first for
+  the others, so it never hands an ISR to a broker already known dead.
 - want_shut_down starts a controlled shutdown: the broker is marked in controlled shutdown,
   its leaderships move and it leaves the ISRs; it is told should_shut_down once it leads
   nothing and every other active broker has caught up past that change, and is then fenced.
@@ -172,6 +174,7 @@ class BrokerControl:
         now = self._now(now_ms)
         with self._lock:
             self._require_active()
+            self.fence_stale_brokers(now, but=request.broker_id)
             try:
                 records = self._registration_records(request, now)
             except KafkaError as exc:
@@ -266,10 +269,11 @@ class BrokerControl:
         and it leaves the ISRs in the same batch."""
         with self._lock:
             self._require_active()
-            registration = self.image.brokers.get(broker_id)
-            if registration is None:
+            if broker_id not in self.image.brokers:
                 raise KafkaError(ErrorCode.broker_id_not_registered,
                                  f"Broker ID {broker_id} is not currently registered")
+            self.fence_stale_brokers(self._now(None), but=broker_id)
+            registration = self.image.brokers[broker_id]
             records: list[MetadataRecord] = self._isr_removal_changes(
                 broker_id, self._acceptable(fenced=[broker_id]))
             records.append(UnregisterBrokerRecord(broker_id, registration.epoch))
@@ -297,6 +301,12 @@ class BrokerControl:
                 self.check_broker_epoch(req.broker_id, req.broker_epoch)
             except KafkaError as exc:
                 return BrokerHeartbeatReply(exc.code, exc.message or None)
+            if req.want_shut_down or req.want_fence:
+                # it is about to leave the ISRs: the members it leaves them to must be alive.
+                # A plain heartbeat moves no ISR, and there fencing stays the timer's job,
+                # as in Kafka (after a stall, the heartbeats queued behind this one would
+                # find their senders fenced)
+                self.fence_stale_brokers(now, but=req.broker_id)
             registration = self.image.brokers[req.broker_id]
             session = self._session_table(now)[req.broker_id]
             session.last_contact_ms = now
@@ -383,11 +393,26 @@ class BrokerControl:
 
     # ---------------------------------------------------------------- fencing
 
-    def fence_stale_brokers(self, now_ms: int) -> list[int]:
-        """Fence every unfenced broker whose session expired; returns their ids."""
+    def fence_stale_brokers(self, now_ms: int, but: int | None = None) -> list[int]:
+        """Fence every unfenced broker whose session expired (but `but`, the broker whose
+        request is being handled: it is alive); returns their ids.
+
+        `tick` calls it, and so does every request that takes a broker out of ISRs and
+        leaderships (a heartbeat asking for a controlled shutdown or fencing, a
+        registration, UnregisterBroker), before acting: those changes hand ISRs and
+        leaderships to the other members that look alive, and a member whose session this
+        controller already knows ran out is dead, not alive. The case (docs/reliability.md, finding 5): a
+        controller that had just taken over handled the controlled shutdown of one ISR's
+        last live member before its first tick fenced the other, dead member (the old
+        quorum leader, whose session starts at our last news of it); the ISR was left to
+        the dead broker, which came back from a kill -9 unclean and so could not lead.
+        Kafka fences only from its timer; it starts every session afresh on failover, so
+        it never finds one expired in a new term's first moments."""
         fenced: list[int] = []
         timeout = self.session_timeout_ms
         for broker_id, session in sorted(self._session_table(now_ms).items()):
+            if broker_id == but:
+                continue
             registration = self.image.brokers.get(broker_id)
             if registration is None or registration.fenced:
                 continue
