@@ -74,10 +74,10 @@ bench-node: setup-test
 
 # Issue 15: SEEDS seeded runs (as root: namespaces, iptables, tmpfs), each family alone and
 # then all mixed, FAULT_TIME seconds of faults each; histories kept under jepsen-runs/.
-# WORKLOADS=w1,w2,w3,w4 for all four.
+# All four workloads by default (WORKLOADS=w1,w4 for the lighter pair).
 SEEDS ?= 10
 FAULT_TIME ?= 60
-WORKLOADS ?= w1,w4
+WORKLOADS ?= w1,w2,w3,w4
 faults: setup-test
 	$(BIN)/python -m tests.system.jepsen --seeds 0:$(SEEDS) --each --time $(FAULT_TIME) \
 	  --workloads $(WORKLOADS) --out jepsen-runs/each

@@ -1,5 +1,6 @@
 """`python -m tests.system.jepsen --seeds 0:10 --faults kill,pause --workloads w1,w2 --time 60
---out DIR`: one run per seed, each under its own plan, then one table over them all.
+--out DIR`: one run per seed, each under its own plan, then one table over them all (all four
+workloads when --workloads is not given).
 
 Each run's directory (DIR/seed-N) keeps plan.json, history.jsonl, result.json and the nodes'
 logs; DIR/summary.json has every run's figures. Exit status 1 when a run found an anomaly.
@@ -46,7 +47,7 @@ def main(argv: list[str] | None = None) -> int:
                     help=f"families, comma-separated, mixed in one schedule: {','.join(FAMILIES)}")
     ap.add_argument("--each", action="store_true",
                     help="one family per run instead of all mixed (the seeds cycle through)")
-    ap.add_argument("--workloads", default="w1,w2,w4", help="of w1,w2,w3,w4")
+    ap.add_argument("--workloads", default="w1,w2,w3,w4", help="of w1,w2,w3,w4")
     ap.add_argument("--time", type=float, default=60.0, help="seconds of faults per run")
     ap.add_argument("--out", type=Path, default=Path("jepsen-runs"))
     args = ap.parse_args(argv)

@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from tests.system.jepsen.history import THREAD_OPS, History
+from tests.system.jepsen.workloads import common
 from tests.system.jepsen.workloads.common import Workers, WorkersStuck
 
 
@@ -62,19 +63,18 @@ def test_a_stuck_worker_is_reported_with_its_stack_and_last_ops(tmp_path: Path) 
 def test_a_client_call_that_overruns_its_timeout_is_given_up_on(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    """W2's guard against librdkafka's send_offsets_to_transaction ignoring its timeout
-    (librdkafka #5456/#5511): the call is left on its helper thread and _Stuck raised."""
-    from tests.system.jepsen.workloads import w2
-
-    monkeypatch.setattr(w2, "STUCK_AFTER", 0.05)
+    """The workloads' guard against client calls that never return (W2's
+    send_offsets_to_transaction, librdkafka #5456/#5511; W1's synchronous commit, which has no
+    timeout): the call is left on its helper thread and Stuck raised."""
+    monkeypatch.setattr(common, "STUCK_AFTER", 0.05)
     release = threading.Event()
     try:
-        with pytest.raises(w2._Stuck, match="send_offsets_to_transaction did not return"):
-            w2._bounded("send_offsets_to_transaction", 0.0, blocked_in_a_client_call, release)
+        with pytest.raises(common.Stuck, match="send_offsets_to_transaction did not return"):
+            common.bounded("send_offsets_to_transaction", 0.0, blocked_in_a_client_call, release)
     finally:
         release.set()
     # a call that returns (or raises) in time gives its result (or its exception)
-    monkeypatch.setattr(w2, "STUCK_AFTER", 120.0)
-    assert w2._bounded("commit_transaction", 0.0, lambda x: x + 1, 1) == 2
+    monkeypatch.setattr(common, "STUCK_AFTER", 120.0)
+    assert common.bounded("commit_transaction", 0.0, lambda x: x + 1, 1) == 2
     with pytest.raises(ZeroDivisionError):
-        w2._bounded("abort_transaction", 0.0, lambda: 1 / 0)
+        common.bounded("abort_transaction", 0.0, lambda: 1 / 0)

@@ -4,15 +4,35 @@ and a subscribe() consumer, each recording every operation in the history."""
 from __future__ import annotations
 
 import contextlib
+import logging
 import random
 import threading
+from collections.abc import Callable
 from typing import Any
 
-from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaException, Producer, TopicPartition
+from confluent_kafka import (
+    OFFSET_BEGINNING,
+    Consumer,
+    KafkaError,
+    KafkaException,
+    Producer,
+    TopicPartition,
+)
 
 from ..env import Env
 from ..history import History, key_of, split_key
-from .common import CONSUMER, PRODUCER, client_config, first_error, next_values, poll_value
+from .common import (
+    CONSUMER,
+    PRODUCER,
+    Stuck,
+    bounded,
+    client_config,
+    first_error,
+    next_values,
+    poll_value,
+)
+
+log = logging.getLogger(__name__)
 
 
 def producer_loop(
@@ -124,15 +144,48 @@ def assign_consumer_loop(
             c.close()
 
 
+# confluent-kafka 2.x's synchronous Consumer.commit takes no timeout (librdkafka waits for
+# the group coordinator as long as it takes, for good while `__consumer_offsets` has no
+# leader: finding 6 of docs/reliability.md). It gets the clients' socket timeout plus
+# STUCK_AFTER before the consumer is given up on; closes get the same.
+COMMIT_TIMEOUT = 10.0
+# An abandoned consumer's librdkafka threads go on heartbeating: without polls it leaves its
+# group once this passes, as a crashed application's member leaves by its session timeout.
+MAX_POLL_INTERVAL_MS = "60000"
+# Commit errors that leave unknown whether the coordinator stored the offsets.
+_COMMIT_UNKNOWN = {
+    KafkaError._TIMED_OUT,
+    KafkaError._TRANSPORT,
+    KafkaError.REQUEST_TIMED_OUT,
+}
+
+
 def subscribe_consumer_loop(
-    env: Env, h: History, rng: random.Random, group: str, stop: threading.Event
+    env: Env,
+    h: History,
+    rng: random.Random,
+    group: str,
+    stop: threading.Event,
+    consumer: Callable[[dict[str, str]], Consumer] = Consumer,
 ) -> None:
-    """Subscribe to the topics in a shared group and poll, committing each poll's offsets
-    before recording it (as Jepsen's client does). Rebalances seen during a poll are recorded
-    in it, before its reads: ["rebalance", {"assigned": [...], "revoked": [...]}]."""
+    """Subscribe to the topics in a shared group and poll; a poll that read something is
+    followed by a synchronous commit of the consumer's positions, its own "commit" op (ok
+    with the offsets; fail on a definite Kafka error, e.g. the group moved on, when the next
+    owner starts from the last commit; info when its outcome is unknown). Rebalances seen
+    during a poll are recorded in it, before its reads: ["rebalance", {"assigned": [...],
+    "revoked": [...]}].
+
+    A commit that does not return within COMMIT_TIMEOUT + STUCK_AFTER is recorded as info and
+    its consumer abandoned, never closed (its handle is inside the stuck call; a close would
+    stick behind it), and a new consumer joins the same group as a new process, as an
+    application restarted by its supervisor would. `consumer` makes the clients (a test may
+    give one whose commit never returns)."""
+    cfg = client_config(
+        env, {**CONSUMER, "group.id": group, "max.poll.interval.ms": MAX_POLL_INTERVAL_MS}
+    )
     while not stop.is_set():
         process = h.new_process()
-        c = Consumer(client_config(env, {**CONSUMER, "group.id": group}))
+        c = consumer(cfg)
         moves: list[list[Any]] = []
 
         def assigned(_c: Any, parts: list[Any], moves: list[Any] = moves) -> None:
@@ -151,6 +204,7 @@ def subscribe_consumer_loop(
                 ]
             )
 
+        stuck: str | None = None
         try:
             op = h.invoke(process, "subscribe", list(env.topics))
             c.subscribe(list(env.topics), on_assign=assigned, on_revoke=revoked)
@@ -167,18 +221,40 @@ def subscribe_consumer_loop(
                     continue
                 got = poll_value(msgs)
                 value, moves[:] = [*moves, ["poll", got]], []
-                if got:
-                    try:
-                        c.commit(asynchronous=False)
-                    except KafkaException:
-                        # the group moved on (a rebalance, a coordinator change): what was
-                        # read stays read; the next owner starts from the last commit
-                        pass
                 err = first_error(msgs)
                 h.ok(op, value if err is None else [*value, ["error", err]])
+                if got:
+                    stuck = _commit(h, process, c)
+                    if stuck is not None:
+                        break
         finally:
-            op = h.invoke(process, "crash", {"reason": "replaced"})
+            reason = "replaced" if stuck is None else f"abandoned: {stuck}"
+            op = h.invoke(process, "crash", {"reason": reason})
             try:
-                c.close()
+                if stuck is None:
+                    with contextlib.suppress(KafkaException, Stuck):
+                        bounded("consumer close", COMMIT_TIMEOUT, c.close)
+                else:
+                    log.warning("W1 abandons a subscribe consumer of %s: %s", group, stuck)
             finally:
                 h.ok(op, {"revoked": "all"})
+
+
+def _commit(h: History, process: int, c: Consumer) -> str | None:
+    """Commit c's positions (synchronously) as a "commit" op; why it was given up on, if so."""
+    op = h.invoke(process, "commit")
+    try:
+        done = bounded("commit", COMMIT_TIMEOUT, lambda: c.commit(asynchronous=False))
+    except Stuck as exc:
+        h.info(op, error=str(exc))
+        return str(exc)
+    except KafkaException as exc:
+        err = exc.args[0] if exc.args and isinstance(exc.args[0], KafkaError) else None
+        name = str(err.name()) if err is not None else str(exc)
+        if err is not None and err.code() not in _COMMIT_UNKNOWN:
+            h.fail(op, error=name)
+        else:
+            h.info(op, error=name)
+        return None
+    h.ok(op, {key_of(tp.topic, tp.partition): tp.offset for tp in done or ()})
+    return None

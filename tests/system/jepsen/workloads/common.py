@@ -1,5 +1,5 @@
-"""What the workloads share: client settings, unique values, topic setup, the final read-back
-and the worker-thread plumbing."""
+"""What the workloads share: client settings, unique values, topic setup, the final read-back,
+the worker-thread plumbing and `bounded`, the guard against client calls that never return."""
 
 from __future__ import annotations
 
@@ -178,6 +178,42 @@ def _stable_end(c: Consumer, topic: str, part: int) -> int:
     # reports it as the high end of the cached watermarks.
     _low, high = c.get_watermark_offsets(TopicPartition(topic, part), cached=True)
     return int(high)
+
+
+# How long past its own timeout a client call may take before the worker gives up on it.
+STUCK_AFTER = 30.0
+
+
+class Stuck(Exception):
+    """A client call did not return within its timeout plus STUCK_AFTER: the client is
+    abandoned (it is still inside that call, on a helper thread) and never closed."""
+
+
+def bounded(what: str, timeout: float, fn: Callable[..., Any], *args: Any) -> Any:
+    """fn(*args) on a helper thread; its result or exception, or Stuck after timeout +
+    STUCK_AFTER. Some librdkafka calls ignore their timeout or have none (W2's
+    send_offsets_to_transaction, librdkafka #5456/#5511; W1's synchronous Consumer.commit,
+    which confluent-kafka 2.x gives no timeout at all) and wait for good when the coordinator
+    they need never comes back. A daemon thread: one that never returns does not keep the
+    process alive."""
+    box: dict[str, Any] = {}
+    done = threading.Event()
+
+    def call() -> None:
+        try:
+            box["result"] = fn(*args)
+        except BaseException as exc:
+            box["error"] = exc
+        finally:
+            done.set()
+
+    name = f"{threading.current_thread().name}:{what}"
+    threading.Thread(target=call, name=name, daemon=True).start()
+    if not done.wait(timeout + STUCK_AFTER):
+        raise Stuck(f"{what} did not return within {timeout + STUCK_AFTER:g} s")
+    if "error" in box:
+        raise box["error"]
+    return box.get("result")
 
 
 class WorkersStuck(RuntimeError):

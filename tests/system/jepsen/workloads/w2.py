@@ -12,7 +12,7 @@ commit's fate is unknown). After a fail the consumer seeks back to the group's c
 offsets, as an application must; after an info both clients are replaced (a new process) and
 the new producer's init_transactions fences the old one, finishing its transaction either way.
 
-A transactional call that overruns its timeout by STUCK_AFTER is given up on (`_bounded`):
+A transactional call that overruns its timeout by STUCK_AFTER is given up on (`bounded`):
 librdkafka's send_offsets_to_transaction ignores its timeout while it waits for a group
 coordinator (librdkafka #5456), and waits for good when that coordinator's node left the
 cluster's metadata, as a killed node does once fenced (#5511): the call never returns. Its
@@ -30,7 +30,6 @@ import contextlib
 import logging
 import random
 import threading
-from collections.abc import Callable
 from typing import Any
 
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer
@@ -41,8 +40,10 @@ from .clients import close_producer, delivery
 from .common import (
     CONSUMER,
     PRODUCER,
+    Stuck,
     Workers,
     all_keys,
+    bounded,
     client_config,
     ensure_topics,
     next_values,
@@ -54,40 +55,10 @@ from .common import (
 log = logging.getLogger(__name__)
 
 TXN_TIMEOUT = 20.0
-# how long past its own timeout a client call may take before the worker gives up on it
-STUCK_AFTER = 30.0
 
 
 class _Abortable(Exception):
     """The transaction failed before commit was asked for."""
-
-
-class _Stuck(Exception):
-    """A client call did not return within its timeout plus STUCK_AFTER: the client is
-    abandoned (it is still inside that call, on a helper thread)."""
-
-
-def _bounded(what: str, timeout: float, fn: Callable[..., Any], *args: Any) -> Any:
-    """fn(*args) on a helper thread; its result or exception, or _Stuck after timeout +
-    STUCK_AFTER. A daemon thread: one that never returns does not keep the process alive."""
-    box: dict[str, Any] = {}
-    done = threading.Event()
-
-    def call() -> None:
-        try:
-            box["result"] = fn(*args)
-        except BaseException as exc:
-            box["error"] = exc
-        finally:
-            done.set()
-
-    name = f"{threading.current_thread().name}:{what}"
-    threading.Thread(target=call, name=name, daemon=True).start()
-    if not done.wait(timeout + STUCK_AFTER):
-        raise _Stuck(f"{what} did not return within {timeout + STUCK_AFTER:g} s")
-    if "error" in box:
-        raise box["error"]
-    return box.get("result")
 
 
 class W2:
@@ -162,8 +133,8 @@ class W2:
             p, c, moves = self._clients(i)
             stuck: str | None = None
             try:
-                _bounded("init_transactions", TXN_TIMEOUT, p.init_transactions, TXN_TIMEOUT)
-            except (KafkaException, _Stuck) as exc:
+                bounded("init_transactions", TXN_TIMEOUT, p.init_transactions, TXN_TIMEOUT)
+            except (KafkaException, Stuck) as exc:
                 h.info(op, error=str(exc))
                 self._close(c, p, None if isinstance(exc, KafkaException) else str(exc))
                 continue
@@ -172,7 +143,7 @@ class W2:
                 while not stop.is_set():
                     if not self._txn(process, p, c, moves, rng):
                         break  # unknown outcome: new clients, new process
-            except _Stuck as exc:
+            except Stuck as exc:
                 stuck = str(exc)  # the op is recorded; the producer is left to its call
             finally:
                 reason = "replaced" if stuck is None else f"abandoned: {stuck}"
@@ -185,13 +156,13 @@ class W2:
         """Close both clients, except a producer abandoned inside a stuck call. A fenced or
         fatally failed producer raises from flush and close alike: it is being thrown away
         either way. A close that does not return is left behind too."""
-        with contextlib.suppress(KafkaException, _Stuck):
-            _bounded("consumer close", TXN_TIMEOUT, c.close)
+        with contextlib.suppress(KafkaException, Stuck):
+            bounded("consumer close", TXN_TIMEOUT, c.close)
         if stuck is not None:
             log.warning("W2 abandons a transactional producer: %s", stuck)
             return
-        with contextlib.suppress(KafkaException, _Stuck):
-            _bounded("producer close", TXN_TIMEOUT, close_producer, p)
+        with contextlib.suppress(KafkaException, Stuck):
+            bounded("producer close", TXN_TIMEOUT, close_producer, p)
 
     def _txn(
         self, process: int, p: Producer, c: Consumer, moves: list[list[Any]], rng: random.Random
@@ -223,7 +194,7 @@ class W2:
                     p.produce(topic, str(v).encode(), partition=part, on_delivery=report)
                 positions = [tp for tp in c.position(c.assignment()) if tp.offset >= 0]
                 if positions:
-                    _bounded(
+                    bounded(
                         "send_offsets_to_transaction",
                         TXN_TIMEOUT,
                         p.send_offsets_to_transaction,
@@ -234,10 +205,10 @@ class W2:
             except (KafkaException, BufferError) as exc:
                 raise _Abortable(str(exc)) from exc
             committing = True
-            _bounded("commit_transaction", TXN_TIMEOUT, p.commit_transaction, TXN_TIMEOUT)
+            bounded("commit_transaction", TXN_TIMEOUT, p.commit_transaction, TXN_TIMEOUT)
             h.ok(op, value())
             return True
-        except _Stuck as exc:
+        except Stuck as exc:
             # never asked to commit: it cannot have committed; a stuck commit: unknown
             if committing:
                 h.info(op, value(), error=f"commit: {exc}")
@@ -255,14 +226,14 @@ class W2:
                 h.info(op, value(), error=f"commit: {err}")
                 return False
             try:
-                _bounded("abort_transaction", TXN_TIMEOUT, p.abort_transaction, TXN_TIMEOUT)
-            except (KafkaException, _Stuck) as abort_exc:
+                bounded("abort_transaction", TXN_TIMEOUT, p.abort_transaction, TXN_TIMEOUT)
+            except (KafkaException, Stuck) as abort_exc:
                 if committing:
                     h.info(op, value(), error=f"commit: {err}; abort: {_describe(abort_exc)}")
                 else:
                     # never asked to commit: it cannot have committed, whatever abort says
                     h.fail(op, value(), error=f"{err}; abort: {_describe(abort_exc)}")
-                if isinstance(abort_exc, _Stuck):
+                if isinstance(abort_exc, Stuck):
                     raise
                 return False
             h.fail(op, value(), error=err)
