@@ -34,10 +34,8 @@ def fd_count(node: BrokerProcess) -> int:
     return len(os.listdir(f"/proc/{node.proc.pid}/fd"))
 
 
-def produce(bootstrap: str, topics: dict[str, int], per_partition: int,
+def produce(bootstrap: str, topic: str, partitions: int, per_partition: int,
             size: int = 300) -> None:
-    """`per_partition` records to every partition of `topics` (name: partitions), from one
-    producer for them all."""
     # one record a batch: with a tiny segment.bytes, each batch must fit a segment
     p = Producer({"bootstrap.servers": bootstrap, "acks": "all", "linger.ms": 20,
                   "enable.idempotence": True, "batch.num.messages": 1})
@@ -47,13 +45,12 @@ def produce(bootstrap: str, topics: dict[str, int], per_partition: int,
         if err is not None:
             errors.append(str(err))
 
-    for topic, partitions in topics.items():
-        for i in range(per_partition):
-            for part in range(partitions):
-                p.produce(topic, partition=part, value=b"%d|%d|" % (part, i) + b"x" * size,
-                          on_delivery=cb)
-                p.poll(0)
-    assert p.flush(300) == 0 and not errors, errors[:5]
+    for i in range(per_partition):
+        for part in range(partitions):
+            p.produce(topic, partition=part, value=b"%d|%d|" % (part, i) + b"x" * size,
+                      on_delivery=cb)
+            p.poll(0)
+    assert p.flush(120) == 0 and not errors, errors[:5]
 
 
 def count_records(bootstrap: str, topics: dict[str, int], expected: int) -> dict[tuple[str, int], int]:
@@ -85,7 +82,7 @@ def test_a_fresh_data_dir_starts_and_serves_under_1024_fds(tmp_path: Path) -> No
     node = LimitedBroker(tmp_path / "data", LIMIT).start(timeout=120)
     try:
         create_topic(node.bootstrap, "small", 3)
-        produce(node.bootstrap, {"small": 3}, 5)
+        produce(node.bootstrap, "small", 3, 5)
         counts = count_records(node.bootstrap, {"small": 3}, 15)
         assert counts == {("small", p): 5 for p in range(3)}
         assert fd_count(node) < LIMIT
@@ -138,7 +135,8 @@ def test_thousands_of_partitions_hold_far_fewer_fds_and_survive_restarts(tmp_pat
         admin = AdminClient({"bootstrap.servers": node.bootstrap})
         for name, n in topics.items():
             admin.create_topics([NewTopic(name, n, 1)], operation_timeout=60)[name].result(60)
-        produce(node.bootstrap, topics, per_partition)
+        for name, n in topics.items():
+            produce(node.bootstrap, name, n, per_partition)
         assert len(list((data / "many-0-0").glob("*.log"))) >= 2
         expected = {(t, p): per_partition for t, n in topics.items() for p in range(n)}
         assert count_records(node.bootstrap, topics, total) == expected

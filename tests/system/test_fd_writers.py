@@ -49,14 +49,16 @@ def test_more_written_partitions_than_fds_stay_under_the_limit(tmp_path: Path) -
         admin = AdminClient({"bootstrap.servers": node.bootstrap})
         for name, n in TOPICS.items():
             admin.create_topics([NewTopic(name, n, 1)], operation_timeout=60)[name].result(60)
-        produce(node.bootstrap, TOPICS, 2, size=50)
+        for name, n in TOPICS.items():
+            produce(node.bootstrap, name, n, 2, size=50)
         total = sum(TOPICS.values()) * 2
         expected = {(t, p): 2 for t, n in TOPICS.items() for p in range(n)}
         assert count_records(node.bootstrap, TOPICS, total) == expected
         node.kill9()
         node.start(timeout=120)
         assert count_records(node.bootstrap, TOPICS, total) == expected
-        produce(node.bootstrap, TOPICS, 1, size=50)
+        for name, n in TOPICS.items():
+            produce(node.bootstrap, name, n, 1, size=50)
         expected = {k: 3 for k in expected}
         assert count_records(node.bootstrap, TOPICS, total * 3 // 2) == expected
         peak = watch.stop()
