@@ -36,11 +36,12 @@ def xdist_group_of(nodeid: str) -> str:
 
 
 # The units that take minutes, longest first (CI's --durations=30: the Spark group's slowest
-# seven tests alone 7 min, the 20,000 partitions 5 min, Connect's slowest four 4 min, the
-# Jepsen runs ~20 s each). Handed out before everything else, so neither worker starts one
-# of them when the other is down to its last short modules: in collection order the 20k
-# test came near the end of tests/system, and ran in the tail with the other worker idle.
-LONG_UNITS = ("spark", "tests/system/test_partitions_20k.py", "connect", "jepsen")
+# seven tests alone 7 min, the 20,000 partitions 5 min, Connect's slowest four 4 min). Handed
+# out before everything else, so neither worker starts one of them when the other is down to
+# its last short modules: in collection order the 20k test came near the end of
+# tests/system, and ran in the tail with the other worker idle. (The Jepsen group, 16 runs
+# of ~20 s, comes mid-run in collection order either way.)
+LONG_UNITS = ("spark", "tests/system/test_partitions_20k.py", "connect")
 
 
 def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
