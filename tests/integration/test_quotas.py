@@ -10,6 +10,8 @@ import json
 import socket
 import struct
 import time
+from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 from confluent_kafka.admin import AdminClient, NewTopic
@@ -24,6 +26,20 @@ from tests.support.broker import BrokerProcess
 from tests.support.wire import Conn, frame, request_payload
 
 VALUE = b"x" * 60_000
+
+
+@pytest.fixture
+def broker(tmp_path: Path) -> Iterator[BrokerProcess]:
+    """A fresh node (each test's quotas would resolve the other's) whose throttles are capped
+    at 4 s: a throttle is capped at the whole quota window, 11 s by default, and each muted
+    channel below is waited out; 4 s still leaves 3 s between the 1 s look for an answer and
+    the end of the mute."""
+    node = BrokerProcess(tmp_path / "data", settings={"quota.window.num": "4"})
+    node.start(timeout=120)
+    try:
+        yield node
+    finally:
+        node.stop()
 
 
 def _produce(conn: Conn, topic: str, client_id: str) -> object:

@@ -10,6 +10,7 @@ import threading
 import time
 from pathlib import Path
 
+import pytest
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from tests.system.test_fd_budget import LimitedBroker, count_records, fd_count, produce
@@ -40,6 +41,8 @@ class FdWatch:
         return self.peak
 
 
+# past the suite's 300 s: 30 s idle, 2.5-3 min at load 15
+@pytest.mark.timeout(600)
 def test_more_written_partitions_than_fds_stay_under_the_limit(tmp_path: Path) -> None:
     # index entries at every batch: each written partition has index files to write too
     node = LimitedBroker(tmp_path / "data", LIMIT,
