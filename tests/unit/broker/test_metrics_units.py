@@ -264,6 +264,7 @@ def test_pipelined_reads_bucket_as_record_does(monkeypatch: pytest.MonkeyPatch,
     import asyncio
 
     from odradek.broker import server as srv
+    from odradek.broker.metrics import requests as rqm
     from tests.support.wire import frame
 
     # each read: its time, then (api key, answer ready at, or for api key 1 the handler's
@@ -279,7 +280,9 @@ def test_pipelined_reads_bucket_as_record_does(monkeypatch: pytest.MonkeyPatch,
         ticks.append(at)
         ticks += [done for _, done, _ in requests]
         ticks += [later for _, _, later in requests if later is not None]
-    monkeypatch.setattr(srv, "_perf", iter(ticks).__next__)
+    clock = iter(ticks).__next__
+    monkeypatch.setattr(srv, "_perf", clock)
+    monkeypatch.setattr(rqm, "_perf", clock)  # the later answer's time
 
     async def later() -> tuple[int, list[bytes]]:
         return (0, [b"x"])
@@ -329,6 +332,22 @@ def test_pipelined_reads_bucket_as_record_does(monkeypatch: pytest.MonkeyPatch,
     assert slow_measured == 2 and len(caplog.records) == 4
 
 
+def fetch_codes(b: Any, wanted: dict[str, list[tuple[int, int]]]) -> list[int]:
+    """A Fetch v12 of (partition, offset)s per topic through the Dispatcher: its codes."""
+    from odradek.protocol.apis import ApiKey
+
+    r = b.call(ApiKey.FETCH, 12, {
+        "replica_id": -1, "max_wait": 0, "min_bytes": 1, "max_bytes": 1 << 20,
+        "isolation_level": 0, "session_id": 0, "session_epoch": -1,
+        "topics": [{"topic": topic, "partitions": [{
+            "partition": p, "current_leader_epoch": -1, "fetch_offset": offset,
+            "last_fetched_epoch": -1, "log_start_offset": -1,
+            "partition_max_bytes": 1 << 20} for p, offset in parts]}
+            for topic, parts in wanted.items()],
+        "forgotten_topics_data": [], "rack_id": ""})
+    return [p.error_code for t in r.responses for p in t.partitions]
+
+
 def test_fetch_errors_are_counted_by_the_read_that_sets_them(
         tmp_path: Any, monkeypatch: pytest.MonkeyPatch) -> None:
     """A Fetch's partition codes reach errors_total through the read that set them (the
@@ -349,15 +368,7 @@ def test_fetch_errors_are_counted_by_the_read_that_sets_them(
         assert r.responses[0].partition_responses[0].error_code == 0
 
         def fetch(*wanted: tuple[int, int]) -> list[int]:
-            r = b.call(ApiKey.FETCH, 12, {
-                "replica_id": -1, "max_wait": 0, "min_bytes": 1, "max_bytes": 1 << 20,
-                "isolation_level": 0, "session_id": 0, "session_epoch": -1,
-                "topics": [{"topic": "t", "partitions": [{
-                    "partition": p, "current_leader_epoch": -1, "fetch_offset": offset,
-                    "last_fetched_epoch": -1, "log_start_offset": -1,
-                    "partition_max_bytes": 1 << 20} for p, offset in wanted]}],
-                "forgotten_topics_data": [], "rack_id": ""})
-            return [p.error_code for t in r.responses for p in t.partitions]
+            return fetch_codes(b, {"t": list(wanted)})
 
         errors = b.rm.fetch_errors
         assert fetch((0, 0)) == [0]
@@ -381,5 +392,45 @@ def test_fetch_errors_are_counted_by_the_read_that_sets_them(
         assert counted("OFFSET_OUT_OF_RANGE") == 1
         assert counted("UNKNOWN_TOPIC_OR_PARTITION") == 3
         assert counted("NONE") == 1
+    finally:
+        b.close()
+
+
+def test_an_authorized_fetch_counts_its_refused_topics_and_its_read_once(
+        tmp_path: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    """With an authorizer: a topic the client may not read answers
+    TOPIC_AUTHORIZATION_FAILED (counted by the handler), the other's partition error by
+    the read; the response counts once as erred."""
+    from odradek.protocol.apis import ApiKey
+    from tests.unit.broker.support import Broker
+
+    monkeypatch.setattr(refusals, "ERRORS", {})
+    monkeypatch.setattr(refusals, "ERRED", {})
+    b = Broker(tmp_path, **{
+        "authorizer.class.name": "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
+        "allow.everyone.if.no.acl.found": "true"})
+    try:
+        b.create("t")
+        b.create("u")
+        r = b.call(ApiKey.CREATE_ACLS, 3, {"creations": [{
+            "resource_type": 2, "resource_name": "u", "resource_pattern_type": 3,
+            "principal": "User:ANONYMOUS", "host": "*", "operation": 3,
+            "permission_type": 2}]})  # DENY Read on topic u
+        assert r.results[0].error_code == 0, r
+        assert fetch_codes(b, {"t": [(0, 1000)], "u": [(0, 0)]}) == [
+            ErrorCode.offset_out_of_range, ErrorCode.topic_authorization_failed]
+        assert fetch_codes(b, {"u": [(0, 0)]}) == [ErrorCode.topic_authorization_failed]
+        stats = RequestStats()
+        for _ in range(3):
+            stats.record(header(1, 12), 0.0, 0.0, 0.0, 0.0)
+        got = samples(NodeView(1, ("broker",), ctx=b.ctx, requests=stats))
+
+        def counted(error: str) -> float:
+            return got.get(("kafka_network_requestmetrics_errors_total",
+                            frozenset({("request", "Fetch"), ("error", error)})), 0.0)
+
+        assert counted("OFFSET_OUT_OF_RANGE") == 1
+        assert counted("TOPIC_AUTHORIZATION_FAILED") == 2
+        assert counted("NONE") == 1  # three answered, two with errors
     finally:
         b.close()
