@@ -30,7 +30,6 @@ import logging
 import time
 import types
 from bisect import bisect_left
-from collections import defaultdict
 from typing import Any
 
 from odradek.broker.refusals import api_name
@@ -85,11 +84,8 @@ class RequestStats:
     """
 
     def __init__(self, slow_ms: int = -1) -> None:
-        # ApiVersions' versions (any int16) in a dict: a 65,536-slot list would be walked by
-        # every full collection of the cyclic GC (bench/RESULTS-s18.md)
-        self.versions: list[Any] = [
-            defaultdict(int) if key == _API_VERSIONS_KEY else [0] * VERSIONS
-            for key in range(MAX_KEY)]
+        self.versions = [[0] * (1 << 16 if key == _API_VERSIONS_KEY else VERSIONS)
+                         for key in range(MAX_KEY)]
         self.rows: list[list[Any]] = [[0] * SUMS + [0.0] * 3 for _ in range(MAX_KEY)]
         self.slow_s = slow_ms / 1000 if slow_ms >= 0 else float("inf")
         self.rare = min(BUCKETS_S[0], self.slow_s)
@@ -100,9 +96,6 @@ class RequestStats:
         if not 0 <= key < MAX_KEY:
             return
         row = self.versions[key]
-        if type(row) is not list:
-            row[version] += 1
-            return
         row[version if -len(row) <= version < len(row) else len(row) - 1] += 1
 
     def record(self, header: Any, received: float, started: float, handled: float,
@@ -164,21 +157,16 @@ class RequestStats:
         """(api key, {version: count}) of every api key that was called."""
         out = []
         for key, row in enumerate(self.versions):
-            counts = (dict(row.items()) if type(row) is not list
-                      else {v: n for v, n in enumerate(row) if n})
-            if any(counts.values()):
-                out.append((key, {v: n for v, n in counts.items() if n}))
+            if any(row):
+                out.append((key, {(v if v < 1 << 15 else v - (1 << 16)): n
+                                  for v, n in enumerate(row) if n}))
         return out
-
-    def _requests(self, key: int) -> int:
-        row = self.versions[key]
-        return sum(row) if type(row) is list else sum(row.values())
 
     def buckets(self, kind: str, key: int) -> list[int]:
         """Bucket counts (not cumulative) of `kind` ("queue", "local", "total") for `key`."""
         at = {"queue": QUEUE, "local": LOCAL, "total": TOTAL}[kind]
         rest = self.rows[key][at + 1:at + NB]
-        return [self._requests(key) - sum(rest), *rest]
+        return [sum(self.versions[key]) - sum(rest), *rest]
 
     def seconds(self, kind: str, key: int) -> float:
         """The sum of `kind`'s observations for `key`, in seconds."""
