@@ -34,7 +34,7 @@ from typing import Any
 from odradek.broker.acceptor import Acceptor, ConnectionLimits, RateLimitedLog
 from odradek.broker.connection_session import SessionMixin
 from odradek.broker.listener_security import PLAINTEXT_LISTENER, ListenerSecurity
-from odradek.broker.metrics.requests import BUCKETS_S, RequestStats
+from odradek.broker.metrics.requests import BUCKETS_S, UPPER_S, RequestStats
 from odradek.broker.refusals import api_name
 from odradek.broker.sasl_exchange import SASL_APIS, CloseAfter, SaslExchange
 from odradek.broker.transport_signals import Disconnect
@@ -50,6 +50,7 @@ _SIZE = struct.Struct(">i")
 _perf = time.perf_counter
 _bisect = bisect.bisect_left
 _FIRST = BUCKETS_S[0]  # the histograms' first bucket's bound: under it, no bisect
+_UPPER = UPPER_S
 # requests one connection may have in flight before we stop reading from it
 MAX_IN_FLIGHT = 100
 # a connection with no read for this long gives its receive buffers back (FrameReceiver.release)
@@ -112,6 +113,7 @@ class Connection(SessionMixin, asyncio.BufferedProtocol):
         self.stats: RequestStats | None = server.stats
         self.received = 0.0
         self.last_done = 0.0
+        self.last_ti = 0  # the histograms' bucket of last_done - received
 
     # --- asyncio.Protocol --------------------------------------------------
 
@@ -175,6 +177,7 @@ class Connection(SessionMixin, asyncio.BufferedProtocol):
             return
         if self.stats is not None:
             self.received = self.last_done = _perf()
+            self.last_ti = 0
         for i, frame in enumerate(frames):
             if self.closed:
                 return
@@ -228,14 +231,13 @@ class Connection(SessionMixin, asyncio.BufferedProtocol):
             if stats is not None:
                 handled, started = _perf(), self.last_done
                 self.last_done = handled
+                self.last_ti = _bisect(BUCKETS_S, handled - self.received)
                 stats.later(task, header, self.received, started, handled)
         else:
             if stats is not None:
-                # The request's metrics (RequestStats.record's fast path) inline: one frame
-                # less per request (bench/RESULTS-h18.md). One clock read; counts and sums as
-                # plain list slots. A read's first request (`started is received`) has no
-                # queue time and its local time is its total: under the first bucket (implied:
-                # the count less the others) it touches no bucket, past it one. An answer here
+                # RequestStats.record inline, for few bytecodes (metrics/requests.py says how:
+                # one clock read, plain list slots at literal offsets, first buckets implied,
+                # a queued request's queue bucket is the last total's; issue 18). An answer here
                 # is of a key this node serves (the Dispatcher and SASL refuse others by raising)
                 done = _perf()
                 received, started = self.received, self.last_done
@@ -246,30 +248,25 @@ class Connection(SessionMixin, asyncio.BufferedProtocol):
                 except IndexError:  # a version past its key's row (free in 3.11 until raised)
                     stats.count(header[0], header[1])
                 row = stats.rows[header[0]]
-                row[56] += total  # SUMS + 2: the total time
+                row[56] += total  # SUM_TOTAL
                 if started is not received:  # queued behind another request of its read
-                    queue = started - received
-                    row[54] += queue  # SUMS: the queue time
-                    if total > stats.rare:
-                        if total <= stats.slow_s:
-                            # RequestStats._past_first inline, without its two calls: in a
-                            # pipelined read most requests get here (issue 18, RESULTS-s18)
-                            ti = _bisect(BUCKETS_S, total)
-                            row[36 + ti] += 1  # TOTAL + its bucket
-                            if queue > _FIRST:
-                                row[_bisect(BUCKETS_S, queue)] += 1  # QUEUE + its bucket
-                            local = done - started
-                            li = _bisect(BUCKETS_S, local) if local > _FIRST else 0
-                            if li != ti:  # LOCAL: the correction to the total's bucket
-                                row[18 + li] += 1
-                                row[18 + ti] -= 1
-                        else:
-                            stats.past_first(header, row, received, started, done)
-                elif total > stats.rare:
-                    if total <= stats.slow_s:  # local time is the total: one bucket to count
-                        row[36 + _bisect(BUCKETS_S, total)] += 1  # TOTAL + its bucket
-                    else:
-                        stats.past_first(header, row, received, started, done)
+                    row[54] += started - received  # SUM_QUEUE
+                    ti = qi = self.last_ti
+                    if qi:
+                        row[qi] += 1  # QUEUE + its bucket
+                    while total > _UPPER[ti]:
+                        ti += 1
+                    if ti:
+                        row[36 + ti] += 1  # TOTAL + its bucket
+                        self.last_ti = ti
+                    if done - started > _FIRST:  # LOCAL + its bucket
+                        row[18 + _bisect(BUCKETS_S, done - started)] += 1
+                elif total > _FIRST:  # a read's first: its local time is its total
+                    ti = self.last_ti = _bisect(BUCKETS_S, total)
+                    row[36 + ti] += 1
+                    row[18 + ti] += 1
+                if total > stats.slow_s:
+                    stats.slow(header, started - received, done - started, total)
             if result is None:
                 return  # no response (acks=0)
             slot.header_version, slot.parts = result

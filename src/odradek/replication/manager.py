@@ -39,7 +39,7 @@ from odradek.replication.hw_checkpoints import HW_CHECKPOINT as HW_CHECKPOINT  #
 from odradek.replication.hw_checkpoints import HighWatermarkCheckpoints
 from odradek.replication.partition import Partition
 from odradek.replication.purgatory import DelayedFetch, DelayedOperationPurgatory, DelayedProduce
-from odradek.replication.reading import FetchReading
+from odradek.replication.reading import FetchErrorCounts, FetchReading
 from odradek.storage.log_validator import validate_records
 
 log = logging.getLogger(__name__)
@@ -123,6 +123,7 @@ class ReplicaManager(FetchReading):
         # requests waiting on this node's partitions (Kafka's purgatories): long-polling
         # fetches; acks=all produces once followers exist (DelayedProduce)
         self.fetch_purgatory = DelayedOperationPurgatory("Fetch")
+        self.fetch_errors = FetchErrorCounts()  # errors_total of Fetch, counted by the reads
         self.produce_purgatory = DelayedOperationPurgatory("Produce")
         self.config = config or ReplicationConfig()
         self.alter_partition = alter_partition

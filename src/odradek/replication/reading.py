@@ -20,10 +20,40 @@ from odradek.replication.fetch_params import (
 )
 from odradek.replication.partition import Partition
 
-__all__ = ["FetchReading"]
+__all__ = ["FetchErrorCounts", "FetchReading"]
+
+
+class FetchErrorCounts:
+    """errors_total of Fetch (Kafka's ErrorsPerSec): the error codes the fetches' answers
+    carried, counted by the read that set them (a clean read counts nothing; the broker's
+    collector folds these into its families at scrape time). `responses`: the reads that
+    carried at least one (the collector's NONE is the answered fetches less these)."""
+
+    __slots__ = ("codes", "responses")
+
+    def __init__(self) -> None:
+        self.codes: dict[int, int] = {}
+        self.responses = 0
+
+    def add(self, codes: list[int]) -> None:
+        counts = self.codes
+        for code in codes:
+            counts[code] = counts.get(code, 0) + 1
+        self.responses += 1
+
+    def take_back(self, codes: list[int]) -> None:
+        """A read whose answer was not sent with its codes (a quota-throttled fetch goes out
+        empty): its counts undone."""
+        if not codes:
+            return
+        counts = self.codes
+        for code in codes:
+            counts[code] = counts.get(code, 0) - 1
+        self.responses -= 1
 
 
 class FetchReading:
+    fetch_errors: FetchErrorCounts
     node_id: int
     partitions: dict[tuple[str, int], Partition]
     racks: dict[int, str | None]
@@ -57,7 +87,8 @@ class FetchReading:
         remaining = params.max_bytes
         min_one = True
         accumulated = 0
-        errors = False
+        errors = False  # answer now: a partition failed, or a follower's fetch moved the HW
+        failed: list[int] = []  # the error codes set, for errors_total
         watched: dict[Partition, int] = {}
         partitions = self.partitions
         node_id = self.node_id
@@ -73,6 +104,7 @@ class FetchReading:
                             else self.missing_partition_error(name, index))
                     results.append(FetchPartitionResponse(index, code, -1, -1, -1, None, -1,
                                                           None))
+                    failed.append(code)
                     errors = True
                     continue
                 part.fetch_requests += 1
@@ -84,6 +116,7 @@ class FetchReading:
                         results.append(FetchPartitionResponse(
                             index, ErrorCode.not_leader_or_follower, -1, -1, -1, None, -1, None))
                         part.failed_fetch += 1
+                        failed.append(ErrorCode.not_leader_or_follower)
                         errors = True
                         continue
                 elif to_log_end and (leader_epoch < 0 or leader_epoch == part.leader_epoch):
@@ -95,6 +128,7 @@ class FetchReading:
                         results.append(FetchPartitionResponse(
                             index, code, -1, -1, -1, None, -1, None))
                         part.failed_fetch += 1
+                        failed.append(code)
                         errors = True
                         continue
                     if part.high_watermark != before:
@@ -106,10 +140,11 @@ class FetchReading:
                 hw = part.high_watermark
                 lso = part.last_stable_offset
                 if leader_epoch >= 0 and leader_epoch != part.leader_epoch:
+                    code = part.leader_epoch_error(leader_epoch)
                     results.append(FetchPartitionResponse(
-                        index, part.leader_epoch_error(leader_epoch), hw, lso,
-                        part.log_start_offset, None, -1, None))
+                        index, code, hw, lso, part.log_start_offset, None, -1, None))
                     part.failed_fetch += 1
+                    failed.append(code)
                     errors = True
                     continue
                 lg = part.log
@@ -134,6 +169,7 @@ class FetchReading:
                         results.append(FetchPartitionResponse(
                             index, exc.code, hw, lso, lg.log_start_offset, None, -1, None))
                         part.failed_fetch += 1
+                        failed.append(exc.code)
                         errors = True
                         continue
                     region = res.region
@@ -161,6 +197,8 @@ class FetchReading:
                 results.append(FetchPartitionResponse(index, ErrorCode.none, hw, lso, start,
                                                        txns, -1, records))
             out.append((name or "", tid, results))
+        if failed:  # each read answers once: the first, or a delayed fetch's second
+            self.fetch_errors.add(failed)
         return out, accumulated, errors, watched
 
     def _preferred_read_replica(self, part: Partition, offset: int, rack: str) -> int:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import logging
 import sys
+from typing import Any
 
 import pytest
 from hypothesis import given, settings
@@ -252,3 +253,184 @@ def test_errors_count_each_code_a_response_carries_and_none_per_clean_response(
     assert errors("Produce", "NONE") == 3  # 5 answered, 2 of them with errors
     assert errors("Metadata", "UNKNOWN_TOPIC_OR_PARTITION") == 1
     assert errors("Metadata", "NONE") == 0
+
+
+def test_pipelined_reads_bucket_as_record_does(monkeypatch: pytest.MonkeyPatch,
+                                               caplog: pytest.LogCaptureFixture) -> None:
+    """The server's queued path (a queued request's queue bucket taken from the previous
+    total's, its total's found by stepping up from there) counts what record() counts:
+    totals that cross several buckets within a read, a later answer (a task) in the middle
+    of a read, handler times past the first bucket, and the slow log."""
+    import asyncio
+
+    from odradek.broker import server as srv
+    from odradek.broker.metrics import requests as rqm
+    from tests.support.wire import frame
+
+    # each read: its time, then (api key, answer ready at, or for api key 1 the handler's
+    # return and the later answer's time)
+    reads: list[tuple[float, list[tuple[int, float, float | None]]]] = [
+        (10.0, [(0, 10.0002, None), (0, 10.00035, None), (0, 10.0004, None),
+                (0, 10.02, None)]),
+        (20.0, [(0, 20.00005, None), (1, 20.003, 20.4), (0, 20.00315, None),
+                (0, 20.0032, None)]),
+    ]
+    ticks: list[float] = []
+    for at, requests in reads:
+        ticks.append(at)
+        ticks += [done for _, done, _ in requests]
+        ticks += [later for _, _, later in requests if later is not None]
+    clock = iter(ticks).__next__
+    monkeypatch.setattr(srv, "_perf", clock)
+    monkeypatch.setattr(rqm, "_perf", clock)  # the later answer's time
+
+    async def later() -> tuple[int, list[bytes]]:
+        return (0, [b"x"])
+
+    def dispatch(conn: object, frame: memoryview, h: Any) -> object:
+        return later() if h[0] == 1 else (0, [b"x"])
+
+    measured, recorded = RequestStats(slow_ms=10), RequestStats(slow_ms=10)
+    versions = {0: 9, 1: 11}
+
+    async def serve() -> None:
+        server = srv.Server(dispatch, 1 << 20, stats=measured)
+        conn = srv.Connection(server)
+        conn.connection_made(_Transport())  # type: ignore[arg-type]
+        for _, requests in reads:
+            data = b"".join(frame(raw_header_v1(k, versions[k], 1, "c") + b"\x00")
+                            for k, _, _ in requests)
+            buf = conn.get_buffer(-1)
+            buf[:len(data)] = data
+            conn.buffer_updated(len(data))
+            for _ in range(100):  # the later answer's task and its callbacks
+                await asyncio.sleep(0)
+                if not server.tasks:
+                    break
+            await asyncio.sleep(0)
+
+    with caplog.at_level(logging.WARNING, "odradek.requests"):
+        asyncio.run(serve())
+        slow_measured = len(caplog.records)
+        for at, requests in reads:
+            started = at
+            for k, done, answered in requests:
+                recorded.record(header(k, versions[k]), at, started, done,
+                                done if answered is None else answered)
+                started = done
+    assert measured.apis() == recorded.apis() == [(0, {9: 7}), (1, {11: 1})]
+    assert samples(NodeView(1, ("broker",), requests=measured)) == samples(
+        NodeView(1, ("broker",), requests=recorded))
+    for key in (0, 1):
+        for kind in ("queue", "local", "total"):
+            assert measured.buckets(kind, key) == recorded.buckets(kind, key), (key, kind)
+    # Produce's totals: 0.2, 0.35, 0.4 and 20 ms, then 0.05, 3.15 and 3.2 ms; its queue
+    # times 0, 0.2, 0.35, 0.4, then 0, 3 (the later Fetch's handler) and 3.15 ms
+    assert measured.buckets("total", 0)[:8] == [1, 1, 2, 0, 0, 2, 0, 1]
+    assert measured.buckets("queue", 0)[:6] == [2, 1, 2, 0, 0, 2]
+    # the 20 ms Produce and the 400 ms Fetch, from each side
+    assert slow_measured == 2 and len(caplog.records) == 4
+
+
+def fetch_codes(b: Any, wanted: dict[str, list[tuple[int, int]]]) -> list[int]:
+    """A Fetch v12 of (partition, offset)s per topic through the Dispatcher: its codes."""
+    from odradek.protocol.apis import ApiKey
+
+    r = b.call(ApiKey.FETCH, 12, {
+        "replica_id": -1, "max_wait": 0, "min_bytes": 1, "max_bytes": 1 << 20,
+        "isolation_level": 0, "session_id": 0, "session_epoch": -1,
+        "topics": [{"topic": topic, "partitions": [{
+            "partition": p, "current_leader_epoch": -1, "fetch_offset": offset,
+            "last_fetched_epoch": -1, "log_start_offset": -1,
+            "partition_max_bytes": 1 << 20} for p, offset in parts]}
+            for topic, parts in wanted.items()],
+        "forgotten_topics_data": [], "rack_id": ""})
+    return [p.error_code for t in r.responses for p in t.partitions]
+
+
+def test_fetch_errors_are_counted_by_the_read_that_sets_them(
+        tmp_path: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A Fetch's partition codes reach errors_total through the read that set them (the
+    response is not walked); a clean fetch counts nothing, NONE is the clean ones."""
+    from odradek.protocol.apis import ApiKey
+    from odradek.protocol.records import Record, build_batch
+    from tests.unit.broker.support import Broker
+
+    monkeypatch.setattr(refusals, "ERRORS", {})
+    monkeypatch.setattr(refusals, "ERRED", {})
+    b = Broker(tmp_path)
+    try:
+        b.create("t")
+        r = b.call(ApiKey.PRODUCE, 9, {
+            "transactional_id": None, "acks": 1, "timeout": 5000,
+            "topic_data": [{"name": "t", "partition_data": [
+                {"index": 0, "records": build_batch([Record(0, 0, None, b"v")])}]}]})
+        assert r.responses[0].partition_responses[0].error_code == 0
+
+        def fetch(*wanted: tuple[int, int]) -> list[int]:
+            return fetch_codes(b, {"t": list(wanted)})
+
+        errors = b.rm.fetch_errors
+        assert fetch((0, 0)) == [0]
+        assert errors.codes == {} and errors.responses == 0
+        assert fetch((0, 1000)) == [ErrorCode.offset_out_of_range]
+        assert fetch((5, 0), (6, 0)) == [ErrorCode.unknown_topic_or_partition] * 2
+        assert fetch((0, 0), (7, 0)) == [0, ErrorCode.unknown_topic_or_partition]
+        assert errors.codes == {ErrorCode.offset_out_of_range: 1,
+                                ErrorCode.unknown_topic_or_partition: 3}
+        assert errors.responses == 3
+        assert not any(api == "FETCH" for api, _ in refusals.ERRORS)  # no second count
+        stats = RequestStats()
+        for _ in range(4):  # the four fetches, as the server counts them
+            stats.record(header(1, 12), 0.0, 0.0, 0.0, 0.0)
+        got = samples(NodeView(1, ("broker",), ctx=b.ctx, requests=stats))
+
+        def counted(error: str) -> float:
+            return got.get(("kafka_network_requestmetrics_errors_total",
+                            frozenset({("request", "Fetch"), ("error", error)})), 0.0)
+
+        assert counted("OFFSET_OUT_OF_RANGE") == 1
+        assert counted("UNKNOWN_TOPIC_OR_PARTITION") == 3
+        assert counted("NONE") == 1
+    finally:
+        b.close()
+
+
+def test_an_authorized_fetch_counts_its_refused_topics_and_its_read_once(
+        tmp_path: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    """With an authorizer: a topic the client may not read answers
+    TOPIC_AUTHORIZATION_FAILED (counted by the handler), the other's partition error by
+    the read; the response counts once as erred."""
+    from odradek.protocol.apis import ApiKey
+    from tests.unit.broker.support import Broker
+
+    monkeypatch.setattr(refusals, "ERRORS", {})
+    monkeypatch.setattr(refusals, "ERRED", {})
+    b = Broker(tmp_path, **{
+        "authorizer.class.name": "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
+        "allow.everyone.if.no.acl.found": "true"})
+    try:
+        b.create("t")
+        b.create("u")
+        r = b.call(ApiKey.CREATE_ACLS, 3, {"creations": [{
+            "resource_type": 2, "resource_name": "u", "resource_pattern_type": 3,
+            "principal": "User:ANONYMOUS", "host": "*", "operation": 3,
+            "permission_type": 2}]})  # DENY Read on topic u
+        assert r.results[0].error_code == 0, r
+        assert fetch_codes(b, {"t": [(0, 1000)], "u": [(0, 0)]}) == [
+            ErrorCode.offset_out_of_range, ErrorCode.topic_authorization_failed]
+        assert fetch_codes(b, {"u": [(0, 0)]}) == [ErrorCode.topic_authorization_failed]
+        stats = RequestStats()
+        for _ in range(3):
+            stats.record(header(1, 12), 0.0, 0.0, 0.0, 0.0)
+        got = samples(NodeView(1, ("broker",), ctx=b.ctx, requests=stats))
+
+        def counted(error: str) -> float:
+            return got.get(("kafka_network_requestmetrics_errors_total",
+                            frozenset({("request", "Fetch"), ("error", error)})), 0.0)
+
+        assert counted("OFFSET_OUT_OF_RANGE") == 1
+        assert counted("TOPIC_AUTHORIZATION_FAILED") == 2
+        assert counted("NONE") == 1  # three answered, two with errors
+    finally:
+        b.close()

@@ -85,17 +85,5 @@ def _metadata_fetch(ctx: Any, header: Any, frame: memoryview) -> Any:
 
 
 def _respond(hv: int, version: int, results: list[FetchTopicResult]) -> tuple[int, list[Any]]:
-    # errors_total: a partition's error code (p[1]: a NamedTuple's attribute is a property
-    # call) sends the response's codes to be counted; a fetch without one pays this loop only
-    for _, _, parts in results:
-        for p in parts:
-            if p[1]:
-                count_fetch_codes(results)
-                return hv, encode_fetch_response(version, 0, ErrorCode.none, 0, results)
+    # errors_total: the read counted the codes it set (replication.reading.FetchErrorCounts)
     return hv, encode_fetch_response(version, 0, ErrorCode.none, 0, results)
-
-
-def count_fetch_codes(results: list[FetchTopicResult]) -> None:
-    """The partitions' error codes of a Fetch response, into errors_total."""
-    refusals.count_codes(FETCH, [p[1] for _, _, parts in results for p in parts])
-

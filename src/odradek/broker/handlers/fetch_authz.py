@@ -55,21 +55,29 @@ def _respond(ctx: Any, header: Any, hv: int, version: int, refused: list[FetchTo
     every = [*results, *refused]
     parts = encode_fetch_response(version, 0, ErrorCode.none, 0, every)
     if header is None:
-        _count_codes(every)
+        _count_refused(results, refused)
         return hv, parts
     quotas, user, client = ctx.quotas, header.session.principal.name, header.client_id or ""
     size = parts_size(parts)
     throttle = quotas.record(CONSUMER_BYTE_RATE, user, client, size)
     if throttle <= 0:
-        _count_codes(every)
+        _count_refused(results, refused)
         return hv, parts
     quotas.unrecord(CONSUMER_BYTE_RATE, user, client, size)
+    # the answer goes out empty: the codes the read counted are not in it
+    ctx.replica_manager.fetch_errors.take_back(_codes(results))
     mute = getattr(header.conn, "mute", None)
     if mute is not None:
         mute(throttle)
     return hv, encode_fetch_response(version, throttle, ErrorCode.none, 0, [])
 
 
-def _count_codes(results: list[FetchTopicResult]) -> None:
-    """errors_total: the refused topics' codes and the partitions' errors of an answer."""
-    refusals.count_codes(ApiKey.FETCH, [p[1] for _, _, parts in results for p in parts])
+def _codes(results: list[FetchTopicResult]) -> list[int]:
+    return [p[1] for _, _, parts in results for p in parts if p[1]]
+
+
+def _count_refused(results: list[FetchTopicResult], refused: list[FetchTopicResult]) -> None:
+    """errors_total: the refused topics' codes (the read counted its partitions' own); the
+    answer counts once as erred, by the read when it had codes of its own."""
+    if refused:
+        refusals.count_codes(ApiKey.FETCH, _codes(refused), answered=not _codes(results))

@@ -30,6 +30,7 @@ from odradek.broker.metrics.groups import coordinator_metrics
 from odradek.broker.metrics.quorum import controller_metrics
 from odradek.broker.metrics.requests import BUCKETS_MS, request_name
 from odradek.broker.node_view import NodeView
+from odradek.protocol.apis import ApiKey
 from odradek.storage.log_dir_failure import channel_for
 
 # per-partition counters of replication.partition.Partition -> (family, help)
@@ -99,6 +100,15 @@ class NodeCollector(Collector):
                 labels=["request"]),
         }
         codes = {(_camel(api), error): n for (api, error), n in refusals.ERRORS.items()}
+        erred = dict(refusals.ERRED)
+        # Fetch's partition codes, counted by the reads that set them (replication.reading)
+        fetch_errors = getattr(self.view.replica_manager, "fetch_errors", None)
+        if fetch_errors is not None:
+            fetch = request_name(ApiKey.FETCH)
+            for code, n in fetch_errors.codes.items():
+                key = (fetch, refusals.error_name(code))
+                codes[key] = codes.get(key, 0) + n
+            erred[ApiKey.FETCH] = erred.get(ApiKey.FETCH, 0) + fetch_errors.responses
         if stats is not None:
             for key, versions in stats.apis():
                 name = request_name(key)
@@ -110,7 +120,7 @@ class NodeCollector(Collector):
                 # NONE: the answered requests whose response carried no other code (counted
                 # from the request count: the success path counts nothing for it)
                 codes[(name, "NONE")] = max(
-                    0, sum(versions.values()) - refusals.ERRED.get(key, 0))
+                    0, sum(versions.values()) - erred.get(key, 0))
         for (api, error), n in sorted(codes.items()):
             errors.add_metric([api, error], n)
         yield requests

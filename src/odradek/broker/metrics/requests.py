@@ -2,21 +2,25 @@
 
 The server (broker.server.Connection._dispatch) records each request itself, inline, right
 after its handler: that code runs once per request on the event loop and is the metrics'
-cost on the hot path (issue 18: under 3% of the node's CPU per request; bench/RESULTS-h18.md),
+cost on the hot path (issue 18: under 3% of the node's CPU per request; bench/RESULTS-s18.md),
 so it is written for few bytecodes. One perf_counter call per request (and one per read),
 the header read by index (a NamedTuple's attribute is a property call), one list per api
 key holding its three histograms and their sums at constant offsets, no method call on the
-way for a request under the first bucket, no prometheus-client object (its
-`labels().inc()` costs a dict lookup, a lock and a float add per call).
+way, no prometheus-client object (its `labels().inc()` costs a dict lookup, a lock and a
+float add per call): the collector turns these lists into Kafka's
+`kafka_network_requestmetrics_*` families at scrape time.
 
-Three things are implied instead of counted per request: the first bucket of the queue and
-total histograms (a key's request count, kept per version, less their other buckets), the
-local time's histogram (the total's, plus corrections kept only for requests whose local
-time is not their total time: queued behind another of the same read, or answered later)
-and the local time's sum (the total's less the queue's and the wait's). So a read's first
-request under the first bucket touches no bucket, and past it one. The
-collector turns these lists into Kafka's `kafka_network_requestmetrics_*` families at scrape
-time.
+What is implied instead of counted: the first bucket of each histogram (a key's request
+count, kept per version, less its other buckets) and the local time's sum (the total's less
+the queue's and the wait's). So a request under the first bucket (0.1 ms) touches no bucket.
+
+Requests pipelined in one read share their receive time, and each one's handler starts
+where the previous one's answer was ready: a queued request's queue time IS the previous
+request's total time, and the totals of a read only grow. So the server keeps the bucket of
+the last total per connection (`Connection.last_ti`) and takes a queued request's queue
+bucket from it, and its total's bucket by stepping up from there (usually no step or one;
+a bisect costs a C call and five float comparisons); only a local (handler) time past the
+first bucket is bisected, which a small request's never is.
 """
 
 from __future__ import annotations
@@ -37,7 +41,10 @@ log = logging.getLogger("odradek.requests")
 BUCKETS_MS: tuple[float, ...] = (0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 25.0, 50.0, 100.0,
                                  250.0, 500.0, 1000.0, 2500.0, 5000.0, 10000.0, 30000.0)
 BUCKETS_S = tuple(b / 1000 for b in BUCKETS_MS)  # compared with perf_counter seconds
+# each bucket's upper bound, +Inf's included: a bucket index steps up while a time passes it
+UPPER_S = (*BUCKETS_S, float("inf"))
 NB = len(BUCKETS_MS) + 1  # buckets per api, +Inf included
+_FIRST = BUCKETS_S[0]
 MAX_KEY = 128  # api keys counted (higher ones are refused before any handler runs)
 _perf = time.perf_counter
 
@@ -50,13 +57,11 @@ def request_name(api_key: int) -> str:
         return f"ApiKey{api_key}"
 
 
-# the layout of a key's row in RequestStats.rows: the queue histogram's buckets (the first
-# implied), the local histogram's corrections to the total's (LOCAL + i: local time's
-# bucket i less total time's bucket i, over the requests), the total histogram's buckets
-# (the first implied), then the sums in seconds of the queue
-# time, of the wait after the handler returned (a later answer's), and of the total time.
-# The server writes the sums' offsets as literals (a constant costs less than a variable on
-# every request): they must stay so.
+# the layout of a key's row in RequestStats.rows: the queue, local and total histograms'
+# buckets (the first of each implied), then the sums in seconds of the queue time, of the
+# wait after the handler returned (a later answer's), and of the total time. The server
+# writes these offsets as literals (a constant costs less than a variable on every
+# request): they must stay so.
 QUEUE, LOCAL, TOTAL, SUMS = 0, NB, 2 * NB, 3 * NB
 SUM_QUEUE, SUM_WAIT, SUM_TOTAL = SUMS, SUMS + 1, SUMS + 2
 assert (LOCAL, TOTAL, SUM_QUEUE, SUM_TOTAL) == (18, 36, 54, 56), \
@@ -72,11 +77,10 @@ class RequestStats:
     """Every API's counters for one node, and the slow-request threshold.
 
     `versions[key][version]` counts requests; `rows[key]` holds the bucket counts of the
-    queue and total time histograms (QUEUE, TOTAL; their first buckets implied), the local
-    histogram's corrections to the total's (LOCAL) and the sums in seconds (SUM_QUEUE,
-    SUM_WAIT, SUM_TOTAL). One list per key: a
+    queue, local and total time histograms (QUEUE, LOCAL, TOTAL; their first buckets
+    implied) and the sums in seconds (SUM_QUEUE, SUM_WAIT, SUM_TOTAL). One list per key: a
     request looks its key up once, then writes at constant offsets. `rare` is the total time
-    from which a request needs more than the fast path: past the first bucket, or slow.
+    from which a request needs more than its counts and sums: past the first bucket, or slow.
     """
 
     def __init__(self, slow_ms: int = -1) -> None:
@@ -97,8 +101,8 @@ class RequestStats:
     def record(self, header: Any, received: float, started: float, handled: float,
                done: float) -> None:
         """One answered request: received (read off the socket), started (handler called),
-        handled (handler returned), done (answer ready); perf_counter seconds. The server's
-        inline fast path does the same for an answer ready when its handler returns."""
+        handled (handler returned), done (answer ready); perf_counter seconds. The server
+        does the same inline for an answer ready when its handler returns."""
         key = header[0]
         if not 0 <= key < MAX_KEY:
             return
@@ -109,27 +113,17 @@ class RequestStats:
         if done != handled:
             row[SUM_WAIT] += done - handled
         if done - received > self.rare:
-            self._past_first(header, row, received, started, handled, done)
+            self._past_first(header, row, started - received, handled - started,
+                             done - received)
 
-    def past_first(self, header: Any, row: list[Any], received: float, started: float,
-                   done: float) -> None:
-        """The server's fast path for a request it cannot finish inline (queued behind
-        another of its read, or slow), answered when its handler returned."""
-        self._past_first(header, row, received, started, done, done)
-
-    def _past_first(self, header: Any, row: list[Any], received: float, started: float,
-                    handled: float, done: float) -> None:
-        queue, local, total = started - received, handled - started, done - received
-        qi = bisect_left(BUCKETS_S, queue)
-        ti = bisect_left(BUCKETS_S, total)
-        li = bisect_left(BUCKETS_S, local)
-        if qi:
-            row[QUEUE + qi] += 1
-        if ti:
-            row[TOTAL + ti] += 1
-        if li != ti:
-            row[LOCAL + li] += 1
-            row[LOCAL + ti] -= 1
+    def _past_first(self, header: Any, row: list[Any], queue: float, local: float,
+                    total: float) -> None:
+        if queue > _FIRST:
+            row[QUEUE + bisect_left(BUCKETS_S, queue)] += 1
+        if local > _FIRST:
+            row[LOCAL + bisect_left(BUCKETS_S, local)] += 1
+        if total > _FIRST:
+            row[TOTAL + bisect_left(BUCKETS_S, total)] += 1
         if total > self.slow_s:
             self.slow(header, queue, local, total)
 
@@ -170,17 +164,9 @@ class RequestStats:
 
     def buckets(self, kind: str, key: int) -> list[int]:
         """Bucket counts (not cumulative) of `kind` ("queue", "local", "total") for `key`."""
-        row, count = self.rows[key], sum(self.versions[key])
-        if kind == "queue":
-            rest = row[QUEUE + 1:QUEUE + NB]
-            return [count - sum(rest), *rest]
-        rest = row[TOTAL + 1:TOTAL + NB]
-        total = [count - sum(rest), *rest]
-        if kind == "total":
-            return total
-        if kind != "local":
-            raise KeyError(kind)
-        return [n + d for n, d in zip(total, row[LOCAL:LOCAL + NB], strict=True)]
+        at = {"queue": QUEUE, "local": LOCAL, "total": TOTAL}[kind]
+        rest = self.rows[key][at + 1:at + NB]
+        return [sum(self.versions[key]) - sum(rest), *rest]
 
     def seconds(self, kind: str, key: int) -> float:
         """The sum of `kind`'s observations for `key`, in seconds."""
