@@ -11,7 +11,7 @@ and Spark gives it a fixed 10 s (PythonWorkerFactory, not configurable) to conne
 loaded machine the compile alone took longer and queries failed to start. The same pyspark is
 installed beside the zip with its bytecode cached, so this launcher drops the bundled zips
 from sys.path (only when that installed copy is on the path) and runs the module Spark named
-(`-m module`) in this process, as `python -m` would. Anything else (`-VV`, `-c ...`) is
+(`-m module [args]`) in this process, as `python -m` would. Anything else (`-VV`, `-c ...`) is
 handed to the interpreter unchanged.
 
 It lives outside odradek.spark on purpose: importing that package imports pyspark, which must
@@ -57,13 +57,15 @@ def unzipped_path(path: list[str]) -> list[str]:
 
 def main() -> None:
     args = sys.argv[1:]
-    if len(args) != 2 or args[0] != "-m":
+    if len(args) < 2 or args[0] != "-m":
         os.execv(sys.executable, [sys.executable, *args])
     sys.path[:] = unzipped_path(sys.path)
     # `python -m` puts the working directory first (Spark may start a worker in the job's
     # files directory); a console script starts with its own bin directory there instead.
     sys.path[0] = os.getcwd()
-    sys.argv = [args[1]]
+    # the module's own arguments stay (the daemon is `-m pyspark.daemon <worker module>`);
+    # runpy puts the module's file in argv[0], as `python -m` does
+    sys.argv = args[1:]
     runpy.run_module(args[1], run_name="__main__", alter_sys=True)
 
 
