@@ -16,7 +16,7 @@ from proto_schema_parser import ast
 from proto_schema_parser.parser import Parser
 
 from odradek.protocol.primitives import zigzag_decode
-from odradek.protocol.protobuf_wire import I32, I64, LEN, VARINT, packed_varints, wire_fields
+from odradek.protocol.protobuf_wire import I32, I64, LEN, VARINT, packed_ints, wire_fields
 
 _VARINT_TYPES = {"int32", "int64", "uint32", "uint64", "sint32", "sint64", "bool", "enum"}
 _FIXED64 = {"fixed64": "<Q", "sfixed64": "<q", "double": "<d"}
@@ -174,7 +174,7 @@ def _value(field: ast.Field, wire: int, raw: int | bytes, top: list[Any],
         if isinstance(target, ast.Message):
             return decode_message(raw, target, top, scope)
         if kind in _VARINT_TYPES:  # a packed repeated field
-            return [_scalar(kind, VARINT, v) for v in packed_varints(raw)]
+            return [_scalar(kind, VARINT, v) for v in packed_ints(raw)]
         if target is None and kind not in ("string", "bytes"):
             return protobuf_fields(raw)  # a type from an import: by number
     return _scalar(kind, wire, raw)

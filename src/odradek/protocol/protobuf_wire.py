@@ -57,8 +57,9 @@ def wire_fields(buf: bytes) -> Iterator[WireField]:
         yield WireField(number, wire, value)
 
 
-def packed_varints(buf: bytes) -> list[int]:
-    """The values of a packed repeated varint field (its LEN payload)."""
+def packed_ints(buf: bytes) -> list[int]:
+    """The values of a packed repeated field of a varint type (its LEN payload), as
+    decode_uvarint reads each."""
     out, pos = [], 0
     while pos < len(buf):
         value, pos = decode_uvarint(buf, pos)

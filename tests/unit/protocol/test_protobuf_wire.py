@@ -19,7 +19,7 @@ from odradek.protocol.protobuf_wire import (
     LEN,
     VARINT,
     WireField,
-    packed_varints,
+    packed_ints,
     wire_fields,
 )
 
@@ -59,11 +59,11 @@ def test_reads_what_protobuf_writes() -> None:
         WireField(6, I64, struct.pack("<d", 1.5))]
 
 
-def test_packed_varints() -> None:
-    assert packed_varints(b"\x01\x96\x01\x00") == [1, 150, 0]
-    assert packed_varints(b"") == []
+def test_packed_ints() -> None:
+    assert packed_ints(b"\x01\x96\x01\x00") == [1, 150, 0]
+    assert packed_ints(b"") == []
     with pytest.raises(ProtocolError):
-        packed_varints(b"\x96")
+        packed_ints(b"\x96")
 
 
 @pytest.mark.parametrize("raw", [
