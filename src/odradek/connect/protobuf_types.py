@@ -26,7 +26,8 @@ from google.protobuf import descriptor_pb2
 from odradek.connect import data
 from odradek.connect.data import DataError, Schema
 from odradek.protocol.errors import ProtocolError
-from odradek.protocol.primitives import decode_uvarint, encode_uvarint
+from odradek.protocol.primitives import encode_uvarint
+from odradek.protocol.protobuf_wire import LEN, WireField, wire_fields
 
 FDP = descriptor_pb2.FileDescriptorProto
 F = descriptor_pb2.FieldDescriptorProto
@@ -100,49 +101,35 @@ def meta_options(params: dict[str, str]) -> bytes:
     return _length_delimited(FIELD_META, entries)
 
 
-def _wire(raw: bytes) -> Iterator[tuple[int, Any]]:
-    """(field number, value) of a message's fields; length-delimited ones as bytes."""
-    pos = 0
-    while pos < len(raw):
-        key, pos = decode_uvarint(raw, pos)
-        number, kind = key >> 3, key & 7
-        if kind == 0:
-            value, pos = decode_uvarint(raw, pos)
-        elif kind in (1, 5):
-            size = 8 if kind == 1 else 4
-            value, pos = raw[pos:pos + size], pos + size
-        elif kind == 2:
-            size, pos = decode_uvarint(raw, pos)
-            value, pos = raw[pos:pos + size], pos + size
-        else:
-            raise ProtocolError(f"wire type {kind} in field options")
-        if pos > len(raw):
-            raise ProtocolError("field options cut short")
-        yield number, value
-
-
 def meta_params(options: bytes) -> dict[str, str]:
     """The `(confluent.field_meta).params` in a field's serialized FieldOptions."""
-    def message(value: Any) -> Iterator[tuple[int, Any]]:
-        if not isinstance(value, bytes):
+    def message(field: WireField) -> Iterator[WireField]:
+        if field.wire != LEN or not isinstance(field.value, bytes):
             raise ProtocolError("a message field that is not length-delimited")
-        return _wire(value)
+        return wire_fields(field.value)
 
     out: dict[str, str] = {}
     try:
-        for number, meta in _wire(options):
-            if number != FIELD_META:
+        for meta in wire_fields(options):
+            if meta.number != FIELD_META:
                 continue
-            for part, entry in message(meta):
-                if part == 2:
-                    kv = {n: v for n, v in message(entry) if n in (1, 2)}
-                    key, value = kv.get(1, b""), kv.get(2, b"")
-                    if not isinstance(key, bytes) or not isinstance(value, bytes):
+            for part in message(meta):
+                if part.number == 2:
+                    kv = {f.number: f for f in message(part) if f.number in (1, 2)}
+                    key, value = kv.get(1), kv.get(2)
+                    if any(f is not None and f.wire != LEN for f in (key, value)):
                         raise ProtocolError("a param that is not a string")
-                    out[key.decode()] = value.decode()
+                    out[_text(key)] = _text(value)
     except (ProtocolError, UnicodeDecodeError) as exc:
         raise DataError(f"ProtobufConverter: unreadable field options: {exc}") from None
     return out
+
+
+def _text(field: WireField | None) -> str:
+    if field is None:
+        return ""
+    assert isinstance(field.value, bytes)  # a LEN field's value
+    return field.value.decode()
 
 
 # ---- schemas ---------------------------------------------------------------------------------

@@ -135,6 +135,7 @@ def run(bootstrap: str, session: SessionFactory, listeners: str = "http://127.0.
         member.close()  # leaves the group: the others take its connectors at once
         worker.close()
         store.close()
+        cluster.close()
         if own_dir is not None:
             own_dir.cleanup()
     return 0

@@ -15,7 +15,8 @@ from typing import Any
 from proto_schema_parser import ast
 from proto_schema_parser.parser import Parser
 
-from odradek.protocol.primitives import decode_uvarint, zigzag_decode
+from odradek.protocol.primitives import zigzag_decode
+from odradek.protocol.protobuf_wire import I32, I64, LEN, VARINT, packed_ints, wire_fields
 
 _VARINT_TYPES = {"int32", "int64", "uint32", "uint64", "sint32", "sint64", "bool", "enum"}
 _FIXED64 = {"fixed64": "<Q", "sfixed64": "<q", "double": "<d"}
@@ -26,34 +27,16 @@ def protobuf_fields(buf: bytes, depth: int = 0) -> list[dict[str, Any]]:
     """A protobuf message's fields by number without its schema (nested messages guessed when
     the bytes parse as one). ValueError (ProtocolError is one) when the bytes are not one."""
     out: list[dict[str, Any]] = []
-    pos = 0
-    while pos < len(buf):
-        key, pos = decode_uvarint(buf, pos)
-        number, wire = key >> 3, key & 7
-        if number == 0:
-            raise ValueError("field number 0")
-        if wire == 0:
-            value, pos = decode_uvarint(buf, pos)
-            out.append({"field": number, "varint": value})
-        elif wire == 1:
-            if pos + 8 > len(buf):
-                raise ValueError("truncated fixed64")
-            out.append({"field": number, "fixed64": struct.unpack_from("<q", buf, pos)[0]})
-            pos += 8
-        elif wire == 5:
-            if pos + 4 > len(buf):
-                raise ValueError("truncated fixed32")
-            out.append({"field": number, "fixed32": struct.unpack_from("<i", buf, pos)[0]})
-            pos += 4
-        elif wire == 2:
-            n, pos = decode_uvarint(buf, pos)
-            if pos + n > len(buf):
-                raise ValueError("truncated length-delimited field")
-            chunk = buf[pos:pos + n]
-            pos += n
-            out.append({"field": number, **_length_delimited(chunk, depth)})
+    for f in wire_fields(buf):
+        if f.wire == VARINT:
+            out.append({"field": f.number, "varint": f.value})
+        elif f.wire == LEN:
+            assert isinstance(f.value, bytes)
+            out.append({"field": f.number, **_length_delimited(f.value, depth)})
         else:
-            raise ValueError(f"wire type {wire}")
+            assert isinstance(f.value, bytes)
+            kind, fmt = ("fixed64", "<q") if f.wire == I64 else ("fixed32", "<i")
+            out.append({"field": f.number, kind: struct.unpack(fmt, f.value)[0]})
     return out
 
 
@@ -159,24 +142,7 @@ def decode_message(buf: bytes, message: ast.Message, top: list[Any],
     scope = [*(scope or []), message]
     known = _fields(message)
     out: dict[str, Any] = {}
-    pos = 0
-    while pos < len(buf):
-        key, pos = decode_uvarint(buf, pos)
-        number, wire = key >> 3, key & 7
-        raw: int | bytes
-        if wire == 0:
-            raw, pos = decode_uvarint(buf, pos)
-        elif wire == 1:
-            raw, pos = buf[pos:pos + 8], pos + 8
-        elif wire == 5:
-            raw, pos = buf[pos:pos + 4], pos + 4
-        elif wire == 2:
-            n, pos = decode_uvarint(buf, pos)
-            raw, pos = buf[pos:pos + n], pos + n
-        else:
-            raise ValueError(f"wire type {wire}")
-        if pos > len(buf):
-            raise ValueError("truncated field")
+    for number, wire, raw in wire_fields(buf):
         field = known.get(number)
         if field is None:
             out.setdefault(f"#{number}", []).append(raw if isinstance(raw, int) else raw.hex())
@@ -193,9 +159,9 @@ def decode_message(buf: bytes, message: ast.Message, top: list[Any],
 def _value(field: ast.Field, wire: int, raw: int | bytes, top: list[Any],
            scope: list[ast.Message]) -> Any:
     kind = field.type
-    if kind in _FIXED64 and isinstance(raw, bytes) and wire == 1:
+    if kind in _FIXED64 and isinstance(raw, bytes) and wire == I64:
         return struct.unpack(_FIXED64[kind], raw)[0]
-    if kind in _FIXED32 and isinstance(raw, bytes) and wire == 5:
+    if kind in _FIXED32 and isinstance(raw, bytes) and wire == I32:
         return struct.unpack(_FIXED32[kind], raw)[0]
     target = None if kind in _VARINT_TYPES or kind in ("string", "bytes") else \
         _resolve(kind, scope, top)
@@ -204,15 +170,11 @@ def _value(field: ast.Field, wire: int, raw: int | bytes, top: list[Any],
             names = {v.number: v.name for v in target.elements if isinstance(v, ast.EnumValue)}
             return names.get(_scalar("int32", wire, raw), _scalar("int32", wire, raw))
         kind = "enum"
-    if isinstance(raw, bytes) and wire == 2:
+    if isinstance(raw, bytes) and wire == LEN:
         if isinstance(target, ast.Message):
             return decode_message(raw, target, top, scope)
         if kind in _VARINT_TYPES:  # a packed repeated field
-            values, pos = [], 0
-            while pos < len(raw):
-                v, pos = decode_uvarint(raw, pos)
-                values.append(_scalar(kind, 0, v))
-            return values
+            return [_scalar(kind, VARINT, v) for v in packed_ints(raw)]
         if target is None and kind not in ("string", "bytes"):
             return protobuf_fields(raw)  # a type from an import: by number
     return _scalar(kind, wire, raw)

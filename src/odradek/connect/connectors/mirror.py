@@ -187,7 +187,7 @@ class MirrorSource(_Mirror):
         topics = mirror_io.source_topics(ctx.config, source)
         if not topics:
             raise NotReady("no topic of the source cluster matches 'topics'")
-        replicator = mirror_io.Replicator(ctx.config)
+        replicator = mirror_io.Replicator(ctx.config, source)
         replicator.prepare(topics)
         alias, _ = mirror_io.aliases(ctx.config)
         stored = {(p.get("topic"), p.get("partition")): int(o["offset"])
@@ -228,10 +228,9 @@ class MirrorSource(_Mirror):
 def _watch_topics(ctx: RunContext, source: Any, known: dict[str, int], seconds: float) -> None:
     """MM2's topic refresh for one start of the source query: until the query stops, list the
     source's topics every `seconds`; a new one (or new partitions) asks for a new start."""
-    admin = source.admin()  # one client for the watch's life
     while not ctx.stopped.wait(seconds):
         try:
-            now = mirror_io.source_topics(ctx.config, source, admin)
+            now = mirror_io.source_topics(ctx.config, source)
         except Exception as exc:  # the source briefly unreachable: the next round tries again
             log.warning("%s: listing the source's topics failed: %s", ctx.name, exc)
             continue

@@ -64,9 +64,11 @@ def group_filter(config: Mapping[str, str]) -> NameFilter:
     return NameFilter.of(config.get("groups", ".*"), config.get("groups.exclude", GROUPS_EXCLUDE))
 
 
-def syncs_cluster(config: Mapping[str, str]) -> Cluster:
-    """Where the offset syncs live: `offset-syncs.topic.location` (source by default)."""
-    return cluster_of(config, config.get("offset-syncs.topic.location", "source").strip())
+def syncs_cluster(config: Mapping[str, str], source: Cluster, target: Cluster) -> Cluster:
+    """Where the offset syncs live (`offset-syncs.topic.location`, source by default): one of
+    the two clusters already made, so its admin client is theirs too."""
+    where = config.get("offset-syncs.topic.location", "source").strip()
+    return target if where == "target" else source
 
 
 def syncs_topic(config: Mapping[str, str]) -> str:
@@ -101,14 +103,12 @@ def ensure_compacted(cluster: Cluster, topic: str, replication: int) -> None:
           ok=("TOPIC_ALREADY_EXISTS",))
 
 
-def source_topics(config: Mapping[str, str], source: Cluster,
-                  admin: Any = None) -> dict[str, int]:
-    """The source's topics this connector replicates, with their partition counts (through
-    `admin`, a client of the source kept by a caller that asks often)."""
+def source_topics(config: Mapping[str, str], source: Cluster) -> dict[str, int]:
+    """The source's topics this connector replicates, with their partition counts."""
     names = topic_filter(config)
     policy = policy_of(config)
     _, target = aliases(config)
-    meta = (admin or source.admin()).list_topics(timeout=TIMEOUT)
+    meta = source.admin().list_topics(timeout=TIMEOUT)
     return {t: len(m.partitions) for t, m in sorted(meta.topics.items())
             if replicated(t, names, policy, target)}
 
@@ -120,7 +120,7 @@ def topic_configs(source: Cluster, topics: list[str], exclude: str) -> dict[str,
     if not topics:
         return {}
     dropped = patterns(exclude)
-    admin = source.admin()  # held until the futures answer (a dropped client cancels them)
+    admin = source.admin()  # the Cluster's own: it outlives the futures
     futures = admin.describe_configs(
         [ConfigResource(ConfigResource.Type.TOPIC, t) for t in topics])
     out: dict[str, dict[str, str]] = {}
@@ -181,12 +181,13 @@ class Replicator:
     """Copies a micro-batch's records to their remote topics (same partition; key, value,
     headers and timestamp kept) and writes the offset syncs their delivery reports allow."""
 
-    def __init__(self, config: Mapping[str, str]) -> None:
+    def __init__(self, config: Mapping[str, str], source: Cluster | None = None) -> None:
         self.config = dict(config)
         self.policy = policy_of(config)
         self.alias, _ = aliases(config)
-        self.source = cluster_of(config, "source")
+        self.source = source or cluster_of(config, "source")
         self.target = cluster_of(config, "target")
+        self.syncs = syncs_cluster(config, self.source, self.target)
         # Idempotence keeps each partition's records in order through retries, so an
         # upstream offset's downstream one is what the delivery report says.
         self.producer = self.target.producer({"enable.idempotence": True, "linger.ms": 5,
@@ -195,7 +196,7 @@ class Replicator:
         self.max_lag = int(config.get("offset.lag.max", "100"))
         self.states: dict[tuple[str, int], PartitionState] = {}
         self.syncs_topic = syncs_topic(config)
-        self.syncs_producer = syncs_cluster(config).producer() if self.emit_syncs else None
+        self.syncs_producer = self.syncs.producer() if self.emit_syncs else None
         self.remote: dict[str, str] = {}
         self.interval = float(config.get("sync.topic.configs.interval.seconds", "600"))
         self.last_topic_sync = time.monotonic()
@@ -203,7 +204,7 @@ class Replicator:
     def prepare(self, topics: dict[str, int]) -> None:
         sync_topics(self.config, self.source, self.target, topics)
         if self.emit_syncs:
-            ensure_compacted(syncs_cluster(self.config), self.syncs_topic,
+            ensure_compacted(self.syncs, self.syncs_topic,
                              int(self.config.get("offset-syncs.topic.replication.factor", "3")))
 
     def replicate(self, rows: dict[str, list[Any]], topics: dict[str, int]) -> None:
@@ -295,8 +296,9 @@ class Checkpointer:
         self.last_group_list = 0.0
         self.emitted: dict[tuple[str, str, int], Checkpoint] = {}
         self.producer: Any = None
-        # One client of each kind for the connector's life (a round runs every few seconds).
-        self.syncs = syncs_cluster(config)
+        # One client of each kind for the connector's life (a round runs every few seconds);
+        # the syncs cluster is the source or the target, so it shares their admin client.
+        self.syncs = syncs_cluster(config, self.source, self.target)
         self.source_admin = self.source.admin()
         self.target_admin = self.target.admin()
         self.syncs_admin = self.syncs.admin()
