@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import logging
 import sys
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -348,6 +349,21 @@ def fetch_codes(b: Any, wanted: dict[str, list[tuple[int, int]]]) -> list[int]:
     return [p.error_code for t in r.responses for p in t.partitions]
 
 
+def fetch_errors_scraped(b: Any, fetches: int) -> Callable[[str], float]:
+    """errors_total{request="Fetch", error=...} as a scrape of broker `b` gives it, after
+    `fetches` Fetch requests as the server counts them."""
+    stats = RequestStats()
+    for _ in range(fetches):
+        stats.record(header(1, 12), 0.0, 0.0, 0.0, 0.0)
+    got = samples(NodeView(1, ("broker",), ctx=b.ctx, requests=stats))
+
+    def counted(error: str) -> float:
+        return got.get(("kafka_network_requestmetrics_errors_total",
+                        frozenset({("request", "Fetch"), ("error", error)})), 0.0)
+
+    return counted
+
+
 def test_fetch_errors_are_counted_by_the_read_that_sets_them(
         tmp_path: Any, monkeypatch: pytest.MonkeyPatch) -> None:
     """A Fetch's partition codes reach errors_total through the read that set them (the
@@ -380,15 +396,7 @@ def test_fetch_errors_are_counted_by_the_read_that_sets_them(
                                 ErrorCode.unknown_topic_or_partition: 3}
         assert errors.responses == 3
         assert not any(api == "FETCH" for api, _ in refusals.ERRORS)  # no second count
-        stats = RequestStats()
-        for _ in range(4):  # the four fetches, as the server counts them
-            stats.record(header(1, 12), 0.0, 0.0, 0.0, 0.0)
-        got = samples(NodeView(1, ("broker",), ctx=b.ctx, requests=stats))
-
-        def counted(error: str) -> float:
-            return got.get(("kafka_network_requestmetrics_errors_total",
-                            frozenset({("request", "Fetch"), ("error", error)})), 0.0)
-
+        counted = fetch_errors_scraped(b, fetches=4)  # the four, as the server counts them
         assert counted("OFFSET_OUT_OF_RANGE") == 1
         assert counted("UNKNOWN_TOPIC_OR_PARTITION") == 3
         assert counted("NONE") == 1
@@ -420,15 +428,7 @@ def test_an_authorized_fetch_counts_its_refused_topics_and_its_read_once(
         assert fetch_codes(b, {"t": [(0, 1000)], "u": [(0, 0)]}) == [
             ErrorCode.offset_out_of_range, ErrorCode.topic_authorization_failed]
         assert fetch_codes(b, {"u": [(0, 0)]}) == [ErrorCode.topic_authorization_failed]
-        stats = RequestStats()
-        for _ in range(3):
-            stats.record(header(1, 12), 0.0, 0.0, 0.0, 0.0)
-        got = samples(NodeView(1, ("broker",), ctx=b.ctx, requests=stats))
-
-        def counted(error: str) -> float:
-            return got.get(("kafka_network_requestmetrics_errors_total",
-                            frozenset({("request", "Fetch"), ("error", error)})), 0.0)
-
+        counted = fetch_errors_scraped(b, fetches=3)
         assert counted("OFFSET_OUT_OF_RANGE") == 1
         assert counted("TOPIC_AUTHORIZATION_FAILED") == 2
         assert counted("NONE") == 1  # three answered, two with errors
