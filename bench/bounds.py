@@ -449,14 +449,19 @@ def measure_once(w: Workload, bootstrap: str, ps: psutil.Process, topic: str, no
     tree_net = run.tree_cpu - noop.tree_cpu
     tool = run.tool_cpu(records)
     window = run.window()
+    node_net = run.node_cpu - noop.node_cpu
+    if window is not None:
+        node_cpu, node_source = run.node.between(*window), "tool's window"
+    elif node_net > 0:
+        node_cpu, node_source = node_net, "whole run - no-op run"
+    else:  # the no-op run's noise outweighed the work (a loaded machine): no net figure
+        node_cpu, node_source = run.node_cpu, "whole run (no-op run cost more: noise)"
     return Result(
         w, records, run.rate,
         client_cpu=tool if tool is not None else tree_net,
         client_source="tool's own figure" if tool is not None else "whole process - no-op run",
         client_tree_net=tree_net,
-        node_cpu=(run.node.between(*window) if window is not None
-                  else run.node_cpu - noop.node_cpu),
-        node_source="tool's window" if window is not None else "whole run - no-op run",
+        node_cpu=node_cpu, node_source=node_source,
         cores=cores, node_sys_share=run.node_user_sys[1] / max(sum(run.node_user_sys), 1e-9))
 
 

@@ -26,9 +26,9 @@ CONNECT_MODULES = ("tests/integration/test_connect.py", "tests/integration/test_
 
 
 def xdist_group_of(nodeid: str) -> str:
-    """The unit `make test` hands to one xdist worker (LONG_UNITS first, then the rest in
-    collection order: integration, system, then the many short unit modules, which even out
-    the end): a module, so its module-scoped node or cluster is started once; every Spark test together, so they share
+    """The unit `make test` hands to one xdist worker, in collection order (integration, spark,
+    system, then the many short unit modules, which even out the end): a module, so its
+    module-scoped node or cluster is started once; every Spark test together, so they share
     one SparkSession and its node; every Jepsen short run together, so they share one
     namespaced cluster (tests/system/jepsen/testing.py); the Connect modules together, so
     they share one node, its Connect worker and PostgreSQL (tests/support/connect.py)."""
@@ -42,17 +42,10 @@ def xdist_group_of(nodeid: str) -> str:
     return path
 
 
-# The units that take minutes, longest first (CI's --durations=30: the Spark group's slowest
-# seven tests alone 7 min, the 20,000 partitions 5 min, Connect's slowest four 4 min). Handed
-# out before everything else, so neither worker starts one of them when the other is down to
-# its last short modules: in collection order the 20k test came near the end of
-# tests/system, and ran in the tail with the other worker idle. (The Jepsen group, 16 runs
-# of ~20 s, comes mid-run in collection order either way.)
-LONG_UNITS = ("spark", "tests/system/test_partitions_20k.py", "connect")
-
-
 def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
-    """xdist's loadscope scheduling over our own units (xdist_group_of), LONG_UNITS first.
+    """xdist's loadscope scheduling over our own units (xdist_group_of), in collection order.
+    (Handing the units that take minutes out first was tried in session 11: the 20k-partition
+    test then ran beside the Spark group, both slowed, and pytest took 42:22 against 38:51.)
     Not xdist_group marks and `--dist loadgroup`: pytest 9 keeps a node's id in `_id`, and
     xdist 3.8 still writes the group into `_nodeid`, so the marks were silently ignored."""
     from xdist.scheduler import LoadScopeScheduling
@@ -60,14 +53,6 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
     class UnitScheduling(LoadScopeScheduling):
         def _split_scope(self, nodeid: str) -> str:
             return xdist_group_of(nodeid)
-
-        def _assign_work_unit(self, node: Any) -> None:
-            # xdist pops the queue's first unit: put the longest one left there first
-            for unit in LONG_UNITS:
-                if unit in self.workqueue:
-                    self.workqueue.move_to_end(unit, last=False)
-                    break
-            super()._assign_work_unit(node)
 
     return UnitScheduling(config, log)
 

@@ -68,9 +68,13 @@ def test_client_and_node_figures_come_from_where_the_output_says(
         # the confluent-kafka producer prints no client CPU of its own; the rest do
         own = not (r.workload.kind == "produce" and r.workload.client == "confluent-kafka")
         assert r.client_source == ("tool's own figure" if own else "whole process - no-op run")
-        # consumers print their measured window, producers do not
-        assert r.node_source == ("tool's window" if r.workload.kind == "consume"
-                                 else "whole run - no-op run")
+        # consumers print their measured window, producers do not (their run's node CPU
+        # less a no-op run's, or the whole run's where the no-op run's noise outweighed it)
+        if r.workload.kind == "consume":
+            assert r.node_source == "tool's window"
+        else:
+            assert r.node_source in ("whole run - no-op run",
+                                     "whole run (no-op run cost more: noise)")
 
 
 def test_rendered_section(results: list[bounds.Result]) -> None:

@@ -756,7 +756,9 @@ def test_unusable_settings_refuse_the_start(tmp_path: Path) -> None:
     env = {**os.environ, "PYTHONUNBUFFERED": "1"}
 
     def serve(*sets: str) -> subprocess.CompletedProcess[str]:
+        # admin.listeners off: its default port (9644) may be taken by another test's node
         args = [a for item in ("schema.registry.listeners=", "console.listeners=",
+                               "admin.listeners=",
                                f"listeners=PLAINTEXT://127.0.0.1:{free_port()}", *sets)
                 for a in ("--set", item)]
         return subprocess.run([*ODRADEK, "serve", "--data-dir", str(tmp_path / "d"), *args],
