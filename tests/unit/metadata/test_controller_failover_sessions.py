@@ -82,3 +82,41 @@ def test_a_shutdown_leaving_a_heard_member_does_not_wait():
     c.heartbeat(3, want_shut_down=True)
     assert c.image.brokers[3].in_controlled_shutdown
     assert [c.partition("t", i).isr for i in (0, 1)] == [(1, 2), (1, 2)]
+
+
+def test_finding_7_a_shutdown_after_a_failover_never_leaves_the_isr_to_a_dead_broker():
+    """Kill seed 30 (docs/reliability.md, finding 7): broker 2 out of the ISRs (there, its
+    own unclean restart; here a stop), broker 1 killed -9, then a failover, then broker 3's SIGTERM. On the
+    old code broker 3's controlled shutdown left dead broker 1 the ISR's only member; broker
+    1 came back unclean and the partition had no leader although broker 3, stopped cleanly,
+    held every record. Now the shutdown waits until broker 1 is fenced, broker 3 stays the
+    last member and leads again on its clean return."""
+    c = make_cluster(SESSION)
+    c.start_brokers(1, 2, 3)
+    c.create("t", assignments={0: [3, 1, 2], 1: [1, 3, 2]})
+    assert c.heartbeat(2, want_shut_down=True).should_shut_down  # it leads nothing
+    assert [c.partition("t", i).isr for i in (0, 1)] == [(3, 1), (1, 3)]
+    c.clock.now += 6_000  # broker 1 dies; the quorum has no leader for a while
+    c.quorum.set_leader(True)
+    takeover = c.clock.now
+    c.controller.tick()
+    while c.clock.now < takeover + TIMEOUT_MS:  # broker 3 asks again and again; it waits
+        reply = c.heartbeat(3, want_shut_down=True)
+        assert not reply.should_shut_down and not c.image.brokers[3].in_controlled_shutdown
+        assert _isrs_and_leaders(c) == [((3, 1), 3), ((1, 3), 1)]
+        c.clock.now += 500
+        c.controller.tick()
+    assert c.image.brokers[1].fenced and not c.image.brokers[3].fenced
+    assert _isrs_and_leaders(c) == [((3,), 3), ((3,), 3)]
+    c.heartbeat(3, want_shut_down=True)
+    assert _isrs_and_leaders(c) == [((3,), -1), ((3,), -1)]
+    assert c.heartbeat(3, want_shut_down=True).should_shut_down
+    # broker 1 comes back from its kill -9 (unclean): nothing for it to lead
+    assert c.register(1, incarnation=uuid.uuid4(), previous_epoch=-1).error_code == E.none
+    assert not c.heartbeat(1).is_fenced
+    assert _isrs_and_leaders(c) == [((3,), -1), ((3,), -1)]
+    # broker 3 comes back from its clean stop and leads both again
+    assert c.register(3, incarnation=uuid.uuid4(),
+                      previous_epoch=c.epochs[3]).error_code == E.none
+    assert not c.heartbeat(3).is_fenced
+    assert _isrs_and_leaders(c) == [((3,), 3), ((3,), 3)]
