@@ -41,7 +41,7 @@ def check(c, before):
 
 def step(c, rng):
     image = c.image
-    op = rng.randrange(7)
+    op = rng.randrange(8)
     b = rng.choice(BROKERS)
     registered = b in image.brokers
     if op == 0:  # a broker stops heartbeating: time passes for it alone
@@ -79,8 +79,10 @@ def step(c, rng):
         p = rng.choice(list(topic.partitions))
         target = None if rng.random() < 0.3 else rng.sample(BROKERS, rng.randrange(1, 4))
         c.controller.alter_partition_reassignments([ReassignmentTarget(topic.name, p, target)])
-    else:
+    elif op == 6:
         c.controller.tick()
+    else:  # a controller failover: every session starts afresh, nobody heard from yet
+        c.quorum.set_leader(True)
 
 
 @pytest.mark.parametrize("seed", range(40))
