@@ -34,7 +34,6 @@ def test_a_stalled_old_quorum_leader_is_not_fenced_at_the_takeover():
     # node 1 (broker 1) dies with the quorum leadership; node 3 leads an epoch that never
     # commits, and our last Fetch answer from it comes 4.8 s before we take over
     c.quorum.set_leader(False)
-    c.quorum.leader_contact = (3, c.quorum.leader_epoch, c.clock.now)  # type: ignore[attr-defined]
     c.clock.now += 4_819
     c.quorum.set_leader(True)
     takeover = c.clock.now

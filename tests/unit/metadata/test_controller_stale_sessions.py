@@ -24,10 +24,8 @@ SESSION = {"broker.session.timeout.ms": str(TIMEOUT_MS)}
 
 
 def _quorum_leader_dies(c: Cluster, dead: int, election_ms: int) -> None:
-    """The quorum leader `dead` is killed; `election_ms` later this controller takes over,
-    having last heard of it when it died (the quorum's last Fetch answer from it, which the
-    controller no longer uses: every session starts at the takeover)."""
-    c.quorum.leader_contact = (dead, c.quorum.leader_epoch, c.clock.now)  # type: ignore[attr-defined]
+    """The quorum leader `dead` is killed; `election_ms` later this controller takes over
+    (every session starts at the takeover, whoever led the quorum before)."""
     c.clock.now += election_ms
     c.quorum.set_leader(True)
 

@@ -73,9 +73,6 @@ class RaftClient(SnapshotFetching):
         snap = log.latest_snapshot()
         self.high_watermark = snap.end_offset if snap is not None else 0
         self.snapshots_installed = 0  # a follower's count of snapshots fetched (KIP-630)
-        # (leader id, its epoch, when) of the last good Fetch answer: the last sign of life of
-        # a leader that died (the next leader's controller starts its broker session there)
-        self.leader_contact: tuple[int, int, int] | None = None
         self._outbox: list[m.Message] = []
         self._next_cid = 0
         self._arm(self.quorum.state, now_ms)
@@ -253,9 +250,6 @@ class RaftClient(SnapshotFetching):
     def _go(self, new: EpochState, now_ms: int) -> EpochState:
         old = self.quorum.state
         self.quorum.transition_to(new)
-        if self.leader_contact is not None and new.leader_id not in (
-                None, self.local_id, self.leader_contact[0]):
-            self.leader_contact = None  # another leader since: it is no news of the last one
         if isinstance(old, Leader) and old.parked:
             # held fetches are answered, not forgotten: the transport waits for every answer
             for pmsg, _preq, _at in old.parked.values():
@@ -629,7 +623,6 @@ class RaftClient(SnapshotFetching):
             return
         st.fetch_deadline = now + self.config.fetch_timeout_ms
         st.fetched_ok = True
-        self.leader_contact = (msg.src, st.epoch, now)
         if resp.snapshot_id is not None:
             # our next offset is below the leader's log start: download its snapshot
             st.snapshot = (resp.snapshot_id, 0)

@@ -19,7 +19,6 @@ class SnapshotFetching:
     config: Any
     high_watermark: int
     snapshots_installed: int
-    leader_contact: tuple[int, int, int] | None
     leader_id: Any
     _reply: Any
     _observe: Any
@@ -69,7 +68,6 @@ class SnapshotFetching:
             return
         st.fetch_deadline = now + self.config.fetch_timeout_ms
         st.fetched_ok = True
-        self.leader_contact = (msg.src, st.epoch, now)
         if self.log.write_snapshot_chunk(sid, position, resp.data, resp.size):
             st.snapshot = None
             self.high_watermark = max(self.high_watermark, sid.end_offset)

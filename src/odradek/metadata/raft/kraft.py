@@ -230,12 +230,6 @@ class KRaftQuorum(Quorum):
         return isinstance(st, Leader) and self._heard_end() > st.epoch_start_offset
 
     @property
-    def leader_contact(self) -> tuple[int, int, int] | None:
-        """(leader id, its epoch, monotonic ms) of this node's last good Fetch answer: the
-        controller's session clock (`metadata.controller.monotonic_ms`) is the same."""
-        return self.client.leader_contact
-
-    @property
     def high_watermark(self) -> int:
         return max(self.client.high_watermark, self.marker.end_offset)
 
