@@ -78,14 +78,18 @@ def python_path(src: str | None) -> Iterator[None]:
                 os.environ["PYTHONPATH"] = old
 
 
-def consume(endpoint: str, topic: str, expected: int, settings: dict[str, object],
+def command(endpoint: str, topic: str, expected: int, settings: dict[str, object],
             stats: Path, debug: bool = False, perf: Path | None = None,
-            strace: Path | None = None, tool: Path | None = None, cpus: str | None = None,
-            perf_stat: Path | None = None, pin: str | None = None,
-            env: dict[str, str] | None = None) -> tuple[dict[str, Any], str]:
-    """One run of the bundled C consumer with statistics (and `debug=fetch`; under `perf
-    record` into `perf`; under `strace -c` into `strace`): its JSON line and its stderr."""
-    conf = {**settings, "statistics.interval.ms": 100, **({"debug": "fetch"} if debug else {})}
+            strace: Path | None = None, perf_stat: Path | None = None,
+            ) -> tuple[list[str], dict[str, str]]:
+    """The command line of one run of the C consumer and the environment it adds: an entry's
+    settings are librdkafka's (`-X`) except `tool`, `cpus`, `pin` and `env.*` (module doc);
+    under `perf record` into `perf`, `strace -c` into `strace` or `perf stat` into
+    `perf_stat` (one of them)."""
+    conf = dict(settings)
+    tool, cpus, pin = conf.pop("tool", None), conf.pop("cpus", None), conf.pop("pin", None)
+    env = {k[4:]: str(conf.pop(k)) for k in list(conf) if k.startswith("env.")}
+    conf = {**conf, "statistics.interval.ms": 100, **({"debug": "fetch"} if debug else {})}
     xs = [a for k, v in conf.items() for a in ("-X", f"{k}={v}")]
     prefix = ["perf", "record", "-q", "-F", "2000", "-g", "-o", str(perf), "--"] if perf else []
     if strace is not None:
@@ -95,12 +99,21 @@ def consume(endpoint: str, topic: str, expected: int, settings: dict[str, object
         prefix = ["perf", "stat", "-o", str(perf_stat), "-e",
                   "task-clock,context-switches,cpu-migrations,page-faults", "--"]
     if cpus:
-        prefix = ["taskset", "-c", cpus.replace(":", ","), *prefix]
-    out = subprocess.run([*prefix, str(tool or bundled_tool()), "-b", endpoint, "-t", topic, "-n",
-                          str(expected), "-T", "30", "-s", str(stats),
-                          *(["-C", pin] if pin else []), *xs],
-                         capture_output=True, text=True, timeout=900,
-                         env={**os.environ, **(env or {})})
+        prefix = ["taskset", "-c", str(cpus).replace(":", ","), *prefix]
+    return [*prefix, str(tool or bundled_tool()), "-b", endpoint, "-t", topic, "-n",
+            str(expected), "-T", "30", "-s", str(stats), *(["-C", str(pin)] if pin else []),
+            *xs], env
+
+
+def consume(endpoint: str, topic: str, expected: int, settings: dict[str, object],
+            stats: Path, debug: bool = False, perf: Path | None = None,
+            strace: Path | None = None, perf_stat: Path | None = None,
+            ) -> tuple[dict[str, Any], str]:
+    """One run of the C consumer (`command`): its JSON line and its stderr."""
+    cmd, env = command(endpoint, topic, expected, settings, stats, debug, perf, strace,
+                       perf_stat)
+    out = subprocess.run(cmd, capture_output=True, text=True, timeout=900,
+                         env={**os.environ, **env})
     if not out.stdout.strip():
         raise RuntimeError(f"rdkafka_consume failed ({out.returncode}): {out.stderr[-2000:]}")
     return dict(json.loads(out.stdout.splitlines()[-1])), out.stderr
@@ -126,6 +139,17 @@ def perf_top(data: Path, lines: int = 40) -> str:
                          capture_output=True, text=True, timeout=300)
     rows = [ln for ln in out.stdout.splitlines() if ln.strip() and not ln.startswith("#")]
     return "\n".join("    " + ln.strip() for ln in rows[:lines])
+
+
+def perf_callers(data: Path, symbol: str = "__vdso_clock_gettime", lines: int = 14) -> str:
+    """Who calls `symbol` (the clock: librdkafka reads it per poll), from `perf report`."""
+    out = subprocess.run(["perf", "report", "-i", str(data), "--no-children", "--stdio",
+                          "--symbols", symbol, "-g", "caller,0.5,callee,function,percent",
+                          "--percent-limit", "1"],
+                         capture_output=True, text=True, timeout=300)
+    rows = [ln.rstrip() for ln in out.stdout.splitlines()
+            if ln.strip() and not ln.startswith("#") and ln.strip() != "|"]
+    return "\n".join("    " + ln for ln in rows[:lines])
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -191,15 +215,8 @@ def main(argv: list[str] | None = None) -> int:
                 perf = work / f"{run}-{i}.perf.data" if kind == "perf" else None
                 trace = work / f"{run}-{i}.strace" if kind == "strace" else None
                 pstat = work / f"{run}-{i}.perf-stat" if kind == "perf-stat" else None
-                conf = dict(settings)
-                tool = conf.pop("tool", None)
-                cpus = conf.pop("cpus", None)
-                pin = conf.pop("pin", None)
-                env = {k[4:]: str(conf.pop(k)) for k in list(conf) if k.startswith("env.")}
-                r, err = consume(s.endpoint, topic, n, conf, stats, debug, perf, trace,
-                                 Path(str(tool)) if tool else None,
-                                 str(cpus) if cpus else None, pstat, str(pin) if pin else None,
-                                 env)
+                r, err = consume(s.endpoint, topic, n, settings, stats, debug, perf, trace,
+                                 pstat)
                 node = s.cpu_seconds() - cpu0
                 rate = r["records"] / max(r["seconds"], 1e-9)
                 samples = [json.loads(line) for line in stats.read_text().splitlines()]
@@ -221,7 +238,8 @@ def main(argv: list[str] | None = None) -> int:
                 if debug:
                     head += "\n    " + fetch_partitions(err)
                 elif perf is not None:
-                    head += "\n" + perf_top(perf)
+                    head += "\n" + perf_top(perf) + "\n    callers of the clock:\n" + \
+                        perf_callers(perf)
                 elif pstat is not None:
                     head += "\n" + "\n".join("    " + ln.strip() for ln in
                                               pstat.read_text().splitlines()
