@@ -30,6 +30,7 @@ from kio.static.primitive import i8, i32, i64
 from tests.support import wire
 
 from odradek.client.consumer_settings import SHIPPED
+from odradek.protocol.primitives import decode_varint
 
 BATCH_HEADER = 61  # base offset .. record count of a magic-2 batch
 CODECS = {0: "none", 1: "gzip", 2: "snappy", 3: "lz4", 4: "zstd"}
@@ -52,31 +53,19 @@ class Batch:
                 f"({', '.join(flags)}){' PARTIAL' if self.partial else ''}")
 
 
-def _varint(buf: bytes, pos: int) -> tuple[int, int]:
-    """A zig-zag varint at pos: (value, next position)."""
-    shift = raw = 0
-    while True:
-        b = buf[pos]
-        pos += 1
-        raw |= (b & 0x7F) << shift
-        if not b & 0x80:
-            return (raw >> 1) ^ -(raw & 1), pos
-        shift += 7
-
-
 def first_record(batch: bytes) -> str:
     """The first record of a whole uncompressed batch: attributes, key, value, headers."""
     pos = BATCH_HEADER
-    _, pos = _varint(batch, pos)  # length
+    _, pos = decode_varint(batch, pos)  # length
     attrs = batch[pos]
     pos += 1
-    ts_delta, pos = _varint(batch, pos)
-    off_delta, pos = _varint(batch, pos)
-    klen, pos = _varint(batch, pos)
+    ts_delta, pos = decode_varint(batch, pos)
+    off_delta, pos = decode_varint(batch, pos)
+    klen, pos = decode_varint(batch, pos)
     pos += max(klen, 0)
-    vlen, pos = _varint(batch, pos)
+    vlen, pos = decode_varint(batch, pos)
     pos += max(vlen, 0)
-    headers, pos = _varint(batch, pos)
+    headers, pos = decode_varint(batch, pos)
     return (f"first record: attributes {attrs}, timestamp delta {ts_delta}, offset delta "
             f"{off_delta}, key {klen} B, value {vlen} B, {headers} headers")
 
