@@ -141,17 +141,6 @@ def perf_top(data: Path, lines: int = 40) -> str:
     return "\n".join("    " + ln.strip() for ln in rows[:lines])
 
 
-def perf_callers(data: Path, symbol: str = "__vdso_clock_gettime", lines: int = 14) -> str:
-    """Who calls `symbol` (the clock: librdkafka reads it per poll), from `perf report`."""
-    out = subprocess.run(["perf", "report", "-i", str(data), "--no-children", "--stdio",
-                          "--symbols", symbol, "-g", "caller,0.5,callee,function,percent",
-                          "--percent-limit", "1"],
-                         capture_output=True, text=True, timeout=300)
-    rows = [ln.rstrip() for ln in out.stdout.splitlines()
-            if ln.strip() and not ln.startswith("#") and ln.strip() != "|"]
-    return "\n".join("    " + ln for ln in rows[:lines])
-
-
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--records", type=int, default=3_000_000)
@@ -238,8 +227,7 @@ def main(argv: list[str] | None = None) -> int:
                 if debug:
                     head += "\n    " + fetch_partitions(err)
                 elif perf is not None:
-                    head += "\n" + perf_top(perf) + "\n    callers of the clock:\n" + \
-                        perf_callers(perf)
+                    head += "\n" + perf_top(perf)
                 elif pstat is not None:
                     head += "\n" + "\n".join("    " + ln.strip() for ln in
                                               pstat.read_text().splitlines()
