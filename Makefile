@@ -54,13 +54,14 @@ setup-bench: $(BENCH_STAMP)
 
 # bench/c/rdkafka_produce and rdkafka_consume: librdkafka C clients of our own for the C rows,
 # built against Debian's librdkafka-dev (installed here, for the benchmarks only); the peers
-# link the same sources against confluent-kafka's bundled librdkafka on first use.
+# link the same sources against confluent-kafka's bundled librdkafka on first use. linux-perf
+# and strace: bench/c_consume_ab.py --perf / --perf-stat / --strace profile the C consumer.
 BENCH_TOOLS := bench/c/rdkafka_consume bench/c/rdkafka_produce
 
 bench-tools: $(BENCH_TOOLS)
 
 bench/c/rdkafka_%: bench/c/rdkafka_%.c bench/c/common.h
-	@$(MAKE) --no-print-directory deb DEB_PACKAGES="librdkafka-dev gcc pkg-config"
+	@$(MAKE) --no-print-directory deb DEB_PACKAGES="librdkafka-dev gcc pkg-config linux-perf strace"
 	$(CC) -O2 -Wall -Wextra -o $@ $< $$(pkg-config --cflags --libs rdkafka)
 
 # The side-by-side comparison with the peers (installs and starts them itself).

@@ -2,8 +2,8 @@
 time with librdkafka's statistics beside each run.
 
     python -m bench.c_consume_ab [--records 3000000] [--size 100] [--partitions 6] [--runs 3]
-        [--systems odradek,tansu] [--before SRC] [--debug-fetch] [--perf] [--strace]
-        [-X key=value ...]
+        [--systems odradek,tansu] [--before SRC] [--debug-fetch] [--perf] [--perf-stat]
+        [--strace] [--shape] [-X key=value ...]
 
 Both brokers run at once and are filled by the same C producer (bench/c/rdkafka_produce on
 librdkafka 2.16, the pair's settings), then read by the same C consumer (bench/c/rdkafka_consume
@@ -13,7 +13,11 @@ or `before`: an odradek node run from the source tree SRC given by --before, e.g
 archive` of main, for a before/after of a node change in the same run), optionally with
 consumer settings of its own after `+` (`odradek+max.partition.fetch.bytes=4194304`), where
 `tool=PATH` is not a setting but another consumer binary (an older build of
-bench/c/rdkafka_consume, for a before/after of the tool). Ratios are each entry's rate over the
+bench/c/rdkafka_consume, for a before/after of the tool), and `cpus=LIST` runs the consumer
+under `taskset -c LIST` (`cpus=0`: both of its threads on one core; `:` for `,` in LIST),
+and `pin=A:L` puts the consumer's application thread on core A and librdkafka's threads on
+core L (the tool's -C), and `env.NAME=VALUE` sets an environment variable of the consumer
+(`env.GLIBC_TUNABLES=glibc.malloc.arena_max=1`). Ratios are each entry's rate over the
 last entry's, per round.
 
 Per run: records/s (the tool's own window, first record to last), the consumer's CPU per 1M
@@ -23,8 +27,10 @@ response read), the time per Fetch cycle (window / Fetches: round trip plus pars
 librdkafka keeps one Fetch in flight per broker), and how often the fetch queue was dry while
 records were left (the consumer waiting for the broker) or full. With --debug-fetch, one more
 run per entry with `debug=fetch`: how many partitions each Fetch carried; with --perf, one
-under `perf record` (the consumer's hottest symbols); with --strace, one under `strace -c`
-(its futex, poll and recvmsg calls). The brokers' data (about 330 MB each at the defaults) is
+under `perf record` (the consumer's hottest symbols); with --perf-stat, one under `perf stat`
+(task clock, context switches, migrations, page faults); with --strace, one under `strace -c`
+(its futex, poll and recvmsg calls). With --shape, one Fetch response from each broker is
+described first (bench/fetch_shape.py: batches, records per batch, attributes, limits). The brokers' data (about 330 MB each at the defaults) is
 removed at the end.
 """
 
@@ -45,6 +51,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from bench import fetch_shape
 from bench.compare import call, make_system
 from bench.consume_ab import summarize
 from bench.peers.c_tools import bundled_tool
@@ -71,20 +78,42 @@ def python_path(src: str | None) -> Iterator[None]:
                 os.environ["PYTHONPATH"] = old
 
 
-def consume(endpoint: str, topic: str, expected: int, settings: dict[str, object],
+def command(endpoint: str, topic: str, expected: int, settings: dict[str, object],
             stats: Path, debug: bool = False, perf: Path | None = None,
-            strace: Path | None = None, tool: Path | None = None) -> tuple[dict[str, Any], str]:
-    """One run of the bundled C consumer with statistics (and `debug=fetch`; under `perf
-    record` into `perf`; under `strace -c` into `strace`): its JSON line and its stderr."""
-    conf = {**settings, "statistics.interval.ms": 100, **({"debug": "fetch"} if debug else {})}
+            strace: Path | None = None, perf_stat: Path | None = None,
+            ) -> tuple[list[str], dict[str, str]]:
+    """The command line of one run of the C consumer and the environment it adds: an entry's
+    settings are librdkafka's (`-X`) except `tool`, `cpus`, `pin` and `env.*` (module doc);
+    under `perf record` into `perf`, `strace -c` into `strace` or `perf stat` into
+    `perf_stat` (one of them)."""
+    conf = dict(settings)
+    tool, cpus, pin = conf.pop("tool", None), conf.pop("cpus", None), conf.pop("pin", None)
+    env = {k[4:]: str(conf.pop(k)) for k in list(conf) if k.startswith("env.")}
+    conf = {**conf, "statistics.interval.ms": 100, **({"debug": "fetch"} if debug else {})}
     xs = [a for k, v in conf.items() for a in ("-X", f"{k}={v}")]
     prefix = ["perf", "record", "-q", "-F", "2000", "-g", "-o", str(perf), "--"] if perf else []
     if strace is not None:
         prefix = ["strace", "-f", "-c", "-o", str(strace), "-e",
                   "trace=recvmsg,recvfrom,read,sendmsg,poll,ppoll,futex"]
-    out = subprocess.run([*prefix, str(tool or bundled_tool()), "-b", endpoint, "-t", topic, "-n",
-                          str(expected), "-T", "30", "-s", str(stats), *xs],
-                         capture_output=True, text=True, timeout=900)
+    if perf_stat is not None:
+        prefix = ["perf", "stat", "-o", str(perf_stat), "-e",
+                  "task-clock,context-switches,cpu-migrations,page-faults", "--"]
+    if cpus:
+        prefix = ["taskset", "-c", str(cpus).replace(":", ","), *prefix]
+    return [*prefix, str(tool or bundled_tool()), "-b", endpoint, "-t", topic, "-n",
+            str(expected), "-T", "30", "-s", str(stats), *(["-C", str(pin)] if pin else []),
+            *xs], env
+
+
+def consume(endpoint: str, topic: str, expected: int, settings: dict[str, object],
+            stats: Path, debug: bool = False, perf: Path | None = None,
+            strace: Path | None = None, perf_stat: Path | None = None,
+            ) -> tuple[dict[str, Any], str]:
+    """One run of the C consumer (`command`): its JSON line and its stderr."""
+    cmd, env = command(endpoint, topic, expected, settings, stats, debug, perf, strace,
+                       perf_stat)
+    out = subprocess.run(cmd, capture_output=True, text=True, timeout=900,
+                         env={**os.environ, **env})
     if not out.stdout.strip():
         raise RuntimeError(f"rdkafka_consume failed ({out.returncode}): {out.stderr[-2000:]}")
     return dict(json.loads(out.stdout.splitlines()[-1])), out.stderr
@@ -103,7 +132,7 @@ def fetch_partitions(stderr: str) -> str:
             + ", ".join(f"{k}: {v}" for k, v in sorted(counts.items())) + ")")
 
 
-def perf_top(data: Path, lines: int = 25) -> str:
+def perf_top(data: Path, lines: int = 40) -> str:
     """The consumer's hottest symbols (self time) by thread name, from `perf report`."""
     out = subprocess.run(["perf", "report", "-i", str(data), "--no-children", "--stdio",
                           "--sort", "comm,dso,symbol", "-g", "none", "--percent-limit", "1"],
@@ -123,6 +152,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--debug-fetch", action="store_true")
     ap.add_argument("--perf", action="store_true",
                     help="One more run per entry under `perf record`: the consumer's hot spots.")
+    ap.add_argument("--perf-stat", action="store_true",
+                    help="One more run per entry under `perf stat`: context switches, faults.")
+    ap.add_argument("--shape", action="store_true",
+                    help="Describe one Fetch response from each broker (bench.fetch_shape).")
     ap.add_argument("--strace", action="store_true",
                     help="One more run per entry under `strace -c`: the consumer's reads and "
                     "wake-ups per Fetch.")
@@ -153,9 +186,12 @@ def main(argv: list[str] | None = None) -> int:
                       600.0)
             topics[n] = (topic, ph.records)
             print(f"{n}: filled {ph.records:,} records ({ph.records_per_sec:,.0f}/s)", flush=True)
+            if a.shape:
+                print(f"{n}: one Fetch from offset 0\n" + fetch_shape.shape(
+                    s.endpoint, topic, a.partitions), flush=True)
         rates: dict[str, list[float]] = {e[0]: [] for e in entries}
         extra_runs = [k for k, on in (("debug", a.debug_fetch), ("perf", a.perf),
-                                      ("strace", a.strace)) if on]
+                                      ("perf-stat", a.perf_stat), ("strace", a.strace)) if on]
         for run in range(a.runs + len(extra_runs)):
             kind = extra_runs[run - a.runs] if run >= a.runs else ""
             debug = kind == "debug"
@@ -167,10 +203,9 @@ def main(argv: list[str] | None = None) -> int:
                 cpu0 = s.cpu_seconds()
                 perf = work / f"{run}-{i}.perf.data" if kind == "perf" else None
                 trace = work / f"{run}-{i}.strace" if kind == "strace" else None
-                conf = dict(settings)
-                tool = conf.pop("tool", None)
-                r, err = consume(s.endpoint, topic, n, conf, stats, debug, perf, trace,
-                                 Path(str(tool)) if tool else None)
+                pstat = work / f"{run}-{i}.perf-stat" if kind == "perf-stat" else None
+                r, err = consume(s.endpoint, topic, n, settings, stats, debug, perf, trace,
+                                 pstat)
                 node = s.cpu_seconds() - cpu0
                 rate = r["records"] / max(r["seconds"], 1e-9)
                 samples = [json.loads(line) for line in stats.read_text().splitlines()]
@@ -193,6 +228,10 @@ def main(argv: list[str] | None = None) -> int:
                     head += "\n    " + fetch_partitions(err)
                 elif perf is not None:
                     head += "\n" + perf_top(perf)
+                elif pstat is not None:
+                    head += "\n" + "\n".join("    " + ln.strip() for ln in
+                                              pstat.read_text().splitlines()
+                                              if ln.strip() and not ln.startswith("#"))
                 elif trace is not None:
                     head += "\n" + "\n".join("    " + ln for ln in
                                               trace.read_text().splitlines()[:12])

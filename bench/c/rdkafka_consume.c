@@ -1,7 +1,7 @@
 /* A librdkafka consumer with nothing on top, for the consume rows of `make bench`.
  *
  *   rdkafka_consume -b HOST:PORT -t TOPIC -n RECORDS [-T IDLE_SECONDS] [-s STATS_FILE]
- *                   [-X key=value ...]
+ *                   [-C APP_CPU:LIB_CPU] [-X key=value ...]
  *
  * Assigns every partition of TOPIC from its beginning (no group is joined), reads until
  * RECORDS records or IDLE_SECONDS without one, and prints one JSON line: records, key + value
@@ -10,17 +10,32 @@
  * broker threads that receive and parse Fetch responses, the rest). The fetch settings come from the caller (-X): bench/compare.py passes the
  * ones odradek ships (odradek.client.consumer_settings), so the client is no unknown.
  * With -s, librdkafka's statistics JSON (every statistics.interval.ms, 100 ms unless -X sets
- * it) is appended to STATS_FILE, one line each, for bench/consumer_bounds.py. */
+ * it) is appended to STATS_FILE, one line each, for bench/consumer_bounds.py.
+ * With -C, the application thread runs on core APP_CPU and every librdkafka thread on core
+ * LIB_CPU (the same number: all on one core): librdkafka's threads are created by
+ * rd_kafka_new (its broker threads later by its main thread) and inherit the affinity of
+ * the thread that creates them, so the main thread takes LIB_CPU's mask before rd_kafka_new
+ * and APP_CPU's after. It shows what handing each message from one core to another costs
+ * (bench/RESULTS-s23b.md). */
+#define _GNU_SOURCE
 #define PROG "rdkafka_consume"
 #include "common.h"
 
 #include <dirent.h>
+#include <sched.h>
 #include <string.h>
 #include <unistd.h>
 
 /* CPU seconds of this process's threads by role, from /proc/self/task/<tid>/stat: [0] the
  * application thread (the one polling), [1] librdkafka's broker threads (`rdk:broker*`:
  * receive and parse Fetch responses), [2] the rest (librdkafka's main thread, ...). */
+static void pin_to(int cpu) {
+    cpu_set_t set;
+    CPU_ZERO(&set);
+    CPU_SET(cpu, &set);
+    if (sched_setaffinity(0, sizeof set, &set)) die("sched_setaffinity", "failed");
+}
+
 static void thread_cpu(double out[3]) {
     out[0] = out[1] = out[2] = 0;
     DIR *d = opendir("/proc/self/task");
@@ -64,8 +79,8 @@ int main(int argc, char **argv) {
         rd_kafka_conf_set(conf, "enable.auto.commit", "false", err, sizeof err) != RD_KAFKA_CONF_OK)
         die("conf", err);
     int opt;
-    int stats_interval_set = 0;
-    while ((opt = getopt(argc, argv, "b:t:n:T:s:X:")) != -1) {
+    int stats_interval_set = 0, app_cpu = -1, lib_cpu = -1;
+    while ((opt = getopt(argc, argv, "b:t:n:T:s:C:X:")) != -1) {
         switch (opt) {
         case 'b':
             if (rd_kafka_conf_set(conf, "bootstrap.servers", optarg, err, sizeof err))
@@ -74,6 +89,10 @@ int main(int argc, char **argv) {
         case 't': topic = optarg; break;
         case 'n': want = atoll(optarg); break;
         case 'T': idle = atof(optarg); break;
+        case 'C':
+            if (sscanf(optarg, "%d:%d", &app_cpu, &lib_cpu) != 2 || app_cpu < 0 || lib_cpu < 0)
+                die("-C", "want APP_CPU:LIB_CPU");
+            break;
         case 's':
             stats_to(conf, optarg);
             break;
@@ -93,7 +112,7 @@ int main(int argc, char **argv) {
             break;
         }
         default:
-            fprintf(stderr, "usage: %s -b HOST:PORT -t TOPIC -n RECORDS [-T S] [-s FILE] [-X k=v]...\n",
+            fprintf(stderr, "usage: %s -b HOST:PORT -t TOPIC -n RECORDS [-T S] [-s FILE] [-C A:L] [-X k=v]...\n",
                     argv[0]);
             return 2;
         }
@@ -103,8 +122,10 @@ int main(int argc, char **argv) {
         rd_kafka_conf_set(conf, "statistics.interval.ms", "100", err, sizeof err))
         die("statistics.interval.ms", err);
 
+    if (lib_cpu >= 0) pin_to(lib_cpu);
     rd_kafka_t *rk = rd_kafka_new(RD_KAFKA_CONSUMER, conf, err, sizeof err);
     if (!rk) die("rd_kafka_new", err);
+    if (app_cpu >= 0) pin_to(app_cpu);
     rd_kafka_poll_set_consumer(rk);
 
     rd_kafka_topic_t *rkt = rd_kafka_topic_new(rk, topic, NULL);

@@ -4,7 +4,7 @@ use it), and the PYTHONPATH a `before` node starts with (restored afterwards).""
 
 import os
 
-from bench.c_consume_ab import fetch_partitions, python_path
+from bench.c_consume_ab import command, fetch_partitions, python_path
 from bench.consume_ab import mean_rtt_ms
 
 # lines as librdkafka 2.16 logs them (rd_kafka_broker_fetch_toppars), with others between
@@ -50,3 +50,22 @@ def test_mean_rtt_counts_every_window_not_the_last() -> None:
     samples = [_sample([1000, 3000]), _sample([]), _sample([8000])]
     assert mean_rtt_ms(samples) == 4.0  # (1 + 3 + 8) ms / 3, where the last window says 8
     assert mean_rtt_ms([]) == 0.0
+
+
+def test_command_turns_entry_keys_into_the_tool_options(tmp_path) -> None:
+    # librdkafka keys go to -X; tool, cpus (taskset), pin (-C) and env.* are not settings
+    cmd, env = command("127.0.0.1:9092", "t", 100,
+                       {"fetch.queue.backoff.ms": 5, "tool": "/x/consume", "cpus": "0:1",
+                        "pin": "0:1", "env.GLIBC_TUNABLES": "glibc.malloc.arena_max=1"},
+                       tmp_path / "s", perf_stat=tmp_path / "p")
+    assert env == {"GLIBC_TUNABLES": "glibc.malloc.arena_max=1"}
+    assert cmd[:3] == ["taskset", "-c", "0,1"]
+    assert cmd[3:5] == ["perf", "stat"]
+    tool = cmd.index("/x/consume")
+    assert cmd[tool + 1:tool + 11] == ["-b", "127.0.0.1:9092", "-t", "t", "-n", "100", "-T",
+                                       "30", "-s", str(tmp_path / "s")]
+    assert cmd[tool + 11:tool + 13] == ["-C", "0:1"]
+    assert cmd[tool + 13:] == ["-X", "fetch.queue.backoff.ms=5", "-X",
+                               "statistics.interval.ms=100"]
+    plain, _ = command("h:1", "t", 1, {"tool": "/x/c"}, tmp_path / "s", debug=True)
+    assert plain[0] == "/x/c" and "-C" not in plain and plain[-1] == "debug=fetch"
