@@ -5,15 +5,18 @@ Kafka's ClusterControlManager and BrokerHeartbeatManager, sans-I/O:
   RegisterBrokerRecord. It starts fenced; a heartbeat whose current metadata offset has reached
   that offset unfences it (it has caught up with the metadata it must serve from).
 - Heartbeat sessions live only in the active controller's memory (as in Kafka): a failover
-  gives every registered broker a fresh session, except the node that led the quorum before
-  (its session starts at our last Fetch answer from it: `_start_previous_leader_session`). `tick(now_ms)` fences a broker whose last
-  heartbeat is older than broker.session.timeout.ms, moving its leaderships away and taking it
-  out of ISRs; a request that takes a broker out of ISRs (a heartbeat asking for a
-  controlled shutdown or fencing, a registration, UnregisterBroker) does the same first for
-  the others, so it never hands an ISR to a broker already known dead.
+  gives every registered broker a fresh session from the takeover, the node that led the
+  quorum before included (Kafka's ClusterControlManager.activate). `tick(now_ms)` fences a
+  broker whose last heartbeat is older than broker.session.timeout.ms, moving its
+  leaderships away and taking it out of ISRs; a request that takes a broker out of ISRs (a
+  heartbeat asking for a controlled shutdown or fencing, a registration, UnregisterBroker)
+  does the same first for the others, so it never hands an ISR to a broker already known dead.
 - want_shut_down starts a controlled shutdown: the broker is marked in controlled shutdown,
   its leaderships move and it leaves the ISRs; it is told should_shut_down once it leads
   nothing and every other active broker has caught up past that change, and is then fenced.
+  A shutdown that would leave some ISR only to brokers this controller has not heard from
+  since it took over waits (`_unheard_heirs`) until they heartbeat or are fenced: a session
+  started at the takeover says nothing about whether its broker is alive.
 """
 
 from __future__ import annotations
@@ -63,6 +66,11 @@ class _Session:
     last_contact_ms: int
     metadata_offset: int = -1
     shutdown_offset: int = -1  # offset that put it in controlled shutdown
+    # heard from in this controller term (a heartbeat or a registration): a session that a
+    # takeover started is no sign of life
+    heard: bool = False
+    # the unheard brokers a controlled shutdown of this broker waits for (logged on change)
+    shutdown_waits_for: tuple[int, ...] = ()
 
 
 class BrokerControl:
@@ -93,36 +101,25 @@ class BrokerControl:
         return int(self.setting("broker.session.timeout.ms", DEFAULT_SESSION_TIMEOUT_MS))
 
     def _session_table(self, now_ms: int) -> dict[int, _Session]:
-        """This controller term's sessions; brokers never heard from get a fresh one."""
+        """This controller term's sessions. A new term starts every registered broker's
+        session at its first use (the timer's first tick, within 250 ms of activation), as
+        Kafka's ClusterControlManager.activate does (its heartbeat manager `touch`es each
+        one): a controller that has just taken over knows nothing of the
+        brokers' last heartbeats, which went to the old controller. Dating a session from
+        older news (the old quorum leader's last Fetch answer, as this code once did)
+        fenced a stalled-not-dead leader's broker at the first tick (docs/reliability.md,
+        finding 8); the price is that a broker that died with the leadership is fenced one
+        full session after the takeover. `_unheard_heirs` keeps a controlled shutdown from
+        handing it an ISR meanwhile."""
         epoch = getattr(self.quorum, "leader_epoch", None)
         if epoch != self._sessions_epoch:
             self._sessions, self._sessions_epoch = {}, epoch
-            self._start_previous_leader_session(now_ms)
         for broker_id in self.image.brokers:
             if broker_id not in self._sessions:
                 self._sessions[broker_id] = _Session(now_ms)
         for broker_id in [b for b in self._sessions if b not in self.image.brokers]:
             del self._sessions[broker_id]
         return self._sessions
-
-    def _start_previous_leader_session(self, now_ms: int) -> None:
-        """The broker on the node that led the quorum before us starts its session at our
-        last Fetch answer from that leader, not now. Kafka starts every session afresh on
-        failover; for a combined node that died with the quorum leadership that adds the
-        whole election (controller.quorum.fetch.timeout.ms and more) to its fencing. That
-        node's heartbeats went to its own controller, so the answer is the last sign of life
-        we have of it; if it lives, it finds us and heartbeats within the session."""
-        contact = getattr(self.quorum, "leader_contact", None)
-        if contact is None:
-            return
-        leader_id, epoch, at_ms = contact
-        # the quorum forgets the contact once it hears of another leader; an older epoch
-        # than ours, and not ourselves (a leader re-elected after a restart)
-        if (self._sessions_epoch is None or epoch >= self._sessions_epoch
-                or leader_id == self.node_id):  # type: ignore[attr-defined]
-            return
-        if leader_id in self.image.brokers:
-            self._sessions[leader_id] = _Session(min(now_ms, at_ms))
 
     def _has_valid_session(self, broker_id: int, now_ms: int) -> bool:
         """Kafka's hasValidSession: an unfenced broker heard from within the timeout."""
@@ -182,7 +179,7 @@ class BrokerControl:
                 return BrokerRegistrationReply(exc.code, exc.message or None)
             epoch = records[0].broker_epoch
             self._commit(records)
-            self._session_table(now)[request.broker_id] = _Session(now)
+            self._session_table(now)[request.broker_id] = _Session(now, heard=True)
             log.info("registered broker %d (epoch %d, rack %s, fenced until caught up)",
                      request.broker_id, epoch, request.rack)
             return BrokerRegistrationReply(broker_epoch=epoch)
@@ -261,7 +258,8 @@ class BrokerControl:
             records += self._offline_election_changes(self._acceptable(active=[node_id]))
             self._commit(records)
             now = self._now(None)
-            self._session_table(now)[node_id] = _Session(now, metadata_offset=epoch)
+            self._session_table(now)[node_id] = _Session(now, metadata_offset=epoch,
+                                                         heard=True)
             return epoch
 
     def unregister_broker(self, broker_id: int) -> None:
@@ -310,10 +308,14 @@ class BrokerControl:
             registration = self.image.brokers[req.broker_id]
             session = self._session_table(now)[req.broker_id]
             session.last_contact_ms = now
+            session.heard = True
             session.metadata_offset = max(session.metadata_offset, req.current_metadata_offset)
             caught_up = req.current_metadata_offset >= registration.epoch
             current = self.broker_state(req.broker_id)
             target = self._next_state(req, current, caught_up, session)
+            if (current == BrokerState.UNFENCED and req.want_shut_down and not req.want_fence
+                    and self._shutdown_waits(req.broker_id, session)):
+                target = current  # not yet: asked again at its next heartbeat
             if target != current:
                 self._move_to(req.broker_id, current, target, session)
             # failed log directories (KIP-858): their replicas leave ISRs and leaderships
@@ -323,6 +325,44 @@ class BrokerControl:
                 is_fenced=target in (BrokerState.FENCED, BrokerState.SHUTDOWN_NOW),
                 should_shut_down=target == BrokerState.SHUTDOWN_NOW,
             )
+
+    def _unheard_heirs(self, broker_id: int) -> list[int]:
+        """The brokers that would be left as the only live members of some ISR if
+        `broker_id` left it now, and that this controller has not heard from since it took
+        over (their sessions started at the takeover, not at a heartbeat).
+
+        Such a broker may be dead: a failover starts every session afresh, so it is fenced
+        only a session timeout after the takeover, and an ISR handed to it meanwhile stays
+        with a dead broker, which comes back unclean and cannot lead (docs/reliability.md,
+        findings 5 and 7: partitions stayed offline though the broker that shut down
+        cleanly held every acknowledged record). Kafka 4.1+ keeps the leaving broker as an
+        eligible leader replica (KIP-966) instead; we have no ELR, so the controlled
+        shutdown waits until each such heir heartbeats (it is alive: the shutdown goes on
+        as in Kafka) or is fenced (the leaving broker stays the last member). The wait is
+        at most one session timeout after a takeover, well within the broker's shutdown
+        timeout."""
+        acceptable = self._acceptable(fenced=[broker_id])
+        heirs: set[int] = set()
+        for topic in self.image.topics_by_id.values():
+            for part in topic.partitions.values():
+                if broker_id not in part.isr:
+                    continue
+                live = [r for r in part.isr if r != broker_id and acceptable(r)
+                        and r in self._sessions]
+                if live and not any(self._sessions[r].heard for r in live):
+                    heirs.update(live)
+        return sorted(heirs)
+
+    def _shutdown_waits(self, broker_id: int, session: _Session) -> bool:
+        """Must this broker's controlled shutdown wait for unheard heirs (`_unheard_heirs`)?"""
+        heirs = tuple(self._unheard_heirs(broker_id))
+        if heirs != session.shutdown_waits_for:
+            session.shutdown_waits_for = heirs
+            if heirs:
+                log.info("broker %d's controlled shutdown waits: it would leave ISRs to "
+                         "broker(s) %s, not heard from since this controller took over "
+                         "(until they heartbeat or are fenced)", broker_id, list(heirs))
+        return bool(heirs)
 
     def _leads_anything(self, broker_id: int) -> bool:
         return any(p.leader == broker_id for t in self.image.topics_by_id.values()
@@ -401,13 +441,9 @@ class BrokerControl:
         leaderships (a heartbeat asking for a controlled shutdown or fencing, a
         registration, UnregisterBroker), before acting: those changes hand ISRs and
         leaderships to the other members that look alive, and a member whose session this
-        controller already knows ran out is dead, not alive. The case (docs/reliability.md, finding 5): a
-        controller that had just taken over handled the controlled shutdown of one ISR's
-        last live member before its first tick fenced the other, dead member (the old
-        quorum leader, whose session starts at our last news of it); the ISR was left to
-        the dead broker, which came back from a kill -9 unclean and so could not lead.
-        Kafka fences only from its timer; it starts every session afresh on failover, so
-        it never finds one expired in a new term's first moments."""
+        controller already knows ran out is dead, not alive (docs/reliability.md, finding
+        5: an ISR left to a dead, unfenced broker, which came back from a kill -9 unclean
+        and so could not lead). Kafka fences only from its timer."""
         fenced: list[int] = []
         timeout = self.session_timeout_ms
         for broker_id, session in sorted(self._session_table(now_ms).items()):

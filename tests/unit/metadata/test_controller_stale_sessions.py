@@ -1,12 +1,14 @@
 """A broker whose session the controller knows expired is fenced before another broker's
-request moves ISRs, sans I/O (docs/reliability.md, finding 5).
+request moves ISRs, and a controlled shutdown never leaves an ISR to brokers the controller
+has not heard from since it took over; sans I/O (docs/reliability.md, finding 5).
 
 Kill seed 20's order: node 3, leading the quorum and partitions, was killed -9; node 1 took
 over as controller and handled its own controlled shutdown before its first tick fenced
 broker 3. The shutdown left broker 3, dead but unfenced, as the last ISR member; broker 3 came
 back unclean (finding 1's rule: it leaves every ISR) and the partitions stayed offline. Now
-broker 3 is fenced first, broker 1 stays the last member, shuts down cleanly and leads again
-on its return.
+broker 1's shutdown waits until broker 3 heartbeats or is fenced (one session after the
+takeover: every session starts there, finding 8); broker 3 is fenced, broker 1 stays the last
+member, shuts down cleanly and leads again on its return.
 """
 
 from __future__ import annotations
@@ -23,7 +25,8 @@ SESSION = {"broker.session.timeout.ms": str(TIMEOUT_MS)}
 
 def _quorum_leader_dies(c: Cluster, dead: int, election_ms: int) -> None:
     """The quorum leader `dead` is killed; `election_ms` later this controller takes over,
-    having last heard of it when it died (its session starts there, not at the failover)."""
+    having last heard of it when it died (the quorum's last Fetch answer from it, which the
+    controller no longer uses: every session starts at the takeover)."""
     c.quorum.leader_contact = (dead, c.quorum.leader_epoch, c.clock.now)  # type: ignore[attr-defined]
     c.clock.now += election_ms
     c.quorum.set_leader(True)
@@ -41,12 +44,23 @@ def _seed_20(c: Cluster) -> None:
 
 
 def test_a_controlled_shutdown_before_the_first_tick_keeps_the_isr_on_the_live_member():
-    """On the old code broker 1's shutdown left both ISRs as [3] (and 3 leading): fails there."""
+    """On session 10's code broker 1's shutdown left both ISRs as [3] (and 3 leading)."""
     c = make_cluster(SESSION)
     _seed_20(c)
-    # the new controller's first request: broker 1's own controlled shutdown, before any tick
-    reply = c.heartbeat(1, want_shut_down=True)
+    takeover = c.clock.now
+    # the new controller's first request: broker 1's own controlled shutdown, before any
+    # tick; broker 3 has not been heard from since the takeover, so the shutdown waits
+    for _ in range(3):
+        reply = c.heartbeat(1, want_shut_down=True)
+        assert not reply.should_shut_down and not reply.is_fenced
+        assert not c.image.brokers[1].in_controlled_shutdown
+        assert [c.partition("t", i).isr for i in (0, 1)] == [(3, 1), (1, 3)]
+        c.clock.now += 100
+    # broker 3's session, started at the takeover, runs out: the timer fences it
+    c.clock.now = takeover + TIMEOUT_MS
+    c.controller.tick()
     assert c.image.brokers[3].fenced
+    reply = c.heartbeat(1, want_shut_down=True)
     for i in (0, 1):
         part = c.partition("t", i)
         assert (part.isr, part.leader) == ((1,), -1), part
@@ -61,6 +75,21 @@ def test_a_controlled_shutdown_before_the_first_tick_keeps_the_isr_on_the_live_m
     for i in (0, 1):
         part = c.partition("t", i)
         assert (part.isr, part.leader) == ((1,), 1), part
+
+
+def test_a_shutdown_after_the_session_ran_out_fences_the_dead_member_first():
+    """The timer's first run at the takeover starts the sessions; no tick has run since
+    broker 3's ran out (a busy controller): broker 1's shutdown heartbeat fences it first,
+    and goes on at once."""
+    c = make_cluster(SESSION)
+    _seed_20(c)
+    c.controller.tick()
+    c.clock.now += TIMEOUT_MS
+    c.heartbeat(1, want_shut_down=True)
+    assert c.image.brokers[3].fenced and c.image.brokers[1].in_controlled_shutdown
+    for i in (0, 1):
+        part = c.partition("t", i)
+        assert (part.isr, part.leader) == ((1,), -1), part
 
 
 def test_the_requesting_broker_is_not_fenced_by_its_own_late_heartbeat():
@@ -110,15 +139,17 @@ def test_a_registration_fences_the_stale_brokers_before_moving_isrs():
     assert (part.isr, part.leader) == ((1,), 1)
 
 
-def test_a_dead_broker_with_a_fresh_session_still_takes_the_isr():
-    """What the rule does not cover, said plainly (Kafka without eligible leader replicas
-    behaves the same): a broker that is not the old quorum leader gets a fresh session on
-    failover, so until it runs out a controlled shutdown hands the ISR to it."""
+def test_a_broker_that_dies_after_its_first_heartbeat_still_takes_the_isr():
+    """What the rules do not cover, said plainly (Kafka without eligible leader replicas
+    behaves the same): a broker heard from after the takeover that dies within its session
+    is taken as alive, so a controlled shutdown meanwhile hands the ISR to it."""
     c = make_cluster(SESSION)
     c.start_brokers(1, 2, 3)
     c.create("t", assignments={0: [1, 3]})
     c.clock.now += 1_000
     c.quorum.set_leader(True)  # a failover: every session starts afresh
+    c.heartbeat(3)  # its last heartbeat: it dies now
+    c.clock.now += 1_000
     c.heartbeat(1, want_shut_down=True)
     assert not c.image.brokers[3].fenced
     part = c.partition("t")
