@@ -3,7 +3,8 @@
 workloads when --workloads is not given).
 
 Each run's directory (DIR/seed-N) keeps plan.json, history.jsonl, result.json and the nodes'
-logs; DIR/summary.json has every run's figures. Exit status 1 when a run found an anomaly.
+logs; DIR/summary.json has every run's figures, DIR/failed.json the runs that failed (the
+others still run). Exit status 1 when a run found an anomaly or failed.
 """
 
 from __future__ import annotations
@@ -12,6 +13,8 @@ import argparse
 import json
 import sys
 from pathlib import Path
+
+import pytest
 
 from tests.system.jepsen.run import RunResult, run_one
 from tests.system.jepsen.schedule import FAMILIES
@@ -53,10 +56,19 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     families = [f for f in args.faults.split(",") if f]
     results: list[RunResult] = []
+    failed: list[dict[str, object]] = []
     for i, seed in enumerate(seeds(args.seeds)):
         fams = [families[i % len(families)]] if args.each else families
-        r = run_one(seed, fams, args.workloads.split(","), args.time,
-                    args.out / f"seed-{seed}")
+        try:
+            r = run_one(seed, fams, args.workloads.split(","), args.time,
+                        args.out / f"seed-{seed}")
+        except (Exception, pytest.fail.Exception) as exc:  # said, and the next seed runs
+            failed.append({"seed": seed, "families": fams, "failed": f"{exc!r}"[:4000]})
+            print(f"--- seed {seed} ({','.join(fams)}): FAILED (no result; the run directory "
+                  f"has its history and, when it got that far, result.json): {exc!r}",
+                  flush=True)
+            (args.out / "failed.json").write_text(json.dumps(failed, indent=1) + "\n")
+            continue
         results.append(r)
         print(f"--- seed {seed} ({','.join(fams)}): {r.ops} ops, worst unavailability "
               f"{r.unavailable_s} s, nemesis errors {r.nemesis_errors}, workload errors "
@@ -65,7 +77,7 @@ def main(argv: list[str] | None = None) -> int:
         (args.out / "summary.json").write_text(
             json.dumps([x.to_json() for x in results], indent=1, default=str) + "\n")
     print(summary(results))
-    return 1 if any(r.found or r.workload_errors for r in results) else 0
+    return 1 if failed or any(r.found or r.workload_errors for r in results) else 0
 
 
 if __name__ == "__main__":

@@ -23,6 +23,7 @@ from typing import Any
 from odradek.broker.local_cluster import LocalCluster, LocalNode, NodeSpec
 from odradek.metadata.meta_properties import random_kafka_uuid, uuid_to_base64
 from tests.system.cluster_support import FAST, Cluster
+from tests.system.jepsen.heal import heal_nodes
 from tests.system.jepsen.netns import Net
 
 __all__ = ["SETTINGS", "JepsenCluster", "NsNode", "jepsen_cluster"]
@@ -152,6 +153,23 @@ class JepsenCluster(Cluster):
             if not node.alive():
                 self.restart(node.node_id)
             self.expected_down.discard(node.node_id)
+
+    def heal(self, timeout: float = 180.0) -> dict[str, Any]:
+        """The end of a run: every node running and unfenced with a quorum leader, where any
+        node may still go down on its own meanwhile (heal.py, finding 10): it is started
+        again until the deadline. Raises heal.HealFailed then."""
+        self.expected_down.clear()
+        want = set(self.nodes)
+
+        def ready() -> dict[str, Any] | None:
+            state = self.state()
+            unfenced = {b["id"] for b in state["brokers"] if not b["fenced"]}
+            if state["quorum"].get("leader_id", -1) < 0 or not want <= unfenced:
+                return None
+            return state
+
+        done = heal_nodes(list(self.nodes.values()), ready, timeout)
+        return {"started": done["started"], "exits": done["exits"]}
 
     def create_topic(self, name: str, partitions: int, timeout: float = 60.0,
                      config: dict[str, str] | None = None) -> None:

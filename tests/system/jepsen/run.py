@@ -10,6 +10,7 @@ import json
 import random
 import threading
 import time
+import traceback
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -26,7 +27,7 @@ from tests.system.jepsen.schedule import plan, plan_json
 from tests.system.jepsen.settle import settle
 from tests.system.jepsen.workloads import WORKLOADS
 
-__all__ = ["RunResult", "cluster_options", "play", "run_one", "unavailability"]
+__all__ = ["RunResult", "cluster_options", "play", "run_one", "stop_workloads", "unavailability"]
 
 TOPICS = ["jepsen"]  # W1/W2/W4's data topic; W2 adds its own output topic
 TMPFS_MB = 256
@@ -74,6 +75,7 @@ class RunResult:
     unavailable_s: float
     table: str
     out: str
+    failed: str | None = None  # the run did not finish: why (its history is checked all the same)
 
     def to_json(self) -> dict[str, Any]:
         return dict(self.__dict__)
@@ -130,13 +132,15 @@ def play(cluster: JepsenCluster, proxy: Proxy | None, seed: int, families: list[
     runner: NemesisRunner | None = None
     report = None
     workload_errors: list[str] = []
+    stop = threading.Event()
+    threads: list[threading.Thread] = []
+    failure: str | None = None
     try:
         for topic in topics:
             cluster.create_topic(topic, partitions)
         wenv = Env(cluster.client_bootstrap, list(topics), partitions, cluster.bootstrap)
         rng = random.Random(seed)
         loads = [WORKLOADS[w](wenv, history, random.Random(rng.random())) for w in workloads]
-        stop = threading.Event()
 
         def guarded(w: Any) -> None:
             try:
@@ -147,20 +151,20 @@ def play(cluster: JepsenCluster, proxy: Proxy | None, seed: int, families: list[
                 with (out / "workload-errors.txt").open("a", encoding="utf-8") as f:
                     f.write(f"{type(w).__name__}: {exc}\n")
 
-        threads = [threading.Thread(target=guarded, args=(w,), daemon=True) for w in loads]
+        threads.extend(threading.Thread(target=guarded, args=(w,), daemon=True) for w in loads)
         for t in threads:
             t.start()
         ctx = Context(cluster, topics[0], out, proxy, history)
         runner = NemesisRunner(ctx, faults).start()
         ctx.stop.wait(length)
         runner.finish()
-        cluster.heal_processes()
-        cluster.wait_ready(180)
+        # any node may still be going down on its own (fsync/disk): started again (finding 10)
+        history.nemesis("healed", cluster.heal(180))  # not a fault: who was started
         time.sleep(3)  # workloads go on a little on the healed cluster before they stop
         history.nemesis("workloads-stop", {})  # not a fault: where unavailability ends
-        stop.set()
-        for t in threads:
-            t.join(240)  # past Workers.join's 180 s, so a stuck worker's report is in
+        workload_errors.extend(stop_workloads(stop, threads))
+        # a node that went down on its own since the heal is back before the final reads
+        history.nemesis("healed", cluster.heal(180))
         settled = settle(cluster.bootstrap, list(topics), partitions)
         history.nemesis("settled", settled)  # not a fault: what the final reads waited for
         wenv.offline = set(settled.get("offline", ()))
@@ -169,16 +173,55 @@ def play(cluster: JepsenCluster, proxy: Proxy | None, seed: int, families: list[
         if raft:
             cluster.local.stop(timeout=60)  # the Raft logs read as the nodes left them
             report = raft_report(cluster)
+    except BaseException as exc:  # the run failed: said in result.json, then raised
+        failure = f"{type(exc).__name__}: {exc}"[:4000]
+        raise
     finally:
+        if runner is not None and not runner.ctx.stop.is_set():
+            runner.finish()  # a failure mid-schedule: its faults healed before anything else
+        # never close the history under running workloads: they would die on "history is
+        # closed" (finding 10) and the history would end mid-operation
+        workload_errors.extend(stop_workloads(stop, threads))
         history.close()
+        try:
+            result = _result(out, seed, families, workloads, len(faults), runner, report,
+                             workload_errors, failure)
+        except Exception:
+            if failure is None:
+                raise
+            # the run's own failure is the one raised; this one is only written down
+            (out / "result-error.txt").write_text(traceback.format_exc())
+    return result
+
+
+def stop_workloads(stop: threading.Event, threads: list[threading.Thread],
+                   timeout: float = 240.0) -> list[str]:
+    """Tell the workloads to stop and wait for their threads (up to `timeout` in all: past
+    Workers.join's 180 s, so a stuck worker's report is in). Returns an error per thread
+    still running at the end; each is waited for once (a second call is free)."""
+    stop.set()
+    deadline = time.monotonic() + timeout
+    for t in threads:
+        t.join(max(0.0, deadline - time.monotonic()))
+    stuck = [t for t in threads if t.is_alive()]
+    for t in stuck:
+        threads.remove(t)  # reported once
+    return [f"{t.name}: still running {timeout:g} s after the stop" for t in stuck]
+
+
+def _result(out: Path, seed: int, families: list[str], workloads: list[str], faults: int,
+            runner: NemesisRunner | None, report: Any, workload_errors: list[str],
+            failure: str | None) -> RunResult:
+    """The history checked (with the Raft `report` if any) and result.json/report.json
+    written, whether the run ended or failed."""
     ops = load(out / "history.jsonl")
     report = check(ops) if report is None else check(ops).merge(report)
     names = sorted(set(report.anomalies) | set(report.not_checked))
-    result = RunResult(seed, families, workloads, len(ops), len(faults),
+    result = RunResult(seed, families, workloads, len(ops), faults,
                        runner.errors if runner else [],
                        {n: report.count(n) for n in names}, report.found(),
                        dict(report.not_checked), workload_errors, unavailability(ops),
-                       report.table(), str(out))
+                       report.table(), str(out), failure)
     (out / "result.json").write_text(json.dumps(result.to_json(), indent=1, default=str) + "\n")
     (out / "report.json").write_text(json.dumps(report.to_json(), indent=1, default=str) + "\n")
     return result
