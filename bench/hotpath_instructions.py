@@ -42,6 +42,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import gc
 import os
 import re
 import subprocess
@@ -163,8 +164,9 @@ def _server(dispatcher: Any, metrics: bool) -> Any:
     return Server(rqm.bound_call(dispatcher), 100 << 20, stats=stats)
 
 
-def _serve(path: str, broker: Any, metrics: bool, n: int) -> None:
-    """`n` requests of `path` through a Connection on a running loop, after a warm-up."""
+def _serve(path: str, broker: Any, metrics: bool, n: int, freeze: bool = False) -> None:
+    """`n` requests of `path` through a Connection on a running loop, after a warm-up (and
+    with `freeze`, gc.freeze() after it, as a node does once it serves)."""
     from odradek.broker.server import Connection
 
     frame = {"produce": lambda: _produce_frame("hot")[0],
@@ -195,6 +197,8 @@ def _serve(path: str, broker: Any, metrics: bool, n: int) -> None:
             one()
             await asyncio.sleep(0)  # the loop pass that writes the answer(s)
         assert transport.answers == WARMUP and not transport.closed, "requests not answered"
+        if freeze:
+            gc.freeze()
         for _ in range(n):
             one()
             await asyncio.sleep(0)
@@ -204,7 +208,7 @@ def _serve(path: str, broker: Any, metrics: bool, n: int) -> None:
     asyncio.run(run())
 
 
-def child(path: str, n: int, metrics: bool) -> None:
+def child(path: str, n: int, metrics: bool, freeze: bool = False) -> None:
     """Set up, warm up, then run `path` n times (under cachegrind)."""
     from odradek.protocol.headers import parse_request_header
 
@@ -218,7 +222,7 @@ def child(path: str, n: int, metrics: bool) -> None:
         for _ in range(LARGE_LOG_BATCHES if path == "fetch_large" else LOG_BATCHES):
             _append_to(rm, part, records)
         if path in SERVER_PATHS:
-            _serve(path, broker, metrics, n)
+            _serve(path, broker, metrics, n, freeze)
             broker.close()
             return
         if path == "append_to":
@@ -254,7 +258,8 @@ def child(path: str, n: int, metrics: bool) -> None:
         broker.close()
 
 
-def instructions(path: str, n: int, src: Path | None, metrics: bool = False) -> int:
+def instructions(path: str, n: int, src: Path | None, metrics: bool = False,
+                 freeze: bool = False) -> int:
     env = dict(os.environ, PYTHONHASHSEED="0")
     root = str(Path(__file__).resolve().parent.parent)  # bench/ and tests/
     env["PYTHONPATH"] = os.pathsep.join(([str(src)] if src else []) + [root])
@@ -263,7 +268,7 @@ def instructions(path: str, n: int, src: Path | None, metrics: bool = False) -> 
         proc = subprocess.run(
             ["valgrind", "--tool=cachegrind", "--cache-sim=no", f"--cachegrind-out-file={out}",
              sys.executable, "-m", "bench.hotpath_instructions", "--child", path, "--n", str(n),
-             "--metrics", "on" if metrics else "off"],
+             "--metrics", "on" if metrics else "off", *(["--freeze"] if freeze else [])],
             env=env, capture_output=True, text=True, check=False)
         if proc.returncode != 0:
             raise RuntimeError(f"{path} n={n} failed:\n{proc.stderr[-3000:]}")
@@ -273,8 +278,10 @@ def instructions(path: str, n: int, src: Path | None, metrics: bool = False) -> 
         return int(match.group(1).replace(",", ""))
 
 
-def per_call(path: str, n: int, src: Path | None, metrics: bool = False) -> float:
-    return (instructions(path, n, src, metrics) - instructions(path, 0, src, metrics)) / n
+def per_call(path: str, n: int, src: Path | None, metrics: bool = False,
+             freeze: bool = False) -> float:
+    return (instructions(path, n, src, metrics, freeze)
+            - instructions(path, 0, src, metrics, freeze)) / n
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -289,22 +296,25 @@ def main(argv: list[str] | None = None) -> int:
                         help="the server paths: requests timed into the metrics or not")
     parser.add_argument("--ab", action="store_true",
                         help="the server paths with metrics on and off, and the difference")
+    parser.add_argument("--freeze", action="store_true",
+                        help="the server paths: gc.freeze() after the warm-up, as the node "
+                             "does once it serves (broker.node.Node.mark_started)")
     parser.add_argument("--child", default=None, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.child:
-        child(args.child, args.n, args.metrics == "on")
+        child(args.child, args.n, args.metrics == "on", args.freeze)
         return 0
-    which = args.src or "installed odradek"
+    which = f"{args.src or 'installed odradek'}{', gc.freeze()' if args.freeze else ''}"
     paths = (args.paths or ",".join(SERVER_PATHS if args.ab else PATHS)).split(",")
     for path in paths:
         if args.ab:
-            off = per_call(path, args.n, args.src, False)
-            on = per_call(path, args.n, args.src, True)
+            off = per_call(path, args.n, args.src, False, args.freeze)
+            on = per_call(path, args.n, args.src, True, args.freeze)
             print(f"{path}: {off:,.0f} instructions per request with metrics off, {on:,.0f} "
                   f"on: {on - off:,.0f} added ({100 * (on - off) / off:.2f}%; {which}, "
                   f"n={args.n})", flush=True)
             continue
-        cost = per_call(path, args.n, args.src, args.metrics == "on")
+        cost = per_call(path, args.n, args.src, args.metrics == "on", args.freeze)
         print(f"{path}: {cost:,.0f} instructions per call ({which}, n={args.n})", flush=True)
     return 0
 

@@ -164,12 +164,16 @@ OFF = {"admin.listeners": "", "request.slow.log.ms": "-1"}
 
 
 def ab(args: argparse.Namespace, settings: dict[str, str]) -> None:
-    """Metrics on vs off, interleaved rounds on two nodes running at once."""
+    """Metrics on vs off, interleaved rounds on two nodes running at once. With --sides on,on
+    (or off,off) both nodes run the same settings: the control, whose gap is the
+    per-process spread of two processes of one code (hash seed, memory layout)."""
+    a, b = args.sides.split(",")
+    sides = {"on": ON, "off": OFF}
     n = int(args.records_per_batch.split(",")[0])
     fetch_bytes = int(args.fetch_bytes.split(",")[0])
     with tempfile.TemporaryDirectory(prefix="odradek-ab-") as tmp:
         nodes = {name: BrokerProcess(Path(tmp) / name, settings={**settings, **extra})
-                 for name, extra in (("on", ON), ("off", OFF))}
+                 for name, extra in (("on", sides[a]), ("off", sides[b]))}
         for node in nodes.values():
             node.start(timeout=120)
         try:
@@ -180,6 +184,8 @@ def ab(args: argparse.Namespace, settings: dict[str, str]) -> None:
                                 fetch_frames("cost", fetch_bytes), metadata_frames("cost"))
                 pipelined(node.port, frames[name][0], 200)  # records for the fetches
             rows: dict[str, list[tuple[float, ...]]] = {"on": [], "off": []}
+            if (a, b) != ("on", "off"):
+                print(f"# sides: 'on' is a metrics-{a} node, 'off' a metrics-{b} node")
             print(f"| round | produce on | produce off | fetch on | fetch off | metadata on | "
                   f"metadata off |  (us of node CPU per request; produce v7 of {n} x "
                   f"{args.record_size} B, fetch v11 of {fetch_bytes} B, metadata v9 of one "
@@ -322,6 +328,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--ab", type=int, default=0, metavar="ROUNDS",
                         help="metrics on vs off: ROUNDS interleaved rounds on two nodes, of "
                              "--requests each (the first --records-per-batch and --fetch-bytes)")
+    parser.add_argument("--sides", default="on,off", choices=("on,off", "on,on", "off,off"),
+                        help="with --ab: the two nodes' settings (on,on is the control: two "
+                             "processes of the same settings)")
     parser.add_argument("--instructions", action="store_true",
                         help="metrics on vs off in instructions of the whole node process, "
                              "each node under valgrind's callgrind (--requests of each kind; "

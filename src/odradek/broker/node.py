@@ -15,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
+import gc
 import logging
 import signal
 import socket
@@ -179,6 +180,9 @@ class Node:
         # when the caller did not (a node started from Python)
         self.prepared = prepared
         self.started = False
+        # gc.freeze() once serving: set by `odradek serve` (run_node), whose process is the
+        # node's alone; a node started inside another program leaves that program's heap be
+        self.freeze_heap = False
         # the log directories (broker.log_dirs): the data dir first, then `log.dirs`
         self.log_dirs: list[Path] = [self.data_dir]
         self.log_dir_channels: list[Any] = []
@@ -364,6 +368,14 @@ class Node:
 
     def mark_started(self) -> None:
         self.started = self.admin.view.started = True
+        if self.freeze_heap:
+            # what the start made (modules, classes, the config, the request stats' counter
+            # lists) lives as long as the node: out of the collector's generations, the full
+            # collections that requests' allocations trigger walk only what came after
+            # (issue 18, bench/RESULTS-s18b.md). A cycle made before this that dies later is
+            # never collected: the start's garbage is collected first.
+            gc.collect()
+            gc.freeze()
         log.info("node %d started", self.config.node_id)
         for service in self.services:
             service.start(self)
@@ -571,6 +583,7 @@ def _run_node(data_dir: Path, config_file: Path | None, overrides: list[str],
     except StartRefused as exc:
         return _refuse(str(exc))
     node = Node(data_dir, config, prepared)
+    node.freeze_heap = True
     try:
         node.services = services(config, log_file) if services is not None else []
     except StartRefused as exc:

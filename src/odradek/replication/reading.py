@@ -52,6 +52,14 @@ class FetchErrorCounts:
         self.responses -= 1
 
 
+def _noted(failed: list[int] | None, code: int) -> list[int]:
+    """`failed` with `code` appended, made if it was None."""
+    if failed is None:
+        return [code]
+    failed.append(code)
+    return failed
+
+
 class FetchReading:
     fetch_errors: FetchErrorCounts
     node_id: int
@@ -88,7 +96,9 @@ class FetchReading:
         min_one = True
         accumulated = 0
         errors = False  # answer now: a partition failed, or a follower's fetch moved the HW
-        failed: list[int] = []  # the error codes set, for errors_total
+        # the error codes set, for errors_total: made at the first (a clean read, the common
+        # case, builds no list)
+        failed: list[int] | None = None
         watched: dict[Partition, int] = {}
         partitions = self.partitions
         node_id = self.node_id
@@ -104,7 +114,7 @@ class FetchReading:
                             else self.missing_partition_error(name, index))
                     results.append(FetchPartitionResponse(index, code, -1, -1, -1, None, -1,
                                                           None))
-                    failed.append(code)
+                    failed = _noted(failed, code)
                     errors = True
                     continue
                 part.fetch_requests += 1
@@ -116,7 +126,7 @@ class FetchReading:
                         results.append(FetchPartitionResponse(
                             index, ErrorCode.not_leader_or_follower, -1, -1, -1, None, -1, None))
                         part.failed_fetch += 1
-                        failed.append(ErrorCode.not_leader_or_follower)
+                        failed = _noted(failed, ErrorCode.not_leader_or_follower)
                         errors = True
                         continue
                 elif to_log_end and (leader_epoch < 0 or leader_epoch == part.leader_epoch):
@@ -128,7 +138,7 @@ class FetchReading:
                         results.append(FetchPartitionResponse(
                             index, code, -1, -1, -1, None, -1, None))
                         part.failed_fetch += 1
-                        failed.append(code)
+                        failed = _noted(failed, code)
                         errors = True
                         continue
                     if part.high_watermark != before:
@@ -144,7 +154,7 @@ class FetchReading:
                     results.append(FetchPartitionResponse(
                         index, code, hw, lso, part.log_start_offset, None, -1, None))
                     part.failed_fetch += 1
-                    failed.append(code)
+                    failed = _noted(failed, code)
                     errors = True
                     continue
                 lg = part.log
@@ -169,7 +179,7 @@ class FetchReading:
                         results.append(FetchPartitionResponse(
                             index, exc.code, hw, lso, lg.log_start_offset, None, -1, None))
                         part.failed_fetch += 1
-                        failed.append(exc.code)
+                        failed = _noted(failed, exc.code)
                         errors = True
                         continue
                     region = res.region
@@ -197,7 +207,7 @@ class FetchReading:
                 results.append(FetchPartitionResponse(index, ErrorCode.none, hw, lso, start,
                                                        txns, -1, records))
             out.append((name or "", tid, results))
-        if failed:  # each read answers once: the first, or a delayed fetch's second
+        if failed is not None:  # each read answers once: the first, or a delayed fetch's second
             self.fetch_errors.add(failed)
         return out, accumulated, errors, watched
 
