@@ -48,7 +48,8 @@ def produce_round(bootstrap: str, round_: int) -> None:
     # (confluentinc/librdkafka#1700), 20,000 round trips five at a time (minutes under
     # load); this producer puts every ready partition led by the node in one request
     p = KafkaProducer(bootstrap_servers=bootstrap, acks="all", enable_idempotence=True,
-                      linger_ms=50, request_timeout_ms=120_000)
+                      linger_ms=50, request_timeout_ms=120_000,
+                      delivery_timeout_ms=300_000)
     try:
         futures = [p.send(name, value=f"{name}|{part}|{round_}".encode(), partition=part)
                    for name in NAMES for part in range(PER_TOPIC)]
