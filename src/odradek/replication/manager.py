@@ -11,7 +11,6 @@ import asyncio
 import contextlib
 import logging
 import time
-import uuid
 from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -38,6 +37,9 @@ from odradek.replication.follower import FENCED
 from odradek.replication.hw_checkpoints import HW_CHECKPOINT as HW_CHECKPOINT  # re-exported
 from odradek.replication.hw_checkpoints import HighWatermarkCheckpoints
 from odradek.replication.partition import Partition
+from odradek.replication.planning import ImagePlanner, Plan, partitions_of, wanted_of
+from odradek.replication.planning import Wanted as _Wanted
+from odradek.replication.planning import iter_image_partitions as iter_image_partitions
 from odradek.replication.purgatory import DelayedFetch, DelayedOperationPurgatory, DelayedProduce
 from odradek.replication.reading import FetchErrorCounts, FetchReading
 from odradek.storage.log_validator import validate_records
@@ -59,26 +61,6 @@ class AppendResult:
     last_offset: int = -1  # of the last batch appended (an acks=all produce waits past it)
     # the records at fault, (index in the batch, message): Produce v8+ names them (KIP-467)
     record_errors: tuple[tuple[int, str | None], ...] = ()
-
-
-@dataclass(frozen=True, slots=True)
-class _Wanted:
-    topic: str
-    partition: int
-    topic_id: uuid.UUID
-    leader: int
-    leader_epoch: int
-    replicas: list[int]
-    isr: list[int]
-    partition_epoch: int = 0
-
-
-def iter_image_partitions(image: Any) -> Iterator[tuple[Any, Any]]:
-    """(topic image, partition image) for every partition in the image."""
-    for topic in image.topics_by_name.values():
-        parts = topic.partitions
-        for p in (parts.values() if isinstance(parts, dict) else parts):
-            yield topic, p
 
 
 AlterPartition = Callable[[AlterPartitionItem], Awaitable[AlterPartitionResult]]
@@ -159,6 +141,8 @@ class ReplicaManager(FetchReading):
         self.offline_partitions: set[tuple[str, int]] = set()
         # replicas moving between this node's log directories (AlterReplicaLogDirs)
         self.alter_log_dirs = ReplicaAlterLogDirsManager(self)
+        # what the image changed since the last sync: a change costs what it touched
+        self._planner = ImagePlanner(node_id)
 
     # --- lookups ---------------------------------------------------------
 
@@ -169,31 +153,10 @@ class ReplicaManager(FetchReading):
 
     # --- following the image ---------------------------------------------
 
-    def _wanted(self, image: Any) -> dict[tuple[str, int], _Wanted]:
-        wanted: dict[tuple[str, int], _Wanted] = {}
-        for topic, p in iter_image_partitions(image):
-            if self.node_id in p.replicas:
-                wanted[(topic.name, p.partition)] = _Wanted(
-                    topic.name, p.partition, topic.topic_id, p.leader, p.leader_epoch,
-                    list(p.replicas), list(p.isr), getattr(p, "partition_epoch", 0))
-        return wanted
-
-    def _plan(self, image: Any) -> tuple[list[_Wanted], list[Partition], list[_Wanted]]:
-        wanted = self._wanted(image)
-        create: list[_Wanted] = []
-        update: list[_Wanted] = []
-        drop: list[Partition] = []
-        for key, part in self.partitions.items():
-            w = wanted.get(key)
-            if w is None or w.topic_id != part.topic_id:
-                drop.append(part)
-        for key, w in wanted.items():
-            part = self.partitions.get(key)
-            if part is None or part.topic_id != w.topic_id:
-                create.append(w)
-            else:
-                update.append(w)
-        return create, drop, update
+    def _plan(self, image: Any) -> Plan:
+        # what the image changed since the last plan applied, plus the partitions a failed
+        # log directory kept from opening (a later metadata change tries them again)
+        return self._planner.plan(image, self.partitions, self.offline_partitions)
 
     def _open_logs(self, create: list[_Wanted], drop: list[Partition]) -> list[tuple[_Wanted, Any]]:
         # disk work: runs in a thread (or before the server starts)
@@ -255,6 +218,34 @@ class ReplicaManager(FetchReading):
             part = self.partitions[(w.topic, w.partition)]
             self._apply_role(part, w, now)
             self._apply_config(part)
+
+    def _reconfigure(self, image: Any, plan: Plan) -> None:
+        """The log config of the hosted partitions of the topics whose configs changed
+        (every hosted partition's after a broker default changed)."""
+        if plan.reconfigure is None:
+            parts: Iterator[Partition] = iter(list(self.partitions.values()))
+        else:
+            topics = image.topics_by_name
+            parts = (part for name in sorted(plan.reconfigure) if name in topics
+                     for i in partitions_of(topics[name])
+                     if (part := self.partitions.get((name, i))) is not None)
+        for part in parts:
+            self._apply_config(part)
+
+    def _restart_fenced(self, image: Any) -> None:
+        # a follower fenced by its leader (our epoch was stale) waits for a newer image; any
+        # change restarts it, as the full replan did (the few fenced, not every partition)
+        fenced = [state.partition for fetcher in list(self.fetchers.fetchers.values())
+                  for state in fetcher.states.values() if state.state == FENCED]
+        now = self.clock()
+        for part in fenced:
+            topic = image.topics_by_name.get(part.topic)
+            p = None if topic is None else partitions_of(topic).get(part.index)
+            if p is None or self.partitions.get((part.topic, part.index)) is not part:
+                continue
+            w = wanted_of(self.node_id, topic, p)
+            if w is not None and w.topic_id == part.topic_id:
+                self._apply_role(part, w, now)
 
     def _apply_role(self, part: Partition, w: _Wanted, now_ms: int) -> None:
         """Leader or follower as the image says (Kafka's makeLeader / makeFollower)."""
@@ -393,11 +384,14 @@ class ReplicaManager(FetchReading):
     def _load_partitions(self, image: Any) -> None:
         self._hw_at_load = self.read_hw_checkpoint()
         self._note_brokers(image)
-        create, drop, update = self._plan(image)
+        self._planner.forget()  # every partition of the image, every log on disk
+        plan = self._plan(image)
+        create, drop, update = plan.create, plan.drop, plan.update
         # logs of deleted topics go; logs the image does not know are renamed -stray and kept
         self.log_manager.reconcile({(w.topic, w.partition): w.topic_id for w in create},
                                    image.removed_topic_ids)
         self._register(self._open_logs(create, drop), drop, update)
+        self._planner.followed(image)
         for part in self.partitions.values():
             part.refresh_high_watermark()
         log.info("hosting %d partitions", len(self.partitions))
@@ -425,7 +419,8 @@ class ReplicaManager(FetchReading):
             if self.stopped:
                 return
             self._note_brokers(image)
-            create, drop, update = self._plan(image)
+            plan = self._plan(image)
+            create, drop, update = plan.create, plan.drop, plan.update
             for part in drop:  # stop serving before the files go
                 if self.partitions.get((part.topic, part.index)) is part:
                     del self.partitions[(part.topic, part.index)]
@@ -433,6 +428,10 @@ class ReplicaManager(FetchReading):
                 part.make_follower(-1, part.leader_epoch, part.partition_epoch, [], [])
             opened = await asyncio.to_thread(self._open_logs, create, drop) if (create or drop) else []
             self._register(opened, [], update)
+            self._reconfigure(image, plan)
+            self._restart_fenced(image)
+            # only now: a sync that failed above leaves the next one to look at it all again
+            self._planner.followed(image)
             for w, _ in opened:
                 log.debug("created partition %s-%d (leader epoch %d)", w.topic, w.partition,
                          w.leader_epoch)
