@@ -1,0 +1,34 @@
+"""The tests' session starts its Python workers as every odradek session does: through
+odradek-spark-python (odradek/spark_python.py), which imports the installed pyspark instead of
+the bundled source-only zip Spark puts first on the worker's path."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from pyspark.sql import SparkSession
+
+from odradek.spark.session import LAUNCHER
+
+
+def _probe(_: object) -> tuple[str, str, str]:
+    # runs in a Python worker: the daemon it was forked from was started as
+    # `<python> <launcher> -m pyspark.daemon pyspark.worker` (the launcher's shebang)
+    import py4j
+    import pyspark
+
+    with open("/proc/self/cmdline", "rb") as f:
+        cmdline = f.read().decode(errors="replace").replace("\0", " ")
+    return cmdline, pyspark.__file__ or "", py4j.__file__ or ""
+
+
+def test_workers_run_the_launcher_and_the_installed_pyspark(spark: SparkSession) -> None:
+    import pyspark
+
+    seen = spark.sparkContext.parallelize(range(2), 2).map(_probe).collect()
+    assert len(seen) == 2
+    for cmdline, pyspark_file, py4j_file in seen:
+        assert LAUNCHER in cmdline, cmdline
+        assert " -m pyspark." in cmdline, cmdline
+        assert Path(pyspark_file).parent == Path(pyspark.__file__).parent, pyspark_file
+        assert ".zip" not in py4j_file, py4j_file
