@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -30,7 +29,7 @@ def spark() -> Iterator[SparkSession]:
     # Python workers through odradek's launcher, as every odradek session starts them (and
     # what this process's later children inherit: drivers the tests start take it too).
     os.environ["PYSPARK_PYTHON"] = worker_python()
-    os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable
+    os.environ["PYSPARK_DRIVER_PYTHON"] = worker_python()
     s = session("local[2]", "odradek-tests", SMALL)
     s.sparkContext.setLogLevel("ERROR")
     try:

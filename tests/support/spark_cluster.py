@@ -7,7 +7,6 @@ import json
 import os
 import signal
 import subprocess
-import sys
 import time
 import urllib.request
 from collections.abc import Iterator
@@ -33,7 +32,7 @@ def cluster_env(work: Path) -> dict[str, str]:
         "SPARK_DAEMON_MEMORY": "256m",
         # executors' Python workers through odradek's launcher, as odradek's sessions start them
         "PYSPARK_PYTHON": worker_python(),
-        "PYSPARK_DRIVER_PYTHON": sys.executable,
+        "PYSPARK_DRIVER_PYTHON": worker_python(),
     }
 
 

@@ -107,7 +107,7 @@ def make_session(opts: RunOptions, log_dir: Path | None = None) -> SparkSession:
     # pyspark, not the bundled zip each worker would compile again).
     workers = worker_python()
     os.environ["PYSPARK_PYTHON"] = workers
-    os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable
+    os.environ["PYSPARK_DRIVER_PYTHON"] = workers  # the JVM's own Python processes (session.py)
     conf = {**DEFAULT_CONF, "spark.pyspark.python": workers,
             "spark.executorEnv.PYSPARK_PYTHON": workers}
     # Pipeline files may import helpers next to them or from the working directory.
