@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -11,6 +10,7 @@ import pytest
 from pyspark.sql import SparkSession
 
 from odradek.spark import session
+from odradek.spark.session import worker_python
 from tests.support.broker import BrokerProcess
 
 SMALL = {
@@ -26,8 +26,10 @@ SMALL = {
 
 @pytest.fixture(scope="session")
 def spark() -> Iterator[SparkSession]:
-    os.environ["PYSPARK_PYTHON"] = sys.executable
-    os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable
+    # Python workers through odradek's launcher, as every odradek session starts them (and
+    # what this process's later children inherit: drivers the tests start take it too).
+    os.environ["PYSPARK_PYTHON"] = worker_python()
+    os.environ["PYSPARK_DRIVER_PYTHON"] = worker_python()
     s = session("local[2]", "odradek-tests", SMALL)
     s.sparkContext.setLogLevel("ERROR")
     try:

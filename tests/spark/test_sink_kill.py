@@ -12,6 +12,7 @@ import time
 from collections import Counter
 from pathlib import Path
 
+from odradek.spark.session import worker_python
 from tests.spark.support import create_topic, produce, read_all, topic_name
 from tests.support.broker import BrokerProcess
 
@@ -26,7 +27,7 @@ def _driver(bootstrap: str, src: str, dst: str, checkpoint: Path, mode: str, log
         return subprocess.Popen(
             [sys.executable, "-m", "tests.spark.eos_driver", bootstrap, src, dst, str(checkpoint), mode],
             stdout=out, stderr=subprocess.STDOUT, start_new_session=True,
-            env={**os.environ, "PYSPARK_PYTHON": sys.executable})
+            env={**os.environ, "PYSPARK_PYTHON": worker_python()})
 
 
 def test_driver_killed_at_random_points(spark_broker: BrokerProcess, tmp_path: Path) -> None:

@@ -7,7 +7,6 @@ import json
 import os
 import signal
 import subprocess
-import sys
 import time
 import urllib.request
 from collections.abc import Iterator
@@ -15,6 +14,7 @@ from pathlib import Path
 
 import pyspark
 
+from odradek.spark.session import worker_python
 from tests.support.broker import free_port
 
 SPARK_HOME = Path(pyspark.__file__).parent
@@ -30,8 +30,9 @@ def cluster_env(work: Path) -> dict[str, str]:
         "SPARK_LOG_DIR": str(work / "logs"),
         "SPARK_WORKER_DIR": str(work / "worker"),
         "SPARK_DAEMON_MEMORY": "256m",
-        "PYSPARK_PYTHON": sys.executable,
-        "PYSPARK_DRIVER_PYTHON": sys.executable,
+        # executors' Python workers through odradek's launcher, as odradek's sessions start them
+        "PYSPARK_PYTHON": worker_python(),
+        "PYSPARK_DRIVER_PYTHON": worker_python(),
     }
 
 

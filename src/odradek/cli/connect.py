@@ -76,11 +76,9 @@ def serve(
         # hands the worker a session with the `odradek` data source registered.
         from odradek.spark import session as spark_session
 
-        spark = spark_session(master, "odradek-connect",
-                              {"spark.ui.showConsoleProgress": "false",
-                               # Python processes (the data sources' planners) connecting back
-                               # to the JVM get longer than 15 s on a loaded machine.
-                               "spark.python.authenticate.socketTimeout": "120s"})
+        # (its Python processes start through odradek-spark-python and get the session's
+        # connect-back timeout, session.PYTHON_WORKERS)
+        spark = spark_session(master, "odradek-connect", {"spark.ui.showConsoleProgress": "false"})
         spark.sparkContext.setLogLevel("WARN")
         return spark
 

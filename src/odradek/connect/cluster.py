@@ -26,7 +26,6 @@ class _Shared:
     def __init__(self) -> None:
         self.lock = threading.Lock()
         self.client: Any = None
-        self.made = 0  # clients made over the Cluster's life (one unless it was closed)
 
 
 @dataclass(frozen=True)
@@ -44,7 +43,6 @@ class Cluster:
                 from odradek.client import admin_client
 
                 shared.client = admin_client(self.bootstrap, dict(self.settings))
-                shared.made += 1
             return shared.client
 
     def close(self) -> None:

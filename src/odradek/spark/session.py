@@ -42,8 +42,11 @@ def session(master: str = "local[2]", app_name: str = "odradek",
     """A local (or `master`) session whose Python workers run this interpreter's
     installation (through its launcher, `worker_python`)."""
     # Workers must import odradek and confluent-kafka, i.e. run the interpreter we run in.
+    # PYSPARK_DRIVER_PYTHON too: the JVM starts some Python processes of its own with it
+    # first (PythonUtils.defaultPythonExec: the data source lookup at a session's first
+    # read), and the launcher runs anything but `-m module` as this interpreter would.
     os.environ.setdefault("PYSPARK_PYTHON", worker_python())
-    os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
+    os.environ.setdefault("PYSPARK_DRIVER_PYTHON", worker_python())
     builder = SparkSession.builder.master(master).appName(app_name)
     settings = {
         "spark.sql.shuffle.partitions": "2",

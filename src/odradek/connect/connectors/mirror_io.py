@@ -296,12 +296,10 @@ class Checkpointer:
         self.last_group_list = 0.0
         self.emitted: dict[tuple[str, str, int], Checkpoint] = {}
         self.producer: Any = None
-        # One client of each kind for the connector's life (a round runs every few seconds);
-        # the syncs cluster is the source or the target, so it shares their admin client.
+        # One client of each kind for the connector's life (a round runs every few seconds):
+        # each Cluster keeps its one admin client (`.admin()`), and the syncs cluster is the
+        # source or the target, so it shares theirs.
         self.syncs = syncs_cluster(config, self.source, self.target)
-        self.source_admin = self.source.admin()
-        self.target_admin = self.target.admin()
-        self.syncs_admin = self.syncs.admin()
         self.syncs_consumer: Any = None
         self.restored = False
 
@@ -309,7 +307,7 @@ class Checkpointer:
         """Apply the syncs topic's new records; the first read to its end opens translation."""
         from confluent_kafka import TopicPartition
 
-        if self.syncs_topic not in self.syncs_admin.list_topics(timeout=TIMEOUT).topics:
+        if self.syncs_topic not in self.syncs.admin().list_topics(timeout=TIMEOUT).topics:
             return
         if self.syncs_consumer is None:
             self.syncs_consumer = self.syncs.consumer()
@@ -338,7 +336,7 @@ class Checkpointer:
         """Each source group's committed offsets on replicated topics, translated."""
         from confluent_kafka import ConsumerGroupTopicPartitions
 
-        admin = self.source_admin
+        admin = self.source.admin()
         _, target = aliases(self.config)
         out = []
         for group in self.source_groups():
@@ -367,7 +365,7 @@ class Checkpointer:
             self.refresh_groups
             and time.monotonic() - self.last_group_list >= self.groups_interval))
         if due:
-            listed = self.source_admin.list_consumer_groups(
+            listed = self.source.admin().list_consumer_groups(
                 request_timeout=TIMEOUT).result(timeout=TIMEOUT)
             self.known_groups = sorted(g.group_id for g in listed.valid
                                        if self.groups(g.group_id))
@@ -381,7 +379,7 @@ class Checkpointer:
         from confluent_kafka import TopicPartition
 
         self.restored = True
-        if self.checkpoints_topic not in self.target_admin.list_topics(timeout=TIMEOUT).topics:
+        if self.checkpoints_topic not in self.target.admin().list_topics(timeout=TIMEOUT).topics:
             return
         consumer = self.target.consumer()
         try:
@@ -444,7 +442,7 @@ class Checkpointer:
         with no active members there, and never moving a committed offset backwards."""
         from confluent_kafka import ConsumerGroupState, ConsumerGroupTopicPartitions, TopicPartition
 
-        admin = self.target_admin
+        admin = self.target.admin()
         partitions = {t: len(m.partitions)
                       for t, m in admin.list_topics(timeout=TIMEOUT).topics.items()}
         by_group: dict[str, list[Checkpoint]] = {}
@@ -476,7 +474,7 @@ class Checkpointer:
     def _committed(self, group: str) -> dict[tuple[str, int], int]:
         from confluent_kafka import ConsumerGroupTopicPartitions
 
-        admin = self.target_admin
+        admin = self.target.admin()
         future = admin.list_consumer_group_offsets([ConsumerGroupTopicPartitions(group)],
                                                    request_timeout=TIMEOUT)[group]
         try:

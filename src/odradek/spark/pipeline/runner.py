@@ -35,7 +35,7 @@ from odradek.spark.pipeline.model import (
 )
 from odradek.spark.pipeline.options import output_mode, sink_options, source_options, with_bootstrap
 from odradek.spark.pipeline.progress import Progress
-from odradek.spark.session import session
+from odradek.spark.session import session, worker_python
 from odradek.spark.sink import check_columns
 
 LOG = logging.getLogger("odradek.spark.pipeline")
@@ -47,9 +47,8 @@ DEFAULT_CONF = {
     "spark.ui.enabled": "false",
     "spark.ui.showConsoleProgress": "false",
     "spark.sql.streaming.stopTimeout": "30s",
-    # A Python worker that imports pyspark, pyarrow and confluent-kafka on a busy machine can
-    # take longer than the default to connect back to the JVM.
-    "spark.python.authenticate.socketTimeout": "120s",
+    # (the Python workers' connect-back timeout is session.PYTHON_WORKERS, which every
+    # odradek session gets)
 }
 
 
@@ -103,11 +102,14 @@ class Context:
 
 
 def make_session(opts: RunOptions, log_dir: Path | None = None) -> SparkSession:
-    # Python workers, on this machine or a cluster's, must run this interpreter: it has odradek.
-    os.environ["PYSPARK_PYTHON"] = sys.executable
-    os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable
-    conf = {**DEFAULT_CONF, "spark.pyspark.python": sys.executable,
-            "spark.executorEnv.PYSPARK_PYTHON": sys.executable}
+    # Python workers, on this machine or a cluster's, must run this interpreter's installation
+    # (it has odradek), started through its launcher (session.worker_python: the installed
+    # pyspark, not the bundled zip each worker would compile again).
+    workers = worker_python()
+    os.environ["PYSPARK_PYTHON"] = workers
+    os.environ["PYSPARK_DRIVER_PYTHON"] = workers  # the JVM's own Python processes (session.py)
+    conf = {**DEFAULT_CONF, "spark.pyspark.python": workers,
+            "spark.executorEnv.PYSPARK_PYTHON": workers}
     # Pipeline files may import helpers next to them or from the working directory.
     path = os.pathsep.join(p for p in (os.getcwd(), os.environ.get("PYTHONPATH", "")) if p)
     conf["spark.executorEnv.PYTHONPATH"] = path
