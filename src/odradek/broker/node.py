@@ -372,8 +372,9 @@ class Node:
             # what the start made (modules, classes, the config, the request stats' counter
             # lists) lives as long as the node: out of the collector's generations, the full
             # collections that requests' allocations trigger walk only what came after
-            # (issue 18, bench/RESULTS-s18b.md). A cycle made before this that dies later is
-            # never collected: the start's garbage is collected first.
+            # (issue 18, bench/RESULTS.md, "Issue 18: the metrics' cost, session 12"). A cycle
+            # made before this that dies later is never collected: the start's garbage is
+            # collected first.
             gc.collect()
             gc.freeze()
         log.info("node %d started", self.config.node_id)
