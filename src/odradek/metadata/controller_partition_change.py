@@ -15,8 +15,9 @@ The rules are Kafka's (KRaft, before eligible leader replicas):
   from an unclean shutdown (`unclean_shutdown`, KIP-966): its disk may have lost records
   the ISR acknowledged, so it may not lead again from the ISR: the ISR is left empty and
   the partition has no leader until an unclean election;
-- an ongoing reassignment completes once every adding replica is in the ISR: the replicas
-  become the target, removing replicas leave the ISR, and the leader epoch is bumped.
+- an ongoing reassignment completes once every target replica is in the ISR (those it adds
+  and those it keeps): the replicas become the target, removing replicas leave the ISR, and
+  the leader epoch is bumped.
 """
 
 from __future__ import annotations
@@ -74,11 +75,14 @@ def partition_change(
     add = tuple(part.adding_replicas if adding is None else adding)
     rem = tuple(part.removing_replicas if removing is None else removing)
     bump = False
-    # a reassignment completes once every adding replica is in the ISR
-    if (add or rem) and all(r in isr for r in add):
+    # a reassignment completes once every target replica is in the ISR (Kafka's
+    # PartitionReassignmentReplicas.maybeCompleteReassignment): not only the adding ones, so
+    # removing an in-sync replica never leaves a target replica that is behind as the only
+    # other copy (docs/reliability.md, finding 12)
+    if add or rem:
         final = tuple(r for r in replicas if r not in rem)
         final_isr = tuple(r for r in isr if r not in rem)
-        if final_isr:
+        if final and final_isr and all(r in final_isr for r in final):
             replicas, isr, add, rem, bump = final, final_isr, (), (), True
     if any(r not in replicas for r in isr):
         isr = tuple(r for r in isr if r in replicas) or isr

@@ -4,10 +4,12 @@ ListPartitionReassignments (46), as Kafka's KRaft controller does them.
 A reassignment to target T of a partition whose replicas are C (any ongoing reassignment's
 adding replicas included) writes one
 PartitionChangeRecord: replicas = T followed by C - T, adding = T - C, removing = C - T. The
-new replicas fetch and the leader adds them to the ISR with AlterPartition; once every adding
-replica is in the ISR, the change that says so also completes the reassignment (replicas = T,
-the removing ones leave the ISR, a leader outside T is replaced; controller_partition_change).
-A reassignment that adds nothing completes at once. A null target cancels: the replicas go
+new replicas fetch and the leader adds them to the ISR with AlterPartition; once every
+replica of T is in the ISR, the change that says so also completes the reassignment (replicas
+= T, the removing ones leave the ISR, a leader outside T is replaced;
+controller_partition_change). A reassignment that adds nothing completes at once when every
+replica it keeps is in sync, and otherwise when the last of them rejoins the ISR (Kafka's
+rule: an in-sync replica is never removed in favour of one that is behind). A null target cancels: the replicas go
 back to C, and the ISR keeps only members of C (INVALID_REPLICA_ASSIGNMENT when that would
 need an unclean election and the topic does not allow one).
 """

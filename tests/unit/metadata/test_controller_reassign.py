@@ -220,3 +220,26 @@ def test_internal_topics_keep_their_factor_in_a_cluster():
     leaders = Counter(p.leader for p in c.image.topics_by_name["__consumer_offsets"]
                       .partitions.values())
     assert set(leaders) == {1, 2, 3} and max(leaders.values()) - min(leaders.values()) <= 1
+
+
+def test_removing_an_in_sync_replica_waits_for_the_kept_one_that_is_behind(c):
+    """Kafka completes a reassignment only when every target replica is in the ISR. Moving
+    [1, 2, 3] to [2, 3] while 2 is out of the ISR must keep 1 (in sync) until 2 is back:
+    completing at once left 3 the only in-sync copy, and when 3 came back from an unclean
+    shutdown the partition had no leader while 1 had deleted its copy (docs/reliability.md,
+    finding 12, reassign seed 80)."""
+    c.controller.elect_leaders(0, [("t", 0)])
+    assert expand(c, "t", 0, [1, 3]).error_code == E.none  # 2 falls behind
+    [r] = c.controller.alter_partition_reassignments([ReassignmentTarget("t", 0, [2, 3])])
+    assert r.error_code == E.none
+    part = c.partition("t")
+    assert part.replicas == (2, 3, 1) and part.removing_replicas == (1,)
+    assert part.isr == (1, 3) and part.leader == 1
+    [ongoing] = c.controller.list_partition_reassignments()
+    assert ongoing.removing_replicas == [1]
+    # 2 catches up: now every target replica is in sync, and the move completes
+    expand(c, "t", 0, [1, 2, 3])
+    part = c.partition("t")
+    assert part.replicas == (2, 3) and part.isr == (2, 3)
+    assert part.leader in (2, 3) and not part.reassigning
+    assert c.controller.list_partition_reassignments() == []
