@@ -17,5 +17,6 @@ def test_jepsen_crash(seed: int) -> None:
     # unclean shutdown rule (docs/reliability.md, finding 1) that partition stays offline
     # instead of being led without it, and its unread values are reported "unavailable" (not
     # loss, since nothing could read the partition's end; before session 13 they counted as
-    # unseen); one crash must never lose anything (the two-crash case is tests/system/test_unclean_shutdown.py).
+    # unseen); one crash must never lose anything (the two-crash case is
+    # tests/system/test_unclean_shutdown.py).
     assert_clean_run("crash", seed, ["w4"], length=4.0)
