@@ -15,7 +15,8 @@ def test_jepsen_crash(seed: int) -> None:
     # 4 s of plan: one crash. Two ISR members losing their unflushed tails before either
     # caught up again may take the only copies of an acknowledged write; since KIP-966's
     # unclean shutdown rule (docs/reliability.md, finding 1) that partition stays offline
-    # instead of being led without it, and its unread values count as unseen, so whether a
-    # two-crash plan passes depends on how fast the first node catches up; one crash must
-    # never lose anything (the two-crash case is tests/system/test_unclean_shutdown.py).
+    # instead of being led without it, and its unread values are reported "unavailable" (not
+    # loss, since nothing could read the partition's end; before session 13 they counted as
+    # unseen); one crash must never lose anything (the two-crash case is
+    # tests/system/test_unclean_shutdown.py).
     assert_clean_run("crash", seed, ["w4"], length=4.0)

@@ -72,7 +72,7 @@ def main(argv: list[str] | None = None) -> int:
         results.append(r)
         print(f"--- seed {seed} ({','.join(fams)}): {r.ops} ops, worst unavailability "
               f"{r.unavailable_s} s, nemesis errors {r.nemesis_errors}, workload errors "
-              f"{r.workload_errors}\n{r.table}",
+              f"{r.workload_errors}, offline at the end {r.offline}\n{r.table}",
               flush=True)
         (args.out / "summary.json").write_text(
             json.dumps([x.to_json() for x in results], indent=1, default=str) + "\n")

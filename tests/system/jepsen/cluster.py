@@ -16,6 +16,7 @@ from __future__ import annotations
 import contextlib
 import os
 import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -23,7 +24,7 @@ from typing import Any
 from odradek.broker.local_cluster import LocalCluster, LocalNode, NodeSpec
 from odradek.metadata.meta_properties import random_kafka_uuid, uuid_to_base64
 from tests.system.cluster_support import FAST, Cluster
-from tests.system.jepsen.heal import heal_nodes
+from tests.system.jepsen.heal import HealFailed, heal_nodes
 from tests.system.jepsen.netns import Net
 
 __all__ = ["SETTINGS", "JepsenCluster", "NsNode", "jepsen_cluster"]
@@ -115,6 +116,7 @@ class JepsenCluster(Cluster):
     def __init__(self, root: Path, size: int = 3, settings: dict[str, str] | None = None,
                  tmpfs_mb: int | None = None) -> None:
         self.net = Net(size)
+        self.root = root
         try:
             local = NsLocalCluster(root, self.net, {**SETTINGS, **(settings or {})})
             super().__init__(local)
@@ -157,7 +159,9 @@ class JepsenCluster(Cluster):
     def heal(self, timeout: float = 180.0) -> dict[str, Any]:
         """The end of a run: every node running and unfenced with a quorum leader, where any
         node may still go down on its own meanwhile (heal.py, finding 10): it is started
-        again until the deadline. Raises heal.HealFailed then."""
+        again until the deadline. Raises heal.HealFailed then, after writing every live
+        node's thread stacks to `stacks-at-heal-failure.txt` (finding 13: a node that never
+        finishes stopping says in its log only which step it began)."""
         self.expected_down.clear()
         want = set(self.nodes)
 
@@ -168,8 +172,30 @@ class JepsenCluster(Cluster):
                 return None
             return state
 
-        done = heal_nodes(list(self.nodes.values()), ready, timeout)
+        try:
+            done = heal_nodes(list(self.nodes.values()), ready, timeout)
+        except HealFailed:
+            self.dump_stacks(self.root / "stacks-at-heal-failure.txt")
+            raise
         return {"started": done["started"], "exits": done["exits"]}
+
+    def dump_stacks(self, path: Path) -> None:
+        """Every live node's Python thread stacks (py-spy, a pinned dependency, beside this
+        interpreter) appended to `path`. Asyncio tasks waiting on each other do not show,
+        threads (log closing, checkpoints, fsyncs) do. Never raises: it only adds evidence."""
+        spy = Path(sys.executable).parent / "py-spy"
+        with path.open("a", encoding="utf-8") as out:
+            for node in self.nodes.values():
+                proc = node.proc
+                if proc is None or proc.poll() is not None:
+                    continue
+                out.write(f"== node {node.node_id} (pid {proc.pid})\n")
+                try:
+                    done = subprocess.run([str(spy), "dump", "--pid", str(proc.pid)],
+                                          capture_output=True, text=True, timeout=60)
+                    out.write(done.stdout + done.stderr + "\n")
+                except (OSError, subprocess.SubprocessError) as exc:
+                    out.write(f"py-spy failed: {exc!r}\n")
 
     def create_topic(self, name: str, partitions: int, timeout: float = 60.0,
                      config: dict[str, str] | None = None) -> None:

@@ -76,6 +76,9 @@ class RunResult:
     table: str
     out: str
     failed: str | None = None  # the run did not finish: why (its history is checked all the same)
+    # partitions with no leader at the final reads (their unread values are "unavailable");
+    # None when the run did not get as far as settling
+    offline: list[str] | None = None
 
     def to_json(self) -> dict[str, Any]:
         return dict(self.__dict__)
@@ -221,7 +224,7 @@ def _result(out: Path, seed: int, families: list[str], workloads: list[str], fau
                        runner.errors if runner else [],
                        {n: report.count(n) for n in names}, report.found(),
                        dict(report.not_checked), workload_errors, unavailability(ops),
-                       report.table(), str(out), failure)
+                       report.table(), str(out), failure, report.stats.get("offline-at-end"))
     (out / "result.json").write_text(json.dumps(result.to_json(), indent=1, default=str) + "\n")
     (out / "report.json").write_text(json.dumps(report.to_json(), indent=1, default=str) + "\n")
     return result

@@ -26,6 +26,12 @@ Definitions (after jepsen.tests.kafka; our own code):
 - unseen: a value acknowledged (ok) that no ok read returned by the end of the run. Only
   judged when the run made its final reads after healing ("final-poll" ops); otherwise a
   consumer that fell behind would look like loss.
+- unavailable (our addition): such a value whose partition ended the run offline (no leader:
+  every in-sync replica came back from an unclean shutdown, KIP-966), so the final reads
+  could not read it at all. Not counted as loss, since nothing read the partition's end; it
+  is reported apart from unseen. Which partitions ended offline comes from the harness's
+  "settled" nemesis record (`offline`); a history without that record (before session 13's
+  checker, or a run that stopped before settling) counts such values as unseen, as before.
 """
 
 from __future__ import annotations
@@ -260,17 +266,32 @@ def send_order(a: Analysis) -> tuple[list[Case], list[Case]]:
     return backs, skips
 
 
-def unseen(a: Analysis) -> tuple[bool, list[Case]]:
-    """(judged, cases): acknowledged values no ok read returned, if the run read back at the
-    end."""
+def offline_at_end(ops: list[Op]) -> set[str] | None:
+    """The keys (topic-partitions) that had no leader when the final reads were made, from
+    the last "settled" nemesis record; None when the history does not say (an older history
+    or a run that failed before settling)."""
+    for o in reversed(ops):
+        if o.process == "nemesis" and o.f == "settled":
+            v = o.value
+            if isinstance(v, dict) and isinstance(v.get("offline"), list):
+                return {str(k) for k in v["offline"]}
+            return None
+    return None
+
+
+def unseen(a: Analysis, offline: set[str] | None = None) -> tuple[bool, list[Case], list[Case]]:
+    """(judged, unseen cases, unavailable cases): acknowledged values no ok read returned, if
+    the run read back at the end; those of a key in `offline` are unavailable, not unseen."""
     judged = any(o.f == "final-poll" for o in a.completions)
     if not judged:
-        return False, []
+        return False, [], []
     sent = a.writes_by_type.get(OK, {})
     read = a.reads_by_type.get(OK, {})
-    out = []
+    out: list[Case] = []
+    gone: list[Case] = []
     for k in sorted(sent):
         missing = sorted(sent[k] - read.get(k, set()), key=repr)
         if missing:
-            out.append({"key": k, "count": len(missing), "values": missing[:32]})
-    return True, out
+            case = {"key": k, "count": len(missing), "values": missing[:32]}
+            (gone if offline and k in offline else out).append(case)
+    return True, out, gone
