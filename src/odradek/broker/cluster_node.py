@@ -67,6 +67,7 @@ log = logging.getLogger("odradek.node")
 
 TICK_S = 0.25  # the active controller's timer
 SHUTDOWN_TIMEOUT_S = 30.0  # longest a controlled shutdown waits for the controller
+CLOSE_LOGS_TIMEOUT_S = 60.0  # longest closing the logs (final flushes, checkpoints) may take
 INTERNAL_RF_GRACE_S = 15.0  # how long a new cluster waits for brokers before internal topics
 
 
@@ -398,15 +399,19 @@ class ClusterNode:
 
     # ---------------------------------------------------------------- shutdown
 
-    async def _step(self, what: str, coro: Any, timeout_s: float = 10.0) -> None:
+    async def _step(self, what: str, coro: Any, timeout_s: float = 10.0) -> bool:
         """One shutdown step, bounded: with the quorum going down around us a step waiting
-        on the controller (a held fetch, a heartbeat) must not hold the exit."""
+        on the controller (a held fetch, a heartbeat) must not hold the exit. True when the
+        step finished."""
         try:
             await asyncio.wait_for(coro, timeout_s)
         except TimeoutError:
             log.warning("shutdown: %s did not finish within %.0f s; going on", what, timeout_s)
         except Exception:
             log.exception("shutdown: %s failed", what)
+        else:
+            return True
+        return False
 
     async def _shutdown(self) -> None:
         log.info("shutting down")
@@ -447,9 +452,14 @@ class ClusterNode:
             await self._step("controller channels", self.channels.close())
         if self.marker_channels is not None:
             await self._step("marker channels", self.marker_channels.close())
-        if rm is not None and self.log_manager is not None:
-            await self.node.close_logs(rm, self.log_manager)
+        # Finding 11: these ran unbounded, and a node whose log directory went offline
+        # (fsyncs failing with EIO) never exited. A thread left behind by a timed-out step
+        # is waited for no longer than process_exit allows; no clean-shutdown marker then.
+        if rm is not None and self.log_manager is not None and await self._step(
+                "closing the logs", self.node.close_logs(rm, self.log_manager),
+                CLOSE_LOGS_TIMEOUT_S):
             self._mark_clean_shutdown()
         if self.quorum is not None:
-            await asyncio.to_thread(self.quorum.close)
+            await self._step("closing the metadata log", asyncio.to_thread(self.quorum.close),
+                             CLOSE_LOGS_TIMEOUT_S)
         log.info("node %d stopped", self.node_id)

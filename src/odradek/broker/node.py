@@ -20,6 +20,7 @@ import logging
 import signal
 import socket
 import sys
+import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -52,7 +53,7 @@ from odradek.broker.log_dirs import (
 )
 from odradek.broker.logging_setup import log_levels, logs_to_stderr, setup_logging
 from odradek.broker.node_admin import NodeAdmin
-from odradek.broker.process_exit import BoundedExecutor, exit_unless_held
+from odradek.broker.process_exit import BoundedExecutor, exit_unless_held, halt_unless_stopped
 from odradek.broker.schema_validation import SchemaValidation, registry_urls
 from odradek.broker.server import Server
 from odradek.broker.server_properties import load_config
@@ -85,6 +86,9 @@ log = logging.getLogger("odradek.node")
 
 CHECKPOINT_INTERVAL_S = 5.0
 INTERNAL_TOPICS = ("__consumer_offsets", "__transaction_state")
+# longest a node that must stop after a log directory failure tries to stop gracefully before
+# it halts (Kafka halts at once; the graceful stop hands leadership over first)
+DIR_FAILURE_STOP_S = 60.0
 
 
 def advertised_listeners(config: BrokerConfig) -> list[Listener]:
@@ -183,6 +187,10 @@ class Node:
         # gc.freeze() once serving: set by `odradek serve` (run_node), whose process is the
         # node's alone; a node started inside another program leaves that program's heap be
         self.freeze_heap = False
+        # an `odradek serve` process: a node that must stop after a log directory failure
+        # ends the process if its graceful stop hangs (process_exit.halt_unless_stopped)
+        self.owns_process = False
+        self._halt: threading.Timer | None = None
         # the log directories (broker.log_dirs): the data dir first, then `log.dirs`
         self.log_dirs: list[Path] = [self.data_dir]
         self.log_dir_channels: list[Any] = []
@@ -433,6 +441,9 @@ class Node:
 
     def _dir_failed(self, why: str = "no log directory is online") -> None:
         log.error("%s: stopping (exit 1); restart to recover from disk", why)
+        if self.owns_process and self._halt is None:
+            self._halt = halt_unless_stopped(1, DIR_FAILURE_STOP_S, why,
+                                             asyncio.get_running_loop())
         self.stopping.set()
 
     def _on_signal(self, sig: signal.Signals) -> None:
@@ -585,6 +596,7 @@ def _run_node(data_dir: Path, config_file: Path | None, overrides: list[str],
         return _refuse(str(exc))
     node = Node(data_dir, config, prepared)
     node.freeze_heap = True
+    node.owns_process = True
     try:
         node.services = services(config, log_file) if services is not None else []
     except StartRefused as exc:

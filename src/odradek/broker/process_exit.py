@@ -13,6 +13,8 @@ is then explained by the log) before the process exits with the node's code.
 
 from __future__ import annotations
 
+import asyncio
+import io
 import logging
 import os
 import sys
@@ -21,7 +23,7 @@ import time
 import traceback
 from concurrent.futures import ThreadPoolExecutor
 
-__all__ = ["BoundedExecutor", "exit_unless_held", "lingering_threads"]
+__all__ = ["BoundedExecutor", "exit_unless_held", "halt_unless_stopped", "lingering_threads"]
 
 log = logging.getLogger(__name__)
 
@@ -83,3 +85,45 @@ def exit_unless_held(code: int, grace_s: float = 2.0) -> int:
         except (OSError, ValueError):
             pass
     os._exit(code)
+
+
+def _task_stacks(loop: asyncio.AbstractEventLoop | None) -> str:
+    """The loop's pending tasks and where each waits (read from another thread: a best-effort
+    picture for the log, never used to decide anything)."""
+    if loop is None:
+        return ""
+    out = io.StringIO()
+    try:
+        for task in list(asyncio.all_tasks(loop)):
+            out.write(f"task {task.get_name()}:\n")
+            task.print_stack(limit=8, file=out)
+    except Exception as exc:  # the loop's task set changed under us
+        out.write(f"(tasks not listed: {exc!r})\n")
+    return out.getvalue()
+
+
+def halt_unless_stopped(code: int, after_s: float, why: str,
+                        loop: asyncio.AbstractEventLoop | None = None) -> threading.Timer:
+    """End the process with `code` if it is still running `after_s` from now, logging every
+    thread's stack and the loop's tasks first. For a node that must stop (its last log
+    directory, or the metadata log's, failed): Kafka halts the broker at once there; we try a
+    graceful stop first, and this bounds it, so a step that hangs cannot leave a process that
+    neither serves nor exits (reliability.md, finding 11)."""
+    def halt() -> None:
+        log.error("%s: the node has not stopped %.1f s later; halting (exit %d). Where it "
+                  "waits:\n%s%s", why, after_s, code,
+                  _describe([t for t in threading.enumerate() if t is not threading.current_thread()]),
+                  _task_stacks(loop))
+        logging.shutdown()
+        for stream in (sys.stdout, sys.stderr):
+            try:
+                stream.flush()
+            except (OSError, ValueError):
+                pass
+        os._exit(code)
+
+    timer = threading.Timer(after_s, halt)
+    timer.daemon = True
+    timer.name = "odradek-halt"
+    timer.start()
+    return timer

@@ -37,6 +37,7 @@ from odradek.protocol.records import BatchHeader, Record, build_batch, decode_re
 from odradek.storage.checkpoints import fsync_dir
 from odradek.storage.config import LogConfig
 from odradek.storage.log import Log, LogDamaged
+from odradek.storage.log_dir_failure import channel_for
 
 __all__ = [
     "COMMIT_MARKER",
@@ -170,8 +171,16 @@ class CommitMarker:
         self._seq += 1
         body = _SLOT.pack(_SLOT_MAGIC, 0, self._seq, end_offset, epoch)
         slot = body + zlib.crc32(body).to_bytes(4, "big")
-        os.pwrite(self._fd, slot, (self._seq % 2) * _SLOT_STRIDE)
-        os.fdatasync(self._fd)
+        try:
+            os.pwrite(self._fd, slot, (self._seq % 2) * _SLOT_STRIDE)
+            os.fdatasync(self._fd)
+        except OSError as exc:
+            # what is committed can no longer be made durable here: the directory holding
+            # the metadata log goes offline like any failed fsync of a log (the node's
+            # listener stops it, as Kafka halts on a failed metadata log directory)
+            channel_for(self.path.parent.parent).mark_offline(
+                f"writing the metadata commit marker {self.path} failed: {exc}")
+            raise
         self.end_offset, self.epoch = end_offset, epoch
 
     def close(self) -> None:

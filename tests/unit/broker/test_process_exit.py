@@ -67,3 +67,40 @@ def test_the_executor_shutdown_waits_only_its_grace() -> None:
     assert not blocked.done()
     release.set()
     assert blocked.result(30) is True
+
+
+HALTING = textwrap.dedent("""
+    import asyncio, logging
+    from odradek.broker.process_exit import halt_unless_stopped
+
+    logging.basicConfig(level=logging.INFO)
+
+    async def stuck_step() -> None:
+        await asyncio.Event().wait()  # a shutdown step that never ends
+
+    async def node() -> None:
+        halt_unless_stopped(1, 0.3, "no log directory is online", asyncio.get_running_loop())
+        await asyncio.create_task(stuck_step(), name="close-logs")
+
+    asyncio.run(node())
+""")
+
+
+def test_a_node_whose_stop_hangs_is_halted_with_its_stacks_logged() -> None:
+    # finding 11: a node stopping after its log directory failed hung in a shutdown step and
+    # never exited; the halt ends it with exit 1 and says where it waited
+    proc = subprocess.run([sys.executable, "-c", HALTING], capture_output=True, text=True,
+                          timeout=120)
+    assert proc.returncode == 1, proc.stderr
+    assert ("no log directory is online: the node has not stopped 0.3 s later; halting "
+            "(exit 1)") in proc.stderr, proc.stderr
+    assert "task close-logs:" in proc.stderr and "stuck_step" in proc.stderr, proc.stderr
+    assert "thread MainThread" in proc.stderr, proc.stderr
+
+
+def test_the_halt_does_nothing_to_a_process_that_stopped_in_time() -> None:
+    script = ("import sys; from odradek.broker.process_exit import halt_unless_stopped\n"
+              "halt_unless_stopped(1, 30.0, 'x')\nprint('stopped'); sys.exit(0)\n")
+    proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                          timeout=120)
+    assert proc.returncode == 0 and "stopped" in proc.stdout, proc.stderr

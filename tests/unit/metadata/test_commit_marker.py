@@ -168,3 +168,34 @@ def _batch_of(quorum: MetadataQuorum, record: object) -> tuple:
                         partition_leader_epoch=quorum.leader_epoch)
     view = memoryview(batch)
     return view, BatchHeader.parse(view), quorum.leader_epoch
+
+
+def test_a_failed_marker_write_takes_the_metadata_log_directory_offline(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # finding 11: the marker's fdatasync EIO was raised into the raft loop (45 times) while
+    # the directory stayed online; it must go offline like any log's failed fsync, which
+    # stops the node (broker/log_dirs.watch_log_dirs)
+    import errno
+    import os
+
+    from odradek.storage.log_dir_failure import channel_for
+
+    data_dir = tmp_path / "data"
+    (data_dir / METADATA_LOG_DIR).mkdir(parents=True)
+    channel = channel_for(data_dir)
+    heard: list[str] = []
+    channel.add_offline_listener(lambda directory, why: heard.append(why))
+    marker = CommitMarker(data_dir / METADATA_LOG_DIR / COMMIT_MARKER)
+    marker.write(5, 1)
+    assert not channel.offline
+
+    def eio(fd: int) -> None:
+        raise OSError(errno.EIO, "Input/output error")
+
+    monkeypatch.setattr(os, "fdatasync", eio)
+    with pytest.raises(OSError):
+        marker.write(9, 1)
+    assert channel.offline
+    assert heard and "metadata commit marker" in heard[0] and "Input/output error" in heard[0]
+    assert marker.end_offset == 5  # not moved past what was made durable
+    marker.close()

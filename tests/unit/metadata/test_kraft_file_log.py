@@ -265,3 +265,36 @@ def test_a_started_single_voter_snapshots_by_size_and_restarts_from_it(tmp_path:
     again, follower2 = asyncio.run(run([]))
     assert again.raft_log.start_offset() == snap.end_offset
     assert sorted(follower2.image.topics_by_name) == sorted(follower.image.topics_by_name)
+
+
+def test_a_failed_quorum_task_fails_its_waiting_appends_and_still_stops(
+        tmp_path: Path) -> None:
+    # finding 11: the raft task died on the commit marker's EIO while a controller call in a
+    # worker thread waited for its append's commit (holding the controller's lock); it waited
+    # forever, every other controller call queued behind it, the executor filled, and the
+    # node's shutdown (a checkpoint in a worker thread) never ran. stop() then re-raised the
+    # task's error before failing the waiters.
+    import asyncio
+    import errno
+
+    async def run() -> None:
+        q = await asyncio.to_thread(KRaftQuorum.open, tmp_path, 1, None, cluster_id="c")
+        await q.start()
+        assert q.is_leader
+        waiting: asyncio.Future[int] = asyncio.get_running_loop().create_future()
+        q._waiters.append((10**9, q.client.epoch, waiting))  # an append not yet committed
+
+        def broken(now: int) -> None:
+            raise OSError(errno.EIO, "Input/output error")
+
+        q.client.poll = broken  # type: ignore[method-assign,assignment]
+        assert q._wake is not None
+        q._wake.set()
+        with pytest.raises(KafkaError) as err:
+            await asyncio.wait_for(waiting, 60)
+        assert err.value.code == ErrorCode.not_controller
+        assert "the metadata quorum failed" in str(err.value)
+        await q.stop()  # the task's error is logged, not raised: the stop finishes
+        q.close()
+
+    asyncio.run(run())

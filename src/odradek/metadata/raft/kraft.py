@@ -29,7 +29,6 @@ thread).
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import random
 import threading
@@ -189,8 +188,14 @@ class KRaftQuorum(Quorum):
             if self._wake is not None:
                 self._wake.set()
             task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
+            try:
                 await task
+            except asyncio.CancelledError:
+                pass
+            except Exception:
+                # the task had died on its own (logged where it failed): the rest of the stop
+                # still runs, so no waiter and no channel is left behind
+                log.warning("metadata quorum: its task had failed; stopping the rest")
         for fut in list(self._calls):
             fut.cancel()
         for fut in self._inbound.values():
@@ -396,6 +401,17 @@ class KRaftQuorum(Quorum):
             self._loop.call_soon_threadsafe(self._wake.set)
 
     async def _run(self) -> None:
+        try:
+            await self._drive()
+        except Exception as exc:
+            # nothing commits any more: an append waiting for its commit (a controller call in
+            # a worker thread, holding the controller's lock) must hear it now, or every
+            # controller call and then the node's shutdown waits behind it (finding 11)
+            self._fail_waiters(KafkaError(ErrorCode.not_controller,
+                                          f"the metadata quorum failed: {exc}"))
+            raise
+
+    async def _drive(self) -> None:
         wake, loop = self._wake, self._loop
         assert wake is not None and loop is not None
         while self._task is not None:
