@@ -20,8 +20,10 @@ def test_a_step_whose_thread_never_returns_is_given_up_and_named(
 
     async def run() -> bool:
         # _step uses nothing of the node: called unbound, as the shutdown calls it
-        return await ClusterNode._step(None, "closing the logs",  # type: ignore[arg-type]
-                                       asyncio.to_thread(never.wait), 0.2)
+        finished = await ClusterNode._step(None, "closing the logs",  # type: ignore[arg-type]
+                                           asyncio.to_thread(never.wait), 0.2)
+        never.set()  # before asyncio.run's executor shutdown, which joins the thread
+        return finished
 
     with caplog.at_level(logging.WARNING):
         try:
