@@ -22,6 +22,7 @@ import threading
 import time
 import traceback
 from concurrent.futures import ThreadPoolExecutor
+from typing import NoReturn
 
 __all__ = ["BoundedExecutor", "exit_unless_held", "halt_unless_stopped", "lingering_threads"]
 
@@ -78,6 +79,11 @@ def exit_unless_held(code: int, grace_s: float = 2.0) -> int:
         return code
     log.warning("%d threads still running after the node stopped; exiting without them:\n%s",
                 len(held), _describe(held))
+    _exit_now(code)
+
+
+def _exit_now(code: int) -> NoReturn:
+    """End the process at once (no thread joined), the log and the streams flushed first."""
     logging.shutdown()
     for stream in (sys.stdout, sys.stderr):
         try:
@@ -114,13 +120,7 @@ def halt_unless_stopped(code: int, after_s: float, why: str,
                   "waits:\n%s%s", why, after_s, code,
                   _describe([t for t in threading.enumerate() if t is not threading.current_thread()]),
                   _task_stacks(loop))
-        logging.shutdown()
-        for stream in (sys.stdout, sys.stderr):
-            try:
-                stream.flush()
-            except (OSError, ValueError):
-                pass
-        os._exit(code)
+        _exit_now(code)
 
     timer = threading.Timer(after_s, halt)
     timer.daemon = True
