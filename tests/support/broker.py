@@ -12,6 +12,8 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
+from odradek.broker.local_cluster import free_port as cluster_free_port
+
 ODRADEK = [sys.executable, "-m", "odradek.cli.main"]
 
 
@@ -19,13 +21,10 @@ _GIVEN: set[int] = set()
 
 
 def free_port() -> int:
-    """A port free now and never handed out before in this process: the kernel may give the
-    same ephemeral port to two binds in a row once the first is closed (a node was once started
-    with its admin port equal to its Kafka port)."""
+    """A port free now, outside the ephemeral range (`local_cluster.free_port`), and never
+    handed out before in this process."""
     while True:
-        with socket.socket() as s:
-            s.bind(("127.0.0.1", 0))
-            port = int(s.getsockname()[1])
+        port = cluster_free_port()
         if port not in _GIVEN:
             _GIVEN.add(port)
             return port

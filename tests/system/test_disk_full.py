@@ -2,8 +2,9 @@
 
 The node's data directory is a 64 MiB tmpfs. An idempotent acks=all confluent-kafka producer
 sends numbered records at a steady rate while a filler file takes the space away, either all of
-it (the appends fail with ENOSPC: they must be cut back whole) or all but less than the
-free-space floor (produces are refused before the disk is full). Meanwhile:
+it but less than one record (the appends fail with ENOSPC: they must be cut back whole, and
+produces wait for a margin of space to come back) or all but less than the free-space floor
+(produces are refused before the disk is full). Meanwhile:
 - a probe producer without retries sees KAFKA_STORAGE_ERROR in its delivery report;
 - neither producer ever sees a transport error or a fatal error;
 - a consumer reads the partition from the beginning;
@@ -31,6 +32,8 @@ from tests.support.segments import check_partition_dir
 
 TOPIC = "full"
 PAD = b"." * 1000
+PROBE = PAD * 20
+ENOSPC_LEAVE = 8192  # free bytes left in the enospc mode: less than one PROBE record
 DISK_MB = 64
 # librdkafka errors that mean the connection was lost or the producer gave up for good
 _TRANSPORT = {KafkaError._TRANSPORT, KafkaError._ALL_BROKERS_DOWN, KafkaError._FATAL}
@@ -58,6 +61,7 @@ class Sender:
         self.errors: list[KafkaError] = []
         self.lock = threading.Lock()
         self.stop = threading.Event()
+        self.hold = threading.Event()  # set: send nothing new for now
         self.pause = pause
         self.sent = 0
         self.producer = Producer({
@@ -80,6 +84,9 @@ class Sender:
 
     def _run(self) -> None:
         while not self.stop.is_set():
+            if self.hold.is_set():
+                self.producer.poll(0.05)
+                continue
             try:
                 self.producer.produce(self.topic, key=b"%d" % self.sent, value=b"%d" % self.sent + PAD,
                                       partition=0, on_delivery=self._on_delivery)
@@ -126,7 +133,7 @@ def probe_until_storage_error(bootstrap: str, timeout: float = 60.0) -> KafkaErr
     deadline = time.monotonic() + timeout
     try:
         while time.monotonic() < deadline:
-            probe.produce(TOPIC, value=PAD * 20, partition=0,
+            probe.produce(TOPIC, value=PROBE, partition=0,
                           on_delivery=lambda err, msg: seen.append(err))
             probe.flush(30)
             err = seen[-1]
@@ -183,8 +190,18 @@ def test_a_full_disk_refuses_produces_keeps_reads_and_loses_nothing(
                 time.sleep(0.05)
             assert sender.acked_count() >= 500, node.log()
 
-            filler = fill(disk, 0 if mode == "enospc" else 1 << 20)
-            err = probe_until_storage_error(node.bootstrap)
+            if mode == "enospc":
+                # Leave less than the probe's record, so it is a write that fails: with no
+                # floor, a disk filled to its last byte would be refused by the free-space
+                # monitor instead whenever its check came before the next append.
+                sender.hold.set()
+                assert sender.producer.flush(60) == 0
+                filler = fill(disk, ENOSPC_LEAVE)
+                err = probe_until_storage_error(node.bootstrap)
+                sender.hold.clear()  # its produces now meet the full disk too
+            else:
+                filler = fill(disk, 1 << 20)
+                err = probe_until_storage_error(node.bootstrap)
             assert err.code() == KafkaError.KAFKA_STORAGE_ERROR, err
             stalled = sender.acked_count()
             # reads keep working while nothing can be written

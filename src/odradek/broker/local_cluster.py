@@ -12,6 +12,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import random
 import signal
 import socket
 import subprocess
@@ -30,9 +31,38 @@ STATE_FILE = "cluster.json"
 HOST = "127.0.0.1"
 
 
+# Listening ports are drawn from below the kernel's ephemeral range: a port the kernel picked
+# for bind(0) is one it may hand to any outgoing connection next (a client of another node took
+# a node's port between the pick and the node's bind, in CI). Above this floor, under the range.
+LISTEN_PORT_FLOOR = 10_000
+_pick = random.Random()  # its own: a seeded module `random` must not make two processes agree
+
+
+def _ephemeral_low() -> int:
+    try:
+        return int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        return 32768  # Linux's default
+
+
+def _bindable(port: int) -> bool:
+    with socket.socket() as s:
+        try:
+            s.bind((HOST, port))
+        except OSError:
+            return False
+        return True
+
+
 def free_port() -> int:
-    """A port nobody listens on now (the kernel's pick; a race with other processes is
-    possible but rare on loopback)."""
+    """A port nobody listens on now, outside the ephemeral range so no outgoing connection
+    takes it before the node binds it; the kernel's pick if that range leaves no room."""
+    low = _ephemeral_low()
+    if low - LISTEN_PORT_FLOOR >= 1000:
+        for _ in range(1000):
+            port = _pick.randrange(LISTEN_PORT_FLOOR, low)
+            if _bindable(port):
+                return port
     with socket.socket() as s:
         s.bind((HOST, 0))
         return int(s.getsockname()[1])

@@ -9,7 +9,8 @@ Two states refuse writes to the logs of a directory:
 - low on space: the free space went below `log.dir.free.space.min.bytes` (odradek's key;
   Redpanda has the same floor), or a write failed with ENOSPC. Produces are refused with
   KAFKA_STORAGE_ERROR, which clients retry; reads, deletes, retention and compaction go on
-  so space can be freed, and produces resume once a periodic statvfs sees the space back.
+  so space can be freed, and produces resume once a periodic statvfs sees the space back
+  (after an ENOSPC, at least `RESUME_AFTER_ENOSPC_BYTES` of it).
 
 The append path reads one attribute (`refusing`); statvfs runs on a monitor thread every
 `check_interval_s`, never per request. One channel per directory, shared by its logs
@@ -35,6 +36,10 @@ log = logging.getLogger(__name__)
 AUTO_FLOOR_BYTES = 256 * 1024 * 1024
 AUTO_FLOOR_FRACTION = 0.05
 CHECK_INTERVAL_S = 0.25
+# After a write failed for space, produces resume only once this much is free (or the floor,
+# if more): a disk left a few KiB after the failed write is cut back would otherwise let one
+# batch through per check and fail it again.
+RESUME_AFTER_ENOSPC_BYTES = 1024 * 1024
 # Repeated failures of one kind are logged once per this many seconds.
 LOG_INTERVAL_S = 10.0
 
@@ -78,6 +83,8 @@ class LogDirFailureChannel:
         self.offline = False
         self.offline_reason = ""
         self.low_space = False
+        # low on space because a write failed with ENOSPC (not because of the floor)
+        self.space_failed = False
         self._listeners: list[Callable[[Path, str], None]] = []
         self._lock = threading.Lock()
         self._monitor: threading.Thread | None = None
@@ -105,7 +112,11 @@ class LogDirFailureChannel:
             self.rate_limited.warning("statvfs", "%s: statvfs failed: %s", self.directory, exc)
             return self.low_space
         floor = self.floor_bytes(total)
+        if self.space_failed:
+            floor = max(floor, RESUME_AFTER_ENOSPC_BYTES)
         low = free < floor if floor > 0 else free == 0
+        if not low:
+            self.space_failed = False
         if low != self.low_space:
             if low:
                 log.warning(
@@ -203,6 +214,7 @@ class LogDirFailureChannel:
         )
         if exc.errno in _SPACE_ERRNOS and self._monitor is not None:
             # refuse at once; the monitor lets produces through again once space is back
+            self.space_failed = True
             self.low_space = True
             self._update()
         return KafkaError(ErrorCode.kafka_storage_error, f"write to {what} failed: {exc}")

@@ -21,7 +21,11 @@ from odradek.protocol.errors import ErrorCode, KafkaError
 from odradek.protocol.records import BatchHeader, batch_crc_ok
 from odradek.storage import checkpoints, index, segment
 from odradek.storage.log import Log
-from odradek.storage.log_dir_failure import LogDirFailureChannel, channel_for
+from odradek.storage.log_dir_failure import (
+    RESUME_AFTER_ENOSPC_BYTES,
+    LogDirFailureChannel,
+    channel_for,
+)
 from tests.unit.storage.support import (
     append_values,
     assert_indexes_valid,
@@ -244,6 +248,29 @@ def test_the_monitor_lets_produces_through_once_space_is_back(tmp_path: Path) ->
         assert not state.refusing
     finally:
         state.stop_monitor()
+
+
+def test_after_an_enospc_produces_wait_for_a_margin_not_just_any_free_byte(
+    tmp_path: Path,
+) -> None:
+    """With no floor (0), a write that failed for space refuses produces until a megabyte is
+    free: a disk left a few KiB after the cut-back must not take one batch per check and fail
+    it again."""
+    state = LogDirFailureChannel(tmp_path, min_free_bytes=0)
+    free = [4096]
+    state.free_bytes = lambda: (free[0], 64 << 20)  # type: ignore[method-assign]
+    assert not state.check_space()  # 4 KiB free and no floor: produces go on
+    state._monitor = object()  # type: ignore[assignment]  # what start_monitor sets
+    state.write_failed("t-0", OSError(errno.ENOSPC, "No space left on device"), torn=False)
+    assert state.refusing
+    assert state.check_space() and state.refusing  # 4 KiB is not enough to resume
+    free[0] = RESUME_AFTER_ENOSPC_BYTES - 1
+    assert state.check_space() and state.refusing
+    free[0] = RESUME_AFTER_ENOSPC_BYTES
+    assert not state.check_space() and not state.refusing
+    free[0] = 4096  # the margin was for the failed write's recovery, not a new floor
+    assert not state.check_space() and not state.refusing
+    state._monitor = None
 
 
 def test_repeated_write_failures_log_one_line_per_interval(
