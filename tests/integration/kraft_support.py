@@ -22,6 +22,7 @@ from typing import Any
 import pytest
 
 from odradek.broker.handlers import raft as handlers
+from odradek.broker.local_cluster import free_port
 from odradek.broker.server import Server
 from odradek.broker.transport_signals import Disconnect
 from odradek.metadata.quorum import SnapshotLoaded
@@ -94,7 +95,7 @@ class Cluster:
         self.snapshot_bytes = snapshot_bytes
         ids = list(range(1, voters + observers + 1))
         self.voter_ids = ids[:voters]
-        self.nodes = {i: Node(i, base / f"node{i}", _free_port()) for i in ids}
+        self.nodes = {i: Node(i, base / f"node{i}", free_port()) for i in ids}
         self.addresses = {i: ("127.0.0.1", self.nodes[i].port) for i in self.voter_ids}
         self.cut: set[int] = set()
 
@@ -206,7 +207,3 @@ def run(coro: Awaitable[Any]) -> Any:
     return asyncio.run(coro)  # type: ignore[arg-type]
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
