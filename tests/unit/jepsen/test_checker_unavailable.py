@@ -10,7 +10,7 @@ from tests.system.jepsen.checker import check
 from .builder import Hist
 
 
-def history(offline: list[str] | None, *, plant: str | None) -> Hist:
+def history(offline: list[str] | None, *, plant: str | None, finals: bool = True) -> Hist:
     """Two keys written and read; `plant` names the key given one more acknowledged value
     that no read returns; `offline` is what the settled record says (None: no record)."""
     h = Hist()
@@ -23,8 +23,9 @@ def history(offline: list[str] | None, *, plant: str | None) -> Hist:
     h.nemesis("healed", [])
     if offline is not None:
         h.nemesis("settled", {"waited_s": 10.0, "open": [], "offline": offline})
-    finals = {"t-0": [(0, 1), (1, 2)], "t-1": [(0, 100)]}
-    h.poll(20, {k: v for k, v in finals.items() if k not in (offline or [])}, f="final-poll")
+    read = {"t-0": [(0, 1), (1, 2)], "t-1": [(0, 100)]}
+    if finals:
+        h.poll(20, {k: v for k, v in read.items() if k not in (offline or [])}, f="final-poll")
     return h
 
 
@@ -64,3 +65,19 @@ def test_history_without_settled_record_keeps_counting_unseen() -> None:
     assert r.found() == {"unseen": 1}, r.table()
     assert "unavailable" in r.not_checked
     assert r.stats["offline-at-end"] is None
+
+
+def test_every_partition_offline_is_judged_without_final_reads() -> None:
+    """The harness reads back only partitions with a leader; with none, there is no final
+    read at all, and every unread acknowledged value is unavailable (crash 237, session 14)."""
+    r = check(history(["t-0", "t-1"], plant="t-1", finals=False).ops)
+    assert r.valid, r.table()
+    assert "unseen" not in r.not_checked
+    assert r.count("unseen") == 0
+    assert r.anomalies["unavailable"] == [{"key": "t-1", "count": 1, "values": [999]}]
+
+
+def test_no_final_reads_with_a_partition_still_led_is_not_judged() -> None:
+    r = check(history(["t-1"], plant="t-0", finals=False).ops)
+    assert "unseen" in r.not_checked
+    assert r.count("unseen") == 0

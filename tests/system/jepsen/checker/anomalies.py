@@ -281,11 +281,14 @@ def offline_at_end(ops: list[Op]) -> set[str] | None:
 
 def unseen(a: Analysis, offline: set[str] | None = None) -> tuple[bool, list[Case], list[Case]]:
     """(judged, unseen cases, unavailable cases): acknowledged values no ok read returned, if
-    the run read back at the end; those of a key in `offline` are unavailable, not unseen."""
-    judged = any(o.f == "final-poll" for o in a.completions)
+    the run read back at the end; those of a key in `offline` are unavailable, not unseen.
+    A run whose every acknowledged key ended offline has nothing to read back (the harness
+    makes no final read), and is judged all the same: all its unread values are unavailable."""
+    sent = a.writes_by_type.get(OK, {})
+    all_offline = offline is not None and all(k in offline for k in sent)
+    judged = all_offline or any(o.f == "final-poll" for o in a.completions)
     if not judged:
         return False, [], []
-    sent = a.writes_by_type.get(OK, {})
     read = a.reads_by_type.get(OK, {})
     out: list[Case] = []
     gone: list[Case] = []
