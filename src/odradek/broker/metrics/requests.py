@@ -46,8 +46,10 @@ log = logging.getLogger("odradek.requests")
 # upper bounds in ms of the latency histograms (the last bucket is +Inf)
 BUCKETS_MS: tuple[float, ...] = (0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 25.0, 50.0, 100.0,
                                  250.0, 500.0, 1000.0, 2500.0, 5000.0, 10000.0, 30000.0)
-assert _C_BUCKETS_MS == BUCKETS_MS, "_record.c's buckets differ: rebuild it (make setup)"
-BUCKETS_S = tuple(b / 1000 for b in BUCKETS_MS)  # compared with perf_counter seconds
+if _C_BUCKETS_MS != BUCKETS_MS:  # a stale build of an older _record.c
+    raise ImportError("odradek.broker.metrics._record counts other buckets than "
+                      "BUCKETS_MS: rebuild it (make setup)")
+BUCKETS_S = tuple(b / 1000 for b in BUCKETS_MS)  # in seconds, as _record.c computes them
 NB = len(BUCKETS_MS) + 1  # buckets per api, +Inf included
 _perf = time.perf_counter
 
