@@ -6,23 +6,34 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 TEST_STAMP := $(VENV)/.installed-test
 BENCH_STAMP := $(VENV)/.installed-bench
-DEB_PACKAGES := kcat postgresql-15 openjdk-17-jre-headless strace iptables gcc libc6-dev prometheus chromium libpostgresql-jdbc-java
+DEB_PACKAGES := kcat postgresql-15 openjdk-17-jre-headless strace iptables gcc libc6-dev python3-dev prometheus chromium libpostgresql-jdbc-java
+# every install builds odradek's C extension (the request metrics, issue 18): gcc and the
+# headers of the interpreter; a change of its source reinstalls
+BUILD_DEB := gcc libc6-dev python3-dev
+C_SOURCES := setup.py src/odradek/broker/metrics/_record.c
 
-.PHONY: run test lint bench bench-node bench-tools clean setup setup-test setup-bench deb faults
+.PHONY: run test lint bench bench-node bench-tools clean setup setup-test setup-bench deb faults build-deps
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
 
-$(STAMP): pyproject.toml | $(BIN)/python
+# the compiler and the Python headers for the C extension, checked for the venv's own
+# interpreter (a Python not from Debian brings its headers itself; Debian's python3 needs
+# python3-dev)
+build-deps: | $(BIN)/python
+	@$(MAKE) --no-print-directory deb DEB_PACKAGES="$(BUILD_DEB)"
+	@$(BIN)/python -c "import os, sys, sysconfig; h = os.path.join(sysconfig.get_path('include'), 'Python.h'); os.path.exists(h) or sys.exit(f'{h} is missing: odradek builds a C extension and needs the headers of {sys.base_prefix}')"
+
+$(STAMP): pyproject.toml $(C_SOURCES) | build-deps
 	$(BIN)/pip install -q -e .
 	touch $@
 
-$(TEST_STAMP): pyproject.toml | $(BIN)/python
+$(TEST_STAMP): pyproject.toml $(C_SOURCES) | build-deps
 	$(BIN)/pip install -q -e '.[test]'
 	touch $@ $(STAMP)
 
-$(BENCH_STAMP): pyproject.toml | $(BIN)/python
+$(BENCH_STAMP): pyproject.toml $(C_SOURCES) | build-deps
 	$(BIN)/pip install -q -e '.[test,bench]'
 	touch $@ $(STAMP) $(TEST_STAMP)
 
@@ -87,3 +98,4 @@ faults: setup-test
 
 clean:
 	rm -rf $(VENV) data build src/*.egg-info $(BENCH_TOOLS)
+	find src -name '*.so' -delete

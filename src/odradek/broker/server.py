@@ -20,7 +20,6 @@ stock loop waits for writability and carries on with sendfile, other loops
 from __future__ import annotations
 
 import asyncio
-import bisect
 import collections
 import logging
 import os
@@ -34,7 +33,7 @@ from typing import Any
 from odradek.broker.acceptor import Acceptor, ConnectionLimits, RateLimitedLog
 from odradek.broker.connection_session import SessionMixin
 from odradek.broker.listener_security import PLAINTEXT_LISTENER, ListenerSecurity
-from odradek.broker.metrics.requests import BUCKETS_S, UPPER_S, RequestStats
+from odradek.broker.metrics.requests import RequestStats, Timer
 from odradek.broker.refusals import api_name
 from odradek.broker.sasl_exchange import SASL_APIS, CloseAfter, SaslExchange
 from odradek.broker.transport_signals import Disconnect
@@ -47,10 +46,6 @@ from odradek.security.principal import Session
 log = logging.getLogger(__name__)
 
 _SIZE = struct.Struct(">i")
-_perf = time.perf_counter
-_bisect = bisect.bisect_left
-_FIRST = BUCKETS_S[0]  # the histograms' first bucket's bound: under it, no bisect
-_UPPER = UPPER_S
 # requests one connection may have in flight before we stop reading from it
 MAX_IN_FLIGHT = 100
 # a connection with no read for this long gives its receive buffers back (FrameReceiver.release)
@@ -107,13 +102,11 @@ class Connection(SessionMixin, asyncio.BufferedProtocol):
         self._held: collections.deque[memoryview] = collections.deque()
         self._sock_fd = -1
         self._writable: asyncio.Future[None] | None = None
-        # when requests are measured (broker.metrics, `stats` set): perf_counter of the last
-        # read, and of the end of the last request handled since (where the next one's
-        # handler starts; the same float object as `received` for a read's first request)
+        # when requests are measured (broker.metrics, `stats` set): the connection's timing
+        # (the last read's time, where the next request's handler starts), in C, one call
+        # per read and one per request (metrics/requests.py, issue 18)
         self.stats: RequestStats | None = server.stats
-        self.received = 0.0
-        self.last_done = 0.0
-        self.last_ti = 0  # the histograms' bucket of last_done - received
+        self.timer: Timer | None = None if server.stats is None else Timer(server.stats.table)
 
     # --- asyncio.Protocol --------------------------------------------------
 
@@ -175,9 +168,9 @@ class Connection(SessionMixin, asyncio.BufferedProtocol):
         except ProtocolError as exc:
             self.abort(f"bad frame: {exc}")
             return
-        if self.stats is not None:
-            self.received = self.last_done = _perf()
-            self.last_ti = 0
+        timer = self.timer
+        if timer is not None:
+            timer.mark_read()
         for i, frame in enumerate(frames):
             if self.closed:
                 return
@@ -222,51 +215,19 @@ class Connection(SessionMixin, asyncio.BufferedProtocol):
             log.exception("handler for %s from %s failed; closing the connection", api, self.peer)
             self.abort(None)
             return
-        stats = self.stats
+        timer = self.timer
         if result is not None and type(result) is not tuple:  # a coroutine: answer later
             self._slots.append(slot)
             task = asyncio.ensure_future(result)
             self.server.tasks.add(task)
             task.add_done_callback(lambda t, s=slot: self._completed(t, s))
-            if stats is not None:
-                handled, started = _perf(), self.last_done
-                self.last_done = handled
-                self.last_ti = _bisect(BUCKETS_S, handled - self.received)
-                stats.later(task, header, self.received, started, handled)
+            if timer is not None:
+                self.stats.later(task, header, *timer.handled())  # type: ignore[union-attr]
         else:
-            if stats is not None:
-                # RequestStats.record inline, for few bytecodes (metrics/requests.py says how:
-                # one clock read, plain list slots at literal offsets, first buckets implied,
-                # a queued request's queue bucket is the last total's; issue 18). An answer here
-                # is of a key this node serves (the Dispatcher and SASL refuse others by raising)
-                done = _perf()
-                received, started = self.received, self.last_done
-                self.last_done = done
-                total = done - received
-                try:
-                    stats.versions[header[0]][header[1]] += 1
-                except IndexError:  # a version past its key's row (free in 3.11 until raised)
-                    stats.count(header[0], header[1])
-                row = stats.rows[header[0]]
-                row[56] += total  # SUM_TOTAL
-                if started is not received:  # queued behind another request of its read
-                    row[54] += started - received  # SUM_QUEUE
-                    ti = qi = self.last_ti
-                    if qi:
-                        row[qi] += 1  # QUEUE + its bucket
-                    while total > _UPPER[ti]:
-                        ti += 1
-                    if ti:
-                        row[36 + ti] += 1  # TOTAL + its bucket
-                        self.last_ti = ti
-                    if done - started > _FIRST:  # LOCAL + its bucket
-                        row[18 + _bisect(BUCKETS_S, done - started)] += 1
-                elif total > _FIRST:  # a read's first: its local time is its total
-                    ti = self.last_ti = _bisect(BUCKETS_S, total)
-                    row[36 + ti] += 1
-                    row[18 + ti] += 1
-                if total > stats.slow_s:
-                    stats.slow(header, started - received, done - started, total)
+            if timer is not None:
+                # the whole recording in one C call (metrics/_record.c): clock read, version
+                # count, sums, the queue/local/total buckets, the slow log's check
+                timer.record(header)
             if result is None:
                 return  # no response (acks=0)
             slot.header_version, slot.parts = result
@@ -281,8 +242,8 @@ class Connection(SessionMixin, asyncio.BufferedProtocol):
             self.transport.pause_reading()  # type: ignore[union-attr]
 
     def _failed(self, header: Any, exc: BaseException) -> None:
-        if self.stats is not None:
-            self.stats.failed(header, self.received, str(exc) or type(exc).__name__)
+        if self.stats is not None and self.timer is not None:
+            self.stats.failed(header, self.timer.received, str(exc) or type(exc).__name__)
 
     def _completed(self, task: asyncio.Future[Any], slot: _Slot) -> None:
         self.server.tasks.discard(task)

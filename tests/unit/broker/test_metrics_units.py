@@ -21,7 +21,7 @@ from odradek.broker.admin_views import BadParameter, partitions_json, readiness
 from odradek.broker.config import ConfigError
 from odradek.broker.logging_setup import JsonFormatter, OneLineFormatter
 from odradek.broker.metrics.collector import NodeCollector
-from odradek.broker.metrics.requests import BUCKETS_MS, RequestStats, request_name
+from odradek.broker.metrics.requests import BUCKETS_MS, RequestStats, Timer, request_name
 from odradek.broker.node_view import NodeView
 from odradek.metadata.config.broker_configs import BrokerConfig
 from odradek.protocol.errors import ErrorCode
@@ -99,10 +99,25 @@ class _Transport:
         self.answers += 1
 
 
+def clocked(clock: Callable[[], float]) -> type[Timer]:
+    """A Timer that takes its times from `clock` instead of the monotonic clock."""
+    class Clocked(Timer):
+        def mark_read(self, now: float | None = None) -> None:
+            super().mark_read(clock())
+
+        def record(self, header: tuple[Any, ...], now: float | None = None) -> None:
+            super().record(header, clock())
+
+        def handled(self, now: float | None = None) -> tuple[float, float, float]:
+            return super().handled(clock())
+
+    return Clocked
+
+
 def test_the_servers_own_timing_counts_as_record_does(monkeypatch: pytest.MonkeyPatch) -> None:
-    """The server's inline fast path (Connection._dispatch: one clock read per request and
-    one per read, first buckets implied) gives the same families as record() for the same
-    times, every request counted once."""
+    """The server's timing (Connection: one Timer call per read and one per request, first
+    buckets implied) gives the same families as record() for the same times, every request
+    counted once."""
     import asyncio
 
     from odradek.broker import server as srv
@@ -114,7 +129,7 @@ def test_the_servers_own_timing_counts_as_record_does(monkeypatch: pytest.Monkey
     reads = [(1.0, [(0, 9)] * 3, [1.00004, 1.003, 3.5]), (3.6, [(0, 9)], [7.6]),
              (8.0, [(18, 500), (18, -1)], [8.00001, 8.00002])]
     clock = iter([t for at, _, dones in reads for t in (at, *dones)]).__next__
-    monkeypatch.setattr(srv, "_perf", clock)
+    monkeypatch.setattr(srv, "Timer", clocked(clock))
 
     def dispatch(conn: object, frame: memoryview, h: object) -> object:
         return (0, [b"x"])
@@ -258,10 +273,10 @@ def test_errors_count_each_code_a_response_carries_and_none_per_clean_response(
 
 def test_pipelined_reads_bucket_as_record_does(monkeypatch: pytest.MonkeyPatch,
                                                caplog: pytest.LogCaptureFixture) -> None:
-    """The server's queued path (a queued request's queue bucket taken from the previous
-    total's, its total's found by stepping up from there) counts what record() counts:
-    totals that cross several buckets within a read, a later answer (a task) in the middle
-    of a read, handler times past the first bucket, and the slow log."""
+    """The server's queued requests (each one's handler starts where the previous one of its
+    read ended) count what record() counts: totals that cross several buckets within a
+    read, a later answer (a task) in the middle of a read, handler times past the first
+    bucket, and the slow log."""
     import asyncio
 
     from odradek.broker import server as srv
@@ -282,7 +297,7 @@ def test_pipelined_reads_bucket_as_record_does(monkeypatch: pytest.MonkeyPatch,
         ticks += [done for _, done, _ in requests]
         ticks += [later for _, _, later in requests if later is not None]
     clock = iter(ticks).__next__
-    monkeypatch.setattr(srv, "_perf", clock)
+    monkeypatch.setattr(srv, "Timer", clocked(clock))
     monkeypatch.setattr(rqm, "_perf", clock)  # the later answer's time
 
     async def later() -> tuple[int, list[bytes]]:
