@@ -4,11 +4,13 @@ AddPartitionsToTxnManager).
 A partition takes a producer's first transactional batch (or TxnOffsetCommit's offsets, in
 `__consumer_offsets`) only once the transaction coordinator confirms the partition is in
 the producer's open transaction. When the coordinator is this node it sets the partition's
-`verified` entry itself as it adds the partition; when it is another node, the leader asks
-it with AddPartitionsToTxn v4 `verify_only` over the inter-broker listener (the marker
-channels' connections), and on NONE marks the producer verified here. A zombie's late
-write, or a batch after the transaction was aborted, is refused instead of opening a
-transaction no coordinator knows of.
+verification itself once its record adding the partition is committed; when it is another
+node, the leader asks it with AddPartitionsToTxn v4 `verify_only` over the inter-broker
+listener (the marker channels' connections), and on NONE marks the producer verified here,
+unless a marker or a leader change came meanwhile (the guard). A verification is spent by
+the transaction's first batch here and dropped by its marker and by any leader change. A
+zombie's late write, or a batch after the transaction was aborted, is refused instead of
+opening a transaction no coordinator knows of.
 """
 
 from __future__ import annotations
@@ -32,7 +34,7 @@ TIMEOUT_S = 30.0
 def needs_verification(part: Any, producer_id: int, epoch: int) -> bool:
     """The partition has no open transaction of the producer and no verification for it."""
     state = part.log.producer_state
-    return producer_id not in state.ongoing and state.verified.get(producer_id) != epoch
+    return producer_id not in state.ongoing and not state.is_verified(producer_id, epoch)
 
 
 def coordinator_node(ctx: Any, transactional_id: str) -> int:
@@ -53,14 +55,24 @@ async def verify(ctx: Any, transactional_id: str, producer_id: int, epoch: int,
     tc = ctx.transaction_coordinator
     if tc is None:
         return E.coordinator_not_available
+    part = ctx.replica_manager.get(*tp)
+    if part is None:
+        return E.not_leader_or_follower
+    # the guard: a marker or a leader change while the coordinator is asked voids the answer
+    state = part.log.producer_state
+    guard = state.begin_verification(producer_id, epoch)
     if tc.coordinator_error(transactional_id) != E.not_coordinator:
         code = tc.add_partitions(transactional_id, producer_id, epoch, [tp], not add)[tp]
+        if code == E.none and add:
+            # the partition is in the transaction once the coordinator's record is
+            # committed (it may still be lost with a leader change): wait for that
+            code = await tc.committed(transactional_id)
     else:
         code = await _ask(ctx, tc, transactional_id, producer_id, epoch, tp, add)
-    if code == E.none:
-        part = ctx.replica_manager.get(*tp)
-        if part is not None:
-            part.log.producer_state.verified[producer_id] = epoch
+    if code == E.none and not part.log.producer_state.complete_verification(producer_id, guard):
+        log.info("verification of %r (producer %d epoch %d) in %s-%d voided by a marker or a "
+                 "leader change meanwhile", transactional_id, producer_id, epoch, *tp)
+        return E.invalid_txn_state
     return code
 
 

@@ -44,8 +44,10 @@ NO_EPOCH = -1
 WRITE_TIMEOUT_MS = 5000
 
 # (partition, offset the HW must reach, leader epoch of the write) of the coordinator writes
-# made while one request is handled (`CoordinatorRuntime.durably`): its answer waits for them
-_WRITES: contextvars.ContextVar[list[tuple[Any, int, int]] | None] = contextvars.ContextVar(
+# made while one request is handled (`CoordinatorRuntime.durably`): its answer waits for
+# them; and futures a coordinator resolves once it has acted on a write's commit (its
+# error code: NONE, or why the write is lost), which the answer waits for too
+_WRITES: contextvars.ContextVar[list[Any] | None] = contextvars.ContextVar(
     "coordinator_writes", default=None)
 
 
@@ -397,6 +399,14 @@ class CoordinatorRuntime:
         transaction marker appended by a coordinator)."""
         _note_write(part, last_offset)
 
+    @staticmethod
+    def note_settled(settled: asyncio.Future[ErrorCode]) -> None:
+        """The current request's answer waits, after its writes' commit, for `settled`: the
+        coordinator acting on that commit (so a client's next request finds it done)."""
+        writes = _WRITES.get()
+        if writes is not None:
+            writes.append(settled)
+
     # ------------------------------------------------------------------ acks=all
 
     def durably(self, call: Callable[[], Any], timeout_ms: int = WRITE_TIMEOUT_MS) -> Any:
@@ -406,7 +416,7 @@ class CoordinatorRuntime:
         at once gets a coroutine when it wrote to a replicated partition; a coroutine
         handler gets wrapped. A write that does not reach the ISR raises
         WriteNotReplicated from the coroutine: the answer is never sent."""
-        writes: list[tuple[Any, int, int]] = []
+        writes: list[Any] = []
         token = _WRITES.set(writes)
         try:
             result = call()
@@ -419,7 +429,7 @@ class CoordinatorRuntime:
         return self._answer_when_replicated(writes, result, timeout_ms)
 
     async def _durable_coroutine(self, coro: Any, timeout_ms: int) -> Any:
-        writes: list[tuple[Any, int, int]] = []
+        writes: list[Any] = []
         token = _WRITES.set(writes)  # this task's own context: only its writes land here
         try:
             result = await coro
@@ -429,16 +439,21 @@ class CoordinatorRuntime:
             await self.wait_replicated(writes, timeout_ms)
         return result
 
-    async def _answer_when_replicated(self, writes: list[tuple[Any, int, int]], result: Any,
+    async def _answer_when_replicated(self, writes: list[Any], result: Any,
                                       timeout_ms: int) -> Any:
         await self.wait_replicated(writes, timeout_ms)
         return result
 
-    async def wait_replicated(self, writes: list[tuple[Any, int, int]], timeout_ms: int) -> None:
+    async def wait_replicated(self, writes: list[Any], timeout_ms: int) -> None:
         """Wait until the high watermark of each written partition passed its write, under
         the leader epoch it was written in; WriteNotReplicated otherwise."""
         needed: dict[Any, tuple[int, int]] = {}
-        for part, offset, epoch in writes:
+        settles = []
+        for w in writes:
+            if isinstance(w, asyncio.Future):
+                settles.append(w)
+                continue
+            part, offset, epoch = w
             have = needed.get(part)
             needed[part] = (max(offset, have[0]) if have else offset, epoch)
         for part, (offset, epoch) in needed.items():
@@ -453,6 +468,15 @@ class CoordinatorRuntime:
                 raise WriteNotReplicated(
                     f"{part.topic}-{part.index} offset {offset - 1}: {name}",
                     E.not_coordinator if moved else E.coordinator_not_available)
+        for settled in settles:
+            try:
+                code = await asyncio.wait_for(asyncio.shield(settled), timeout_ms / 1000)
+            except TimeoutError:
+                raise WriteNotReplicated("the coordinator did not act on its committed "
+                                         "write in time") from None
+            if code != E.none:
+                raise WriteNotReplicated(f"write lost: {ErrorCode(code).name.upper()}",
+                                         ErrorCode(code))
 
     # ------------------------------------------------------------------ life
 

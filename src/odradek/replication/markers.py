@@ -81,6 +81,4 @@ def append_marker(rm: Any, topic: str, partition: int, producer_id: int, produce
         return MarkerAppend(exc.code, message=exc.message)
     except OSError as exc:  # the log directory failed: the coordinator retries elsewhere/later
         return MarkerAppend(E.kafka_storage_error, message=str(exc))
-    # the transaction is over here: its next one must be added by the coordinator again
-    state.verified.pop(producer_id, None)
     return MarkerAppend(E.none, part, int(info.last_offset) + 1)

@@ -202,6 +202,9 @@ class Partition:
             self.pending_isr = None
         if new_epoch:
             self.leader_epoch = leader_epoch
+            # KIP-890: verifications asked in an earlier leadership are not this one's (the
+            # markers of those transactions may have gone to another leader)
+            self.log.producer_state.clear_verifications()
             if leader_epoch >= 0:
                 self.log.epochs.assign(leader_epoch, self.log.log_end_offset)
             self.replica_states = {r: ReplicaState(now_ms if r in isr else -1)
@@ -237,6 +240,7 @@ class Partition:
         self.solo = False
         self._reset_unreplicated()
         if changed:
+            self.log.producer_state.clear_verifications()
             self._notify(0)  # a delayed produce learns it lost leadership
         return changed
 

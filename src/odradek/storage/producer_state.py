@@ -127,6 +127,17 @@ def snapshot_path(directory: Path, offset: int) -> Path:
     return directory / f"{offset:020d}{SNAPSHOT_SUFFIX}"
 
 
+class Verification:
+    """One transaction's verification on a partition: asked for (`verified` False) or
+    confirmed by the coordinator."""
+
+    __slots__ = ("epoch", "verified")
+
+    def __init__(self, epoch: int, verified: bool = False) -> None:
+        self.epoch = epoch
+        self.verified = verified
+
+
 class ProducerStateManager:
     """The producers of one partition. Not thread-safe: the log's lock covers it."""
 
@@ -143,9 +154,9 @@ class ProducerStateManager:
         self.scanned_bytes = 0
         # where the state stands: every batch below this offset has been applied
         self.map_end_offset = 0
-        # producer id -> epoch the transaction coordinator added this partition for (KIP-890):
-        # a transaction's first batch here must be expected
-        self.verified: dict[int, int] = {}
+        # producer id -> the verification of its next transaction here (KIP-890): a
+        # transaction's first batch on the partition must be expected by its coordinator
+        self.verifications: dict[int, Verification] = {}
         # aborted transactions of this log (.txnindex files), filled by the abort markers
         self.txn_index = TxnIndex(self.dir)
 
@@ -163,7 +174,7 @@ class ProducerStateManager:
         if entry is not None and epoch < entry.epoch:
             raise InvalidProducerEpoch(
                 f"producer {producer_id}: epoch {epoch} is older than the current {entry.epoch}")
-        if is_txn and producer_id not in self.ongoing and self.verified.get(producer_id) != epoch:
+        if is_txn and producer_id not in self.ongoing and not self.is_verified(producer_id, epoch):
             raise KafkaError(ErrorCode.invalid_txn_state,
                              f"producer {producer_id} epoch {epoch}: partition not added to "
                              "the transaction")
@@ -188,6 +199,40 @@ class ProducerStateManager:
                              "non-transactional batch refused")
         return None
 
+    # ----------------------------------------------------------- verification
+
+    def is_verified(self, producer_id: int, epoch: int) -> bool:
+        """The coordinator confirmed this partition in the producer's open transaction of
+        `epoch`, and no marker or leader change came since."""
+        v = self.verifications.get(producer_id)
+        return v is not None and v.verified and v.epoch == epoch
+
+    def begin_verification(self, producer_id: int, epoch: int) -> Verification:
+        """The guard of a verification about to be asked of the coordinator (Kafka's
+        VerificationGuard): its answer counts only while the guard is still the producer's
+        (a marker or a leader change meanwhile drops it)."""
+        v = self.verifications.get(producer_id)
+        if v is None or v.epoch != epoch:
+            v = self.verifications[producer_id] = Verification(epoch)
+        return v
+
+    def complete_verification(self, producer_id: int, guard: Verification) -> bool:
+        """The coordinator said yes to the verification `guard` began: the producer's next
+        transactional batch is expected, if the guard still stands."""
+        if self.verifications.get(producer_id) is not guard:
+            return self.is_verified(producer_id, guard.epoch)
+        guard.verified = True
+        return True
+
+    def mark_verified(self, producer_id: int, epoch: int) -> None:
+        """The coordinator, on this node, committed the partition into the producer's
+        transaction of `epoch`."""
+        self.verifications[producer_id] = Verification(epoch, True)
+
+    def clear_verifications(self) -> None:
+        """The partition's leadership changed: what was verified before is not trusted."""
+        self.verifications.clear()
+
     # ----------------------------------------------------------------- update
 
     def on_append(self, producer_id: int, epoch: int, base_seq: int, last_delta: int,
@@ -210,6 +255,8 @@ class ProducerStateManager:
             if control_type not in (CONTROL_ABORT, CONTROL_COMMIT):
                 return None
             entry.coordinator_epoch = coordinator_epoch
+            # the transaction is over here: the next one must be verified again
+            self.verifications.pop(producer_id, None)
             first = self.ongoing.pop(producer_id, None)
             entry.current_txn_first_offset = -1
             if first is None:
@@ -221,6 +268,9 @@ class ProducerStateManager:
         if attributes & ATTR_TRANSACTIONAL and producer_id not in self.ongoing:
             self.ongoing[producer_id] = first_offset
             entry.current_txn_first_offset = first_offset
+            # the verification is spent on the transaction's first batch (Kafka clears its
+            # guard there): the open transaction admits the rest
+            self.verifications.pop(producer_id, None)
         return None
 
     def note_batch(self, batch: memoryview | bytes, header: object, first_offset: int,
@@ -420,7 +470,7 @@ def load_producer_state(the_log: object, expiration_ms: int | None = None) -> Pr
     state = ProducerStateManager(the_log.dir, expiration_ms or 86400000)  # type: ignore[attr-defined]
     if old is not None:
         state.expiration_ms = old.expiration_ms
-        state.verified = old.verified
+        state.verifications = old.verifications
     leo = the_log.log_end_offset  # type: ignore[attr-defined]
     start = state.load_latest(leo, the_log.log_start_offset)  # type: ignore[attr-defined]
     state.txn_index = TxnIndex.load(state.dir)

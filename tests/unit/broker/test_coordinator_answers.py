@@ -39,7 +39,7 @@ def test_write_txn_markers(tmp_path: Path) -> None:
     try:
         b.create("d")
         part = b.rm.get("d", 0)
-        part.log.producer_state.verified[42] = 0
+        part.log.producer_state.mark_verified(42, 0)
         batch = build_batch([Record(-1, int(time.time() * 1000), None, b"v")], producer_id=42,
                             producer_epoch=0, base_sequence=0, transactional=True)
         assert b.rm.append("d", 0, memoryview(batch), -1).error == E.none

@@ -113,7 +113,7 @@ def test_replay_and_recovery_of_prepared_transactions(tmp_path: Path) -> None:
     assert produce_txn(node, r.producer_id, r.producer_epoch, 0, partition=1) == E.none
     m = tc.txns["t2"]
     m.state = TxnState.PREPARE_COMMIT  # the decision is durable, the markers are not written
-    tc._persist(m)
+    tc._persist(m, None)
     again = coordinator(node)
     assert again.txns["t2"].state == TxnState.COMPLETE_COMMIT
     assert control_batches(node, 1) == [2]

@@ -33,7 +33,7 @@ def test_spent_epoch_moves_to_a_new_producer_id(tmp_path: Path) -> None:
     pid = r.producer_id
     m = tc.txns["ov"]
     m.producer_epoch = MAX_EPOCH - 1  # as after 32766 transactions
-    tc._persist(m)
+    tc._persist(m, None)
     epoch = m.producer_epoch
     assert tc.add_partitions("ov", pid, epoch, [("data", 0)])[("data", 0)] == E.none
     assert produce(node, pid, epoch, 0) == E.none

@@ -480,7 +480,7 @@ class Sim:
                 if part is not None and part.is_leader and self.txn_epoch == epoch \
                         and self.txn_ending is None:
                     # AddPartitionsToTxn's verification (KIP-890): only while it is open
-                    part.log.producer_state.verified[TXN_PRODUCER_ID] = epoch
+                    part.log.producer_state.mark_verified(TXN_PRODUCER_ID, epoch)
                 self._produce_at(node, raw, -1, value, acked)
 
             self.send(CONTROLLER, target, at_leader)
@@ -507,7 +507,6 @@ class Sim:
             part = self.part(node)
             if part is None or not part.is_leader or node.rm is None:
                 return
-            part.log.producer_state.verified.pop(TXN_PRODUCER_ID, None)
             view = memoryview(marker)
             info = part.append(view, BatchHeader.parse(view), None)
             node.rm.delay_produce([(part, info.last_offset + 1, part.leader_epoch)], 10**9,

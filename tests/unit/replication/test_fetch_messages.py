@@ -89,7 +89,7 @@ def test_each_kind_of_fetch_reads_to_its_bound(rm: ReplicaManager) -> None:
     pid = 11
     part = rm.get("t", 0)
     assert part is not None
-    part.log.producer_state.verified[pid] = 0  # what AddPartitionsToTxn records
+    part.log.producer_state.mark_verified(pid, 0)  # what AddPartitionsToTxn records
     produce(rm, 1, producer_id=pid, producer_epoch=0, base_sequence=0, transactional=True)
     assert (part.last_stable_offset, part.high_watermark, part.log_end_offset) == (2, 3, 3)
     uncommitted = only(fetch(rm))

@@ -177,7 +177,7 @@ def test_follower_turned_leader_continues_idempotent_sequences(tmp_path: Path) -
 def test_transactions_and_markers_replicate_with_their_lso(tmp_path: Path) -> None:
     leader = leader_partition(open_log(tmp_path, "l-0"))
     pid = 7
-    leader.log.producer_state.verified[pid] = 0
+    leader.log.producer_state.mark_verified(pid, 0)
     append(leader, 2, producer_id=pid, producer_epoch=0, base_sequence=0, transactional=True)
     follower = follower_partition(open_log(tmp_path, "f-0"))
     follower.append_as_follower(read_all(leader.log))
@@ -198,3 +198,21 @@ def test_follower_refuses_client_appends(tmp_path: Path) -> None:
     with pytest.raises(Exception) as exc:
         follower.append(b, BatchHeader.parse(b), None)
     assert exc.value.code == ErrorCode.not_leader_or_follower  # type: ignore[attr-defined]
+
+
+def test_a_leader_change_drops_transaction_verifications(tmp_path: Path) -> None:
+    """Finding 14: a verification of one leadership is not the next one's (the marker of
+    that transaction may have gone to another leader meanwhile)."""
+    part = leader_partition(open_log(tmp_path, "l-0"))
+    pid = 7
+    part.log.producer_state.mark_verified(pid, 0)
+    part.make_follower(2, part.leader_epoch + 1, part.partition_epoch + 1, [1, 2, 3], [1, 2, 3])
+    part.make_leader(part.leader_epoch + 1, part.partition_epoch + 1, [1, 2, 3], [1, 2, 3],
+                     now_ms())
+    with pytest.raises(Exception) as exc:
+        append(part, 1, producer_id=pid, producer_epoch=0, base_sequence=0, transactional=True)
+    assert exc.value.code == ErrorCode.invalid_txn_state  # type: ignore[attr-defined]
+    part.log.producer_state.mark_verified(pid, 0)
+    part.make_leader(part.leader_epoch + 1, part.partition_epoch + 1, [1, 2, 3], [1, 2, 3],
+                     now_ms())  # a new epoch of the same leader
+    assert not part.log.producer_state.is_verified(pid, 0)

@@ -16,11 +16,7 @@ from typing import Any
 from odradek.broker import refusals
 from odradek.broker.authz import SessionHeader, produce_denials
 from odradek.broker.handlers.common import INTERNAL_TOPICS, Response, valid_topic_name
-from odradek.broker.handlers.transactions import (
-    implicit_add_partition,
-    unverified,
-    verify_batches,
-)
+from odradek.broker.handlers.transactions import unverified, verify_batches
 from odradek.broker.schema_validation import RegistryUnavailable
 from odradek.broker.transport_signals import Disconnect
 from odradek.protocol.apis import ApiKey, ApiVersionRange, response_header_version
@@ -30,7 +26,6 @@ from odradek.protocol.produce import (
     decode_produce_request,
     encode_produce_response,
 )
-from odradek.protocol.records import ATTR_TRANSACTIONAL, BATCH_HEADER_SIZE, BatchHeader
 
 log = logging.getLogger(__name__)
 
@@ -173,14 +168,6 @@ def _produce(ctx: Any, header: Any, req: Any, refused: dict[tuple[str, int], Err
                     refusals.note(header, refusal.error_code,
                                   f"{name}-{index}: {refusal.error_message}")
                     continue
-            if version >= 12 and req.transactional_id is not None and records is not None:
-                code = _implicit_add(ctx, req.transactional_id, name, index, records)
-                if code != ErrorCode.none:
-                    out.append(PartitionResult(index, code, -1))
-                    failed = True
-                    log.info("produce v%d to %s-%d of transaction %r refused: %s", version,
-                             name, index, req.transactional_id, code.name.upper())
-                    continue
             r = rm.append_to(part, records, acks, version)
             if r.error:
                 failed = True
@@ -242,18 +229,3 @@ def _schema_refusal(index: int, topic: str, verdicts: dict[tuple[str, int], Any]
         tuple((i, m) for i, m in verdict.errors),
         error_message=f"{len(verdict.errors)} record(s) refused by schema validation, the "
                       f"first at index {first}: {message}")
-
-
-def _implicit_add(ctx: Any, transactional_id: str, topic: str, partition: int,
-                  records: memoryview) -> ErrorCode:
-    # only the fixed header is read: is it a transactional batch, and whose
-    if len(records) < BATCH_HEADER_SIZE:
-        return ErrorCode.none  # the append refuses it with the right error
-    try:
-        h = BatchHeader.parse(records)
-    except Exception:
-        return ErrorCode.none
-    if not h.attributes & ATTR_TRANSACTIONAL or h.producer_id < 0:
-        return ErrorCode.none
-    return implicit_add_partition(ctx, transactional_id, h.producer_id, h.producer_epoch,
-                                  topic, partition)

@@ -194,23 +194,6 @@ _PRODUCE_RETRIABLE = frozenset({E.not_coordinator, E.coordinator_not_available,
                                 E.coordinator_load_in_progress, E.concurrent_transactions})
 
 
-def implicit_add_partition(ctx: Any, transactional_id: str, producer_id: int, epoch: int,
-                           topic: str, partition: int) -> ErrorCode:
-    """Produce v12+ (KIP-890 part 2): the partition joins the producer's transaction with its
-    first transactional batch, no AddPartitionsToTxn from the client. Returns the error the
-    produce answers with (NONE: append)."""
-    tc = _tc(ctx)
-    if tc is None:
-        return E.not_enough_replicas
-    if tc.coordinator_error(transactional_id) == E.not_coordinator:
-        # the coordinator is another node: `verify_batches` asked it to add the partition
-        # before this produce got here (or the append refuses the batch as unverified)
-        return E.none
-    code = tc.add_partitions(transactional_id, producer_id, epoch, [(topic, partition)])[
-        (topic, partition)]
-    return produce_code(code)
-
-
 def produce_code(code: ErrorCode) -> ErrorCode:
     """What a produce answers for a coordinator's verdict on its transactional batch."""
     if code == E.none:
@@ -226,12 +209,8 @@ def unverified(ctx: Any, transactional_id: str, topics: Any, version: int
                ) -> list[tuple[tuple[str, int], int, int]]:
     """The transactional batches of a produce whose partition leads here but has not seen
     the producer's transaction yet: ((topic, partition), producer id, epoch), to be verified
-    with the coordinator first (v3-11, KIP-890 part 1), or added by it (v12, part 2; only
-    when it is another node, a local one adds the partition as the batch is appended)."""
-    tc = _tc(ctx)
-    if version >= 12 and (tc is None or
-                          tc.coordinator_error(transactional_id) != E.not_coordinator):
-        return []
+    with the coordinator first (v3-11, KIP-890 part 1), or added by it (v12, part 2), on this
+    node or another; the batch is appended once the coordinator's record is committed."""
     rm = ctx.replica_manager
     out = []
     for topic in topics:

@@ -23,17 +23,18 @@ become visible to the group coordinator with the commit marker in `__consumer_of
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import time
 from collections.abc import Callable, Iterable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from odradek.coordinator.deadlines import DeadlineTimer
 from odradek.coordinator.group.offset_manager import encode_offset_record
 from odradek.coordinator.offsets_topic import TOPIC as OFFSETS_TOPIC
 from odradek.coordinator.offsets_topic import partition_for as group_partition
-from odradek.coordinator.runtime import CoordinatorRuntime
+from odradek.coordinator.runtime import WRITE_TIMEOUT_MS, CoordinatorRuntime
 from odradek.coordinator.transaction.marker_channel import TxnMarkerChannelManager
 from odradek.coordinator.transaction.marker_queue import LeaderOf, PendingMarkers
 from odradek.coordinator.transaction.producer_ids import ProducerIdManager
@@ -60,6 +61,8 @@ TIMEOUT_JOB = "txn-timeouts"
 DEADLINE_KEY = ("txn-deadlines", TOPIC)
 # how soon a CompleteCommit/CompleteAbort write that failed is tried again
 COMPLETE_RETRY_S = 0.1
+# how soon a timed-out transaction whose last change is not committed yet is looked at again
+UNCOMMITTED_RECHECK_MS = 100
 _PREPARED = (S.PREPARE_COMMIT, S.PREPARE_ABORT)
 
 
@@ -94,6 +97,21 @@ class TxnConfig:
 
 
 @dataclass
+class _Uncommitted:
+    """A transaction's state written to `__transaction_state` but not yet committed there
+    (the HW has not passed `end`). Until it is, the transaction takes no other change
+    (CONCURRENT_TRANSACTIONS, as Kafka's pending transition state) and nothing acts on the
+    new state: no partition is verified for it, no marker sent. If the write is lost with
+    the leadership, the state goes back to `previous` (None: the id was new)."""
+
+    part: Any
+    end: int
+    previous: dict[str, Any] | None
+    then: list[Callable[[], None]] = field(default_factory=list)
+    done: asyncio.Future[ErrorCode] | None = None
+
+
+@dataclass
 class InitResult:
     error: ErrorCode
     producer_id: int = -1
@@ -117,6 +135,8 @@ class TransactionCoordinator:
         self.runtime = runtime
         self.partition_exists = partition_exists or (lambda t, p: replica_manager.get(t, p) is not None)
         self.txns: dict[str, TxnMetadata] = {}
+        # transactional id -> its write not committed yet (see _Uncommitted)
+        self._uncommitted: dict[str, _Uncommitted] = {}
         # transaction.timeout.ms of each Ongoing transaction fires at its deadline (wall-clock
         # ms, as start_ms is persisted), not on the cleanup interval's grid
         self.deadlines = DeadlineTimer(now_ms, self._deadline_timer, self._expire_due)
@@ -166,6 +186,9 @@ class TransactionCoordinator:
         self.markers.cancel(gone)
         for tid in gone:
             del self.txns[tid]
+            u = self._uncommitted.pop(tid, None)
+            if u is not None:
+                _settle_future(u, E.not_coordinator)
         self._epochs = None
 
     def partition_loaded(self, partition: int) -> None:
@@ -213,6 +236,10 @@ class TransactionCoordinator:
                 continue
             if self.coordinator_error(tid) != E.none:
                 continue  # unloaded or loading: its next coordinator arms it
+            if tid in self._uncommitted:
+                # a change of it is being written: look again once that is settled
+                self.deadlines.add(tid, now_ms() + UNCOMMITTED_RECHECK_MS)
+                continue
             if now - m.start_ms > m.timeout_ms:
                 self._abort_timed_out(m)
             else:
@@ -228,7 +255,12 @@ class TransactionCoordinator:
         part = self.rm.get(TOPIC, self.partition_of(transactional_id))
         return int(part.leader_epoch) if part is not None else 0
 
-    def _persist(self, m: TxnMetadata) -> ErrorCode:
+    def _persist(self, m: TxnMetadata, previous: dict[str, Any] | None,
+                 then: Callable[[], None] | None = None) -> ErrorCode:
+        """Write `m` as it stands now; `then()` once the record is committed (the HW passed
+        it: at once on an unreplicated partition). `previous` is the state before the change,
+        what `m` goes back to if the write is lost. On an error nothing was written and the
+        caller puts `m` back itself."""
         written_before, m.last_update_ms = m.last_update_ms, now_ms()
         value = None if m.state == S.DEAD else encode_value(m)
         r = self.runtime.append(TOPIC, self.partition_of(m.transactional_id),
@@ -242,7 +274,109 @@ class TransactionCoordinator:
             if r.error in (E.not_leader_or_follower, E.kafka_storage_error):
                 return E.not_coordinator
             return E.coordinator_not_available
+        self._track(m, previous, int(r.last_offset) + 1, then)
         return E.none
+
+    # ------------------------------------------------------- uncommitted writes
+
+    def _track(self, m: TxnMetadata, previous: dict[str, Any] | None, end: int,
+               then: Callable[[], None] | None) -> None:
+        tid = m.transactional_id
+        u = self._uncommitted.get(tid)
+        if u is not None:
+            # a second write of one change (a spent epoch's new producer id): one wait
+            u.end = max(u.end, end)
+            if then is not None:
+                u.then.append(then)
+            self.runtime.note_settled(u.done)  # type: ignore[arg-type]
+            return
+        part = self.rm.get(TOPIC, self.partition_of(tid))
+        if part is None or part.solo or part.high_watermark >= end:
+            if then is not None:
+                then()
+            return
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:
+            # a blocking start-up step (no loop yet, nothing to wait with): as before the
+            # node serves, when no client can have seen the state
+            if then is not None:
+                then()
+            return
+        u = self._uncommitted[tid] = _Uncommitted(part, end, previous,
+                                                  [] if then is None else [then],
+                                                  loop.create_future())
+        self.runtime.note_settled(u.done)  # type: ignore[arg-type]
+        self._watch(tid, u)
+
+    def _watch(self, tid: str, u: _Uncommitted) -> None:
+        if self._uncommitted.get(tid) is not u:
+            return
+        self.rm.delay_produce([(u.part, u.end, u.part.leader_epoch)], WRITE_TIMEOUT_MS,
+                              lambda _errors: self._settle(tid, u))
+
+    def _settle(self, tid: str, u: _Uncommitted) -> None:
+        """The HW moved past the write, the leadership moved, or the wait timed out."""
+        if self._uncommitted.get(tid) is not u:
+            return  # unloaded meanwhile
+        part = u.part
+        if part.is_leader:
+            if part.high_watermark < u.end:
+                # still led here, so the record stays in the log: it commits once the ISR
+                # has it (or shrinks to those that do); wait on
+                try:
+                    self.runtime.scheduler.call_later((TOPIC, self.partition_of(tid)), 0.0,
+                                                      self._watch, tid, u)
+                except RuntimeError:
+                    pass
+                return
+            del self._uncommitted[tid]
+            _settle_future(u, E.none)
+            for then in u.then:
+                try:
+                    then()
+                except Exception:
+                    log.exception("acting on transaction %r's committed state failed", tid)
+            return
+        # the leadership moved before the record was committed: it may be truncated away;
+        # this node no longer coordinates the id (its unload follows), and meanwhile the
+        # state is what was committed
+        del self._uncommitted[tid]
+        m = self.txns.get(tid)
+        if m is not None:
+            if u.previous is None:
+                del self.txns[tid]
+            else:
+                _restore(m, u.previous)
+            self._epochs = None
+        log.info("transaction %r: its state write (%s-%d before offset %d) was not committed "
+                 "before the leadership moved; its last committed state stands", tid, TOPIC,
+                 self.partition_of(tid), u.end)
+        _settle_future(u, E.not_coordinator)
+
+    def _pending(self, tid: str) -> bool:
+        return tid in self._uncommitted
+
+    def _committed_view(self, m: TxnMetadata) -> tuple[TxnState, set[tuple[str, int]]]:
+        """The transaction's state and partitions as last committed."""
+        u = self._uncommitted.get(m.transactional_id)
+        if u is None:
+            return m.state, m.partitions
+        if u.previous is None:
+            return S.EMPTY, set()
+        return u.previous["state"], u.previous["partitions"]
+
+    async def committed(self, tid: str) -> ErrorCode:
+        """NONE once the id's last state write is committed (at once when it is), else why
+        not: NOT_COORDINATOR (lost with the leadership), COORDINATOR_NOT_AVAILABLE (not
+        in the ISR in time)."""
+        u = self._uncommitted.get(tid)
+        if u is None or u.done is None:
+            return E.none
+        try:
+            return await asyncio.wait_for(asyncio.shield(u.done), WRITE_TIMEOUT_MS / 1000)
+        except TimeoutError:
+            return E.coordinator_not_available
 
     def load(self, partitions: Iterable[int] | None = None) -> int:
         """Replay `__transaction_state` partitions (default: every one this node leads),
@@ -301,10 +435,11 @@ class TransactionCoordinator:
 
     def _verify(self, tp: tuple[str, int], producer_id: int, epoch: int) -> None:
         # KIP-890: a partition takes transactional data only from a producer whose
-        # coordinator added it to the transaction
+        # coordinator added it to the transaction (committed). Only its leader keeps that;
+        # a follower asks when it leads
         part = self.rm.get(*tp)
-        if part is not None:
-            part.log.producer_state.verified[producer_id] = epoch
+        if part is not None and part.is_leader:
+            part.log.producer_state.mark_verified(producer_id, epoch)
 
     # ------------------------------------------------------------------- apis
 
@@ -320,11 +455,14 @@ class TransactionCoordinator:
         if m is None:
             m = TxnMetadata(tid, self.producer_ids.generate(), 0, timeout_ms)
             m.state = S.EMPTY
-            err = self._persist(m)
-            if err != E.none:
-                return InitResult(err)
             self.txns[tid] = m
+            err = self._persist(m, None)
+            if err != E.none:
+                del self.txns[tid]
+                return InitResult(err)
             return InitResult(E.none, m.producer_id, m.producer_epoch)
+        if self._pending(tid):
+            return InitResult(E.concurrent_transactions)
         if producer_id >= 0:
             # KIP-360: the producer presents what it had; it must be the current one
             known = (m.producer_id, m.producer_epoch) == (producer_id, producer_epoch) or (
@@ -355,7 +493,7 @@ class TransactionCoordinator:
         m.partitions = set()
         m.ended_by_v2 = False
         self._epochs = None
-        err = self._persist(m)
+        err = self._persist(m, previous)
         if err != E.none:
             _restore(m, previous)
             return InitResult(err)
@@ -370,6 +508,8 @@ class TransactionCoordinator:
         if m.producer_epoch != epoch:
             return E.producer_fenced, None
         if m.state in (S.PREPARE_COMMIT, S.PREPARE_ABORT, S.PREPARE_EPOCH_FENCE):
+            return E.concurrent_transactions, None
+        if self._pending(tid):
             return E.concurrent_transactions, None
         return E.none, m
 
@@ -394,14 +534,21 @@ class TransactionCoordinator:
                 m.partitions = set()
             m.partitions |= new
             m.state = S.ONGOING
-            err = self._persist(m)
+            # the partitions are in the transaction once the record is committed: only then
+            # may their leaders take its batches (a write lost with the leadership must not
+            # leave data in a partition its coordinator never knew of)
+            err = self._persist(m, previous, lambda: self._verify_all(m, partitions))
             if err != E.none:
                 _restore(m, previous)  # the partitions are not in the transaction
                 return dict.fromkeys(partitions, err)
             self._arm_timeout(m)
+        else:
+            self._verify_all(m, partitions)
+        return dict.fromkeys(partitions, E.none)
+
+    def _verify_all(self, m: TxnMetadata, partitions: list[tuple[str, int]]) -> None:
         for tp in partitions:
             self._verify(tp, m.producer_id, m.producer_epoch)
-        return dict.fromkeys(partitions, E.none)
 
     def add_offsets(self, tid: str, producer_id: int, epoch: int, group_id: str,
                     offsets_topic: str, offsets_partitions: int) -> ErrorCode:
@@ -451,7 +598,8 @@ class TransactionCoordinator:
         if m.producer_epoch != epoch:
             return E.producer_fenced
         tp = (offsets_topic, group_partition(group_id, offsets_partitions))
-        if m.state != S.ONGOING or tp not in m.partitions:
+        state, partitions = self._committed_view(m)
+        if state != S.ONGOING or tp not in partitions:
             return E.invalid_txn_state
         return self.groups.append_txn_offsets(group_id, producer_id, epoch, offsets,
                                               encode)  # type: ignore[no-any-return]
@@ -464,14 +612,18 @@ class TransactionCoordinator:
             return E.invalid_producer_id_mapping
         if m.producer_epoch != epoch:
             return E.producer_fenced
+        if self._pending(tid):
+            return E.concurrent_transactions
         if m.state == S.ONGOING:
+            previous = _snapshot(m)
             m.state = S.PREPARE_COMMIT if commit else S.PREPARE_ABORT
-            err = self._persist(m)
-            if err != E.none:
-                m.state = S.ONGOING
-                return err
             m.ended_by_v2 = False
-            self._complete(m, commit)
+            # the markers go once PrepareCommit/PrepareAbort is committed (Kafka): a prepare
+            # lost with the leadership must not have told any partition the outcome
+            err = self._persist(m, previous, lambda: self._complete(m, commit))
+            if err != E.none:
+                _restore(m, previous)
+                return err
             return E.none
         # a retried EndTxn of the transaction that just ended gets its answer again
         if (m.state == S.COMPLETE_COMMIT and commit) or (m.state == S.COMPLETE_ABORT and not commit):
@@ -492,6 +644,8 @@ class TransactionCoordinator:
         m = self.txns.get(tid)
         if m is None:
             return InitResult(E.invalid_producer_id_mapping)
+        if self._pending(tid):
+            return InitResult(E.concurrent_transactions)
         retry = (m.ended_by_v2 and (producer_id, epoch) == (m.last_producer_id, m.last_producer_epoch)
                  and m.state in (S.PREPARE_COMMIT, S.PREPARE_ABORT, S.COMPLETE_COMMIT,
                                  S.COMPLETE_ABORT))
@@ -512,41 +666,41 @@ class TransactionCoordinator:
             return InitResult(E.invalid_txn_state)
         # ONGOING, or an abort with no transaction open (a v2 client aborts when it cannot
         # know whether its produce added a partition): end it with the epoch bumped
-        previous = (m.state, m.producer_epoch, m.last_producer_id, m.last_producer_epoch,
-                    m.ended_by_v2)
+        previous = _snapshot(m)
         m.last_producer_id, m.last_producer_epoch = m.producer_id, m.producer_epoch
         m.producer_epoch += 1
         m.ended_by_v2 = True
         if m.state == S.ONGOING:
             m.state = S.PREPARE_COMMIT if commit else S.PREPARE_ABORT
-            err = self._persist(m)
-            if err != E.none:
-                (m.state, m.producer_epoch, m.last_producer_id, m.last_producer_epoch,
-                 m.ended_by_v2) = previous
-                return InitResult(err)
-            self._complete(m, commit)
+            # the markers carry the epoch of the record: the bumped one
+            marker = (m.producer_id, m.producer_epoch)
+            err = self._persist(m, previous, lambda: self._complete(m, commit, marker))
         else:
             m.state = S.COMPLETE_ABORT
             m.partitions = set()
-            err = self._persist(m)
-            if err != E.none:
-                (m.state, m.producer_epoch, m.last_producer_id, m.last_producer_epoch,
-                 m.ended_by_v2) = previous
-                return InitResult(err)
+            err = self._persist(m, previous)
+        if err != E.none:
+            _restore(m, previous)
+            return InitResult(err)
         if m.producer_epoch >= MAX_EPOCH:
             # the epoch is spent: the producer goes on with a fresh producer id
             m.producer_id, m.producer_epoch = self.producer_ids.generate(), 0
             self._epochs = None
-            self._persist(m)
+            self._persist(m, previous)
         return InitResult(E.none, m.producer_id, m.producer_epoch)
 
     # ------------------------------------------------------------ two phases
 
-    def _complete(self, m: TxnMetadata, commit: bool) -> None:
-        """The transaction is in PrepareCommit/PrepareAbort (written): send its markers; it
-        completes in `_markers_written` (at once when every partition is led here alone)."""
+    def _complete(self, m: TxnMetadata, commit: bool,
+                  producer: tuple[int, int] | None = None) -> None:
+        """The transaction is in PrepareCommit/PrepareAbort (committed): send its markers
+        (with `producer`'s id and epoch, default the current); it completes in
+        `_markers_written` (at once when every partition is led here alone)."""
+        if self.txns.get(m.transactional_id) is not m:
+            return  # unloaded meanwhile: the next coordinator finishes it
+        pid, epoch = (m.producer_id, m.producer_epoch) if producer is None else producer
         self.markers.send(PendingMarkers(
-            m.transactional_id, m.producer_id, m.producer_epoch, commit,
+            m.transactional_id, pid, epoch, commit,
             self._coordinator_epoch(m.transactional_id), set(m.partitions)))
 
     def _marker_written(self, tp: tuple[str, int], producer_id: int, commit: bool) -> None:
@@ -566,10 +720,12 @@ class TransactionCoordinator:
         wanted = S.PREPARE_COMMIT if entry.commit else S.PREPARE_ABORT
         if m is None or m.state != wanted:
             return
+        if self._pending(tid):
+            return
         previous = _snapshot(m)
         m.state = S.COMPLETE_COMMIT if entry.commit else S.COMPLETE_ABORT
         m.partitions = set()
-        if self._persist(m) != E.none:
+        if self._persist(m, previous) != E.none:
             # Kafka retries the completion while it still coordinates the transaction
             _restore(m, previous)
             try:
@@ -587,18 +743,19 @@ class TransactionCoordinator:
             m.last_producer_id, m.last_producer_epoch = m.producer_id, m.producer_epoch
             m.producer_epoch += 1
         m.state = S.PREPARE_ABORT
-        err = self._persist(m)
+        err = self._persist(m, previous, lambda: self._complete(m, False))
         if err != E.none:
             _restore(m, previous)
             return err
         self._epochs = None
-        self._complete(m, False)
         return E.none
 
     def abort_timed_out(self, now: int | None = None) -> int:
         now = now_ms() if now is None else now
         n = 0
         for m in list(self.txns.values()):
+            if self._pending(m.transactional_id):
+                continue  # its committed state acts, or its loss puts it back
             if (m.state in _PREPARED and self.markers.pending(m.transactional_id) is None
                     and self.coordinator_error(m.transactional_id) == E.none):
                 self._complete(m, m.state == S.PREPARE_COMMIT)  # a completion that failed
@@ -619,12 +776,19 @@ class TransactionCoordinator:
         now = now_ms() if now is None else now
         gone = [m for m in self.txns.values()
                 if m.state in (S.EMPTY, S.COMPLETE_COMMIT, S.COMPLETE_ABORT)
-                and now - m.last_update_ms > self.config.id_expiration_ms]
+                and now - m.last_update_ms > self.config.id_expiration_ms
+                and not self._pending(m.transactional_id)]
         for m in gone:
+            previous = _snapshot(m)
             m.state = S.DEAD
-            self._persist(m)
-            del self.txns[m.transactional_id]
+            if self._persist(m, previous, lambda m=m: self._forget(m)) != E.none:  # type: ignore[misc]
+                _restore(m, previous)
         return len(gone)
+
+    def _forget(self, m: TxnMetadata) -> None:
+        if self.txns.get(m.transactional_id) is m:
+            del self.txns[m.transactional_id]
+            self._epochs = None
 
     def epoch_of(self, producer_id: int) -> int | None:
         """The current epoch of a transactional producer id, None when unknown here."""
@@ -667,3 +831,8 @@ def _snapshot(m: TxnMetadata) -> dict[str, Any]:
 def _restore(m: TxnMetadata, snap: dict[str, Any]) -> None:
     for k, v in snap.items():
         setattr(m, k, v)
+
+
+def _settle_future(u: _Uncommitted, code: ErrorCode) -> None:
+    if u.done is not None and not u.done.done():
+        u.done.set_result(code)

@@ -1,0 +1,194 @@
+"""Finding 14 (issue 15): the transaction coordinator acts on a state only once its record is
+committed in `__transaction_state`, and a write lost with the leadership leaves the last
+committed state. Over real logs: the coordinator's partition is given a second replica
+that does not fetch, so its high watermark moves only when the test says so."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from pathlib import Path
+from typing import Any
+
+from odradek.coordinator.transaction.state_log import TOPIC, TxnState
+from odradek.protocol.errors import ErrorCode
+from tests.unit.coordinator.test_transaction_coordinator import (
+    coordinator,
+    make,
+    produce_txn,
+)
+
+E = ErrorCode
+FOLLOWER = 99
+
+
+def replicated(node: Any, tc: Any, tid: str) -> Any:
+    """Give the id's `__transaction_state` partition a silent follower in its ISR."""
+    part = node.rm.get(TOPIC, tc.partition_of(tid))
+    part.make_leader(part.leader_epoch + 1, part.partition_epoch + 1,
+                     [node.rm.node_id, FOLLOWER], [node.rm.node_id, FOLLOWER],
+                     int(time.time() * 1000))
+    assert not part.solo
+    return part
+
+
+def follower_catches_up(part: Any) -> None:
+    assert part.update_follower_fetch(FOLLOWER, part.log_end_offset,
+                                      int(time.time() * 1000)) is None
+    assert part.high_watermark == part.log_end_offset
+
+
+def lose_leadership(part: Any) -> None:
+    part.make_follower(FOLLOWER, part.leader_epoch + 1, part.partition_epoch + 1,
+                       list(part.replicas), list(part.isr))
+
+
+async def settle() -> None:
+    for _ in range(5):  # the purgatory finishes on the next loop turns
+        await asyncio.sleep(0)
+
+
+def test_partitions_take_data_only_once_the_addition_is_committed(tmp_path: Path) -> None:
+    node, tc = make(tmp_path)
+
+    async def main() -> None:
+        r = tc.init_producer_id("t", 60000)
+        pid, epoch = r.producer_id, r.producer_epoch
+        part = replicated(node, tc, "t")
+        assert tc.add_partitions("t", pid, epoch, [("data", 0)]) == {("data", 0): E.none}
+        # written, not committed: the partition does not expect the transaction yet
+        assert produce_txn(node, pid, epoch, 0) == E.invalid_txn_state
+        # and the transaction takes no other change meanwhile (Kafka's pending state)
+        assert tc.add_partitions("t", pid, epoch, [("data", 1)]) == {
+            ("data", 1): E.concurrent_transactions}
+        assert tc.end_txn("t", pid, epoch, True) == E.concurrent_transactions
+        assert tc.init_producer_id("t", 60000).error == E.concurrent_transactions
+        waiting = asyncio.ensure_future(tc.committed("t"))
+        await settle()
+        assert not waiting.done()
+        follower_catches_up(part)
+        await settle()
+        assert await waiting == E.none
+        assert produce_txn(node, pid, epoch, 0) == E.none
+        node.close()
+
+    asyncio.run(main())
+
+
+def test_a_write_lost_with_the_leadership_leaves_the_committed_state(tmp_path: Path) -> None:
+    """Partition seed 318 in small: a transaction's AddPartitionsToTxn record is written but
+    never committed, the coordinator's leadership moves. The partition must not take the
+    transaction's data, and the coordinator's state is the committed one."""
+    node, tc = make(tmp_path)
+
+    async def main() -> None:
+        r = tc.init_producer_id("t", 60000)
+        pid, epoch = r.producer_id, r.producer_epoch
+        # an earlier transaction of the same epoch had the partition, and ended
+        assert tc.add_partitions("t", pid, epoch, [("data", 0)]) == {("data", 0): E.none}
+        assert produce_txn(node, pid, epoch, 0) == E.none
+        assert tc.end_txn("t", pid, epoch, False) == E.none
+        data = node.rm.get("data", 0)
+        lso_after_first = data.last_stable_offset
+        assert lso_after_first == data.log_end_offset
+        part = replicated(node, tc, "t")
+        assert tc.add_partitions("t", pid, epoch, [("data", 0)]) == {("data", 0): E.none}
+        waiting = asyncio.ensure_future(tc.committed("t"))
+        lose_leadership(part)
+        await settle()
+        assert await waiting == E.not_coordinator
+        m = tc.txns["t"]
+        assert m.state == TxnState.COMPLETE_ABORT and m.partitions == set()
+        # the same epoch's next transaction was never verified: its batch is refused
+        assert produce_txn(node, pid, epoch, 2) == E.invalid_txn_state
+        assert data.last_stable_offset == lso_after_first == data.log_end_offset
+        node.close()
+
+    asyncio.run(main())
+
+
+def test_markers_wait_for_the_prepare_record(tmp_path: Path) -> None:
+    node, tc = make(tmp_path)
+
+    async def main() -> None:
+        r = tc.init_producer_id("t", 60000)
+        pid, epoch = r.producer_id, r.producer_epoch
+        assert tc.add_partitions("t", pid, epoch, [("data", 0)]) == {("data", 0): E.none}
+        assert produce_txn(node, pid, epoch, 0) == E.none
+        data = node.rm.get("data", 0)
+        end = data.log_end_offset
+        part = replicated(node, tc, "t")
+        assert tc.end_txn("t", pid, epoch, True) == E.none
+        await settle()
+        # PrepareCommit is not committed: no partition has been told the outcome
+        assert data.log_end_offset == end and data.last_stable_offset == 0
+        follower_catches_up(part)
+        await settle()
+        assert data.log_end_offset == end + 1  # the commit marker
+        assert data.last_stable_offset == end + 1
+        follower_catches_up(part)  # CompleteCommit
+        await settle()
+        assert tc.txns["t"].state == TxnState.COMPLETE_COMMIT
+        node.close()
+
+    asyncio.run(main())
+
+
+def test_a_lost_prepare_sends_no_marker_and_a_new_coordinator_decides(tmp_path: Path) -> None:
+    node, tc = make(tmp_path)
+
+    async def main() -> None:
+        r = tc.init_producer_id("t", 60000)
+        pid, epoch = r.producer_id, r.producer_epoch
+        assert tc.add_partitions("t", pid, epoch, [("data", 0)]) == {("data", 0): E.none}
+        assert produce_txn(node, pid, epoch, 0) == E.none
+        data = node.rm.get("data", 0)
+        end = data.log_end_offset
+        part = replicated(node, tc, "t")
+        assert tc.end_txn("t", pid, epoch, True) == E.none
+        lose_leadership(part)
+        await settle()
+        assert data.log_end_offset == end  # no marker went out
+        assert tc.txns["t"].state == TxnState.ONGOING
+        node.close()
+
+    asyncio.run(main())
+
+
+def test_a_timed_out_wait_keeps_the_write_pending_while_led_here(tmp_path: Path) -> None:
+    node, tc = make(tmp_path)
+
+    async def main() -> None:
+        r = tc.init_producer_id("t", 60000)
+        pid, epoch = r.producer_id, r.producer_epoch
+        part = replicated(node, tc, "t")
+        assert tc.add_partitions("t", pid, epoch, [("data", 0)]) == {("data", 0): E.none}
+        u = tc._uncommitted["t"]
+        tc._settle("t", u)  # what the purgatory's timeout calls
+        await settle()
+        assert tc._uncommitted.get("t") is u  # still led here: the record may commit
+        assert produce_txn(node, pid, epoch, 0) == E.invalid_txn_state
+        follower_catches_up(part)
+        await settle()
+        assert "t" not in tc._uncommitted
+        assert produce_txn(node, pid, epoch, 0) == E.none
+        node.close()
+
+    asyncio.run(main())
+
+
+def test_replay_after_the_write_committed_elsewhere(tmp_path: Path) -> None:
+    """A coordinator that loads the partition finds what its log holds (a committed
+    addition is in the transaction, and its partitions' leaders here are verified)."""
+    node, tc = make(tmp_path)
+
+    async def main() -> None:
+        r = tc.init_producer_id("t", 60000)
+        pid, epoch = r.producer_id, r.producer_epoch
+        assert tc.add_partitions("t", pid, epoch, [("data", 1)]) == {("data", 1): E.none}
+        again = coordinator(node)
+        assert again.txns["t"].state == TxnState.ONGOING
+        assert node.rm.get("data", 1).log.producer_state.is_verified(pid, epoch)
+        node.close()
+
+    asyncio.run(main())
