@@ -61,6 +61,7 @@ async def verify(ctx: Any, transactional_id: str, producer_id: int, epoch: int,
     # the guard: a marker or a leader change while the coordinator is asked voids the answer
     state = part.log.producer_state
     guard = state.begin_verification(producer_id, epoch)
+    leader_epoch = part.leader_epoch
     if tc.coordinator_error(transactional_id) != E.not_coordinator:
         code = tc.add_partitions(transactional_id, producer_id, epoch, [tp], not add)[tp]
         if code == E.none and add:
@@ -69,9 +70,11 @@ async def verify(ctx: Any, transactional_id: str, producer_id: int, epoch: int,
             code = await tc.committed(transactional_id)
     else:
         code = await _ask(ctx, tc, transactional_id, producer_id, epoch, tp, add)
+    if code == E.none and (not part.is_leader or part.leader_epoch != leader_epoch):
+        return E.not_leader_or_follower  # the client retries at the new leader, verified there
     if code == E.none and not part.log.producer_state.complete_verification(producer_id, guard):
-        log.info("verification of %r (producer %d epoch %d) in %s-%d voided by a marker or a "
-                 "leader change meanwhile", transactional_id, producer_id, epoch, *tp)
+        log.info("verification of %r (producer %d epoch %d) in %s-%d voided by the "
+                 "transaction's marker meanwhile", transactional_id, producer_id, epoch, *tp)
         return E.invalid_txn_state
     return code
 

@@ -180,6 +180,13 @@ class ProducerStateManager:
                              "the transaction")
         if entry is None:
             return None  # unknown producer (new, or expired): any sequence is accepted
+        if is_txn and epoch > entry.epoch and producer_id in self.ongoing:
+            # a newer epoch while an older one's transaction is open here: that one never got
+            # its marker (a hanging transaction); as in Kafka the new batches join it, and
+            # its marker will end both. Verification exists so that this never happens
+            log.warning("%s: producer %d epoch %d writes while its epoch %d transaction from "
+                        "offset %d is still open here (a hanging transaction)", self.dir,
+                        producer_id, epoch, entry.epoch, self.ongoing[producer_id])
         last_seq = _last_seq(base_seq, last_delta)
         if epoch == entry.epoch:
             dup = entry.find_duplicate(epoch, base_seq, last_seq)

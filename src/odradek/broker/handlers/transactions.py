@@ -309,6 +309,8 @@ async def _remote_txn_offset_commit(ctx: Any, header: Any, req: Any, tc: Any,
                             add=header.api_version >= 5)
         if code in (E.not_coordinator, E.coordinator_load_in_progress):
             code = E.coordinator_not_available  # the *transaction's* coordinator: retriable
+        elif code == E.not_leader_or_follower:
+            code = E.not_coordinator  # the group's partition moved away meanwhile
     if code == E.none:
         code = g.append_txn_offsets(group_id, pid, epoch, offsets, encode_offset_record)
     return _txn_offset_answer(header, asked, code, denied)
