@@ -22,7 +22,6 @@ from typing import Any
 import pytest
 
 from odradek.broker.handlers import raft as handlers
-from odradek.broker.local_cluster import free_port
 from odradek.broker.server import Server
 from odradek.broker.transport_signals import Disconnect
 from odradek.metadata.quorum import SnapshotLoaded
@@ -30,6 +29,7 @@ from odradek.metadata.raft.client import RaftConfig
 from odradek.metadata.raft.kraft import KRaftQuorum
 from odradek.metadata.records import MetadataRecord, TopicRecord
 from odradek.protocol.apis import ApiKey
+from tests.support.broker import free_port
 
 CLUSTER_ID = "kraft-test-cluster"
 # Kafka's timeouts scaled down (election 1 s -> 0.4 s): the tests wait on conditions, never time
