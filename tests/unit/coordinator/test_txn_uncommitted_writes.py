@@ -58,18 +58,60 @@ def test_partitions_take_data_only_once_the_addition_is_committed(tmp_path: Path
         assert tc.add_partitions("t", pid, epoch, [("data", 0)]) == {("data", 0): E.none}
         # written, not committed: the partition does not expect the transaction yet
         assert produce_txn(node, pid, epoch, 0) == E.invalid_txn_state
-        # and the transaction takes no other change meanwhile (Kafka's pending state)
-        assert tc.add_partitions("t", pid, epoch, [("data", 1)]) == {
-            ("data", 1): E.concurrent_transactions}
+        first_end = part.log_end_offset
+        # a retry of the addition writes nothing and is not verified before the commit
+        assert tc.add_partitions("t", pid, epoch, [("data", 0)]) == {("data", 0): E.none}
+        assert part.log_end_offset == first_end
+        assert produce_txn(node, pid, epoch, 0) == E.invalid_txn_state
+        # the verification asked of this coordinator answers from the committed state
+        assert tc.add_partitions("t", pid, epoch, [("data", 0)], verify_only=True) == {
+            ("data", 0): E.invalid_txn_state}
+        # a further addition goes on top, in log order
+        assert tc.add_partitions("t", pid, epoch, [("data", 1)]) == {("data", 1): E.none}
+        # EndTxn and InitProducerId wait for the records (Kafka's pending state)
         assert tc.end_txn("t", pid, epoch, True) == E.concurrent_transactions
         assert tc.init_producer_id("t", 60000).error == E.concurrent_transactions
         waiting = asyncio.ensure_future(tc.committed("t"))
         await settle()
         assert not waiting.done()
+        # the first record committed, not the second: data-0 is in, data-1 not yet
+        assert part.update_follower_fetch(FOLLOWER, first_end, int(time.time() * 1000)) is None
+        await settle()
+        assert not waiting.done()
+        assert tc.add_partitions("t", pid, epoch, [("data", 0), ("data", 1)],
+                                 verify_only=True) == {("data", 0): E.none,
+                                                       ("data", 1): E.invalid_txn_state}
+        assert produce_txn(node, pid, epoch, 0) == E.none
+        assert produce_txn(node, pid, epoch, 0, partition=1) == E.invalid_txn_state
         follower_catches_up(part)
         await settle()
         assert await waiting == E.none
-        assert produce_txn(node, pid, epoch, 0) == E.none
+        assert produce_txn(node, pid, epoch, 0, partition=1) == E.none
+        node.close()
+
+    asyncio.run(main())
+
+
+def test_stacked_writes_lost_together_leave_the_last_committed_state(
+        tmp_path: Path) -> None:
+    node, tc = make(tmp_path)
+
+    async def main() -> None:
+        r = tc.init_producer_id("t", 60000)
+        pid, epoch = r.producer_id, r.producer_epoch
+        part = replicated(node, tc, "t")
+        assert tc.add_partitions("t", pid, epoch, [("data", 0)]) == {("data", 0): E.none}
+        first_end = part.log_end_offset
+        assert tc.add_partitions("t", pid, epoch, [("data", 1)]) == {("data", 1): E.none}
+        assert part.update_follower_fetch(FOLLOWER, first_end, int(time.time() * 1000)) is None
+        await settle()
+        lose_leadership(part)
+        await settle()
+        m = tc.txns["t"]
+        # the first record committed, the second was lost
+        assert m.state == TxnState.ONGOING and m.partitions == {("data", 0)}
+        assert "t" not in tc._uncommitted
+        assert produce_txn(node, pid, epoch, 0, partition=1) == E.invalid_txn_state
         node.close()
 
     asyncio.run(main())

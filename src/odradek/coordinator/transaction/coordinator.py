@@ -97,18 +97,30 @@ class TxnConfig:
 
 
 @dataclass
+class _Write:
+    """One `__transaction_state` record not committed yet: the HW must pass `end`; `then`
+    runs at its commit, `done` gets NONE then (or why it was lost)."""
+
+    end: int
+    then: list[Callable[[], None]]
+    done: asyncio.Future[ErrorCode]
+    state: dict[str, Any]  # what the record says: the committed state once it is
+
+
+@dataclass
 class _Uncommitted:
-    """A transaction's state written to `__transaction_state` but not yet committed there
-    (the HW has not passed `end`). Until it is, the transaction takes no other change
-    (CONCURRENT_TRANSACTIONS, as Kafka's pending transition state) and nothing acts on the
-    new state: no partition is verified for it, no marker sent. If the write is lost with
-    the leadership, the state goes back to `previous` (None: the id was new)."""
+    """A transaction's state records written to `__transaction_state` and not yet committed
+    there, in log order. Nothing acts on a state before its record is committed: no
+    partition is verified for it, no marker sent; other requests see the last committed
+    state (`previous`) where it matters (verification, TxnOffsetCommit). A change may be
+    written on top of an uncommitted one (the log keeps their order: the later commits only
+    with the earlier); EndTxn and InitProducerId wait (CONCURRENT_TRANSACTIONS, as Kafka's
+    pending transition). If the leadership moves before they commit, the state goes back to
+    `previous` (None: the id was new)."""
 
     part: Any
-    end: int
     previous: dict[str, Any] | None
-    then: list[Callable[[], None]] = field(default_factory=list)
-    done: asyncio.Future[ErrorCode] | None = None
+    writes: list[_Write] = field(default_factory=list)
 
 
 @dataclass
@@ -188,7 +200,7 @@ class TransactionCoordinator:
             del self.txns[tid]
             u = self._uncommitted.pop(tid, None)
             if u is not None:
-                _settle_future(u, E.not_coordinator)
+                _settle_futures(u, E.not_coordinator)
         self._epochs = None
 
     def partition_loaded(self, partition: int) -> None:
@@ -282,65 +294,82 @@ class TransactionCoordinator:
     def _track(self, m: TxnMetadata, previous: dict[str, Any] | None, end: int,
                then: Callable[[], None] | None) -> None:
         tid = m.transactional_id
+        thens = [] if then is None else [then]
         u = self._uncommitted.get(tid)
-        if u is not None:
-            # a second write of one change (a spent epoch's new producer id): one wait
-            u.end = max(u.end, end)
-            if then is not None:
-                u.then.append(then)
-            self.runtime.note_settled(u.done)  # type: ignore[arg-type]
-            return
-        part = self.rm.get(TOPIC, self.partition_of(tid))
-        if part is None or part.solo or part.high_watermark >= end:
-            if then is not None:
-                then()
-            return
-        try:
+        if u is None:
+            part = self.rm.get(TOPIC, self.partition_of(tid))
+            if part is None or part.solo or part.high_watermark >= end:
+                for t in thens:
+                    t()
+                return
+            try:
+                loop = asyncio.get_running_loop()
+            except RuntimeError:
+                # a blocking start-up step (no loop yet, nothing to wait with): as before the
+                # node serves, when no client can have seen the state
+                for t in thens:
+                    t()
+                return
+            u = self._uncommitted[tid] = _Uncommitted(part, previous)
+            first = True
+        else:
             loop = asyncio.get_running_loop()
-        except RuntimeError:
-            # a blocking start-up step (no loop yet, nothing to wait with): as before the
-            # node serves, when no client can have seen the state
-            if then is not None:
-                then()
+            first = False
+        w = _Write(end, thens, loop.create_future(), _snapshot(m))
+        u.writes.append(w)
+        self.runtime.note_settled(w.done)
+        if first:
+            self._watch(tid, u)
+
+    def _after_committed(self, tid: str, then: Callable[[], None]) -> None:
+        """`then()` once the id's records written so far are committed (now when they are);
+        the current request's answer waits for it."""
+        u = self._uncommitted.get(tid)
+        if u is None:
+            then()
             return
-        u = self._uncommitted[tid] = _Uncommitted(part, end, previous,
-                                                  [] if then is None else [then],
-                                                  loop.create_future())
-        self.runtime.note_settled(u.done)  # type: ignore[arg-type]
-        self._watch(tid, u)
+        w = u.writes[-1]
+        w.then.append(then)
+        self.runtime.note_settled(w.done)
 
     def _watch(self, tid: str, u: _Uncommitted) -> None:
-        if self._uncommitted.get(tid) is not u:
+        if self._uncommitted.get(tid) is not u or not u.writes:
             return
-        self.rm.delay_produce([(u.part, u.end, u.part.leader_epoch)], WRITE_TIMEOUT_MS,
-                              lambda _errors: self._settle(tid, u))
+        self.rm.delay_produce([(u.part, u.writes[0].end, u.part.leader_epoch)],
+                              WRITE_TIMEOUT_MS, lambda _errors: self._settle(tid, u))
 
     def _settle(self, tid: str, u: _Uncommitted) -> None:
-        """The HW moved past the write, the leadership moved, or the wait timed out."""
+        """The HW moved past the first write, the leadership moved, or the wait timed out."""
         if self._uncommitted.get(tid) is not u:
             return  # unloaded meanwhile
         part = u.part
         if part.is_leader:
-            if part.high_watermark < u.end:
-                # still led here, so the record stays in the log: it commits once the ISR
-                # has it (or shrinks to those that do); wait on
+            # still led here, so the records stay in the log: each commits once the ISR has
+            # it (or shrinks to those that do); act on those committed, wait for the rest
+            while u.writes and part.high_watermark >= u.writes[0].end:
+                w = u.writes.pop(0)
+                if not u.writes:
+                    del self._uncommitted[tid]
+                else:
+                    u.previous = w.state
+                for then in w.then:
+                    try:
+                        then()
+                    except Exception:
+                        log.exception("acting on transaction %r's committed state failed",
+                                      tid)
+                if not w.done.done():
+                    w.done.set_result(E.none)
+            if u.writes:
                 try:
                     self.runtime.scheduler.call_later((TOPIC, self.partition_of(tid)), 0.0,
                                                       self._watch, tid, u)
                 except RuntimeError:
                     pass
-                return
-            del self._uncommitted[tid]
-            _settle_future(u, E.none)
-            for then in u.then:
-                try:
-                    then()
-                except Exception:
-                    log.exception("acting on transaction %r's committed state failed", tid)
             return
-        # the leadership moved before the record was committed: it may be truncated away;
-        # this node no longer coordinates the id (its unload follows), and meanwhile the
-        # state is what was committed
+        # the leadership moved before the records were committed: they may be truncated
+        # away; this node no longer coordinates the id (its unload follows), and meanwhile
+        # the state is what was committed
         del self._uncommitted[tid]
         m = self.txns.get(tid)
         if m is not None:
@@ -349,10 +378,10 @@ class TransactionCoordinator:
             else:
                 _restore(m, u.previous)
             self._epochs = None
-        log.info("transaction %r: its state write (%s-%d before offset %d) was not committed "
-                 "before the leadership moved; its last committed state stands", tid, TOPIC,
-                 self.partition_of(tid), u.end)
-        _settle_future(u, E.not_coordinator)
+        log.info("transaction %r: %d state write(s) to %s-%d were not committed before the "
+                 "leadership moved; its last committed state stands", tid, len(u.writes),
+                 TOPIC, self.partition_of(tid))
+        _settle_futures(u, E.not_coordinator)
 
     def _pending(self, tid: str) -> bool:
         return tid in self._uncommitted
@@ -371,10 +400,11 @@ class TransactionCoordinator:
         not: NOT_COORDINATOR (lost with the leadership), COORDINATOR_NOT_AVAILABLE (not
         in the ISR in time)."""
         u = self._uncommitted.get(tid)
-        if u is None or u.done is None:
+        if u is None:
             return E.none
         try:
-            return await asyncio.wait_for(asyncio.shield(u.done), WRITE_TIMEOUT_MS / 1000)
+            return await asyncio.wait_for(asyncio.shield(u.writes[-1].done),
+                                          WRITE_TIMEOUT_MS / 1000)
         except TimeoutError:
             return E.coordinator_not_available
 
@@ -509,8 +539,8 @@ class TransactionCoordinator:
             return E.producer_fenced, None
         if m.state in (S.PREPARE_COMMIT, S.PREPARE_ABORT, S.PREPARE_EPOCH_FENCE):
             return E.concurrent_transactions, None
-        if self._pending(tid):
-            return E.concurrent_transactions, None
+        # a change may go on top of an uncommitted one (CompleteCommit, most often): it is
+        # acted on once both are committed
         return E.none, m
 
     def add_partitions(self, tid: str, producer_id: int, epoch: int,
@@ -520,7 +550,10 @@ class TransactionCoordinator:
         if err != E.none or m is None:
             return dict.fromkeys(partitions, err)
         if verify_only:
-            return {tp: E.none if (m.state == S.ONGOING and tp in m.partitions)
+            state, added = self._committed_view(m)
+            if state in (S.PREPARE_COMMIT, S.PREPARE_ABORT, S.PREPARE_EPOCH_FENCE):
+                return dict.fromkeys(partitions, E.concurrent_transactions)
+            return {tp: E.none if (state == S.ONGOING and tp in added)
                     else E.invalid_txn_state for tp in partitions}
         unknown = [tp for tp in partitions if not self.partition_exists(*tp)]
         if unknown:
@@ -543,7 +576,9 @@ class TransactionCoordinator:
                 return dict.fromkeys(partitions, err)
             self._arm_timeout(m)
         else:
-            self._verify_all(m, partitions)
+            # in the transaction already, maybe by a record not committed yet (a retry of an
+            # addition whose answer was lost): verified once that is committed
+            self._after_committed(tid, lambda: self._verify_all(m, partitions))
         return dict.fromkeys(partitions, E.none)
 
     def _verify_all(self, m: TxnMetadata, partitions: list[tuple[str, int]]) -> None:
@@ -833,6 +868,7 @@ def _restore(m: TxnMetadata, snap: dict[str, Any]) -> None:
         setattr(m, k, v)
 
 
-def _settle_future(u: _Uncommitted, code: ErrorCode) -> None:
-    if u.done is not None and not u.done.done():
-        u.done.set_result(code)
+def _settle_futures(u: _Uncommitted, code: ErrorCode) -> None:
+    for w in u.writes:
+        if not w.done.done():
+            w.done.set_result(code)
