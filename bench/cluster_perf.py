@@ -1,6 +1,7 @@
 """Issue 14's cluster phase: 3 real nodes on this machine, RF=3, acks=all.
 
     python -m bench.cluster_perf [--records 1000000] [--phases produce,e2e,failover]
+    python -m bench.cluster_perf --phases txn [--txn-seconds 10] [--txn-records 100]
 
 Starts a 3-node cluster (combined broker+controller nodes, `odradek cluster up`'s machinery:
 odradek.broker.local_cluster) in a temp dir, creates a topic with 6 partitions and replication
@@ -12,6 +13,17 @@ factor 3 (min.insync.replicas=2), and measures with 100 B records and acks=all:
 - e2e: end-to-end p50/p99 at 50k records/s (confluent-kafka producer and consumer);
 - propagation (not in the default phases): from CreateTopics' answer until every broker's
   Metadata names the new topic's leaders;
+- txn (not in the default phases): one transactional confluent-kafka producer, transactions of
+  `--txn-records` records spread round-robin over the 6 partitions, back to back for
+  `--txn-seconds` or `--txn-count` transactions, whichever ends first; transactions/s,
+  records/s, each transaction's wall time (begin_transaction to commit_transaction returned)
+  and the commit_transaction() call (after an explicit flush, so mostly EndTxn). Twice: plain,
+  then with send_offsets_to_transaction of a subscribed consumer's group metadata in each
+  transaction (AddOffsetsToTxn + TxnOffsetCommit). A transaction begun right after the last
+  commit returned can meet CONCURRENT_TRANSACTIONS (the last one's markers not all written
+  yet): librdkafka retries AddPartitionsToTxn after 20 ms but AddOffsetsToTxn after
+  retry.backoff.ms (100 ms), which shows in both lines; `--txn-x K=V` sets the producer's
+  librdkafka settings;
 - failover: kill -9 of a partition's leader while a producer sends to that partition one
   record at a time (`--failover-kill`: partition 0, or one led by the KRaft quorum leader, or
   one led by another node); the time from the kill to the first acknowledged produce on it,
@@ -219,6 +231,110 @@ def e2e_phase(bench: Bench, args: argparse.Namespace, lines: list[str]) -> None:
     lines.append(line)
 
 
+def pct(values: list[float], q: float) -> float:
+    s = sorted(values)
+    return s[min(len(s) - 1, int(q * len(s)))] if s else float("nan")
+
+
+def txn_run(bench: Bench, args: argparse.Namespace, topic: str, txn_id: str,
+            offsets_from: Any = None, offsets_topic: str = "") -> dict[str, Any]:
+    """Back-to-back transactions of args.txn_records records, round-robin over the partitions.
+    With `offsets_from` (a consumer whose group has a generation) each transaction also sends
+    offsets of `offsets_topic` with that consumer's group metadata."""
+    from confluent_kafka import KafkaException, Producer, TopicPartition
+
+    producer = Producer({"bootstrap.servers": bench.local.bootstrap, "transactional.id": txn_id,
+                         "linger.ms": 5, "transaction.timeout.ms": 60000,
+                         **dict(kv.split("=", 1) for kv in args.txn_x)})
+    producer.init_transactions(60)
+    payload = b"x" * 100
+    walls: list[float] = []
+    commits: list[float] = []
+    sends: list[float] = []
+    aborted = 0
+    began = time.monotonic()
+    deadline = began + args.txn_seconds
+    while time.monotonic() < deadline and (not args.txn_count or len(walls) < args.txn_count):
+        t0 = time.perf_counter()
+        try:
+            producer.begin_transaction()
+            for i in range(args.txn_records):
+                producer.produce(topic, payload, partition=i % PARTITIONS)
+            if offsets_from is not None:
+                offsets_from.poll(0)  # serves the consumer's callbacks; its topic is empty
+                offset = len(walls) + 1
+                s0 = time.perf_counter()
+                producer.send_offsets_to_transaction(
+                    [TopicPartition(offsets_topic, p, offset) for p in range(PARTITIONS)],
+                    offsets_from.consumer_group_metadata(), 30)
+                sends.append((time.perf_counter() - s0) * 1000)
+            producer.flush(30)
+            t1 = time.perf_counter()
+            producer.commit_transaction(30)
+        except KafkaException as exc:
+            if not exc.args[0].txn_requires_abort():
+                raise
+            producer.abort_transaction(30)
+            aborted += 1
+            continue
+        t2 = time.perf_counter()
+        commits.append((t2 - t1) * 1000)
+        walls.append((t2 - t0) * 1000)
+    seconds = time.monotonic() - began
+    producer.flush(10)
+    return {"txns": len(walls), "aborted": aborted, "seconds": seconds, "walls": walls,
+            "commits": commits, "sends": sends}
+
+
+def txn_line(label: str, args: argparse.Namespace, res: dict[str, Any]) -> str:
+    secs, walls, commits, sends = res["seconds"], res["walls"], res["commits"], res["sends"]
+    return (f"txn {label} confluent {args.txn_records} x 100 B/txn over {PARTITIONS} partitions "
+            f"RF=3: {res['txns'] / secs:,.1f} transactions/s, "
+            f"{res['txns'] * args.txn_records / secs:,.0f} records/s ({res['txns']} committed, "
+            f"{res['aborted']} aborted, {secs:.1f} s); transaction begin->committed p50 "
+            f"{pct(walls, 0.5):.1f} ms, p95 {pct(walls, 0.95):.1f} ms, "
+            f"p99 {pct(walls, 0.99):.1f} ms; commit_transaction() after flush p50 "
+            f"{pct(commits, 0.5):.1f} ms, p95 {pct(commits, 0.95):.1f} ms, "
+            f"p99 {pct(commits, 0.99):.1f} ms, max {max(commits, default=float('nan')):.1f} ms"
+            + (f"; send_offsets_to_transaction() p50 {pct(sends, 0.5):.1f} ms, "
+               f"p99 {pct(sends, 0.99):.1f} ms" if sends else "")
+            + f"; {load()}")
+
+
+def txn_phase(bench: Bench, args: argparse.Namespace, lines: list[str]) -> None:
+    from confluent_kafka import Consumer
+
+    from odradek.client import consumer_settings
+
+    topic, source = f"{TOPIC}-txn", f"{TOPIC}-txn-in"
+    bench.create_topic(topic)
+    res = txn_run(bench, args, topic, "cperf-txn")
+    line = txn_line("plain", args, res)
+    print(line, flush=True)
+    lines.append(line)
+
+    # a group with a generation: a consumer subscribed to an empty topic, holding its
+    # assignment while the producer commits offsets for it in each transaction
+    bench.create_topic(source)
+    consumer = Consumer(consumer_settings(bench.local.bootstrap, group_id=f"{TOPIC}-txn-group",
+                                          auto_offset_reset="earliest",
+                                          enable_auto_commit=False))
+    try:
+        consumer.subscribe([source])
+
+        def assigned() -> bool:
+            consumer.poll(0.1)
+            return bool(consumer.assignment())
+
+        wait(assigned, f"the {TOPIC}-txn-group consumer's assignment", 60, 0.0)
+        res = txn_run(bench, args, topic, "cperf-txn-offsets", consumer, source)
+    finally:
+        consumer.close()
+    line = txn_line("+send_offsets", args, res)
+    print(line, flush=True)
+    lines.append(line)
+
+
 def pick_partition(bench: Bench, topic: str, kill: str) -> tuple[int, int, bool]:
     """(partition, its leader, the leader also leads the KRaft quorum) for the kill case:
     `quorum-leader` a partition the quorum leader leads, `other` one it does not, `any`
@@ -361,6 +477,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--session-timeouts", default="9000,3000")
     parser.add_argument("--failover-rounds", type=int, default=1)
     parser.add_argument("--propagation-topics", type=int, default=20)
+    parser.add_argument("--txn-records", type=int, default=100,
+                        help="records (100 B) per transaction in the txn phase")
+    parser.add_argument("--txn-seconds", type=float, default=10.0,
+                        help="how long each txn run lasts (or --txn-count, what ends first)")
+    parser.add_argument("--txn-count", type=int, default=0,
+                        help="transactions per txn run (0: no limit but --txn-seconds)")
+    parser.add_argument("--txn-x", action="append", default=[], metavar="KEY=VALUE",
+                        help="A librdkafka setting of the transactional producer (repeatable)")
     parser.add_argument("--failover-kill", default="any",
                         help="Kill cases taken in turn each round, comma separated: any "
                              "(partition 0's leader), quorum-leader (a partition led by the "
@@ -380,12 +504,15 @@ def main(argv: list[str] | None = None) -> int:
         args.records, args.e2e_seconds = 200_000, 2.0
     args.node_set_dict = dict(kv.split("=", 1) for kv in args.node_set)
     phases = set(args.phases.split(","))
+    unknown = phases - {"produce", "e2e", "propagation", "failover", "txn"}
+    if unknown:
+        parser.error(f"unknown phases {sorted(unknown)}")
     lines: list[str] = [f"# cluster phase: 3 nodes, RF=3, {PARTITIONS} partitions, 100 B, "
                         f"acks=all; node settings {args.node_set_dict}; {load()}"]
     print(lines[0], flush=True)
     with tempfile.TemporaryDirectory(prefix="odradek-cluster-perf-") as tmp:
         root = args.root or Path(tmp)
-        if phases & {"produce", "e2e", "propagation"}:
+        if phases & {"produce", "e2e", "propagation", "txn"}:
             bench = Bench(root / "throughput", 9000, args.node_set_dict).start()
             try:
                 if "produce" in phases:
@@ -394,6 +521,8 @@ def main(argv: list[str] | None = None) -> int:
                     e2e_phase(bench, args, lines)
                 if "propagation" in phases:
                     propagation_phase(bench, args, lines)
+                if "txn" in phases:
+                    txn_phase(bench, args, lines)
             finally:
                 bench.stop()
         if "failover" in phases:
