@@ -43,6 +43,26 @@ def lose_leadership(part: Any) -> None:
                        list(part.replicas), list(part.isr))
 
 
+def producer(tc: Any) -> tuple[int, int]:
+    r = tc.init_producer_id("t", 60000)
+    assert r.error == E.none
+    return r.producer_id, r.producer_epoch
+
+
+def add(tc: Any, pid: int, epoch: int, partition: int = 0) -> None:
+    assert tc.add_partitions("t", pid, epoch, [("data", partition)]) == {
+        ("data", partition): E.none}
+
+
+def with_data(node: Any, tc: Any) -> tuple[int, int, Any, int]:
+    """A transaction with a batch in data-0 (all committed): its producer, data-0, its end."""
+    pid, epoch = producer(tc)
+    add(tc, pid, epoch)
+    assert produce_txn(node, pid, epoch, 0) == E.none
+    data = node.rm.get("data", 0)
+    return pid, epoch, data, data.log_end_offset
+
+
 async def settle() -> None:
     for _ in range(5):  # the purgatory finishes on the next loop turns
         await asyncio.sleep(0)
@@ -52,22 +72,21 @@ def test_partitions_take_data_only_once_the_addition_is_committed(tmp_path: Path
     node, tc = make(tmp_path)
 
     async def main() -> None:
-        r = tc.init_producer_id("t", 60000)
-        pid, epoch = r.producer_id, r.producer_epoch
+        pid, epoch = producer(tc)
         part = replicated(node, tc, "t")
-        assert tc.add_partitions("t", pid, epoch, [("data", 0)]) == {("data", 0): E.none}
+        add(tc, pid, epoch)
         # written, not committed: the partition does not expect the transaction yet
         assert produce_txn(node, pid, epoch, 0) == E.invalid_txn_state
         first_end = part.log_end_offset
         # a retry of the addition writes nothing and is not verified before the commit
-        assert tc.add_partitions("t", pid, epoch, [("data", 0)]) == {("data", 0): E.none}
+        add(tc, pid, epoch)
         assert part.log_end_offset == first_end
         assert produce_txn(node, pid, epoch, 0) == E.invalid_txn_state
         # the verification asked of this coordinator answers from the committed state
         assert tc.add_partitions("t", pid, epoch, [("data", 0)], verify_only=True) == {
             ("data", 0): E.invalid_txn_state}
         # a further addition goes on top, in log order
-        assert tc.add_partitions("t", pid, epoch, [("data", 1)]) == {("data", 1): E.none}
+        add(tc, pid, epoch, 1)
         # EndTxn and InitProducerId wait for the records (Kafka's pending state)
         assert tc.end_txn("t", pid, epoch, True) == E.concurrent_transactions
         assert tc.init_producer_id("t", 60000).error == E.concurrent_transactions
@@ -97,12 +116,11 @@ def test_stacked_writes_lost_together_leave_the_last_committed_state(
     node, tc = make(tmp_path)
 
     async def main() -> None:
-        r = tc.init_producer_id("t", 60000)
-        pid, epoch = r.producer_id, r.producer_epoch
+        pid, epoch = producer(tc)
         part = replicated(node, tc, "t")
-        assert tc.add_partitions("t", pid, epoch, [("data", 0)]) == {("data", 0): E.none}
+        add(tc, pid, epoch)
         first_end = part.log_end_offset
-        assert tc.add_partitions("t", pid, epoch, [("data", 1)]) == {("data", 1): E.none}
+        add(tc, pid, epoch, 1)
         assert part.update_follower_fetch(FOLLOWER, first_end, int(time.time() * 1000)) is None
         await settle()
         lose_leadership(part)
@@ -124,17 +142,16 @@ def test_a_write_lost_with_the_leadership_leaves_the_committed_state(tmp_path: P
     node, tc = make(tmp_path)
 
     async def main() -> None:
-        r = tc.init_producer_id("t", 60000)
-        pid, epoch = r.producer_id, r.producer_epoch
+        pid, epoch = producer(tc)
         # an earlier transaction of the same epoch had the partition, and ended
-        assert tc.add_partitions("t", pid, epoch, [("data", 0)]) == {("data", 0): E.none}
+        add(tc, pid, epoch)
         assert produce_txn(node, pid, epoch, 0) == E.none
         assert tc.end_txn("t", pid, epoch, False) == E.none
         data = node.rm.get("data", 0)
         lso_after_first = data.last_stable_offset
         assert lso_after_first == data.log_end_offset
         part = replicated(node, tc, "t")
-        assert tc.add_partitions("t", pid, epoch, [("data", 0)]) == {("data", 0): E.none}
+        add(tc, pid, epoch)
         waiting = asyncio.ensure_future(tc.committed("t"))
         lose_leadership(part)
         await settle()
@@ -153,12 +170,7 @@ def test_markers_wait_for_the_prepare_record(tmp_path: Path) -> None:
     node, tc = make(tmp_path)
 
     async def main() -> None:
-        r = tc.init_producer_id("t", 60000)
-        pid, epoch = r.producer_id, r.producer_epoch
-        assert tc.add_partitions("t", pid, epoch, [("data", 0)]) == {("data", 0): E.none}
-        assert produce_txn(node, pid, epoch, 0) == E.none
-        data = node.rm.get("data", 0)
-        end = data.log_end_offset
+        pid, epoch, data, end = with_data(node, tc)
         part = replicated(node, tc, "t")
         assert tc.end_txn("t", pid, epoch, True) == E.none
         await settle()
@@ -180,12 +192,7 @@ def test_a_lost_prepare_sends_no_marker_and_a_new_coordinator_decides(tmp_path: 
     node, tc = make(tmp_path)
 
     async def main() -> None:
-        r = tc.init_producer_id("t", 60000)
-        pid, epoch = r.producer_id, r.producer_epoch
-        assert tc.add_partitions("t", pid, epoch, [("data", 0)]) == {("data", 0): E.none}
-        assert produce_txn(node, pid, epoch, 0) == E.none
-        data = node.rm.get("data", 0)
-        end = data.log_end_offset
+        pid, epoch, data, end = with_data(node, tc)
         part = replicated(node, tc, "t")
         assert tc.end_txn("t", pid, epoch, True) == E.none
         lose_leadership(part)
@@ -201,10 +208,9 @@ def test_a_timed_out_wait_keeps_the_write_pending_while_led_here(tmp_path: Path)
     node, tc = make(tmp_path)
 
     async def main() -> None:
-        r = tc.init_producer_id("t", 60000)
-        pid, epoch = r.producer_id, r.producer_epoch
+        pid, epoch = producer(tc)
         part = replicated(node, tc, "t")
-        assert tc.add_partitions("t", pid, epoch, [("data", 0)]) == {("data", 0): E.none}
+        add(tc, pid, epoch)
         u = tc._uncommitted["t"]
         tc._settle("t", u)  # what the purgatory's timeout calls
         await settle()
@@ -225,9 +231,8 @@ def test_replay_after_the_write_committed_elsewhere(tmp_path: Path) -> None:
     node, tc = make(tmp_path)
 
     async def main() -> None:
-        r = tc.init_producer_id("t", 60000)
-        pid, epoch = r.producer_id, r.producer_epoch
-        assert tc.add_partitions("t", pid, epoch, [("data", 1)]) == {("data", 1): E.none}
+        pid, epoch = producer(tc)
+        add(tc, pid, epoch, 1)
         again = coordinator(node)
         assert again.txns["t"].state == TxnState.ONGOING
         assert node.rm.get("data", 1).log.producer_state.is_verified(pid, epoch)
