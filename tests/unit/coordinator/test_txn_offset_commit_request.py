@@ -4,6 +4,7 @@ become visible with the commit marker."""
 
 from __future__ import annotations
 
+import asyncio
 from pathlib import Path
 
 from odradek.protocol.errors import ErrorCode
@@ -21,8 +22,10 @@ def test_txn_offset_commit_request(tmp_path: Path) -> None:
 
     def commit(offsets: dict[tuple[str, int], tuple[int, int, str]], v5: bool,
                generation: int = -1) -> ErrorCode:
-        return tc.commit_offsets("t", pid, epoch, "g", offsets, generation, "m", None, v5,
-                                 OFFSETS_PARTITIONS)
+        args = ("t", pid, epoch, "g", offsets, generation, "m", None, OFFSETS_PARTITIONS)
+        if v5:
+            return asyncio.run(tc.commit_offsets_v5(*args))
+        return tc.commit_offsets(*args)
 
     # before AddOffsetsToTxn (v4 and older need it): the partition is not in the transaction
     assert commit({("data", 0): (3, -1, "")}, v5=False) == E.invalid_txn_state

@@ -12,6 +12,7 @@ from typing import Any
 
 from odradek.coordinator.transaction.state_log import TOPIC, TxnState
 from odradek.protocol.errors import ErrorCode
+from tests.unit.coordinator.support import OFFSETS_PARTITIONS
 from tests.unit.coordinator.test_transaction_coordinator import (
     coordinator,
     make,
@@ -236,6 +237,28 @@ def test_replay_after_the_write_committed_elsewhere(tmp_path: Path) -> None:
         again = coordinator(node)
         assert again.txns["t"].state == TxnState.ONGOING
         assert node.rm.get("data", 1).log.producer_state.is_verified(pid, epoch)
+        node.close()
+
+    asyncio.run(main())
+
+
+def test_txn_offset_commit_v5_writes_once_its_addition_is_committed(tmp_path: Path) -> None:
+    """KIP-890 part 2: TxnOffsetCommit v5 adds the group's partition itself; its offsets go
+    into `__consumer_offsets` only once that addition is committed."""
+    node, tc = make(tmp_path)
+    gc = node.coordinator
+
+    async def main() -> None:
+        pid, epoch = producer(tc)
+        part = replicated(node, tc, "t")
+        call = asyncio.ensure_future(tc.commit_offsets_v5(
+            "t", pid, epoch, "g", {("data", 0): (3, -1, "m")}, -1, "", None,
+            OFFSETS_PARTITIONS))
+        await settle()
+        assert not call.done() and gc.pending_txn_offsets() == 0
+        follower_catches_up(part)
+        assert await call == E.none
+        assert gc.pending_txn_offsets() == 1
         node.close()
 
     asyncio.run(main())

@@ -264,12 +264,22 @@ def handle_txn_offset_commit(ctx: Any, header: Any, frame: memoryview) -> Respon
         if tc is not None and tc.coordinator_error(req.transactional_id) == E.not_coordinator:
             # the group's coordinator is here, the transaction's elsewhere
             return _remote_txn_offset_commit(ctx, header, req, tc, committing, offsets, denied)
-        code = E.coordinator_not_available if tc is None else tc.commit_offsets(
-            req.transactional_id, int(req.producer_id), int(req.producer_epoch), req.group_id,
-            committing, int(getattr(req, "generation_id", -1)), getattr(req, "member_id", ""),
-            getattr(req, "group_instance_id", None), header.api_version >= 5,
-            _offsets_partitions(ctx))
+        args = (req.transactional_id, int(req.producer_id), int(req.producer_epoch),
+                req.group_id, committing, int(getattr(req, "generation_id", -1)),
+                getattr(req, "member_id", ""), getattr(req, "group_instance_id", None),
+                _offsets_partitions(ctx))
+        if tc is None:
+            code = E.coordinator_not_available
+        elif header.api_version >= 5:
+            return _answer_when(tc.commit_offsets_v5(*args), header, offsets, denied)
+        else:
+            code = tc.commit_offsets(*args)
     return _txn_offset_answer(header, offsets, code if code is not None else E.none, denied)
+
+
+async def _answer_when(code: Any, header: Any, offsets: dict[tuple[str, int], Any],
+                       denied: set[str]) -> Response:
+    return _txn_offset_answer(header, offsets, await code, denied)
 
 
 def _txn_offset_answer(header: Any, offsets: dict[tuple[str, int], Any],

@@ -594,27 +594,53 @@ class TransactionCoordinator:
     def commit_offsets(self, tid: str, producer_id: int, epoch: int, group_id: str,
                        offsets: dict[tuple[str, int], tuple[int, int, str]],
                        generation: int, member_id: str, instance_id: str | None,
-                       add_offsets_first: bool, offsets_partitions: int) -> ErrorCode:
-        """A TxnOffsetCommit request: the group coordinator's checks first (its coordinator,
-        then the member's generation when one is given, then the topics), AddOffsetsToTxn's
-        work for v5+ (KIP-890 part 2: `add_offsets_first`), then the write."""
+                       offsets_partitions: int) -> ErrorCode:
+        """A TxnOffsetCommit request up to v4: the group coordinator's checks first (its
+        coordinator, then the member's generation when one is given, then the topics), then
+        the write."""
+        code = self._offsets_checks(group_id, offsets, generation, member_id, instance_id)
+        if code == E.none:
+            code = self._write_offsets(tid, producer_id, epoch, group_id, offsets,
+                                       offsets_partitions)
+        return code
+
+    async def commit_offsets_v5(self, tid: str, producer_id: int, epoch: int, group_id: str,
+                                offsets: dict[tuple[str, int], tuple[int, int, str]],
+                                generation: int, member_id: str, instance_id: str | None,
+                                offsets_partitions: int) -> ErrorCode:
+        """TxnOffsetCommit v5+ (KIP-890 part 2): the checks, AddOffsetsToTxn's work, and the
+        write once that addition is committed (the group's partition takes the offsets only
+        then)."""
+        code = self._offsets_checks(group_id, offsets, generation, member_id, instance_id)
+        if code == E.none:
+            code = self.add_offsets(tid, producer_id, epoch, group_id, OFFSETS_TOPIC,
+                                    offsets_partitions)
+        if code == E.none:
+            code = await self.committed(tid)
+        if code == E.none:
+            code = self._write_offsets(tid, producer_id, epoch, group_id, offsets,
+                                       offsets_partitions)
+        return code
+
+    def _offsets_checks(self, group_id: str, offsets: dict[tuple[str, int], Any],
+                        generation: int, member_id: str, instance_id: str | None
+                        ) -> ErrorCode:
         g = self.groups
         if g is None:
             return E.coordinator_not_available
         if (code := g.coordinator_error(group_id)) != E.none:
-            return code  # NOT_COORDINATOR / COORDINATOR_LOAD_IN_PROGRESS, before anything
+            return code  # type: ignore[no-any-return]  # NOT_COORDINATOR / LOAD_IN_PROGRESS
         if generation >= 0:
             code = g.validate_commit(group_id, generation, member_id, instance_id, False)
         if code == E.none and any(g.topics(t) is None for t, _ in offsets):
             code = E.unknown_topic_or_partition
-        if code == E.none and add_offsets_first:
-            code = self.add_offsets(tid, producer_id, epoch, group_id, OFFSETS_TOPIC,
-                                    offsets_partitions)
-        if code == E.none:
-            code = self.txn_offset_commit(tid, producer_id, epoch, group_id, offsets,
-                                          OFFSETS_TOPIC, offsets_partitions,
-                                          encode_offset_record)
         return code  # type: ignore[no-any-return]
+
+    def _write_offsets(self, tid: str, producer_id: int, epoch: int, group_id: str,
+                       offsets: dict[tuple[str, int], tuple[int, int, str]],
+                       offsets_partitions: int) -> ErrorCode:
+        return self.txn_offset_commit(tid, producer_id, epoch, group_id, offsets,
+                                      OFFSETS_TOPIC, offsets_partitions, encode_offset_record)
 
     def txn_offset_commit(self, tid: str, producer_id: int, epoch: int, group_id: str,
                           offsets: dict[tuple[str, int], tuple[int, int, str]],
