@@ -51,6 +51,15 @@ _WRITES: contextvars.ContextVar[list[Any] | None] = contextvars.ContextVar(
     "coordinator_writes", default=None)
 
 
+class _Soon:
+    """A future a request's answer waits for without depending on it (`note_soon`)."""
+
+    __slots__ = ("done",)
+
+    def __init__(self, done: asyncio.Future[Any]) -> None:
+        self.done = done
+
+
 class WriteNotReplicated(Exception):
     """A coordinator write of the request did not reach the ISR (leadership moved, or the
     timeout passed): the request must not be acknowledged. `code` is what Kafka's
@@ -400,6 +409,16 @@ class CoordinatorRuntime:
         _note_write(part, last_offset)
 
     @staticmethod
+    def note_soon(done: asyncio.Future[Any]) -> None:
+        """The current request's answer waits, after everything else, for `done` too, but
+        at most the write timeout and whatever its outcome: work that follows a committed
+        decision (a transaction's markers and completion), which a client's next request
+        would otherwise find in progress."""
+        writes = _WRITES.get()
+        if writes is not None:
+            writes.append(_Soon(done))
+
+    @staticmethod
     def note_settled(settled: asyncio.Future[ErrorCode]) -> None:
         """The current request's answer waits, after its writes' commit, for `settled`: the
         coordinator acting on that commit (so a client's next request finds it done)."""
@@ -449,9 +468,13 @@ class CoordinatorRuntime:
         the leader epoch it was written in; WriteNotReplicated otherwise."""
         needed: dict[Any, tuple[int, int]] = {}
         settles = []
+        soon = []
         for w in writes:
             if isinstance(w, asyncio.Future):
                 settles.append(w)
+                continue
+            if isinstance(w, _Soon):
+                soon.append(w.done)
                 continue
             part, offset, epoch = w
             have = needed.get(part)
@@ -477,6 +500,8 @@ class CoordinatorRuntime:
             if code != E.none:
                 raise WriteNotReplicated(f"write lost: {ErrorCode(code).name.upper()}",
                                          ErrorCode(code))
+        if soon:
+            await asyncio.wait(soon, timeout=timeout_ms / 1000)
 
     # ------------------------------------------------------------------ life
 

@@ -262,3 +262,29 @@ def test_txn_offset_commit_v5_writes_once_its_addition_is_committed(tmp_path: Pa
         node.close()
 
     asyncio.run(main())
+
+
+def test_end_txn_answers_once_the_transaction_is_complete(tmp_path: Path) -> None:
+    """EndTxn's answer waits for the markers and the committed CompleteCommit (bounded), so
+    the client's next transaction does not meet CONCURRENT_TRANSACTIONS."""
+    node, tc = make(tmp_path)
+
+    async def main() -> None:
+        pid, epoch, data, end = with_data(node, tc)
+        part = replicated(node, tc, "t")
+        answer = asyncio.ensure_future(tc.runtime.durably(
+            lambda: tc.end_txn("t", pid, epoch, True)))
+        await settle()
+        assert not answer.done()
+        follower_catches_up(part)  # PrepareCommit: the marker goes, CompleteCommit is written
+        await settle()
+        assert data.log_end_offset == end + 1
+        assert tc.txns["t"].state == TxnState.COMPLETE_COMMIT and "t" in tc._uncommitted
+        assert not answer.done()
+        follower_catches_up(part)
+        assert await answer == E.none
+        # the next transaction starts at once
+        add(tc, pid, epoch)
+        node.close()
+
+    asyncio.run(main())

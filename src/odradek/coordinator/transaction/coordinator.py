@@ -149,6 +149,9 @@ class TransactionCoordinator:
         self.txns: dict[str, TxnMetadata] = {}
         # transactional id -> its write not committed yet (see _Uncommitted)
         self._uncommitted: dict[str, _Uncommitted] = {}
+        # transactional id -> resolved once its ending transaction is complete (the
+        # CompleteCommit/CompleteAbort record committed), what EndTxn's answer waits for
+        self._completions: dict[str, asyncio.Future[None]] = {}
         # transaction.timeout.ms of each Ongoing transaction fires at its deadline (wall-clock
         # ms, as start_ms is persisted), not on the cleanup interval's grid
         self.deadlines = DeadlineTimer(now_ms, self._deadline_timer, self._expire_due)
@@ -201,6 +204,7 @@ class TransactionCoordinator:
             u = self._uncommitted.pop(tid, None)
             if u is not None:
                 _settle_futures(u, E.not_coordinator)
+            self._completed(tid)
         self._epochs = None
 
     def partition_loaded(self, partition: int) -> None:
@@ -685,6 +689,7 @@ class TransactionCoordinator:
             if err != E.none:
                 _restore(m, previous)
                 return err
+            self._answer_when_complete(m)
             return E.none
         # a retried EndTxn of the transaction that just ended gets its answer again
         if (m.state == S.COMPLETE_COMMIT and commit) or (m.state == S.COMPLETE_ABORT and not commit):
@@ -736,6 +741,8 @@ class TransactionCoordinator:
             # the markers carry the epoch of the record: the bumped one
             marker = (m.producer_id, m.producer_epoch)
             err = self._persist(m, previous, lambda: self._complete(m, commit, marker))
+            if err == E.none:
+                self._answer_when_complete(m)
         else:
             m.state = S.COMPLETE_ABORT
             m.partitions = set()
@@ -786,7 +793,7 @@ class TransactionCoordinator:
         previous = _snapshot(m)
         m.state = S.COMPLETE_COMMIT if entry.commit else S.COMPLETE_ABORT
         m.partitions = set()
-        if self._persist(m, previous) != E.none:
+        if self._persist(m, previous, lambda: self._completed(tid)) != E.none:
             # Kafka retries the completion while it still coordinates the transaction
             _restore(m, previous)
             try:
@@ -794,6 +801,29 @@ class TransactionCoordinator:
                                                   COMPLETE_RETRY_S, self._markers_written, entry)
             except RuntimeError:  # no loop (a blocking start-up step): the sweep retries
                 pass
+
+    def _answer_when_complete(self, m: TxnMetadata) -> None:
+        """EndTxn's answer (the decision is committed) waits, a bounded while, for the
+        transaction to complete: its markers written and CompleteCommit/CompleteAbort
+        committed. Kafka answers at the decision and the client's next transaction then
+        meets CONCURRENT_TRANSACTIONS and retries (librdkafka: 20 ms for AddPartitionsToTxn,
+        100 ms for AddOffsetsToTxn); answering at completion saves those retries."""
+        tid = m.transactional_id
+        if m.state not in _PREPARED and tid not in self._uncommitted:
+            return  # complete already (every partition led here alone)
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:
+            return
+        done = self._completions.get(tid)
+        if done is None or done.done():
+            done = self._completions[tid] = loop.create_future()
+        self.runtime.note_soon(done)
+
+    def _completed(self, tid: str) -> None:
+        done = self._completions.pop(tid, None)
+        if done is not None and not done.done():
+            done.set_result(None)
 
     def _abort_with_bump(self, m: TxnMetadata) -> ErrorCode:
         """Fence the current producer and abort its transaction (timeout, or a new
