@@ -18,6 +18,38 @@ ODRADEK = [sys.executable, "-m", "odradek.cli.main"]
 
 
 _GIVEN: set[int] = set()
+_LISTEN = "0A"  # TCP_LISTEN in /proc/net/tcp's st column
+
+
+def _listening_inodes(port: int) -> set[str]:
+    inodes: set[str] = set()
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        with contextlib.suppress(OSError), open(table) as f:
+            next(f, None)  # the header
+            for line in f:
+                fields = line.split()
+                local, state, inode = fields[1], fields[3], fields[9]
+                if state == _LISTEN and int(local.rsplit(":", 1)[1], 16) == port:
+                    inodes.add(inode)
+    return inodes
+
+
+def listens(pid: int, port: int) -> bool:
+    """Whether process `pid` holds a socket listening on `port`."""
+    inodes = _listening_inodes(port)
+    if not inodes:
+        return False
+    fd_dir = f"/proc/{pid}/fd"
+    try:
+        fds = os.listdir(fd_dir)
+    except OSError:
+        return False
+    for fd in fds:
+        with contextlib.suppress(OSError):
+            target = os.readlink(f"{fd_dir}/{fd}")
+            if target.startswith("socket:[") and target[8:-1] in inodes:
+                return True
+    return False
 
 
 def free_port() -> int:
@@ -71,8 +103,12 @@ class BrokerProcess:
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:
                 raise RuntimeError(f"odradek exited with {self.proc.returncode}:\n{self.log()}")
+            # the port answering is not enough: another test's short-lived listener may hold
+            # it before this node binds it (ports are drawn at random, CI's session 15 run
+            # saw one); the listening socket must be this process's
             with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", self.port), 0.2):
-                return self
+                if listens(self.proc.pid, self.port):
+                    return self
             time.sleep(0.05)
         raise TimeoutError(f"odradek did not listen on {self.port}:\n{self.log()}")
 
