@@ -129,7 +129,7 @@ def test_stacked_writes_lost_together_leave_the_last_committed_state(
         m = tc.txns["t"]
         # the first record committed, the second was lost
         assert m.state == TxnState.ONGOING and m.partitions == {("data", 0)}
-        assert "t" not in tc._uncommitted
+        assert "t" not in tc.uncommitted
         assert produce_txn(node, pid, epoch, 0, partition=1) == E.invalid_txn_state
         node.close()
 
@@ -212,14 +212,14 @@ def test_a_timed_out_wait_keeps_the_write_pending_while_led_here(tmp_path: Path)
         pid, epoch = producer(tc)
         part = replicated(node, tc, "t")
         add(tc, pid, epoch)
-        u = tc._uncommitted["t"]
-        tc._settle("t", u)  # what the purgatory's timeout calls
+        u = tc.uncommitted._queues["t"]
+        tc.uncommitted._settle("t", u)  # what the purgatory's timeout calls
         await settle()
-        assert tc._uncommitted.get("t") is u  # still led here: the record may commit
+        assert tc.uncommitted._queues.get("t") is u  # still led here: the record may commit
         assert produce_txn(node, pid, epoch, 0) == E.invalid_txn_state
         follower_catches_up(part)
         await settle()
-        assert "t" not in tc._uncommitted
+        assert "t" not in tc.uncommitted
         assert produce_txn(node, pid, epoch, 0) == E.none
         node.close()
 
@@ -279,7 +279,7 @@ def test_end_txn_answers_once_the_transaction_is_complete(tmp_path: Path) -> Non
         follower_catches_up(part)  # PrepareCommit: the marker goes, CompleteCommit is written
         await settle()
         assert data.log_end_offset == end + 1
-        assert tc.txns["t"].state == TxnState.COMPLETE_COMMIT and "t" in tc._uncommitted
+        assert tc.txns["t"].state == TxnState.COMPLETE_COMMIT and "t" in tc.uncommitted
         assert not answer.done()
         follower_catches_up(part)
         assert await answer == E.none

@@ -2,7 +2,8 @@
 two-phase end of each transaction.
 
 Every state change is a record in `__transaction_state` (compacted, keyed by transactional
-id) written before the change is acted on, so a restart replays the log and finishes what
+id) written before the change is acted on, and acted on only once committed (uncommitted.py),
+so a restart replays the log and finishes what
 was decided: a transaction found in PrepareCommit/PrepareAbort gets its markers written
 and completes; an Ongoing one is aborted when its timeout passes. All of it runs on the
 event loop: writes are page-cache appends through the partitions, as produce does.
@@ -27,14 +28,14 @@ import asyncio
 import logging
 import time
 from collections.abc import Callable, Iterable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from odradek.coordinator.deadlines import DeadlineTimer
 from odradek.coordinator.group.offset_manager import encode_offset_record
 from odradek.coordinator.offsets_topic import TOPIC as OFFSETS_TOPIC
 from odradek.coordinator.offsets_topic import partition_for as group_partition
-from odradek.coordinator.runtime import WRITE_TIMEOUT_MS, CoordinatorRuntime
+from odradek.coordinator.runtime import CoordinatorRuntime
 from odradek.coordinator.transaction.marker_channel import TxnMarkerChannelManager
 from odradek.coordinator.transaction.marker_queue import LeaderOf, PendingMarkers
 from odradek.coordinator.transaction.producer_ids import ProducerIdManager
@@ -47,6 +48,12 @@ from odradek.coordinator.transaction.state_log import (
     encode_key,
     encode_value,
     partition_for,
+)
+from odradek.coordinator.transaction.uncommitted import (
+    Snapshot,
+    UncommittedWrites,
+    restore,
+    snapshot,
 )
 from odradek.protocol.errors import ErrorCode, ProtocolError
 from odradek.protocol.records import decode_records
@@ -97,33 +104,6 @@ class TxnConfig:
 
 
 @dataclass
-class _Write:
-    """One `__transaction_state` record not committed yet: the HW must pass `end`; `then`
-    runs at its commit, `done` gets NONE then (or why it was lost)."""
-
-    end: int
-    then: list[Callable[[], None]]
-    done: asyncio.Future[ErrorCode]
-    state: dict[str, Any]  # what the record says: the committed state once it is
-
-
-@dataclass
-class _Uncommitted:
-    """A transaction's state records written to `__transaction_state` and not yet committed
-    there, in log order. Nothing acts on a state before its record is committed: no
-    partition is verified for it, no marker sent; other requests see the last committed
-    state (`previous`) where it matters (verification, TxnOffsetCommit). A change may be
-    written on top of an uncommitted one (the log keeps their order: the later commits only
-    with the earlier); EndTxn and InitProducerId wait (CONCURRENT_TRANSACTIONS, as Kafka's
-    pending transition). If the leadership moves before they commit, the state goes back to
-    `previous` (None: the id was new)."""
-
-    part: Any
-    previous: dict[str, Any] | None
-    writes: list[_Write] = field(default_factory=list)
-
-
-@dataclass
 class InitResult:
     error: ErrorCode
     producer_id: int = -1
@@ -147,8 +127,9 @@ class TransactionCoordinator:
         self.runtime = runtime
         self.partition_exists = partition_exists or (lambda t, p: replica_manager.get(t, p) is not None)
         self.txns: dict[str, TxnMetadata] = {}
-        # transactional id -> its write not committed yet (see _Uncommitted)
-        self._uncommitted: dict[str, _Uncommitted] = {}
+        # the state records not committed yet, per transactional id (uncommitted.py)
+        self.uncommitted = UncommittedWrites(replica_manager, runtime, self.partition_of,
+                                             self._lost)
         # transactional id -> resolved once its ending transaction is complete (the
         # CompleteCommit/CompleteAbort record committed), what EndTxn's answer waits for
         self._completions: dict[str, asyncio.Future[None]] = {}
@@ -201,9 +182,7 @@ class TransactionCoordinator:
         self.markers.cancel(gone)
         for tid in gone:
             del self.txns[tid]
-            u = self._uncommitted.pop(tid, None)
-            if u is not None:
-                _settle_futures(u, E.not_coordinator)
+            self.uncommitted.drop(tid)
             self._completed(tid)
         self._epochs = None
 
@@ -252,7 +231,7 @@ class TransactionCoordinator:
                 continue
             if self.coordinator_error(tid) != E.none:
                 continue  # unloaded or loading: its next coordinator arms it
-            if tid in self._uncommitted:
+            if tid in self.uncommitted:
                 # a change of it is being written: look again once that is settled
                 self.deadlines.add(tid, now_ms() + UNCOMMITTED_RECHECK_MS)
                 continue
@@ -290,127 +269,23 @@ class TransactionCoordinator:
             if r.error in (E.not_leader_or_follower, E.kafka_storage_error):
                 return E.not_coordinator
             return E.coordinator_not_available
-        self._track(m, previous, int(r.last_offset) + 1, then)
+        self.uncommitted.track(m, previous, int(r.last_offset) + 1, then)
         return E.none
 
-    # ------------------------------------------------------- uncommitted writes
+    async def committed(self, tid: str) -> ErrorCode:
+        """NONE once the id's last state record is committed (the broker's KIP-890 check
+        waits for it), else NOT_COORDINATOR or COORDINATOR_NOT_AVAILABLE."""
+        return await self.uncommitted.committed(tid)
 
-    def _track(self, m: TxnMetadata, previous: dict[str, Any] | None, end: int,
-               then: Callable[[], None] | None) -> None:
-        tid = m.transactional_id
-        thens = [] if then is None else [then]
-        u = self._uncommitted.get(tid)
-        if u is None:
-            part = self.rm.get(TOPIC, self.partition_of(tid))
-            if part is None or part.solo or part.high_watermark >= end:
-                for t in thens:
-                    t()
-                return
-            try:
-                loop = asyncio.get_running_loop()
-            except RuntimeError:
-                # a blocking start-up step (no loop yet, nothing to wait with): as before the
-                # node serves, when no client can have seen the state
-                for t in thens:
-                    t()
-                return
-            u = self._uncommitted[tid] = _Uncommitted(part, previous)
-            first = True
-        else:
-            loop = asyncio.get_running_loop()
-            first = False
-        w = _Write(end, thens, loop.create_future(), _snapshot(m))
-        u.writes.append(w)
-        self.runtime.note_settled(w.done)
-        if first:
-            self._watch(tid, u)
-
-    def _after_committed(self, tid: str, then: Callable[[], None]) -> None:
-        """`then()` once the id's records written so far are committed (now when they are);
-        the current request's answer waits for it."""
-        u = self._uncommitted.get(tid)
-        if u is None:
-            then()
-            return
-        w = u.writes[-1]
-        w.then.append(then)
-        self.runtime.note_settled(w.done)
-
-    def _watch(self, tid: str, u: _Uncommitted) -> None:
-        if self._uncommitted.get(tid) is not u or not u.writes:
-            return
-        self.rm.delay_produce([(u.part, u.writes[0].end, u.part.leader_epoch)],
-                              WRITE_TIMEOUT_MS, lambda _errors: self._settle(tid, u))
-
-    def _settle(self, tid: str, u: _Uncommitted) -> None:
-        """The HW moved past the first write, the leadership moved, or the wait timed out."""
-        if self._uncommitted.get(tid) is not u:
-            return  # unloaded meanwhile
-        part = u.part
-        if part.is_leader:
-            # still led here, so the records stay in the log: each commits once the ISR has
-            # it (or shrinks to those that do); act on those committed, wait for the rest
-            while u.writes and part.high_watermark >= u.writes[0].end:
-                w = u.writes.pop(0)
-                if not u.writes:
-                    del self._uncommitted[tid]
-                else:
-                    u.previous = w.state
-                for then in w.then:
-                    try:
-                        then()
-                    except Exception:
-                        log.exception("acting on transaction %r's committed state failed",
-                                      tid)
-                if not w.done.done():
-                    w.done.set_result(E.none)
-            if u.writes:
-                try:
-                    self.runtime.scheduler.call_later((TOPIC, self.partition_of(tid)), 0.0,
-                                                      self._watch, tid, u)
-                except RuntimeError:
-                    pass
-            return
-        # the leadership moved before the records were committed: they may be truncated
-        # away; this node no longer coordinates the id (its unload follows), and meanwhile
-        # the state is what was committed
-        del self._uncommitted[tid]
+    def _lost(self, tid: str, previous: Snapshot | None) -> None:
+        """The id's state records were lost with the leadership: the committed state stands."""
         m = self.txns.get(tid)
         if m is not None:
-            if u.previous is None:
+            if previous is None:
                 del self.txns[tid]
             else:
-                _restore(m, u.previous)
+                restore(m, previous)
             self._epochs = None
-        log.info("transaction %r: %d state write(s) to %s-%d were not committed before the "
-                 "leadership moved; its last committed state stands", tid, len(u.writes),
-                 TOPIC, self.partition_of(tid))
-        _settle_futures(u, E.not_coordinator)
-
-    def _pending(self, tid: str) -> bool:
-        return tid in self._uncommitted
-
-    def _committed_view(self, m: TxnMetadata) -> tuple[TxnState, set[tuple[str, int]]]:
-        """The transaction's state and partitions as last committed."""
-        u = self._uncommitted.get(m.transactional_id)
-        if u is None:
-            return m.state, m.partitions
-        if u.previous is None:
-            return S.EMPTY, set()
-        return u.previous["state"], u.previous["partitions"]
-
-    async def committed(self, tid: str) -> ErrorCode:
-        """NONE once the id's last state write is committed (at once when it is), else why
-        not: NOT_COORDINATOR (lost with the leadership), COORDINATOR_NOT_AVAILABLE (not
-        in the ISR in time)."""
-        u = self._uncommitted.get(tid)
-        if u is None:
-            return E.none
-        try:
-            return await asyncio.wait_for(asyncio.shield(u.writes[-1].done),
-                                          WRITE_TIMEOUT_MS / 1000)
-        except TimeoutError:
-            return E.coordinator_not_available
 
     def load(self, partitions: Iterable[int] | None = None) -> int:
         """Replay `__transaction_state` partitions (default: every one this node leads),
@@ -495,7 +370,7 @@ class TransactionCoordinator:
                 del self.txns[tid]
                 return InitResult(err)
             return InitResult(E.none, m.producer_id, m.producer_epoch)
-        if self._pending(tid):
+        if tid in self.uncommitted:
             return InitResult(E.concurrent_transactions)
         if producer_id >= 0:
             # KIP-360: the producer presents what it had; it must be the current one
@@ -516,7 +391,7 @@ class TransactionCoordinator:
             self._complete(m, m.state == S.PREPARE_COMMIT)  # nothing in flight: send again
         if m.state in _PREPARED:
             return InitResult(E.concurrent_transactions)
-        previous = _snapshot(m)
+        previous = snapshot(m)
         m.last_producer_id, m.last_producer_epoch = m.producer_id, m.producer_epoch
         if m.producer_epoch >= MAX_EPOCH - 1:
             m.producer_id, m.producer_epoch = self.producer_ids.generate(), 0
@@ -529,7 +404,7 @@ class TransactionCoordinator:
         self._epochs = None
         err = self._persist(m, previous)
         if err != E.none:
-            _restore(m, previous)
+            restore(m, previous)
             return InitResult(err)
         return InitResult(E.none, m.producer_id, m.producer_epoch)
 
@@ -554,7 +429,7 @@ class TransactionCoordinator:
         if err != E.none or m is None:
             return dict.fromkeys(partitions, err)
         if verify_only:
-            state, added = self._committed_view(m)
+            state, added = self.uncommitted.committed_view(m)
             if state in (S.PREPARE_COMMIT, S.PREPARE_ABORT, S.PREPARE_EPOCH_FENCE):
                 return dict.fromkeys(partitions, E.concurrent_transactions)
             return {tp: E.none if (state == S.ONGOING and tp in added)
@@ -565,7 +440,7 @@ class TransactionCoordinator:
                     for tp in partitions}
         new = set(partitions) - m.partitions
         if new or m.state != S.ONGOING:
-            previous = _snapshot(m)
+            previous = snapshot(m)
             if m.state != S.ONGOING:
                 m.start_ms = now_ms()
                 m.partitions = set()
@@ -576,13 +451,13 @@ class TransactionCoordinator:
             # leave data in a partition its coordinator never knew of)
             err = self._persist(m, previous, lambda: self._verify_all(m, partitions))
             if err != E.none:
-                _restore(m, previous)  # the partitions are not in the transaction
+                restore(m, previous)  # the partitions are not in the transaction
                 return dict.fromkeys(partitions, err)
             self._arm_timeout(m)
         else:
             # in the transaction already, maybe by a record not committed yet (a retry of an
             # addition whose answer was lost): verified once that is committed
-            self._after_committed(tid, lambda: self._verify_all(m, partitions))
+            self.uncommitted.after_committed(tid, lambda: self._verify_all(m, partitions))
         return dict.fromkeys(partitions, E.none)
 
     def _verify_all(self, m: TxnMetadata, partitions: list[tuple[str, int]]) -> None:
@@ -620,7 +495,7 @@ class TransactionCoordinator:
             code = self.add_offsets(tid, producer_id, epoch, group_id, OFFSETS_TOPIC,
                                     offsets_partitions)
         if code == E.none:
-            code = await self.committed(tid)
+            code = await self.uncommitted.committed(tid)
         if code == E.none:
             code = self._write_offsets(tid, producer_id, epoch, group_id, offsets,
                                        offsets_partitions)
@@ -663,7 +538,7 @@ class TransactionCoordinator:
         if m.producer_epoch != epoch:
             return E.producer_fenced
         tp = (offsets_topic, group_partition(group_id, offsets_partitions))
-        state, partitions = self._committed_view(m)
+        state, partitions = self.uncommitted.committed_view(m)
         if state != S.ONGOING or tp not in partitions:
             return E.invalid_txn_state
         return self.groups.append_txn_offsets(group_id, producer_id, epoch, offsets,
@@ -677,17 +552,17 @@ class TransactionCoordinator:
             return E.invalid_producer_id_mapping
         if m.producer_epoch != epoch:
             return E.producer_fenced
-        if self._pending(tid):
+        if tid in self.uncommitted:
             return E.concurrent_transactions
         if m.state == S.ONGOING:
-            previous = _snapshot(m)
+            previous = snapshot(m)
             m.state = S.PREPARE_COMMIT if commit else S.PREPARE_ABORT
             m.ended_by_v2 = False
             # the markers go once PrepareCommit/PrepareAbort is committed (Kafka): a prepare
             # lost with the leadership must not have told any partition the outcome
             err = self._persist(m, previous, lambda: self._complete(m, commit))
             if err != E.none:
-                _restore(m, previous)
+                restore(m, previous)
                 return err
             self._answer_when_complete(m)
             return E.none
@@ -710,7 +585,7 @@ class TransactionCoordinator:
         m = self.txns.get(tid)
         if m is None:
             return InitResult(E.invalid_producer_id_mapping)
-        if self._pending(tid):
+        if tid in self.uncommitted:
             return InitResult(E.concurrent_transactions)
         retry = (m.ended_by_v2 and (producer_id, epoch) == (m.last_producer_id, m.last_producer_epoch)
                  and m.state in (S.PREPARE_COMMIT, S.PREPARE_ABORT, S.COMPLETE_COMMIT,
@@ -732,7 +607,7 @@ class TransactionCoordinator:
             return InitResult(E.invalid_txn_state)
         # ONGOING, or an abort with no transaction open (a v2 client aborts when it cannot
         # know whether its produce added a partition): end it with the epoch bumped
-        previous = _snapshot(m)
+        previous = snapshot(m)
         m.last_producer_id, m.last_producer_epoch = m.producer_id, m.producer_epoch
         m.producer_epoch += 1
         m.ended_by_v2 = True
@@ -748,7 +623,7 @@ class TransactionCoordinator:
             m.partitions = set()
             err = self._persist(m, previous)
         if err != E.none:
-            _restore(m, previous)
+            restore(m, previous)
             return InitResult(err)
         if m.producer_epoch >= MAX_EPOCH:
             # the epoch is spent: the producer goes on with a fresh producer id
@@ -788,14 +663,14 @@ class TransactionCoordinator:
         wanted = S.PREPARE_COMMIT if entry.commit else S.PREPARE_ABORT
         if m is None or m.state != wanted:
             return
-        if self._pending(tid):
+        if tid in self.uncommitted:
             return
-        previous = _snapshot(m)
+        previous = snapshot(m)
         m.state = S.COMPLETE_COMMIT if entry.commit else S.COMPLETE_ABORT
         m.partitions = set()
         if self._persist(m, previous, lambda: self._completed(tid)) != E.none:
             # Kafka retries the completion while it still coordinates the transaction
-            _restore(m, previous)
+            restore(m, previous)
             try:
                 self.runtime.scheduler.call_later((TOPIC, self.partition_of(tid)),
                                                   COMPLETE_RETRY_S, self._markers_written, entry)
@@ -809,7 +684,7 @@ class TransactionCoordinator:
         meets CONCURRENT_TRANSACTIONS and retries (librdkafka: 20 ms for AddPartitionsToTxn,
         100 ms for AddOffsetsToTxn); answering at completion saves those retries."""
         tid = m.transactional_id
-        if m.state not in _PREPARED and tid not in self._uncommitted:
+        if m.state not in _PREPARED and tid not in self.uncommitted:
             return  # complete already (every partition led here alone)
         try:
             loop = asyncio.get_running_loop()
@@ -828,7 +703,7 @@ class TransactionCoordinator:
     def _abort_with_bump(self, m: TxnMetadata) -> ErrorCode:
         """Fence the current producer and abort its transaction (timeout, or a new
         instance): the markers carry the bumped epoch so late writes of the old one fail."""
-        previous = _snapshot(m)
+        previous = snapshot(m)
         m.ended_by_v2 = False  # the fenced producer's EndTxn is no retry to be answered
         if m.producer_epoch < MAX_EPOCH - 1:
             m.last_producer_id, m.last_producer_epoch = m.producer_id, m.producer_epoch
@@ -836,7 +711,7 @@ class TransactionCoordinator:
         m.state = S.PREPARE_ABORT
         err = self._persist(m, previous, lambda: self._complete(m, False))
         if err != E.none:
-            _restore(m, previous)
+            restore(m, previous)
             return err
         self._epochs = None
         return E.none
@@ -845,7 +720,7 @@ class TransactionCoordinator:
         now = now_ms() if now is None else now
         n = 0
         for m in list(self.txns.values()):
-            if self._pending(m.transactional_id):
+            if m.transactional_id in self.uncommitted:
                 continue  # its committed state acts, or its loss puts it back
             if (m.state in _PREPARED and self.markers.pending(m.transactional_id) is None
                     and self.coordinator_error(m.transactional_id) == E.none):
@@ -868,12 +743,12 @@ class TransactionCoordinator:
         gone = [m for m in self.txns.values()
                 if m.state in (S.EMPTY, S.COMPLETE_COMMIT, S.COMPLETE_ABORT)
                 and now - m.last_update_ms > self.config.id_expiration_ms
-                and not self._pending(m.transactional_id)]
+                and m.transactional_id not in self.uncommitted]
         for m in gone:
-            previous = _snapshot(m)
+            previous = snapshot(m)
             m.state = S.DEAD
             if self._persist(m, previous, lambda m=m: self._forget(m)) != E.none:  # type: ignore[misc]
-                _restore(m, previous)
+                restore(m, previous)
         return len(gone)
 
     def _forget(self, m: TxnMetadata) -> None:
@@ -911,20 +786,3 @@ class TransactionCoordinator:
             out.append(m)
         return out
 
-
-def _snapshot(m: TxnMetadata) -> dict[str, Any]:
-    """What a failed write puts back (Kafka's coordinators keep the last written state)."""
-    snap = dict(vars(m))
-    snap["partitions"] = set(m.partitions)
-    return snap
-
-
-def _restore(m: TxnMetadata, snap: dict[str, Any]) -> None:
-    for k, v in snap.items():
-        setattr(m, k, v)
-
-
-def _settle_futures(u: _Uncommitted, code: ErrorCode) -> None:
-    for w in u.writes:
-        if not w.done.done():
-            w.done.set_result(code)
