@@ -288,3 +288,40 @@ def test_end_txn_answers_once_the_transaction_is_complete(tmp_path: Path) -> Non
         node.close()
 
     asyncio.run(main())
+
+
+def test_describe_and_list_show_the_committed_state(tmp_path: Path) -> None:
+    """DescribeTransactions and ListTransactions show a change once its record is committed
+    (Kafka shows a state once its write completed); an id whose first record is not
+    committed is not found yet."""
+    node, tc = make(tmp_path)
+
+    async def main() -> None:
+        pid, epoch = producer(tc)
+        part = replicated(node, tc, "t")
+        add(tc, pid, epoch)
+        code, shown = tc.describe("t")
+        assert code == E.none and shown is not None
+        assert shown.state == TxnState.EMPTY and shown.partitions == set()
+        assert tc.txns["t"].state == TxnState.ONGOING  # the change is written, not shown
+        assert [m.transactional_id for m in tc.list(["Empty"])] == ["t"]
+        assert tc.list(["Ongoing"]) == []
+        follower_catches_up(part)
+        await settle()
+        code, shown = tc.describe("t")
+        assert shown is not None and shown.state == TxnState.ONGOING
+        assert shown.partitions == {("data", 0)}
+        assert [m.transactional_id for m in tc.list(["Ongoing"])] == ["t"]
+        # a new id on the same partition: not found until its first record commits
+        other = next(f"u{i}" for i in range(10_000)
+                     if tc.partition_of(f"u{i}") == tc.partition_of("t"))
+        assert tc.init_producer_id(other, 60000).error == E.none
+        assert tc.describe(other) == (E.transactional_id_not_found, None)
+        assert other not in {m.transactional_id for m in tc.list()}
+        follower_catches_up(part)
+        await settle()
+        code, shown = tc.describe(other)
+        assert code == E.none and shown is not None and shown.state == TxnState.EMPTY
+        node.close()
+
+    asyncio.run(main())

@@ -770,19 +770,24 @@ class TransactionCoordinator:
     # ---------------------------------------------------------------- describe
 
     def describe(self, tid: str) -> tuple[ErrorCode, TxnMetadata | None]:
+        """The transaction as last committed (an uncommitted change is not shown yet)."""
         if (cerr := self.coordinator_error(tid)) != E.none:
             return cerr, None
         m = self.txns.get(tid)
-        return (E.transactional_id_not_found, None) if m is None else (E.none, m)
+        shown = None if m is None else self.uncommitted.committed_metadata(m)
+        return (E.transactional_id_not_found, None) if shown is None else (E.none, shown)
 
     def list(self, states: list[str] | None = None, producer_ids: list[int] | None = None
              ) -> list[TxnMetadata]:
+        """The transactions as last committed."""
         out = []
         for m in self.txns.values():
-            if states and m.state.label not in states:
+            shown = self.uncommitted.committed_metadata(m)
+            if shown is None:
                 continue
-            if producer_ids and m.producer_id not in producer_ids:
+            if states and shown.state.label not in states:
                 continue
-            out.append(m)
+            if producer_ids and shown.producer_id not in producer_ids:
+                continue
+            out.append(shown)
         return out
-

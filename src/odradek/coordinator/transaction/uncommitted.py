@@ -139,6 +139,17 @@ class UncommittedWrites:
             return TxnState.EMPTY, set()
         return q.previous["state"], q.previous["partitions"]
 
+    def committed_metadata(self, m: TxnMetadata) -> TxnMetadata | None:
+        """The transaction as last committed (None: the id's first record is not committed
+        yet): what DescribeTransactions and ListTransactions show, as Kafka shows a state
+        only once its write completed."""
+        q = self._queues.get(m.transactional_id)
+        if q is None:
+            return m
+        if q.previous is None:
+            return None
+        return TxnMetadata(**{**q.previous, "partitions": set(q.previous["partitions"])})
+
     async def committed(self, tid: str) -> ErrorCode:
         """NONE once the id's last state record is committed (at once when it is), else why
         not: NOT_COORDINATOR (lost with the leadership), COORDINATOR_NOT_AVAILABLE (not in
