@@ -7,7 +7,11 @@ from typing import Any
 import pytest
 from hypothesis import HealthCheck, settings
 
-from tests.support.broker import BrokerProcess
+from odradek.broker import local_cluster
+from tests.support.broker import BrokerProcess, free_port
+
+# the clusters the tests start draw their ports in this worker's lane, as the tests' nodes do
+local_cluster.free_port = free_port
 
 # Hypothesis's two timing checks off for every test (a test's own @settings still wins): the
 # suite runs on 2 shared cores, where one slow draw (0.85 s, a stalled process) failed

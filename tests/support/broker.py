@@ -52,12 +52,25 @@ def listens(pid: int, port: int) -> bool:
     return False
 
 
+def _lane() -> tuple[int, int]:
+    """(this xdist worker's index, the number of workers): each worker draws ports from its
+    own residue class, so two workers never hand out the same port (a port drawn is free
+    only until its node binds it, seconds later)."""
+    worker = os.environ.get("PYTEST_XDIST_WORKER", "")
+    count = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1") or 1)
+    if worker.startswith("gw") and worker[2:].isdigit() and count > 1:
+        return int(worker[2:]) % count, count
+    return 0, 1
+
+
 def free_port() -> int:
-    """A port free now, outside the ephemeral range (`local_cluster.free_port`), and never
-    handed out before in this process."""
+    """A port free now, outside the ephemeral range (`local_cluster.free_port`), never
+    handed out before in this process, and in this worker's lane (`_lane`). conftest makes
+    it local_cluster's too, so clusters the tests start draw the same way."""
+    index, count = _lane()
     while True:
         port = cluster_free_port()
-        if port not in _GIVEN:
+        if port % count == index and port not in _GIVEN:
             _GIVEN.add(port)
             return port
 
