@@ -282,7 +282,7 @@ class GroupCoordinator(GroupLoader, ClassicProtocol, ConsumerProtocol, ClassicMe
             if err != E.none:
                 out[gid] = err
                 continue
-            self.offsets.remove_group(gid)
+            self.offsets.remove_group(gid, self._unsettled(gid))
             self.lag.forget(gid)
             del self.groups[gid]
             log.info("deleted group %r", gid)

@@ -26,6 +26,7 @@ from odradek.coordinator.group.offsets import (
     OFFSET_METADATA_MAX_BYTES,
     CommittedOffset,
     OffsetStore,
+    Unsettled,
 )
 from odradek.coordinator.group.store import OffsetsTopicStore, PendingTxnOffset
 from odradek.protocol.errors import ErrorCode
@@ -105,11 +106,12 @@ class OffsetManager:
             if group_id not in self.groups:
                 self.groups[group_id] = ClassicGroup(group_id, state_timestamp_ms=now)
             werr = self.store.append(group_id, records)
+            at = self._unsettled(group_id)
             for tp, value in accepted:
                 if werr != E.none:
                     out[tp] = werr
                     continue
-                self.offsets.put(group_id, tp, value)
+                self.offsets.put(group_id, tp, value, at)
                 part = self.rm.get(tp[0], tp[1])
                 if part is not None:
                     self.lag.observe(group_id, tp[0], tp[1], value.offset, part.high_watermark,
@@ -174,7 +176,7 @@ class OffsetManager:
                 return E.unknown_member_id, []
             if member_epoch != member.member_epoch:
                 return E.stale_member_epoch, []
-        committed = self.offsets.get(group_id)
+        committed = self.committed_offsets(group_id)
         if topics is None:
             return E.none, [(t, p, v) for (t, p), v in sorted(committed.items())]
         out = []
@@ -182,6 +184,23 @@ class OffsetManager:
             for p in parts:
                 out.append((topic, p, committed.get((topic, p))))
         return E.none, out
+
+    def committed_offsets(self, group_id: str) -> dict[tuple[str, int], CommittedOffset]:
+        """The group's offsets whose records are committed in `__consumer_offsets`: what
+        reads serve (offsets.OffsetStore)."""
+        part = self.rm.get(ot.TOPIC, self.store.partition_for(group_id))
+        if part is None:
+            return self.offsets.get(group_id)
+        return self.offsets.committed(group_id, part.high_watermark)
+
+    def _unsettled(self, group_id: str) -> Unsettled:
+        """Where the group's record just appended stands: None once committed (at once on
+        a partition without followers in its ISR), else (its end, the high watermark)."""
+        part = self.rm.get(ot.TOPIC, self.store.partition_for(group_id))
+        if part is None or part.solo:
+            return None
+        end, high_watermark = part.log_end_offset, part.high_watermark
+        return None if high_watermark >= end else (end, high_watermark)
 
     def delete_offsets(self, group_id: str, topics: list[tuple[str, list[int]]]
                        ) -> tuple[ErrorCode, dict[tuple[str, int], ErrorCode]]:
@@ -212,9 +231,10 @@ class OffsetManager:
         werr = self.store.append(group_id, records)
         if werr != E.none:
             return werr, {}
+        at = self._unsettled(group_id) if records else None
         for (topic, p), code in out.items():
             if code == E.none:
-                self.offsets.remove(group_id, (topic, p))
+                self.offsets.remove(group_id, (topic, p), at)
                 self.lag.forget(group_id, topic, p)
         return E.none, out
 
@@ -248,8 +268,9 @@ class OffsetManager:
                 for t, p in expired]
             if self.store.append(gid, records) != E.none:
                 continue
+            at = self._unsettled(gid)
             for tp in expired:
-                self.offsets.remove(gid, tp)
+                self.offsets.remove(gid, tp, at)
                 self.lag.forget(gid, tp[0], tp[1])
             removed += len(expired)
             log.info("removed %d expired offsets of group %r", len(expired), gid)

@@ -1,0 +1,119 @@
+"""OffsetFetch serves an offset only once its record is committed in `__consumer_offsets`
+(Kafka's coordinator reads at its last committed offset): between the append and the
+commit it serves the value before; an offset whose record is lost with the leadership was
+never served. Over real logs: the group's partition is given a second replica that does
+not fetch, so its high watermark moves only when the test says so."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Any
+
+from odradek.coordinator.group.api import OffsetCommitEntry
+from odradek.coordinator.group.offsets import CommittedOffset, OffsetStore
+from odradek.coordinator.offsets_topic import TOPIC
+from odradek.protocol.errors import ErrorCode
+from tests.unit.coordinator.support import Node
+
+E = ErrorCode
+FOLLOWER = 99
+
+
+def offset(n: int) -> CommittedOffset:
+    return CommittedOffset(n, -1, "", 0)
+
+
+def test_store_reads_see_changes_once_committed() -> None:
+    store = OffsetStore()
+    store.put("g", ("t", 0), offset(5))  # committed at once
+    store.put("g", ("t", 0), offset(7), (11, 10))  # record ending at 11, HW 10
+    store.put("g", ("t", 1), offset(1), (12, 10))
+    assert store.committed("g", 10) == {("t", 0): offset(5)}
+    assert store.get("g") == {("t", 0): offset(7), ("t", 1): offset(1)}  # writes build on it
+    assert store.committed("g", 11) == {("t", 0): offset(7)}
+    store.remove("g", ("t", 0), (13, 11))
+    assert store.committed("g", 12) == {("t", 0): offset(7), ("t", 1): offset(1)}
+    assert store.committed("g", 13) == {("t", 1): offset(1)}
+    assert store._unsettled == {}  # nothing kept once committed
+
+
+def test_store_stacked_changes_and_history_pruned_by_later_writes() -> None:
+    store = OffsetStore()
+    for i in range(100):  # a group committing and never reading: its history stays short
+        store.put("g", ("t", 0), offset(i), (i + 1, i))
+    assert len(store._unsettled["g"][("t", 0)]) == 1
+    assert store.committed("g", 99) == {("t", 0): offset(98)}
+    store.put("g", ("t", 0), offset(200))  # a change committed at once: all earlier are
+    assert store.committed("g", 0) == {("t", 0): offset(200)}
+    store.put("g", ("t", 0), offset(201), (300, 250))
+    store.remove_group("g", (301, 250))
+    assert store.committed("g", 250) == {("t", 0): offset(200)}
+    assert store.committed("g", 301) == {}
+    store.put("h", ("t", 0), offset(1), (5, 4))
+    store.remove_group("h")  # unloaded: forgotten entirely
+    assert store.committed("h", 0) == {} and "h" not in store._unsettled
+
+
+def _replicated(node: Node, group: str) -> Any:
+    part = node.rm.get(TOPIC, node.coordinator.store.partition_for(group))
+    part.make_leader(part.leader_epoch + 1, part.partition_epoch + 1,
+                     [node.rm.node_id, FOLLOWER], [node.rm.node_id, FOLLOWER],
+                     int(time.time() * 1000))
+    assert not part.solo
+    return part
+
+
+def _catch_up(part: Any) -> None:
+    assert part.update_follower_fetch(FOLLOWER, part.log_end_offset,
+                                      int(time.time() * 1000)) is None
+    assert part.high_watermark == part.log_end_offset
+
+
+def _fetched(node: Node, group: str) -> dict[tuple[str, int], int]:
+    code, rows = node.coordinator.fetch_offsets(group, None)
+    assert code == E.none
+    return {(t, p): v.offset for t, p, v in rows if v is not None}
+
+
+def _commit(node: Node, group: str, partition: int, at: int) -> None:
+    assert node.coordinator.commit_offsets(group, -1, "", None, [
+        OffsetCommitEntry("data", partition, at)]) == {("data", partition): E.none}
+
+
+def test_offset_fetch_serves_committed_records_only(tmp_path: Path) -> None:
+    node = Node(tmp_path, {"data": 2})
+    try:
+        _commit(node, "g", 0, 5)  # the partition alone in its ISR: committed at once
+        part = _replicated(node, "g")
+        _commit(node, "g", 0, 9)
+        _commit(node, "g", 1, 3)
+        assert _fetched(node, "g") == {("data", 0): 5}
+        code, rows = node.coordinator.fetch_offsets("g", [("data", [0, 1])])
+        assert code == E.none and [(p, v and v.offset) for _, p, v in rows] == [(0, 5), (1, None)]
+        _catch_up(part)
+        assert _fetched(node, "g") == {("data", 0): 9, ("data", 1): 3}
+        # OffsetDelete: the offset is served until the tombstone is committed
+        assert node.coordinator.delete_offsets("g", [("data", [1])]) == (
+            E.none, {("data", 1): E.none})
+        assert _fetched(node, "g") == {("data", 0): 9, ("data", 1): 3}
+        _catch_up(part)
+        assert _fetched(node, "g") == {("data", 0): 9}
+    finally:
+        node.close()
+
+
+def test_offset_lost_with_the_leadership_was_never_served(tmp_path: Path) -> None:
+    node = Node(tmp_path, {"data": 1})
+    try:
+        _commit(node, "g", 0, 5)
+        part = _replicated(node, "g")
+        _commit(node, "g", 0, 9)
+        assert _fetched(node, "g") == {("data", 0): 5}
+        # the leadership moves before the record commits: the node unloads the partition
+        part.make_follower(FOLLOWER, part.leader_epoch + 1, part.partition_epoch + 1,
+                           list(part.replicas), list(part.isr))
+        node.coordinator.unload_partition(node.coordinator.store.partition_for("g"))
+        assert node.coordinator.offsets.committed("g", part.high_watermark) == {}
+    finally:
+        node.close()
