@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 import uuid
 from pathlib import Path
 from typing import Any
@@ -17,6 +18,25 @@ from odradek.replication.manager import ReplicaManager
 from odradek.storage.log_manager import LogManager
 
 OFFSETS_PARTITIONS = 5
+# a replica that never fetches: the partition's high watermark moves only when a test says
+SILENT_FOLLOWER = 99
+
+
+def with_silent_follower(node: Any, topic: str, partition: int) -> Any:
+    """Give a partition the node leads a second replica in its ISR that does not fetch."""
+    part = node.rm.get(topic, partition)
+    part.make_leader(part.leader_epoch + 1, part.partition_epoch + 1,
+                     [node.rm.node_id, SILENT_FOLLOWER], [node.rm.node_id, SILENT_FOLLOWER],
+                     int(time.time() * 1000))
+    assert not part.solo
+    return part
+
+
+def follower_catches_up(part: Any) -> None:
+    """The silent follower fetches to the log end: the high watermark follows."""
+    assert part.update_follower_fetch(SILENT_FOLLOWER, part.log_end_offset,
+                                      int(time.time() * 1000)) is None
+    assert part.high_watermark == part.log_end_offset
 
 
 class Node:

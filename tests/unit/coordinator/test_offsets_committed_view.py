@@ -6,7 +6,6 @@ not fetch, so its high watermark moves only when the test says so."""
 
 from __future__ import annotations
 
-import time
 from pathlib import Path
 from typing import Any
 
@@ -14,10 +13,15 @@ from odradek.coordinator.group.api import OffsetCommitEntry
 from odradek.coordinator.group.offsets import CommittedOffset, OffsetStore
 from odradek.coordinator.offsets_topic import TOPIC
 from odradek.protocol.errors import ErrorCode
-from tests.unit.coordinator.support import Node
+from tests.unit.coordinator.support import (
+    SILENT_FOLLOWER,
+    Node,
+    follower_catches_up,
+    with_silent_follower,
+)
 
 E = ErrorCode
-FOLLOWER = 99
+FOLLOWER = SILENT_FOLLOWER
 
 
 def offset(n: int) -> CommittedOffset:
@@ -56,18 +60,7 @@ def test_store_stacked_changes_and_history_pruned_by_later_writes() -> None:
 
 
 def _replicated(node: Node, group: str) -> Any:
-    part = node.rm.get(TOPIC, node.coordinator.store.partition_for(group))
-    part.make_leader(part.leader_epoch + 1, part.partition_epoch + 1,
-                     [node.rm.node_id, FOLLOWER], [node.rm.node_id, FOLLOWER],
-                     int(time.time() * 1000))
-    assert not part.solo
-    return part
-
-
-def _catch_up(part: Any) -> None:
-    assert part.update_follower_fetch(FOLLOWER, part.log_end_offset,
-                                      int(time.time() * 1000)) is None
-    assert part.high_watermark == part.log_end_offset
+    return with_silent_follower(node, TOPIC, node.coordinator.store.partition_for(group))
 
 
 def _fetched(node: Node, group: str) -> dict[tuple[str, int], int]:
@@ -91,13 +84,13 @@ def test_offset_fetch_serves_committed_records_only(tmp_path: Path) -> None:
         assert _fetched(node, "g") == {("data", 0): 5}
         code, rows = node.coordinator.fetch_offsets("g", [("data", [0, 1])])
         assert code == E.none and [(p, v and v.offset) for _, p, v in rows] == [(0, 5), (1, None)]
-        _catch_up(part)
+        follower_catches_up(part)
         assert _fetched(node, "g") == {("data", 0): 9, ("data", 1): 3}
         # OffsetDelete: the offset is served until the tombstone is committed
         assert node.coordinator.delete_offsets("g", [("data", [1])]) == (
             E.none, {("data", 1): E.none})
         assert _fetched(node, "g") == {("data", 0): 9, ("data", 1): 3}
-        _catch_up(part)
+        follower_catches_up(part)
         assert _fetched(node, "g") == {("data", 0): 9}
     finally:
         node.close()

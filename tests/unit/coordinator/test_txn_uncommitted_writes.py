@@ -12,7 +12,12 @@ from typing import Any
 
 from odradek.coordinator.transaction.state_log import TOPIC, TxnState
 from odradek.protocol.errors import ErrorCode
-from tests.unit.coordinator.support import OFFSETS_PARTITIONS
+from tests.unit.coordinator.support import (
+    OFFSETS_PARTITIONS,
+    SILENT_FOLLOWER,
+    follower_catches_up,
+    with_silent_follower,
+)
 from tests.unit.coordinator.test_transaction_coordinator import (
     coordinator,
     make,
@@ -20,23 +25,12 @@ from tests.unit.coordinator.test_transaction_coordinator import (
 )
 
 E = ErrorCode
-FOLLOWER = 99
+FOLLOWER = SILENT_FOLLOWER
 
 
 def replicated(node: Any, tc: Any, tid: str) -> Any:
     """Give the id's `__transaction_state` partition a silent follower in its ISR."""
-    part = node.rm.get(TOPIC, tc.partition_of(tid))
-    part.make_leader(part.leader_epoch + 1, part.partition_epoch + 1,
-                     [node.rm.node_id, FOLLOWER], [node.rm.node_id, FOLLOWER],
-                     int(time.time() * 1000))
-    assert not part.solo
-    return part
-
-
-def follower_catches_up(part: Any) -> None:
-    assert part.update_follower_fetch(FOLLOWER, part.log_end_offset,
-                                      int(time.time() * 1000)) is None
-    assert part.high_watermark == part.log_end_offset
+    return with_silent_follower(node, TOPIC, tc.partition_of(tid))
 
 
 def lose_leadership(part: Any) -> None:
