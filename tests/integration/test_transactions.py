@@ -237,3 +237,36 @@ def test_aiokafka_transactions(broker: BrokerProcess) -> None:
     asyncio.run(run())
     assert values(read(b, ["tx-aio"], True)) == sorted(f"aio0-{i}" for i in range(9))
     assert len(read(b, ["tx-aio"], False)) == 18
+
+
+def test_read_committed_consumer_waits_for_offsets_of_an_open_transaction(
+        broker: BrokerProcess) -> None:
+    """KIP-447: a read_committed consumer asks for stable offsets (OffsetFetch
+    require_stable) and gets none for a partition whose offset an open transaction holds;
+    librdkafka retries the UNSTABLE_OFFSET_COMMIT answer until the transaction ends (here:
+    until its timeout). A read_uncommitted consumer gets the committed offset at once."""
+    from confluent_kafka import KafkaError
+
+    create(broker.bootstrap, "stable-in")
+    tp = TopicPartition("stable-in", 0)
+    conf = {"bootstrap.servers": broker.bootstrap, "group.id": "stable-g",
+            "enable.auto.commit": False}
+    plain = Consumer(conf)
+    plain.commit(offsets=[TopicPartition("stable-in", 0, 2)], asynchronous=False)
+    producer = txn_producer(broker.bootstrap, "stable-tid")
+    producer.begin_transaction()
+    producer.send_offsets_to_transaction([TopicPartition("stable-in", 0, 7)],
+                                         plain.consumer_group_metadata(), 30)
+    plain.close()
+    stable = Consumer({**conf, "isolation.level": "read_committed"})
+    loose = Consumer({**conf, "isolation.level": "read_uncommitted"})
+    try:
+        with pytest.raises(KafkaException) as unstable:
+            stable.committed([tp], timeout=3)
+        assert unstable.value.args[0].code() == KafkaError._TIMED_OUT
+        assert loose.committed([tp], timeout=30)[0].offset == 2
+        producer.commit_transaction(30)
+        assert stable.committed([tp], timeout=30)[0].offset == 7
+    finally:
+        stable.close()
+        loose.close()

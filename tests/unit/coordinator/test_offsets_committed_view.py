@@ -110,3 +110,42 @@ def test_offset_lost_with_the_leadership_was_never_served(tmp_path: Path) -> Non
         assert node.coordinator.offsets.committed("g", part.high_watermark) == {}
     finally:
         node.close()
+
+
+def test_require_stable_answers_unstable_while_an_offset_may_change(tmp_path: Path) -> None:
+    """KIP-447: OffsetFetch with require_stable (read_committed consumers) answers
+    UNSTABLE_OFFSET_COMMIT for a partition whose offset an open transaction holds or whose
+    commit is not yet replicated; without it, the committed offset."""
+    from odradek.coordinator.group.offset_manager import encode_offset_record
+
+    node = Node(tmp_path, {"data": 3})
+    gc = node.coordinator
+    try:
+        _commit(node, "g", 0, 5)
+        _commit(node, "g", 1, 6)
+        assert gc.append_txn_offsets("g", 4000, 0, {("data", 0): (8, -1, "")},
+                                     encode_offset_record) == E.none
+        wanted = [("data", [0, 1, 2])]
+
+        def rows(stable: bool) -> list[object]:
+            code, out = gc.fetch_offsets("g", wanted, require_stable=stable)
+            assert code == E.none
+            return [v if isinstance(v, ErrorCode) else v and v.offset for _, _, v in out]
+
+        assert rows(False) == [5, 6, None]
+        assert rows(True) == [E.unstable_offset_commit, 6, None]
+        code, every = gc.fetch_offsets("g", None, require_stable=True)
+        assert code == E.none
+        assert [(p, v if isinstance(v, ErrorCode) else v and v.offset) for _, p, v in every] == [
+            (0, E.unstable_offset_commit), (1, 6)]
+        assert gc.complete_txn_offsets(4000, True) == 1
+        assert rows(True) == [8, 6, None]
+        # a plain commit not yet replicated: unstable too, until the follower has it
+        part = _replicated(node, "g")
+        _commit(node, "g", 2, 4)
+        assert rows(False) == [8, 6, None]
+        assert rows(True) == [8, 6, E.unstable_offset_commit]
+        follower_catches_up(part)
+        assert rows(True) == [8, 6, 4]
+    finally:
+        node.close()

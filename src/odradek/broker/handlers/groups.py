@@ -299,8 +299,8 @@ def handle_offset_commit(ctx: Any, header: Any, frame: memoryview) -> Response:
 
 
 def _fetch_group(ctx: Any, group_id: str, topics: Any, member_id: str | None,
-                 member_epoch: int, version: int, header: Any = None
-                 ) -> tuple[ErrorCode, list[dict[str, Any]]]:
+                 member_epoch: int, version: int, header: Any = None,
+                 require_stable: bool = False) -> tuple[ErrorCode, list[dict[str, Any]]]:
     secured = header is not None and ctx.authorizer is not None
     if secured and _group_denied(ctx, header, Op.DESCRIBE, group_id):
         return E.group_authorization_failed, []
@@ -317,7 +317,8 @@ def _fetch_group(ctx: Any, group_id: str, topics: Any, member_id: str | None,
                     for p in t.partition_indexes]})
             else:
                 wanted.append((name, list(t.partition_indexes)))
-    err, rows = _coord(ctx).fetch_offsets(group_id, wanted, member_id, member_epoch)
+    err, rows = _coord(ctx).fetch_offsets(group_id, wanted, member_id, member_epoch,
+                                          require_stable)
     if secured:
         # requested topics it may not describe: TOPIC_AUTHORIZATION_FAILED; all topics: left out
         visible = {t for t in {r[0] for r in rows}
@@ -348,15 +349,18 @@ def _fetch_group(ctx: Any, group_id: str, topics: Any, member_id: str | None,
 def handle_offset_fetch(ctx: Any, header: Any, frame: memoryview) -> Response:
     req = decode(header, frame)
     version = header.api_version
+    # v7+ (KIP-447): read_committed consumers ask for offsets no open transaction may change
+    stable = bool(getattr(req, "require_stable", False))
     if version >= 8:
         groups = []
         for g in req.groups:
             err, topics = _fetch_group(ctx, g.group_id, g.topics, getattr(g, "member_id", None),
-                                       int(getattr(g, "member_epoch", -1)), version, header)
+                                       int(getattr(g, "member_epoch", -1)), version, header,
+                                       stable)
             groups.append({"group_id": g.group_id, "topics": topics if err == E.none else [],
                            "error_code": err})
         return respond(header, {"throttle_time": 0, "groups": groups})
-    err, topics = _fetch_group(ctx, req.group_id, req.topics, None, -1, version, header)
+    err, topics = _fetch_group(ctx, req.group_id, req.topics, None, -1, version, header, stable)
     if version < 2 and err != E.none:
         # v0-1 have no top-level error: it goes on every requested partition
         topics = [{"name": t.name, "partitions": [

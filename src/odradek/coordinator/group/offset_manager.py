@@ -164,9 +164,15 @@ class OffsetManager:
         return E.none
 
     def fetch_offsets(self, group_id: str, topics: list[tuple[str, list[int]]] | None,
-                      member_id: str | None = None, member_epoch: int = -1
-                      ) -> tuple[ErrorCode, list[tuple[str, int, CommittedOffset | None]]]:
-        """OffsetFetch of one group: (error, [(topic, partition, offset or None)])."""
+                      member_id: str | None = None, member_epoch: int = -1,
+                      require_stable: bool = False
+                      ) -> tuple[ErrorCode, list[tuple[str, int, CommittedOffset | ErrorCode | None]]]:
+        """OffsetFetch of one group: (error, [(topic, partition, offset, error or None)]).
+
+        Offsets whose records are committed (`committed_offsets`). With `require_stable`
+        (KIP-447, what read_committed consumers send) a partition whose offset an open
+        transaction or a commit not yet replicated may still change answers
+        UNSTABLE_OFFSET_COMMIT, and the client retries, as Kafka's coordinator answers."""
         if (cerr := self.coordinator_error(group_id)) != E.none:
             return cerr, []
         group = self.groups.get(group_id)
@@ -177,13 +183,22 @@ class OffsetManager:
             if member_epoch != member.member_epoch:
                 return E.stale_member_epoch, []
         committed = self.committed_offsets(group_id)
-        if topics is None:
-            return E.none, [(t, p, v) for (t, p), v in sorted(committed.items())]
-        out = []
-        for topic, parts in topics:
-            for p in parts:
-                out.append((topic, p, committed.get((topic, p))))
+        wanted = (sorted(committed) if topics is None
+                  else [(topic, p) for topic, parts in topics for p in parts])
+        unstable = self._unstable(group_id) if require_stable else None
+        out: list[tuple[str, int, CommittedOffset | ErrorCode | None]] = []
+        for tp in wanted:
+            if unstable is not None and unstable(tp):
+                out.append((tp[0], tp[1], E.unstable_offset_commit))
+            else:
+                out.append((tp[0], tp[1], committed.get(tp)))
         return E.none, out
+
+    def _unstable(self, group_id: str) -> Callable[[tuple[str, int]], bool]:
+        part = self.rm.get(ot.TOPIC, self.store.partition_for(group_id))
+        unsettled = (set() if part is None
+                     else self.offsets.unsettled(group_id, part.high_watermark))
+        return lambda tp: tp in unsettled or self.store.txn.is_pending((group_id, *tp))
 
     def committed_offsets(self, group_id: str) -> dict[tuple[str, int], CommittedOffset]:
         """The group's offsets whose records are committed in `__consumer_offsets`: what

@@ -72,24 +72,36 @@ class OffsetStore:
     def committed(self, group_id: str, high_watermark: int) -> dict[TopicPartition, CommittedOffset]:
         """The group's offsets as of the records below `high_watermark`: what reads see."""
         latest = self.get(group_id)
-        unsettled = self._unsettled.get(group_id)
+        unsettled = self._settle(group_id, high_watermark)
         if not unsettled:
             return latest
         view = dict(latest)
-        for tp, changes in list(unsettled.items()):
-            while changes and changes[0][0] <= high_watermark:
-                changes.pop(0)  # committed: the latest value holds from it on
-            if not changes:
-                del unsettled[tp]
-                continue
+        for tp, changes in unsettled.items():
             before = changes[0][1]
             if before is None:
                 view.pop(tp, None)
             else:
                 view[tp] = before
+        return view
+
+    def unsettled(self, group_id: str, high_watermark: int) -> set[TopicPartition]:
+        """The partitions with a change whose record is at or past `high_watermark`."""
+        return set(self._settle(group_id, high_watermark))
+
+    def _settle(self, group_id: str, high_watermark: int
+                ) -> dict[TopicPartition, list[tuple[int, CommittedOffset | None]]]:
+        """Forget the group's changes committed by `high_watermark`; those left."""
+        unsettled = self._unsettled.get(group_id)
+        if not unsettled:
+            return {}
+        for tp, changes in list(unsettled.items()):
+            while changes and changes[0][0] <= high_watermark:
+                changes.pop(0)  # committed: the latest value holds from it on
+            if not changes:
+                del unsettled[tp]
         if not unsettled:
             del self._unsettled[group_id]
-        return view
+        return unsettled
 
     def _note(self, group_id: str, tp: TopicPartition, at: Unsettled) -> None:
         if at is None:

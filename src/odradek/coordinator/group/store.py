@@ -82,6 +82,11 @@ class TxnOffsets:
                 out.append((key, p))
         return out
 
+    def is_pending(self, key: OffsetKey) -> bool:
+        """Whether an open transaction holds an offset of `key` (OffsetFetch's
+        require_stable answers UNSTABLE_OFFSET_COMMIT for it, KIP-447)."""
+        return any(key in entries for entries in self.pending.values())
+
     def pending_count(self) -> int:
         return sum(len(v) for v in self.pending.values())
 
