@@ -32,10 +32,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from odradek.coordinator.deadlines import DeadlineTimer
-from odradek.coordinator.group.offset_manager import encode_offset_record
 from odradek.coordinator.offsets_topic import TOPIC as OFFSETS_TOPIC
-from odradek.coordinator.offsets_topic import partition_for as group_partition
 from odradek.coordinator.runtime import CoordinatorRuntime
+from odradek.coordinator.transaction.config import TxnConfig
 from odradek.coordinator.transaction.marker_channel import TxnMarkerChannelManager
 from odradek.coordinator.transaction.marker_queue import LeaderOf, PendingMarkers
 from odradek.coordinator.transaction.producer_ids import ProducerIdManager
@@ -49,6 +48,7 @@ from odradek.coordinator.transaction.state_log import (
     encode_value,
     partition_for,
 )
+from odradek.coordinator.transaction.txn_offsets import TxnOffsetCommits
 from odradek.coordinator.transaction.uncommitted import (
     Snapshot,
     UncommittedWrites,
@@ -78,39 +78,13 @@ def now_ms() -> int:
 
 
 @dataclass
-class TxnConfig:
-    num_partitions: int = 50
-    max_timeout_ms: int = 900000
-    abort_check_interval_ms: int = 10000
-    id_expiration_ms: int = 604800000
-    producer_id_expiration_ms: int = 86400000
-    producer_id_expiration_check_ms: int = 600000
-
-    @classmethod
-    def from_broker_config(cls, config: Any) -> TxnConfig:
-        def get(name: str, default: int) -> int:
-            try:
-                return int(config.get_int(name))
-            except Exception:
-                raw = getattr(config, "values", {}).get(name)
-                return int(raw) if raw is not None else default
-
-        return cls(get("transaction.state.log.num.partitions", 50),
-                   get("transaction.max.timeout.ms", 900000),
-                   get("transaction.abort.timed.out.transaction.cleanup.interval.ms", 10000),
-                   get("transactional.id.expiration.ms", 604800000),
-                   get("producer.id.expiration.ms", 86400000),
-                   get("producer.id.expiration.check.interval.ms", 600000))
-
-
-@dataclass
 class InitResult:
     error: ErrorCode
     producer_id: int = -1
     producer_epoch: int = -1
 
 
-class TransactionCoordinator:
+class TransactionCoordinator(TxnOffsetCommits):
     def __init__(self, replica_manager: Any, config: TxnConfig, producer_ids: ProducerIdManager,
                  group_coordinator: Any = None,
                  partition_exists: Callable[[str, int], bool] | None = None,
@@ -463,86 +437,6 @@ class TransactionCoordinator:
     def _verify_all(self, m: TxnMetadata, partitions: list[tuple[str, int]]) -> None:
         for tp in partitions:
             self._verify(tp, m.producer_id, m.producer_epoch)
-
-    def add_offsets(self, tid: str, producer_id: int, epoch: int, group_id: str,
-                    offsets_topic: str, offsets_partitions: int) -> ErrorCode:
-        tp = (offsets_topic, group_partition(group_id, offsets_partitions))
-        result = self.add_partitions(tid, producer_id, epoch, [tp])
-        return result[tp]
-
-    def commit_offsets(self, tid: str, producer_id: int, epoch: int, group_id: str,
-                       offsets: dict[tuple[str, int], tuple[int, int, str]],
-                       generation: int, member_id: str, instance_id: str | None,
-                       offsets_partitions: int) -> ErrorCode:
-        """A TxnOffsetCommit request up to v4: the group coordinator's checks first (its
-        coordinator, then the member's generation when one is given, then the topics), then
-        the write."""
-        code = self._offsets_checks(group_id, offsets, generation, member_id, instance_id)
-        if code == E.none:
-            code = self._write_offsets(tid, producer_id, epoch, group_id, offsets,
-                                       offsets_partitions)
-        return code
-
-    async def commit_offsets_v5(self, tid: str, producer_id: int, epoch: int, group_id: str,
-                                offsets: dict[tuple[str, int], tuple[int, int, str]],
-                                generation: int, member_id: str, instance_id: str | None,
-                                offsets_partitions: int) -> ErrorCode:
-        """TxnOffsetCommit v5+ (KIP-890 part 2): the checks, AddOffsetsToTxn's work, and the
-        write once that addition is committed (the group's partition takes the offsets only
-        then)."""
-        code = self._offsets_checks(group_id, offsets, generation, member_id, instance_id)
-        if code == E.none:
-            code = self.add_offsets(tid, producer_id, epoch, group_id, OFFSETS_TOPIC,
-                                    offsets_partitions)
-        if code == E.none:
-            code = await self.uncommitted.committed(tid)
-        if code == E.none:
-            code = self._write_offsets(tid, producer_id, epoch, group_id, offsets,
-                                       offsets_partitions)
-        return code
-
-    def _offsets_checks(self, group_id: str, offsets: dict[tuple[str, int], Any],
-                        generation: int, member_id: str, instance_id: str | None
-                        ) -> ErrorCode:
-        g = self.groups
-        if g is None:
-            return E.coordinator_not_available
-        if (code := g.coordinator_error(group_id)) != E.none:
-            return code  # type: ignore[no-any-return]  # NOT_COORDINATOR / LOAD_IN_PROGRESS
-        if generation >= 0:
-            code = g.validate_commit(group_id, generation, member_id, instance_id, False)
-        if code == E.none and any(g.topics(t) is None for t, _ in offsets):
-            code = E.unknown_topic_or_partition
-        return code  # type: ignore[no-any-return]
-
-    def _write_offsets(self, tid: str, producer_id: int, epoch: int, group_id: str,
-                       offsets: dict[tuple[str, int], tuple[int, int, str]],
-                       offsets_partitions: int) -> ErrorCode:
-        return self.txn_offset_commit(tid, producer_id, epoch, group_id, offsets,
-                                      OFFSETS_TOPIC, offsets_partitions, encode_offset_record)
-
-    def txn_offset_commit(self, tid: str, producer_id: int, epoch: int, group_id: str,
-                          offsets: dict[tuple[str, int], tuple[int, int, str]],
-                          offsets_topic: str, offsets_partitions: int,
-                          encode: Callable[[str, str, int, int, int, str, int], tuple[bytes, bytes]]
-                          ) -> ErrorCode:
-        """Write the offsets as a transactional batch to the group's `__consumer_offsets`
-        partition; they become the group's committed offsets with the commit marker."""
-        if self.groups is None:
-            return E.coordinator_not_available
-        if (cerr := self.groups.coordinator_error(group_id)) != E.none:
-            return cerr  # the group's coordinator is elsewhere, or still loading
-        m = self.txns.get(tid)
-        if m is None or m.producer_id != producer_id:
-            return E.invalid_producer_id_mapping
-        if m.producer_epoch != epoch:
-            return E.producer_fenced
-        tp = (offsets_topic, group_partition(group_id, offsets_partitions))
-        state, partitions = self.uncommitted.committed_view(m)
-        if state != S.ONGOING or tp not in partitions:
-            return E.invalid_txn_state
-        return self.groups.append_txn_offsets(group_id, producer_id, epoch, offsets,
-                                              encode)  # type: ignore[no-any-return]
 
     def end_txn(self, tid: str, producer_id: int, epoch: int, commit: bool) -> ErrorCode:
         if (cerr := self.coordinator_error(tid)) != E.none:
