@@ -194,8 +194,12 @@ class OffsetManager:
                 out.append((tp[0], tp[1], committed.get(tp)))
         return E.none, out
 
+    def _offsets_partition(self, group_id: str) -> Any:
+        """The group's `__consumer_offsets` partition here (None: not hosted)."""
+        return self.rm.get(ot.TOPIC, self.store.partition_for(group_id))
+
     def _unstable(self, group_id: str) -> Callable[[tuple[str, int]], bool]:
-        part = self.rm.get(ot.TOPIC, self.store.partition_for(group_id))
+        part = self._offsets_partition(group_id)
         unsettled = (set() if part is None
                      else self.offsets.unsettled(group_id, part.high_watermark))
         return lambda tp: tp in unsettled or self.store.txn.is_pending((group_id, *tp))
@@ -203,7 +207,7 @@ class OffsetManager:
     def committed_offsets(self, group_id: str) -> dict[tuple[str, int], CommittedOffset]:
         """The group's offsets whose records are committed in `__consumer_offsets`: what
         reads serve (offsets.OffsetStore)."""
-        part = self.rm.get(ot.TOPIC, self.store.partition_for(group_id))
+        part = self._offsets_partition(group_id)
         if part is None:
             return self.offsets.get(group_id)
         return self.offsets.committed(group_id, part.high_watermark)
@@ -211,7 +215,7 @@ class OffsetManager:
     def _unsettled(self, group_id: str) -> Unsettled:
         """Where the group's record just appended stands: None once committed (at once on
         a partition without followers in its ISR), else (its end, the high watermark)."""
-        part = self.rm.get(ot.TOPIC, self.store.partition_for(group_id))
+        part = self._offsets_partition(group_id)
         if part is None or part.solo:
             return None
         end, high_watermark = part.log_end_offset, part.high_watermark
