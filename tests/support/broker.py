@@ -106,6 +106,12 @@ class BrokerProcess:
             cmd += ["--set", f"{key}={value}"]
         return cmd
 
+    def listener_ports(self) -> list[int]:
+        """The ports of the node's `listeners` (its own setting, or the one the tests give)."""
+        value = self.settings.get("listeners", f"PLAINTEXT://127.0.0.1:{self.port}")
+        ports = [int(lst.rsplit(":", 1)[1]) for lst in value.split(",") if lst.strip()]
+        return [port for port in ports if port > 0]
+
     def start(self, timeout: float = 120.0) -> BrokerProcess:
         self.data_dir.mkdir(parents=True, exist_ok=True)
         log = open(self.log_path, "ab")  # noqa: SIM115 - handed to the child process
@@ -116,11 +122,14 @@ class BrokerProcess:
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:
                 raise RuntimeError(f"odradek exited with {self.proc.returncode}:\n{self.log()}")
-            # the port answering is not enough: another test's short-lived listener may hold
-            # it before this node binds it (ports are drawn at random, CI's session 15 run
-            # saw one); the listening socket must be this process's
+            # up means every listener listens, and as this process's: the node starts its
+            # listeners one after the other (building a TLS listener's context takes tens of
+            # ms), and the kernel accepts on the first meanwhile, so a test that waited only
+            # for it was refused on another (CI of stops 32 and session 16's check); and a
+            # port drawn at random may briefly be another test's
+            ports = self.listener_ports()
             with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", self.port), 0.2):
-                if listens(self.proc.pid, self.port):
+                if all(listens(self.proc.pid, port) for port in ports):
                     return self
             time.sleep(0.05)
         raise TimeoutError(f"odradek did not listen on {self.port}:\n{self.log()}")
